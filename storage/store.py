@@ -1,0 +1,339 @@
+"""The one storage API: LanceDB tables as the system of record, DuckDB SQL over them.
+
+Every write goes through :class:`Store`. Writes are idempotent upserts on each table's natural key;
+replacing a video's rows in a table is a single atomic commit (merge-insert that also deletes that
+video's rows the new data no longer contains), so a failure half-way never leaves a video with
+partial or duplicated rows. Nothing else in vidscope writes under the data directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lancedb
+import pyarrow as pa
+
+from vidscope.config import stable_hash
+
+from vidscope.storage.clips import clips_spec
+from vidscope.storage.detections import DETECTIONS
+from vidscope.storage.frames import frames_spec
+from vidscope.storage.ledger import LEDGER
+from vidscope.storage.ocr import OCR_ITEMS
+from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
+from vidscope.storage.transcripts import TRANSCRIPT_SEGMENTS
+from vidscope.storage.videos import VIDEOS
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Text embedding size of the embedded MiniLM model, the default.
+DEFAULT_TEXT_DIM = 384
+#: Image embedding size of CLIP ViT-B/32, the default image–text model family.
+DEFAULT_IMAGE_DIM = 512
+#: Corpus-wide ANN indexes are only worth building above this many vectors; below it, flat search.
+ANN_MIN_ROWS = 20_000
+
+
+class StoreError(RuntimeError):
+    """A storage problem the user can act on (wrong schema version, mismatched dimensions, …)."""
+
+
+class Store:
+    """The vidscope store under ``data_dir``: LanceDB tables plus in-process DuckDB for SQL.
+
+    Safe to share between threads of one process. Several processes may write the same store: Lance
+    commits are optimistic and conflicting commits are retried here.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        *,
+        text_dim: int = DEFAULT_TEXT_DIM,
+        image_dim: int = DEFAULT_IMAGE_DIM,
+    ) -> None:
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.lance_dir = self.data_dir / "lance"
+        self.lance_dir.mkdir(parents=True, exist_ok=True)
+        self.text_dim = text_dim
+        self.image_dim = image_dim
+        self.videos = VIDEOS
+        self.clips = clips_spec(text_dim)
+        self.frames = frames_spec(image_dim)
+        self.transcripts = TRANSCRIPT_SEGMENTS
+        self.ocr = OCR_ITEMS
+        self.detections = DETECTIONS
+        self.ledger = LEDGER
+        self._db = lancedb.connect(str(self.lance_dir))
+        self._lock = threading.Lock()
+        self._checked: set[str] = set()
+
+    # ------------------------------------------------------------------ tables
+
+    @property
+    def specs(self) -> tuple[TableSpec, ...]:
+        """Every table of the store, the video table first."""
+        return (
+            self.videos,
+            self.clips,
+            self.frames,
+            self.transcripts,
+            self.ocr,
+            self.detections,
+            self.ledger,
+        )
+
+    def _existing_names(self) -> set[str]:
+        result = self._db.list_tables()
+        names = getattr(result, "tables", result)
+        return set(names)
+
+    def table(self, spec: TableSpec) -> Any:
+        """The LanceDB table for ``spec``, created empty on first use; its schema is checked once."""
+        with self._lock:
+            if spec.name not in self._existing_names():
+                try:
+                    return self._db.create_table(spec.name, schema=spec.schema)
+                except (ValueError, OSError, RuntimeError) as exc:
+                    if "already exists" not in str(exc):
+                        raise
+            table = self._db.open_table(spec.name)
+            if spec.name not in self._checked:
+                self._check_schema(spec, table.schema)
+                self._checked.add(spec.name)
+            return table
+
+    def _check_schema(self, spec: TableSpec, actual: pa.Schema) -> None:
+        version = (actual.metadata or {}).get(SCHEMA_VERSION_KEY, b"?").decode()
+        if version != str(SCHEMA_VERSION):
+            raise StoreError(
+                f"table '{spec.name}' in {self.lance_dir} has schema version {version}, this vidscope "
+                f"expects {SCHEMA_VERSION}; ingest into a new data directory (--data-dir) or remove "
+                f"the old one"
+            )
+        for field in spec.schema:
+            if field.name not in actual.names:
+                raise StoreError(f"table '{spec.name}' lacks column '{field.name}'; the store is damaged")
+            if actual.field(field.name).type != field.type:
+                raise StoreError(
+                    f"table '{spec.name}' column '{field.name}' is {actual.field(field.name).type}, "
+                    f"the configuration needs {field.type} (a different embedding model?); use another "
+                    f"data directory or `vidscope remove` every video first"
+                )
+
+    # ------------------------------------------------------------------ writes
+
+    def _to_arrow(self, spec: TableSpec, rows: pa.Table | Sequence[dict[str, Any]]) -> pa.Table:
+        if isinstance(rows, pa.Table):
+            missing = [n for n in spec.schema.names if n not in rows.column_names]
+            for name in missing:
+                rows = rows.append_column(spec.schema.field(name), pa.nulls(rows.num_rows, spec.schema.field(name).type))
+            return rows.select(spec.schema.names).cast(spec.schema)
+        return pa.Table.from_pylist([dict(r) for r in rows], schema=spec.schema)
+
+    def upsert(self, spec: TableSpec, rows: pa.Table | Sequence[dict[str, Any]]) -> int:
+        """Insert or update ``rows`` by the table's natural key. Returns the number of rows given."""
+        data = self._to_arrow(spec, rows)
+        if data.num_rows == 0:
+            return 0
+        self._check_unique_keys(spec, data)
+
+        def write() -> None:
+            (
+                self.table(spec)
+                .merge_insert(list(spec.keys))
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(data, on_bad_vectors="null")
+            )
+
+        _retry_conflicts(write, f"upsert into {spec.name}")
+        return data.num_rows
+
+    def update_columns(self, spec: TableSpec, rows: pa.Table | Sequence[dict[str, Any]]) -> int:
+        """Update only the columns present in ``rows`` (plus the key) of existing rows.
+
+        Lets a stage fill its own columns (a clip's caption, its embedding) without reading and
+        rewriting the others, so stages writing different columns never undo each other.
+        Rows whose key does not exist are ignored.
+        """
+        if not isinstance(rows, pa.Table):
+            rows = [dict(r) for r in rows]
+            if not rows:
+                return 0
+            names = list(rows[0])
+            schema = pa.schema([spec.schema.field(n) for n in names])
+            rows = pa.Table.from_pylist(rows, schema=schema)
+        else:
+            rows = rows.cast(pa.schema([spec.schema.field(n) for n in rows.column_names]))
+        if rows.num_rows == 0:
+            return 0
+        missing_keys = [k for k in spec.keys if k not in rows.column_names]
+        if missing_keys:
+            raise ValueError(f"update_columns({spec.name}): rows lack key columns {missing_keys}")
+        self._check_unique_keys(spec, rows)
+        data = rows
+
+        def write() -> None:
+            (
+                self.table(spec)
+                .merge_insert(list(spec.keys))
+                .when_matched_update_all()
+                .execute(data, on_bad_vectors="null")
+            )
+
+        _retry_conflicts(write, f"update columns of {spec.name}")
+        return data.num_rows
+
+    def replace_video_rows(
+        self, spec: TableSpec, video_id: str, rows: pa.Table | Sequence[dict[str, Any]]
+    ) -> int:
+        """Make ``rows`` exactly the rows ``video_id`` has in ``spec``, in one atomic commit."""
+        data = self._to_arrow(spec, rows)
+        if data.num_rows and set(data.column("video_id").to_pylist()) != {video_id}:
+            raise ValueError(f"replace_video_rows({spec.name}): rows must all belong to {video_id}")
+        self._check_unique_keys(spec, data)
+        where = f"video_id = {sql_quote(video_id)}"
+
+        def write() -> None:
+            table = self.table(spec)
+            if data.num_rows == 0:
+                table.delete(where)
+                return
+            (
+                table.merge_insert(list(spec.keys))
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .when_not_matched_by_source_delete(where)
+                .execute(data, on_bad_vectors="null")
+            )
+
+        _retry_conflicts(write, f"replace rows of {video_id[:12]} in {spec.name}")
+        return data.num_rows
+
+    def delete_rows(self, spec: TableSpec, where: str) -> None:
+        """Delete the rows of ``spec`` matching the Lance SQL filter ``where``."""
+        _retry_conflicts(lambda: self.table(spec).delete(where), f"delete from {spec.name}")
+
+    def delete_video(self, video_id: str) -> None:
+        """Remove every row of ``video_id`` from every table (the ledger last)."""
+        where = f"video_id = {sql_quote(video_id)}"
+        for spec in self.specs[1:]:
+            self.delete_rows(spec, where)
+        self.delete_rows(self.videos, where)
+
+    @staticmethod
+    def _check_unique_keys(spec: TableSpec, data: pa.Table) -> None:
+        keys = list(zip(*(data.column(k).to_pylist() for k in spec.keys), strict=True))
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"{spec.name}: duplicate natural keys {spec.keys} in one write")
+
+    # ------------------------------------------------------------------ reads
+
+    def rows(
+        self,
+        spec: TableSpec,
+        *,
+        video_id: str | None = None,
+        where: str | None = None,
+        columns: Iterable[str] | None = None,
+        order_by: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """Rows of ``spec`` (optionally of one video and/or a Lance SQL filter), sorted by key."""
+        filters = []
+        if video_id is not None:
+            filters.append(f"video_id = {sql_quote(video_id)}")
+        if where:
+            filters.append(f"({where})")
+        table = self.table(spec)
+        cols = list(columns) if columns is not None else None
+        if filters:
+            query = table.search().where(" AND ".join(filters)).limit(None)
+            if cols is not None:
+                query = query.select(cols)
+            result = query.to_arrow()
+        else:
+            result = table.to_arrow()
+            if cols is not None:
+                result = result.select(cols)
+        sort_keys = [k for k in (order_by or spec.keys) if k in result.column_names]
+        if sort_keys and result.num_rows:
+            result = result.sort_by([(k, "ascending") for k in sort_keys])
+        return result
+
+    def count(self, spec: TableSpec, video_id: str | None = None) -> int:
+        """Number of rows of ``spec`` (of one video when given)."""
+        where = f"video_id = {sql_quote(video_id)}" if video_id is not None else None
+        return int(self.table(spec).count_rows(where))
+
+    def video_version(self, video_id: str) -> str:
+        """A short hash that changes whenever any ingestion stage rewrites ``video_id``'s data.
+
+        Built from the video's ledger rows (stage, version, config hash, status, finish time), so
+        caches keyed on it (agent tool calls) are invalidated by re-ingestion and by removal.
+        """
+        ledger = self.rows(
+            self.ledger, video_id=video_id,
+            columns=["stage", "stage_version", "config_hash", "status", "finished_at"],
+        ).to_pylist()
+        return stable_hash(video_id, ledger)
+
+    def table_version(self, spec: TableSpec) -> int:
+        """The Lance version number of ``spec``'s table (grows with every commit)."""
+        return int(self.table(spec).version)
+
+    # ------------------------------------------------------------------ indexes
+
+    def optimize(self) -> dict[str, str]:
+        """Compact tables and (re)build indexes after ingestion; returns what was done per table.
+
+        Every table gets a BTree index on ``video_id`` so per-video reads and exact per-video vector
+        search stay fast; clip texts get a full-text index; the clip vector column gets an ANN index
+        once the corpus is large enough for one to beat a flat scan.
+        """
+        done: dict[str, str] = {}
+        for spec in self.specs:
+            table = self.table(spec)
+            rows = table.count_rows()
+            if rows == 0:
+                continue
+            actions = []
+            indexed = {tuple(ix.columns) for ix in table.list_indices()}
+            if ("video_id",) not in indexed:
+                table.create_scalar_index("video_id", index_type="BTREE", replace=True)
+                actions.append("btree(video_id)")
+            if spec.vector_column and spec is self.clips and rows >= ANN_MIN_ROWS:
+                non_null = table.count_rows(f"{spec.vector_column} IS NOT NULL")
+                if non_null >= ANN_MIN_ROWS and (spec.vector_column,) not in indexed:
+                    table.create_index(
+                        metric="cosine", vector_column_name=spec.vector_column, replace=True
+                    )
+                    actions.append(f"ivf_pq({spec.vector_column})")
+            _retry_conflicts(table.optimize, f"optimize {spec.name}")
+            actions.append("optimize")
+            done[spec.name] = ", ".join(actions)
+        return done
+
+
+def _retry_conflicts(write: Callable[[], T], what: str, attempts: int = 8) -> T:
+    """Run a Lance write, retrying optimistic-commit conflicts with jittered backoff."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except (OSError, RuntimeError, ValueError) as exc:
+            message = str(exc).lower()
+            retryable = "conflict" in message or "retryable" in message or "concurrent" in message
+            if not retryable or attempt == attempts:
+                raise
+            delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
+            log.debug("%s: commit conflict (%s), retry %d in %.2fs", what, exc, attempt, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")

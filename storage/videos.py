@@ -1,0 +1,81 @@
+"""The ``videos`` table: one row per distinct video content (its SHA-256 is the id)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from vidscope.storage.schema import TableSpec, versioned
+
+if TYPE_CHECKING:
+    from vidscope.storage.store import Store
+
+VIDEOS = TableSpec(
+    name="videos",
+    schema=versioned(
+        [
+            pa.field("video_id", pa.string(), nullable=False),
+            pa.field("path", pa.string(), nullable=False),
+            pa.field("file_name", pa.string(), nullable=False),
+            pa.field("size_bytes", pa.int64(), nullable=False),
+            pa.field("duration", pa.float64(), nullable=False),
+            pa.field("fps", pa.float64(), nullable=False),
+            pa.field("width", pa.int32(), nullable=False),
+            pa.field("height", pa.int32(), nullable=False),
+            pa.field("rotation", pa.int32(), nullable=False),
+            pa.field("has_audio", pa.bool_(), nullable=False),
+            pa.field("video_codec", pa.string()),
+            pa.field("audio_codec", pa.string()),
+            pa.field("streams_json", pa.string()),
+            pa.field("added_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        ]
+    ),
+    keys=("video_id",),
+)
+
+
+class VideoRecord(BaseModel):
+    """A row of :data:`VIDEOS`. ``width``/``height`` are as displayed (after rotation)."""
+
+    video_id: str
+    path: str
+    file_name: str
+    size_bytes: int
+    duration: float
+    fps: float
+    width: int
+    height: int
+    rotation: int
+    has_audio: bool
+    video_codec: str | None = None
+    audio_codec: str | None = None
+    streams_json: str | None = None
+    added_at: object = None
+
+
+class VideoNotFound(LookupError):
+    """No stored video matches a reference, or the reference is ambiguous."""
+
+
+def find_video(store: Store, ref: str) -> VideoRecord:
+    """Resolve ``ref`` to a stored video: a full id, an id prefix (6+ chars), a path, or a file name.
+
+    Raises :class:`VideoNotFound` naming the reference when nothing or more than one video matches.
+    """
+    from pathlib import Path
+
+    rows = store.rows(store.videos).to_pylist()
+    ref_path = str(Path(ref).expanduser().resolve()) if ref else ""
+    exact = [r for r in rows if r["video_id"] == ref or r["path"] == ref_path]
+    if not exact and len(ref) >= 6:
+        exact = [r for r in rows if r["video_id"].startswith(ref.lower())]
+    if not exact:
+        exact = [r for r in rows if r["file_name"] == ref or r["file_name"] == Path(ref).name]
+    if not exact:
+        raise VideoNotFound(f"no ingested video matches '{ref}' (see `vidscope videos`)")
+    if len(exact) > 1:
+        ids = ", ".join(r["video_id"][:12] for r in exact)
+        raise VideoNotFound(f"'{ref}' matches several videos ({ids}); use an id prefix")
+    return VideoRecord(**exact[0])

@@ -1,0 +1,161 @@
+"""The storage API: idempotent writes, per-video replacement, removal, schema checks, SQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from vidscope.storage import Store, StoreError
+from vidscope.storage.schema import SCHEMA_VERSION_KEY
+from vidscope.storage.sql import SqlError, query
+from vidscope.storage.videos import VideoNotFound, find_video
+
+
+def clip_rows(video_id: str, n: int, caption: str = "c") -> list[dict]:
+    return [
+        {"video_id": video_id, "clip_index": i, "start": 5.0 * i, "end": 5.0 * i + 5, "caption": f"{caption}{i}"}
+        for i in range(n)
+    ]
+
+
+def video_row(video_id: str, path: str, name: str) -> dict:
+    return {
+        "video_id": video_id, "path": path, "file_name": name, "size_bytes": 10, "duration": 12.0,
+        "fps": 25.0, "width": 64, "height": 48, "rotation": 0, "has_audio": False,
+        "added_at": datetime.now(UTC),
+    }
+
+
+@pytest.fixture()
+def store(tmp_path) -> Store:
+    return Store(tmp_path / "data")
+
+
+def test_upsert_is_idempotent_and_updates_by_key(store: Store) -> None:
+    store.upsert(store.clips, clip_rows("v1", 3))
+    store.upsert(store.clips, clip_rows("v1", 3))
+    assert store.count(store.clips) == 3
+    store.upsert(store.clips, [clip_rows("v1", 1, caption="new")[0]])
+    captions = store.rows(store.clips, video_id="v1").column("caption").to_pylist()
+    assert captions == ["new0", "c1", "c2"]
+
+
+def test_replace_video_rows_drops_stale_rows_of_that_video_only(store: Store) -> None:
+    store.replace_video_rows(store.clips, "v1", clip_rows("v1", 4))
+    store.replace_video_rows(store.clips, "v2", clip_rows("v2", 4))
+    store.replace_video_rows(store.clips, "v1", clip_rows("v1", 2))
+    assert store.count(store.clips, "v1") == 2
+    assert store.count(store.clips, "v2") == 4
+    store.replace_video_rows(store.clips, "v1", [])
+    assert store.count(store.clips, "v1") == 0
+    assert store.count(store.clips, "v2") == 4
+
+
+def test_replace_refuses_rows_of_another_video(store: Store) -> None:
+    with pytest.raises(ValueError, match="must all belong"):
+        store.replace_video_rows(store.clips, "v1", clip_rows("v2", 1))
+
+
+def test_duplicate_keys_in_one_write_are_refused(store: Store) -> None:
+    rows = clip_rows("v1", 2)
+    rows[1]["clip_index"] = 0
+    with pytest.raises(ValueError, match="duplicate natural keys"):
+        store.upsert(store.clips, rows)
+    assert store.count(store.clips) == 0
+
+
+def test_update_columns_leaves_other_columns_alone(store: Store) -> None:
+    store.replace_video_rows(store.clips, "v1", clip_rows("v1", 2))
+    vector = np.ones(store.text_dim, dtype=np.float32) / np.sqrt(store.text_dim)
+    store.update_columns(store.clips, [
+        {"video_id": "v1", "clip_index": 1, "ocr_text": "EXIT", "text_embedding": vector.tolist()},
+        {"video_id": "v1", "clip_index": 9, "ocr_text": "no such clip"},
+    ])
+    rows = store.rows(store.clips, video_id="v1").to_pylist()
+    assert [r["caption"] for r in rows] == ["c0", "c1"]
+    assert [r["ocr_text"] for r in rows] == [None, "EXIT"]
+    assert rows[0]["text_embedding"] is None
+    assert np.allclose(rows[1]["text_embedding"], vector)
+    assert store.count(store.clips) == 2
+
+
+def test_delete_video_removes_rows_from_every_table(store: Store) -> None:
+    for vid in ("v1", "v2"):
+        store.upsert(store.videos, [video_row(vid, f"/x/{vid}.mp4", f"{vid}.mp4")])
+        store.replace_video_rows(store.clips, vid, clip_rows(vid, 2))
+        store.replace_video_rows(store.ocr, vid, [{
+            "video_id": vid, "item_index": 0, "t": 1.0, "t_end": 2.0, "text": "HI",
+            "box": [0.0] * 8, "score": 0.9,
+        }])
+    store.delete_video("v1")
+    for spec in (store.videos, store.clips, store.ocr):
+        assert store.count(spec, "v1") == 0
+        assert store.count(spec, "v2") > 0
+
+
+def test_wrong_embedding_size_is_a_clear_error(tmp_path) -> None:
+    Store(tmp_path / "d").upsert(Store(tmp_path / "d").clips, clip_rows("v1", 1))
+    other = Store(tmp_path / "d", text_dim=1024)
+    with pytest.raises(StoreError, match="different embedding model"):
+        other.rows(other.clips)
+
+
+def test_schema_version_mismatch_is_a_clear_error(tmp_path) -> None:
+    import lancedb
+
+    old = Store(tmp_path / "d").clips.schema.with_metadata({SCHEMA_VERSION_KEY: b"0"})
+    lancedb.connect(str(tmp_path / "d" / "lance")).create_table("clips", schema=old)
+    store = Store(tmp_path / "d")
+    with pytest.raises(StoreError, match="schema version 0"):
+        store.count(store.clips)
+
+
+def test_sql_reads_every_table_and_refuses_file_access(store: Store) -> None:
+    store.replace_video_rows(store.clips, "v1", clip_rows("v1", 3))
+    columns, rows = query(store, "SELECT video_id, count(*) AS n FROM clips GROUP BY video_id")
+    assert columns == ["video_id", "n"] and rows == [("v1", 3)]
+    _, rows = query(store, "SELECT count(*) FROM ledger")
+    assert rows == [(0,)]
+    with pytest.raises(SqlError, match="disabled"):
+        query(store, f"COPY clips TO '{store.data_dir / 'leak.csv'}'")
+    assert not (store.data_dir / "leak.csv").exists()
+    with pytest.raises(SqlError):
+        query(store, "SET enable_external_access = true")
+    with pytest.raises(SqlError):
+        query(store, "SELECT * FROM no_such_table")
+
+
+def test_find_video_by_id_prefix_path_and_name(store: Store) -> None:
+    store.upsert(store.videos, [
+        video_row("abcdef0123", "/videos/a b/ünï.mp4", "ünï.mp4"),
+        video_row("abcdef9999", "/videos/other.mp4", "other.mp4"),
+    ])
+    assert find_video(store, "abcdef01").video_id == "abcdef0123"
+    assert find_video(store, "/videos/a b/ünï.mp4").video_id == "abcdef0123"
+    assert find_video(store, "other.mp4").video_id == "abcdef9999"
+    with pytest.raises(VideoNotFound, match="several"):
+        find_video(store, "abcdef")
+    with pytest.raises(VideoNotFound, match="no ingested video"):
+        find_video(store, "abcd")  # shorter than the 6-character minimum for a prefix
+    with pytest.raises(VideoNotFound, match="no ingested video"):
+        find_video(store, "missing.mp4")
+
+
+def test_video_version_changes_with_the_ledger(store: Store) -> None:
+    before = store.video_version("v1")
+    store.upsert(store.ledger, [{
+        "video_id": "v1", "stage": "probe", "stage_version": 1, "config_hash": "x", "status": "done",
+        "started_at": datetime.now(UTC), "finished_at": datetime.now(UTC),
+    }])
+    assert store.video_version("v1") != before
+    assert store.video_version("v2") != store.video_version("v1")
+
+
+def test_upsert_accepts_arrow_tables_and_fills_missing_columns(store: Store) -> None:
+    table = pa.table({"video_id": ["v1"], "clip_index": pa.array([0], pa.int32()),
+                      "start": [0.0], "end": [5.0]})
+    store.upsert(store.clips, table)
+    assert store.rows(store.clips).column("caption").to_pylist() == [None]
