@@ -1,0 +1,1 @@
+"""Model backends, one module per backend kind."""

