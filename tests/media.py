@@ -1,0 +1,190 @@
+"""Synthetic test media: spoken WAVs, videos with legible on-screen text, broken files.
+
+Every helper writes to the path its caller gives (a pytest ``tmp_path``) and returns it, so tests
+own their files. The videos are small (640x360, a few seconds) to keep the suite fast on 2 cores.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+#: A bold sans font renders the cleanest glyphs for OCR; Debian's fonts-dejavu ships it.
+_FONT_CANDIDATES = (
+    Path("/usr/share/fonts/truetype/dejavu/DejaVuSans-Bold.ttf"),
+    Path("/usr/share/fonts/dejavu/DejaVuSans-Bold.ttf"),
+)
+
+_AUDIO_RATE = 16000
+
+
+def speech_wav(text: str, path: Path, *, voice: str = "en", rate_wpm: int = 150) -> Path:
+    """Speak ``text`` with espeak-ng into a WAV file at ``path``."""
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        raise RuntimeError("espeak-ng is not installed; run `apt-get install -y espeak-ng`")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [exe, "-v", voice, "-s", str(rate_wpm), "-w", str(path), text],
+        check=True,
+        capture_output=True,
+    )
+    return path
+
+
+def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
+    for candidate in _FONT_CANDIDATES:
+        if candidate.exists():
+            return ImageFont.truetype(str(candidate), size)
+    return ImageFont.load_default(size=size)
+
+
+def _draw_frame(
+    size: tuple[int, int],
+    background: tuple[int, int, int],
+    index: int,
+    text: str | None,
+    font: ImageFont.FreeTypeFont | ImageFont.ImageFont,
+) -> np.ndarray:
+    width, height = size
+    image = Image.new("RGB", size, background)
+    draw = ImageDraw.Draw(image)
+    # A small square that walks along the bottom edge, so consecutive frames always differ
+    # (scene-change and dedup logic must not see a frozen video).
+    side = max(8, height // 20)
+    x = (index * 7) % max(1, width - side)
+    draw.rectangle([x, height - side - 4, x + side, height - 4], fill=(200, 60, 60))
+    if text:
+        left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+        text_w, text_h = right - left, bottom - top
+        pad = max(6, height // 40)
+        x0 = (width - text_w) // 2 - pad
+        y0 = (height - text_h) // 2 - pad
+        draw.rectangle([x0, y0, x0 + text_w + 2 * pad, y0 + text_h + 2 * pad], fill=(255, 255, 255))
+        draw.text((x0 + pad - left, y0 + pad - top), text, font=font, fill=(0, 0, 0))
+    return np.asarray(image)
+
+
+def _load_mono(wav: Path, n_samples: int) -> np.ndarray:
+    """The WAV's audio as mono float32 at 16 kHz, silence-padded or trimmed to ``n_samples``."""
+    chunks: list[np.ndarray] = []
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=_AUDIO_RATE)
+    with av.open(str(wav)) as container:
+        for frame in container.decode(audio=0):
+            for out in resampler.resample(frame):
+                chunks.append(out.to_ndarray().reshape(-1))
+        for out in resampler.resample(None):
+            chunks.append(out.to_ndarray().reshape(-1))
+    samples = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+    result = np.zeros(n_samples, dtype=np.float32)
+    n = min(n_samples, samples.size)
+    result[:n] = samples[:n]
+    return result
+
+
+def text_video(
+    path: Path,
+    *,
+    duration: float,
+    size: tuple[int, int] = (640, 360),
+    fps: int = 25,
+    texts: Sequence[tuple[float, float, str]] = (),
+    audio: Path | None = None,
+    background: tuple[int, int, int] = (30, 30, 30),
+) -> Path:
+    """Write an H.264 MP4 showing each ``(t0, t1, text)`` as black text on a white box in [t0, t1).
+
+    The text is about 1/8 of the frame high. With ``audio`` (a WAV) the video gets an AAC track
+    starting at t=0, padded with silence or trimmed to ``duration``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    width, height = size
+    font = _font(max(10, height // 8))
+    n_frames = max(1, round(duration * fps))
+    with av.open(str(path), mode="w") as container:
+        vstream = container.add_stream("libx264", rate=fps)
+        vstream.width, vstream.height = width, height
+        vstream.pix_fmt = "yuv420p"
+        vstream.options = {"preset": "ultrafast", "crf": "23"}
+        astream = None
+        if audio is not None:
+            astream = container.add_stream("aac", rate=_AUDIO_RATE)
+            astream.layout = "mono"
+        for index in range(n_frames):
+            t = index / fps
+            shown = next((text for t0, t1, text in texts if t0 <= t < t1), None)
+            rgb = _draw_frame(size, background, index, shown, font)
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            frame.pts = index
+            frame.time_base = Fraction(1, fps)
+            for packet in vstream.encode(frame):
+                container.mux(packet)
+        for packet in vstream.encode(None):
+            container.mux(packet)
+        if astream is not None and audio is not None:
+            samples = _load_mono(Path(audio), round(duration * _AUDIO_RATE))
+            block = 1024  # the AAC encoder's frame size
+            for start in range(0, samples.size, block):
+                chunk = samples[start : start + block]
+                aframe = av.AudioFrame.from_ndarray(
+                    chunk.reshape(1, -1), format="flt", layout="mono"
+                )
+                aframe.sample_rate = _AUDIO_RATE
+                aframe.pts = start
+                aframe.time_base = Fraction(1, _AUDIO_RATE)
+                for packet in astream.encode(aframe):
+                    container.mux(packet)
+            for packet in astream.encode(None):
+                container.mux(packet)
+    return path
+
+
+def silent_video(
+    path: Path, duration: float, size: tuple[int, int] = (640, 360), fps: int = 25
+) -> Path:
+    """A video without text or audio track (only the moving square)."""
+    return text_video(path, duration=duration, size=size, fps=fps)
+
+
+def noise_file(path: Path, n_bytes: int = 4096) -> Path:
+    """A file of random bytes (seeded, so reruns are identical) that no decoder accepts."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(
+        np.random.default_rng(1234).integers(0, 256, n_bytes, dtype=np.uint8).tobytes()
+    )
+    return path
+
+
+def truncated_copy(src: Path, dst: Path, fraction: float = 0.5) -> Path:
+    """Copy the first ``fraction`` of ``src``'s bytes to ``dst`` (a download cut short)."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction}")
+    data = Path(src).read_bytes()
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_bytes(data[: int(len(data) * fraction)])
+    return dst
+
+
+def first_frame_at(path: Path, t: float) -> np.ndarray:
+    """The first RGB frame whose timestamp is at or after ``t`` seconds (sequential decode)."""
+    with av.open(str(Path(path))) as container:
+        stream = container.streams.video[0]
+        last = None
+        for frame in container.decode(stream):
+            last = frame
+            if frame.time is not None and frame.time >= t - 1e-6:
+                return frame.to_ndarray(format="rgb24")
+    if last is None:
+        raise ValueError(f"{path}: no video frames")
+    return last.to_ndarray(format="rgb24")

