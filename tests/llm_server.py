@@ -1,0 +1,328 @@
+"""A scripted OpenAI-compatible HTTP server on 127.0.0.1 for tests (no mocks of the client).
+
+It answers ``POST /v1/chat/completions`` (non-streaming) from a queue of scripted replies and
+``POST /v1/embeddings`` with deterministic vectors derived from a hash of each text, and records
+every request it receives so tests can check what a backend really sent::
+
+    def test_something(llm_server):
+        llm_server.script([rate_limited(), text("hello")])
+        ...  # point a backend at llm_server.base_url
+        assert len(llm_server.chat_requests) == 2
+
+Replies are built with :func:`text`, :func:`tool_call`, :func:`error`, :func:`rate_limited`,
+:func:`hang` and :func:`empty`. When the queue runs out the server answers ``server.default`` if
+set, else HTTP 418 "script exhausted", a 4xx clients do not retry, so the test fails clearly.
+Use the ``llm_server`` fixture (tests/conftest.py should import it so every test module has it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+
+# ---------------------------------------------------------------------------- scripted replies
+
+
+@dataclass
+class Reply:
+    """One scripted answer. ``kind`` is text, tool_calls, error or hang."""
+
+    kind: str
+    content: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def text(
+    content: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None
+) -> Reply:
+    """A plain assistant message."""
+    return Reply(
+        "text", content=content, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+    )
+
+
+def empty() -> Reply:
+    """An assistant message with no content and no tool calls."""
+    return Reply("text", content="")
+
+
+def tool_call(name: str, arguments: dict[str, Any] | str, *, call_id: str | None = None) -> Reply:
+    """A native tool call; a ``str`` ``arguments`` is sent verbatim (use it for malformed JSON)."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return Reply(
+        "tool_calls",
+        tool_calls=[{"id": call_id or f"call_{name}", "name": name, "arguments": raw}],
+    )
+
+
+def error(
+    status: int, message: str = "scripted error", headers: dict[str, str] | None = None
+) -> Reply:
+    """An HTTP error with an OpenAI-style error body."""
+    return Reply("error", content=message, status=status, headers=dict(headers or {}))
+
+
+def rate_limited(retry_after: float = 0) -> Reply:
+    """HTTP 429 with a ``Retry-After`` header."""
+    return error(429, "rate limited", {"Retry-After": f"{retry_after:g}"})
+
+
+def hang(seconds: float) -> Reply:
+    """Answer nothing for ``seconds`` (cut short when the server stops), then a text reply."""
+    return Reply("hang", content="too late", seconds=seconds)
+
+
+# ---------------------------------------------------------------------------- server
+
+
+def _words(value: Any) -> int:
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, list):
+        return sum(_words(part.get("text", "")) for part in value if isinstance(part, dict))
+    return 0
+
+
+def hash_vector(text_value: str, dim: int) -> list[float]:
+    """A deterministic unit vector for a text (the server's embedding)."""
+    seed = int.from_bytes(hashlib.sha256(text_value.encode()).digest()[:8], "little")
+    vec = np.random.default_rng(seed).standard_normal(dim)
+    # Scaled on purpose so clients must normalise themselves to pass tests.
+    return [float(x) for x in vec * 3.0]
+
+
+@dataclass
+class Received:
+    """A request the server got: path, parsed JSON body and headers (lower-case names)."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    at: float
+
+
+class ScriptedLLMServer:
+    """The loopback server: :meth:`start`, then :meth:`stop` (or use the fixture)."""
+
+    def __init__(self, embed_dim: int = 16) -> None:
+        self.embed_dim = embed_dim
+        self.default: Reply | None = None
+        self.requests: list[Received] = []
+        self._queue: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -------------------------------------------------------------- control
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, ``http://127.0.0.1:<port>/v1``."""
+        if self._httpd is None:
+            raise RuntimeError("llm_server is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def script(self, replies: Iterable[Reply]) -> None:
+        """Queue replies for the next chat completions, in order."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    @property
+    def pending(self) -> int:
+        """Scripted replies not used yet."""
+        with self._lock:
+            return len(self._queue)
+
+    @property
+    def chat_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the chat-completion requests received, oldest first."""
+        return [r.body for r in self.requests if r.path.endswith("/chat/completions")]
+
+    @property
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """Bodies of the embedding requests received, oldest first."""
+        return [r.body for r in self.requests if r.path.endswith("/embeddings")]
+
+    def start(self) -> ScriptedLLMServer:
+        """Bind 127.0.0.1 on a free port and serve from a daemon thread."""
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body go out in separate writes; without this, Nagle's algorithm and
+            # delayed ACKs add ~40 ms to every keep-alive response.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:  # keep test output quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                if self.path.rstrip("/").endswith("/models"):
+                    self._send(
+                        200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
+                    )
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def do_POST(self) -> None:  # noqa: N802
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "body is not JSON"}})
+                    return
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                with server._lock:
+                    server.requests.append(Received(self.path, body, headers, time.monotonic()))
+                if self.path.endswith("/chat/completions"):
+                    server._chat(self, body)
+                elif self.path.endswith("/embeddings"):
+                    server._embeddings(self, body)
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout test); nothing to do
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="llm-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Wake hanging handlers, stop serving and close the socket."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -------------------------------------------------------------- handlers
+
+    def _next(self) -> Reply | None:
+        with self._lock:
+            return self._queue.popleft() if self._queue else self.default
+
+    def _chat(self, handler: Any, body: dict[str, Any]) -> None:
+        reply = self._next()
+        if reply is None:
+            handler._send(
+                418, {"error": {"message": "llm_server: script exhausted", "type": "test"}}
+            )
+            return
+        if reply.kind == "error":
+            handler._send(
+                reply.status,
+                {"error": {"message": reply.content, "type": "scripted", "code": reply.status}},
+                reply.headers,
+            )
+            return
+        if reply.kind == "hang":
+            self._stopping.wait(reply.seconds)
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        finish = "stop"
+        if reply.kind == "tool_calls":
+            message["content"] = None
+            message["tool_calls"] = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in reply.tool_calls
+            ]
+            finish = "tool_calls"
+        messages = body.get("messages", [])
+        images = sum(
+            1
+            for m in messages
+            if isinstance(m.get("content"), list)
+            for part in m["content"]
+            if isinstance(part, dict) and part.get("type") == "image_url"
+        )
+        prompt_tokens = reply.prompt_tokens
+        if prompt_tokens is None:
+            prompt_tokens = sum(_words(m.get("content")) for m in messages) + 85 * images
+        completion_tokens = reply.completion_tokens
+        if completion_tokens is None:
+            completion_tokens = _words(reply.content or "") + sum(
+                len(c["arguments"]) // 4 + 1 for c in reply.tool_calls
+            )
+        handler._send(
+            200,
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model", "scripted"),
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            },
+        )
+
+    def _embeddings(self, handler: Any, body: dict[str, Any]) -> None:
+        inputs = body.get("input", [])
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        dim = int(body.get("dimensions") or self.embed_dim)
+        data = [
+            {"object": "embedding", "index": i, "embedding": hash_vector(str(t), dim)}
+            for i, t in enumerate(inputs)
+        ]
+        tokens = sum(_words(str(t)) for t in inputs)
+        handler._send(
+            200,
+            {
+                "object": "list",
+                "model": body.get("model", "scripted"),
+                "data": data,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+
+@pytest.fixture
+def llm_server() -> Iterator[ScriptedLLMServer]:
+    """A started :class:`ScriptedLLMServer`, stopped at teardown."""
+    server = ScriptedLLMServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
