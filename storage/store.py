@@ -28,6 +28,7 @@ from vidscope.storage.ledger import LEDGER
 from vidscope.storage.ocr import OCR_ITEMS
 from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
 from vidscope.storage.transcripts import TRANSCRIPT_SEGMENTS
+from vidscope.storage.usage import USAGE_SPECS
 from vidscope.storage.videos import VIDEOS
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,11 @@ class Store:
             self.detections,
             self.ledger,
         )
+
+    @property
+    def all_specs(self) -> tuple[TableSpec, ...]:
+        """Every table, including the model-usage log and response cache (not per video)."""
+        return (*self.specs, *USAGE_SPECS)
 
     def _existing_names(self) -> set[str]:
         result = self._db.list_tables()
@@ -295,21 +301,22 @@ class Store:
     def optimize(self) -> dict[str, str]:
         """Compact tables and (re)build indexes after ingestion; returns what was done per table.
 
-        Every table gets a BTree index on ``video_id`` so per-video reads and exact per-video vector
-        search stay fast; clip texts get a full-text index; the clip vector column gets an ANN index
-        once the corpus is large enough for one to beat a flat scan.
+        Every table gets a BTree index on ``video_id`` (or its first key column) so per-video reads,
+        exact per-video vector search and cache look-ups stay fast; the clip vector column gets an
+        ANN index once the corpus is large enough for one to beat a flat scan.
         """
         done: dict[str, str] = {}
-        for spec in self.specs:
+        for spec in self.all_specs:
             table = self.table(spec)
             rows = table.count_rows()
             if rows == 0:
                 continue
             actions = []
             indexed = {tuple(ix.columns) for ix in table.list_indices()}
-            if ("video_id",) not in indexed:
-                table.create_scalar_index("video_id", index_type="BTREE", replace=True)
-                actions.append("btree(video_id)")
+            lookup_column = "video_id" if "video_id" in spec.schema.names else spec.keys[0]
+            if (lookup_column,) not in indexed:
+                table.create_scalar_index(lookup_column, index_type="BTREE", replace=True)
+                actions.append(f"btree({lookup_column})")
             if spec.vector_column and spec is self.clips and rows >= ANN_MIN_ROWS:
                 non_null = table.count_rows(f"{spec.vector_column} IS NOT NULL")
                 if non_null >= ANN_MIN_ROWS and (spec.vector_column,) not in indexed:

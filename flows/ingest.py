@@ -1,0 +1,286 @@
+"""Ingestion flows: ``ingest_video`` (one video, one Prefect task per stage) and ``ingest_library``.
+
+``ingest_video`` runs the stages as a small DAG: speech recognition runs beside frame sampling and
+OCR; captioning waits for all of them; embedding comes last. Each stage consults the ledger first,
+so a re-run does only what is missing, failed or changed. A stage that fails is retried by Prefect,
+then recorded as failed; stages that need it are reported as blocked, the others still run.
+
+``ingest_library`` expands paths, hashes files to find duplicates (the same content under two
+names is one video), ingests the distinct videos with bounded concurrency and finally rebuilds the
+store's indexes.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
+from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import BaseModel, Field
+
+from vidscope.config import Settings, get_settings
+from vidscope.storage import Store
+from vidscope.storage.videos import VideoRecord
+from vidscope.tasks.caption import CAPTION
+from vidscope.tasks.decode import UndecodableVideo
+from vidscope.tasks.embed import EMBED
+from vidscope.tasks.frames import FRAMES
+from vidscope.tasks.onscreen_text import OCR
+from vidscope.tasks.open_store import open_store
+from vidscope.tasks.probe import PROBE, content_hash, register_video
+from vidscope.tasks.segment import SEGMENT
+from vidscope.tasks.speech import SPEECH
+from vidscope.tasks.stage import Stage, StageContext, StageResult, execute, ledger_rows
+from vidscope.tasks.progress import report
+
+log = logging.getLogger(__name__)
+
+#: The ingestion stages in dependency order.
+STAGES: tuple[Stage, ...] = (PROBE, SEGMENT, FRAMES, SPEECH, OCR, CAPTION, EMBED)
+STAGES_BY_NAME = {s.name: s for s in STAGES}
+
+#: File extensions picked up when a folder is given.
+VIDEO_EXTENSIONS = {".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".wmv", ".flv"}
+
+
+class StageReport(BaseModel):
+    stage: str
+    status: str
+    rows: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+class VideoReport(BaseModel):
+    """What ingestion did with one file."""
+
+    path: str
+    video_id: str | None = None
+    status: str = "ok"  # ok | failed | duplicate | warning
+    error: str | None = None
+    duplicate_of: str | None = None
+    stages: list[StageReport] = Field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+class IngestFailed(RuntimeError):
+    """Raised at the end of ``ingest_video`` when a stage failed; carries the report."""
+
+    def __init__(self, report: VideoReport) -> None:
+        self.report = report
+        failures = [f"{s.stage}: {s.error}" for s in report.stages if s.status == "failed"]
+        super().__init__(f"{report.path}: " + ("; ".join(failures) or report.error or "failed"))
+
+
+# ---------------------------------------------------------------------------- paths
+
+
+def expand_paths(inputs: Iterable[str | Path]) -> tuple[list[Path], list[VideoReport]]:
+    """Files from files, folders (recursive, video extensions) and glob patterns, de-duplicated.
+
+    Returns the files and a report for every input that matched nothing or repeats an earlier one.
+    """
+    files: list[Path] = []
+    notes: list[VideoReport] = []
+    seen: dict[Path, Path] = {}
+
+    def add(path: Path) -> None:
+        resolved = path.resolve()
+        if resolved in seen:
+            notes.append(VideoReport(path=str(path), status="duplicate",
+                                       duplicate_of=str(seen[resolved]), error="listed more than once"))
+        else:
+            seen[resolved] = path
+            files.append(path)
+
+    for item in inputs:
+        path = Path(item).expanduser()
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and child.suffix.lower() in VIDEO_EXTENSIONS:
+                    add(child)
+        elif path.exists():
+            add(path)
+        elif any(ch in str(item) for ch in "*?["):
+            matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
+            if not matches:
+                notes.append(VideoReport(path=str(item), status="failed", error="no file matches this pattern"))
+            for match in matches:
+                if match.is_file():
+                    add(match)
+        else:
+            notes.append(VideoReport(path=str(item), status="failed", error="no such file or folder"))
+    return files, notes
+
+
+# ---------------------------------------------------------------------------- tasks
+
+
+@task(name="hash", cache_policy=NO_CACHE, task_run_name="hash · {path.name}")
+def hash_task(path: Path) -> str:
+    """The content hash (video id) of ``path``."""
+    return content_hash(path)
+
+
+def _run_stage(stage_name: str, video_id: str, path: Path, settings: Settings) -> StageResult:
+    store = open_store(settings)
+    record = _video_record(store, video_id)
+    ctx = StageContext(settings=settings, store=store, video=record, path=path)
+    return execute(STAGES_BY_NAME[stage_name], ctx)
+
+
+stage_task = task(
+    _run_stage,
+    name="stage",
+    cache_policy=NO_CACHE,
+    task_run_name="{stage_name} · {path.name}",
+)
+
+
+def _video_record(store: Store, video_id: str) -> VideoRecord:
+    rows = store.rows(store.videos, video_id=video_id).to_pylist()
+    if not rows:
+        raise LookupError(f"video {video_id[:12]} is not registered (probe first)")
+    return VideoRecord(**rows[0])
+
+
+# ---------------------------------------------------------------------------- flows
+
+
+@flow(name="ingest_video", flow_run_name="ingest {path.name}", log_prints=False)
+def ingest_video(path: Path, settings: Settings | None = None, video_id: str | None = None) -> VideoReport:
+    """Ingest one video file: every stage that is not current for it, in dependency order."""
+    settings = settings or get_settings()
+    path = Path(path)
+    video_report = VideoReport(path=str(path))
+    store = open_store(settings)
+    retries = settings.ingest.stage_retries
+    try:
+        video_id = video_id or hash_task(path)
+        video_report.video_id = video_id
+        _probe_first(store, settings, path, video_id)
+    except (UndecodableVideo, OSError, ValueError) as exc:
+        video_report.status, video_report.error = "failed", str(exc)
+        report(video_id or "", "probe", "failed", error=str(exc), path=str(path))
+        raise IngestFailed(video_report) from exc
+
+    futures: dict[str, PrefectFuture[StageResult]] = {}
+    results: dict[str, StageResult] = {}
+    for stage in STAGES:
+        for dependency in (*stage.needs, *stage.reads):
+            if dependency in futures and dependency not in results:
+                results[dependency] = _resolve(dependency, futures[dependency])
+        futures[stage.name] = stage_task.with_options(retries=retries, retry_delay_seconds=1).submit(
+            stage.name, video_id, path, settings
+        )
+    for name, future in futures.items():
+        if name not in results:
+            results[name] = _resolve(name, future)
+
+    video_report.stages = [
+        StageReport(stage=r.stage, status=r.status, rows=r.rows, seconds=round(r.seconds, 3), error=r.error)
+        for r in (results[s.name] for s in STAGES)
+    ]
+    if any(s.status in ("failed", "blocked") for s in video_report.stages):
+        video_report.status = "failed"
+    elif any(s.status == "unavailable" for s in video_report.stages):
+        video_report.status = "warning"
+    _publish(video_report)
+    if video_report.failed:
+        raise IngestFailed(video_report)
+    return video_report
+
+
+def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) -> None:
+    """Register the video (probe) so every stage has its record; keep its path current."""
+    existing = store.rows(store.videos, video_id=video_id).to_pylist()
+    probe_row = ledger_rows(store, video_id).get("probe")
+    if not existing or probe_row is None:
+        register_video(store, settings, path, video_id)
+    elif existing[0]["path"] != str(path.resolve()):
+        # Same content at a new place (renamed, moved, copied): remember where it is now.
+        store.update_columns(store.videos, [{"video_id": video_id, "path": str(path.resolve()),
+                                             "file_name": path.name}])
+
+
+def _resolve(name: str, future: PrefectFuture[StageResult]) -> StageResult:
+    future.wait()
+    state = future.state
+    if state.is_completed():
+        return future.result()
+    error = future.result(raise_on_failure=False)
+    return StageResult(name, "failed", error=str(error) if error else state.message)
+
+
+def _publish(video_report: VideoReport) -> None:
+    """A per-video table of stages as a Prefect artifact (shown in the UI)."""
+    try:
+        create_table_artifact(
+            key=f"ingest-{(video_report.video_id or 'unknown')[:12]}",
+            table=[s.model_dump() for s in video_report.stages],
+            description=f"Ingestion of {video_report.path}: {video_report.status}",
+        )
+    except Exception as exc:  # artifacts are a courtesy; never fail ingestion over them
+        log.debug("could not publish artifact: %s", exc)
+
+
+@task(name="ingest", cache_policy=NO_CACHE, task_run_name="ingest · {path.name}")
+def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
+    """Run ``ingest_video`` as a subflow and turn its failure into a report."""
+    state = ingest_video(path, settings, video_id, return_state=True)
+    if state.is_completed():
+        return state.result()
+    error = state.result(raise_on_failure=False)
+    if isinstance(error, IngestFailed):
+        return error.report
+    return VideoReport(path=str(path), video_id=video_id, status="failed",
+                       error=str(error) if error else state.message)
+
+
+@flow(name="ingest_library", flow_run_name="ingest library ({paths_count} inputs)")
+def ingest_library(
+    paths: Sequence[str], settings: Settings | None = None, paths_count: int = 0
+) -> list[VideoReport]:
+    """Ingest every video under ``paths`` (files, folders, globs); returns one report per file."""
+    settings = settings or get_settings()
+    files, reports = expand_paths(paths)
+    hashes: dict[Path, Any] = {p: hash_task.submit(p) for p in files}
+    first_by_hash: dict[str, Path] = {}
+    to_ingest: list[tuple[Path, str]] = []
+    for path, future in hashes.items():
+        future.wait()
+        state = future.state
+        if not state.is_completed():
+            error = future.result(raise_on_failure=False)
+            reports.append(VideoReport(path=str(path), status="failed", error=str(error)))
+            continue
+        digest = future.result()
+        if digest in first_by_hash:
+            reports.append(VideoReport(path=str(path), video_id=digest, status="duplicate",
+                                       duplicate_of=str(first_by_hash[digest])))
+            continue
+        first_by_hash[digest] = path
+        to_ingest.append((path, digest))
+    futures = [ingest_one.submit(path, digest, settings) for path, digest in to_ingest]
+    for future in futures:
+        reports.append(future.result())
+    if to_ingest:
+        open_store(settings).optimize()
+    return reports
+
+
+def run_ingest(paths: Sequence[str], settings: Settings) -> list[VideoReport]:
+    """Entry point for the CLI: ``ingest_library`` with the configured concurrency."""
+    runner = ThreadPoolTaskRunner(max_workers=settings.ingest.concurrency)
+    library = ingest_library.with_options(task_runner=runner)
+    return library(list(paths), settings, paths_count=len(paths))

@@ -1,0 +1,121 @@
+"""Describe each clip (the ``caption`` stage) and attach its speech and on-screen text.
+
+With a captioning model configured, a few frames of the clip plus its speech and on-screen text go
+to the model. Without one, the clip gets a clearly labelled summary of its own signals, never an
+invented description. A clip the model fails on gets that summary too, and the failure is counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from vidscope.storage.clips import SIGNALS_SUMMARY
+from vidscope.tasks.backends import registry
+from vidscope.tasks.backends.base import Captioner, ModelOutputError
+from vidscope.tasks.frames import decode_jpeg
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome
+
+log = logging.getLogger(__name__)
+
+FRAMES_PER_CAPTION = 4
+NO_CAPTIONER_PREFIX = "[no visual caption: no captioning model configured]"
+
+
+def clip_texts(
+    clips: list[dict[str, Any]], segments: list[dict[str, Any]], ocr_items: list[dict[str, Any]]
+) -> list[tuple[str, str]]:
+    """Per clip: (speech said in it, on-screen text shown in it).
+
+    Words are assigned by their midpoint, so a sentence spanning two clips is split between them;
+    segments without word timings go to every clip they overlap.
+    """
+    result = []
+    for clip in clips:
+        start, end = clip["start"], clip["end"]
+        words: list[str] = []
+        for seg in segments:
+            if seg["end"] <= start or seg["start"] >= end:
+                continue
+            if seg.get("words"):
+                words += [w["word"].strip() for w in seg["words"]
+                          if start <= (w["start"] + w["end"]) / 2 < end]
+            else:
+                words.append(seg["text"].strip())
+        shown: list[str] = []
+        for item in ocr_items:
+            if item["t"] < end and item["t_end"] > start and item["text"] not in shown:
+                shown.append(item["text"])
+        result.append((" ".join(w for w in words if w), " | ".join(shown)))
+    return result
+
+
+def signals_summary(speech: str, onscreen: str) -> str:
+    """The labelled stand-in for a caption, built only from what was heard and read."""
+    parts = []
+    if speech:
+        parts.append(f'speech: "{speech}"')
+    if onscreen:
+        parts.append(f'on-screen text: "{onscreen}"')
+    if not parts:
+        return f"{NO_CAPTIONER_PREFIX} No speech or on-screen text was found in this clip."
+    return f"{NO_CAPTIONER_PREFIX} Signals in this clip: " + "; ".join(parts) + "."
+
+
+def _clip_frames(ctx: StageContext, clip_index: int) -> list[np.ndarray]:
+    rows = ctx.store.rows(ctx.store.frames, video_id=ctx.video.video_id,
+                          where=f"clip_index = {clip_index}", columns=["frame_index", "jpeg"]).to_pylist()
+    if not rows:
+        return []
+    picks = np.linspace(0, len(rows) - 1, num=min(FRAMES_PER_CAPTION, len(rows))).round().astype(int)
+    return [decode_jpeg(rows[i]["jpeg"]) for i in sorted(set(picks.tolist()))]
+
+
+def _run(ctx: StageContext) -> StageOutcome:
+    store, video_id = ctx.store, ctx.video.video_id
+    clips = store.rows(store.clips, video_id=video_id, columns=["clip_index", "start", "end"]).to_pylist()
+    segments = store.rows(store.transcripts, video_id=video_id, columns=["start", "end", "text", "words"]).to_pylist()
+    ocr_items = store.rows(store.ocr, video_id=video_id, columns=["t", "t_end", "text"]).to_pylist()
+    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
+    failures = 0
+    updates = []
+    for clip, (speech, onscreen) in zip(clips, clip_texts(clips, segments, ocr_items), strict=True):
+        caption, source = None, SIGNALS_SUMMARY
+        if captioner is not None:
+            frames = _clip_frames(ctx, clip["clip_index"])
+            context = "\n".join(p for p in (f"speech: {speech}" if speech else "",
+                                             f"on-screen text: {onscreen}" if onscreen else "") if p)
+            try:
+                caption = captioner.caption(frames, context).strip() or None
+                source = captioner.name
+            except (ModelOutputError, RuntimeError, TimeoutError) as exc:
+                failures += 1
+                log.warning("caption of clip %d of %s failed: %s", clip["clip_index"], video_id[:12], exc)
+        if caption is None:
+            caption, source = signals_summary(speech, onscreen), SIGNALS_SUMMARY
+        updates.append({"video_id": video_id, "clip_index": clip["clip_index"], "caption": caption,
+                        "caption_source": source, "transcript_text": speech or None,
+                        "ocr_text": onscreen or None})
+        ctx.progress("caption", len(updates), len(clips))
+    store.update_columns(store.clips, updates)
+    return StageOutcome(rows=len(updates), details={
+        "captioner": captioner.name if captioner else None, "failed_clips": failures})
+
+
+def _config(settings):  # type: ignore[no-untyped-def]
+    spec = settings.models.captioner
+    kind = (spec or "").partition(":")[0]
+    return {"captioner": spec, "options": settings.models.options.get(kind, {})}
+
+
+CAPTION = Stage(
+    name="caption",
+    version=1,
+    run=_run,
+    config=_config,
+    needs=("segment",),
+    reads=("frames", "speech", "ocr"),
+    description="clip captions from the captioning model, or a labelled summary of the clip's signals",
+)

@@ -1,0 +1,57 @@
+"""Transcribe speech (the ``speech`` stage) with the configured speech recogniser.
+
+Silent videos are skipped, not failed. When the recogniser is configured but not installed (the
+embedded Whisper base is an optional extra), the stage is marked unavailable with the fix, and the
+next run tries again.
+"""
+
+from __future__ import annotations
+
+from vidscope.tasks.backends import registry
+from vidscope.tasks.backends.base import SpeechRecognizer
+from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
+
+
+def _run(ctx: StageContext) -> StageOutcome:
+    if not ctx.video.has_audio:
+        raise StageNotApplicable("the video has no audio track")
+    recognizer: SpeechRecognizer | None = registry.load(ctx.settings, "speech_recognizer")
+    if recognizer is None:
+        raise StageNotApplicable("no speech recogniser configured (models.speech_recognizer)")
+    transcript = recognizer.transcribe(ctx.path)
+    video_id = ctx.video.video_id
+    rows = [
+        {
+            "video_id": video_id,
+            "segment_index": i,
+            "start": seg.start,
+            "end": seg.end,
+            "text": seg.text.strip(),
+            "language": transcript.language,
+            "avg_logprob": seg.avg_logprob,
+            "words": [
+                {"word": w.word, "start": w.start, "end": w.end, "probability": w.probability}
+                for w in seg.words
+            ],
+        }
+        for i, seg in enumerate(s for s in transcript.segments if s.text.strip())
+    ]
+    ctx.store.replace_video_rows(ctx.store.transcripts, video_id, rows)
+    return StageOutcome(rows=len(rows), details={"language": transcript.language,
+                                                 "recognizer": recognizer.name})
+
+
+def _config(settings):  # type: ignore[no-untyped-def]
+    spec = settings.models.speech_recognizer
+    kind = (spec or "").partition(":")[0]
+    return {"recognizer": spec, "options": settings.models.options.get(kind, {})}
+
+
+SPEECH = Stage(
+    name="speech",
+    version=1,
+    run=_run,
+    config=_config,
+    needs=("probe",),
+    description="speech to text with word timings (faster-whisper; VAD, language detection)",
+)

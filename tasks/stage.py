@@ -1,0 +1,188 @@
+"""The ingestion stage contract and its ledger bookkeeping.
+
+A stage is declared once (:class:`Stage`): a name, a version, the stages it needs, the settings it
+depends on, and a ``run`` function. Its *cache key* is a fingerprint of (stage, version, its
+settings, and the ledger rows of the stages it reads), recorded in the ledger with the outcome. A
+stage runs again only when its ledger row is missing, not ``done``/``skipped``, or carries another
+fingerprint, so a re-run does only what is missing, failed or changed — and an upstream stage that
+re-ran (new output) makes its readers re-run too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from vidscope.config import Settings, stable_hash
+from vidscope.storage import Store
+from vidscope.storage.ledger import (
+    STATUS_DONE,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    STATUS_SKIPPED,
+)
+from vidscope.storage.videos import VideoRecord
+from vidscope.tasks.backends.base import BackendUnavailable
+from vidscope.tasks.progress import report
+
+log = logging.getLogger(__name__)
+
+#: A stage that could not run because an optional model is not installed. Not a failure of the
+#: video (the CLI warns instead of failing), but not current either: the next run retries it.
+STATUS_UNAVAILABLE = "unavailable"
+CURRENT_STATUSES = (STATUS_DONE, STATUS_SKIPPED)
+
+
+@dataclass
+class StageContext:
+    """What a stage's ``run`` gets: the settings, the store, the video and where its file is now."""
+
+    settings: Settings
+    store: Store
+    video: VideoRecord
+    path: Path
+
+    def progress(self, stage: str, done: float, total: float | None = None) -> None:
+        """Report progress of ``stage`` on this video to whoever listens (the CLI's bars)."""
+        report(self.video.video_id, stage, "progress", done=done, total=total)
+
+
+@dataclass
+class StageOutcome:
+    """What a stage did: rows written, and details for the ledger and the CLI."""
+
+    rows: int
+    status: str = STATUS_DONE
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class StageNotApplicable(Exception):
+    """Raised by a stage that does not apply to this video (e.g. speech on a silent video)."""
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One ingestion stage.
+
+    ``needs`` must be current before the stage can run; ``reads`` are used when available (their
+    failure does not block this stage, but their output is part of this stage's cache key).
+    """
+
+    name: str
+    version: int
+    run: Callable[[StageContext], StageOutcome]
+    config: Callable[[Settings], Any]
+    needs: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()
+    description: str = ""
+
+    def fingerprint(self, settings: Settings, upstream: dict[str, dict[str, Any]]) -> str:
+        """The cache key: this stage's version and settings plus the upstream ledger rows it uses."""
+        used = {
+            name: {k: upstream[name].get(k) for k in ("config_hash", "status", "rows", "finished_at")}
+            for name in (*self.needs, *self.reads)
+            if name in upstream
+        }
+        return stable_hash(self.name, self.version, self.config(settings), used)
+
+
+def ledger_rows(store: Store, video_id: str) -> dict[str, dict[str, Any]]:
+    """The ledger of one video, by stage name."""
+    rows = store.rows(store.ledger, video_id=video_id).to_pylist()
+    return {row["stage"]: row for row in rows}
+
+
+def is_current(row: dict[str, Any] | None, stage: Stage, fingerprint: str) -> bool:
+    """Whether a ledger row says ``stage`` is done for this fingerprint."""
+    return (
+        row is not None
+        and row["status"] in CURRENT_STATUSES
+        and row["stage_version"] == stage.version
+        and row["config_hash"] == fingerprint
+    )
+
+
+def _ledger_write(store: Store, video_id: str, stage: Stage, fingerprint: str, status: str,
+                  started: datetime, *, error: str | None = None, rows: int | None = None,
+                  seconds: float | None = None, details: dict[str, Any] | None = None) -> None:
+    finished = None if status == STATUS_RUNNING else datetime.now(UTC)
+    store.upsert(store.ledger, [{
+        "video_id": video_id,
+        "stage": stage.name,
+        "stage_version": stage.version,
+        "config_hash": fingerprint,
+        "status": status,
+        "error": error,
+        "started_at": started,
+        "finished_at": finished,
+        "seconds": seconds,
+        "rows": rows,
+        "details_json": json.dumps(details, default=str) if details else None,
+    }])
+
+
+@dataclass
+class StageResult:
+    """The outcome of :func:`execute` as the flow sees it."""
+
+    stage: str
+    status: str  # done | skipped | cached | failed | unavailable | blocked
+    rows: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def execute(stage: Stage, ctx: StageContext) -> StageResult:
+    """Run ``stage`` for ``ctx.video`` unless the ledger says it is current; record the outcome.
+
+    Raises after recording a failure, so the caller (a Prefect task) can retry. The ledger keeps
+    the error text; nothing other stages stored is touched.
+    """
+    store, video_id = ctx.store, ctx.video.video_id
+    ledger = ledger_rows(store, video_id)
+    blocked = [n for n in stage.needs if ledger.get(n, {}).get("status") not in CURRENT_STATUSES]
+    if blocked:
+        report(video_id, stage.name, "blocked")
+        return StageResult(stage.name, "blocked", error=f"needs {', '.join(blocked)}")
+    fingerprint = stage.fingerprint(ctx.settings, ledger)
+    if is_current(ledger.get(stage.name), stage, fingerprint):
+        row = ledger[stage.name]
+        report(video_id, stage.name, "cached")
+        return StageResult(stage.name, "cached", rows=row["rows"] or 0)
+
+    started = datetime.now(UTC)
+    clock = time.perf_counter()
+    _ledger_write(store, video_id, stage, fingerprint, STATUS_RUNNING, started)
+    report(video_id, stage.name, "started")
+    try:
+        outcome = stage.run(ctx)
+    except StageNotApplicable as exc:
+        outcome = StageOutcome(rows=0, status=STATUS_SKIPPED, details={"reason": str(exc)})
+    except BackendUnavailable as exc:
+        seconds = time.perf_counter() - clock
+        _ledger_write(store, video_id, stage, fingerprint, STATUS_UNAVAILABLE, started,
+                      error=str(exc), seconds=seconds)
+        report(video_id, stage.name, "unavailable", error=str(exc))
+        return StageResult(stage.name, STATUS_UNAVAILABLE, seconds=seconds, error=str(exc))
+    except Exception as exc:
+        seconds = time.perf_counter() - clock
+        message = f"{type(exc).__name__}: {exc}"
+        log.debug("stage %s failed on %s:\n%s", stage.name, video_id, traceback.format_exc())
+        _ledger_write(store, video_id, stage, fingerprint, STATUS_FAILED, started,
+                      error=message, seconds=seconds)
+        report(video_id, stage.name, "failed", error=message)
+        raise
+    seconds = time.perf_counter() - clock
+    _ledger_write(store, video_id, stage, fingerprint, outcome.status, started,
+                  rows=outcome.rows, seconds=seconds, details=outcome.details)
+    report(video_id, stage.name, outcome.status, rows=outcome.rows)
+    return StageResult(stage.name, outcome.status, rows=outcome.rows, seconds=seconds,
+                       details=outcome.details)
