@@ -13,6 +13,7 @@ MANAGED_DIRS = {
     "models": "model files vidscope assembles itself (e.g. the embedded Whisper base)",
     "prefect": "Prefect results and task caches",
     "exports": "graph and report exports",
+    "demo": "the synthetic narrated video `vidscope demo` makes",
 }
 
 

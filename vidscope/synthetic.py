@@ -1,7 +1,8 @@
-"""Synthetic test media: spoken WAVs, videos with legible on-screen text, broken files.
+"""Synthetic media: spoken WAVs, videos with legible on-screen text, broken files.
 
-Every helper writes to the path its caller gives (a pytest ``tmp_path``) and returns it, so tests
-own their files. The videos are small (640x360, a few seconds) to keep the suite fast on 2 cores.
+Used by the tests and by ``vidscope demo`` (the bundled sample videos hold no speech or text).
+Every helper writes to the path its caller gives and returns it. The videos are small (640x360, a
+few seconds) so they are quick to make and to ingest on 2 cores.
 """
 
 from __future__ import annotations

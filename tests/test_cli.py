@@ -1,0 +1,77 @@
+"""The command line, driven as a user would (typer's runner, real store, real flows)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from media import text_video
+from typer.testing import CliRunner
+
+from vidscope.cli import _overrides, app
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def cli(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    _overrides.clear()
+
+    def invoke(*args: str):  # type: ignore[no-untyped-def]
+        result = runner.invoke(app, ["--data-dir", str(tmp_path / "data"), *args])
+        return result
+
+    yield invoke
+    _overrides.clear()
+
+
+def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:
+    video = text_video(tmp_path / "sign.mp4", duration=6.0, texts=[(0.0, 6.0, "OPEN DAILY")])
+    bad = tmp_path / "broken.mp4"
+    bad.write_text("not a video")
+
+    result = cli("ingest", str(video), str(bad))
+    assert result.exit_code == 1, result.output
+    assert "FAILED" in result.output and "broken.mp4" in result.output
+
+    result = cli("videos")
+    assert result.exit_code == 0 and "sign.mp4" in result.output and "1 videos" in result.output
+
+    result = cli("status", "sign.mp4")
+    assert result.exit_code == 0
+    for stage in ("probe", "segment", "frames", "ocr", "caption", "embed"):
+        assert stage in result.output
+
+    result = cli("show", "sign.mp4")
+    assert result.exit_code == 0 and "OPEN DAILY" in result.output
+
+    result = cli("sql", "--json", "SELECT text FROM ocr_items")
+    assert result.exit_code == 0
+    assert any("OPEN" in json.loads(line)["text"] for line in result.output.splitlines() if line.startswith("{"))
+
+    result = cli("sql", f"COPY clips TO '{tmp_path / 'x.csv'}'")
+    assert result.exit_code == 1 and "SQL error" in result.output
+    assert not (tmp_path / "x.csv").exists()
+
+    result = cli("show", "no-such-video.mp4")
+    assert result.exit_code == 1 and "no ingested video" in result.output
+
+    result = cli("remove", "--yes", "sign.mp4")
+    assert result.exit_code == 0 and "removed" in result.output
+    result = cli("sql", "--json", "SELECT (SELECT count(*) FROM clips) + (SELECT count(*) FROM frames) + "
+                 "(SELECT count(*) FROM ocr_items) + (SELECT count(*) FROM ledger) AS n")
+    assert json.loads(result.output.strip().splitlines()[-1])["n"] == 0
+
+
+def test_models_lists_every_role_and_checks_the_embedded_ones(cli) -> None:
+    result = cli("models")
+    for role in ("text_embedder", "speech_recognizer", "text_reader", "captioner", "chat"):
+        assert role in result.output
+    assert "384-d" in result.output
+    assert "not configured" in result.output
+
+
+def test_a_missing_config_file_is_a_clear_error(cli, tmp_path) -> None:
+    result = runner.invoke(app, ["--config", str(tmp_path / "nope.toml"), "videos"])
+    assert result.exit_code == 2 and "config file not found" in result.output
