@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up vidscope on a fresh Debian/Ubuntu machine: system packages, a virtualenv in .venv, the
+# whole stack (including the optional extras, so every test can run). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# ffmpeg: video tools used by tests and benchmarks; espeak-ng + sox: synthetic speech for the demo
+# and tests. PyAV and decord bring their own decoders, so ingestion itself does not need these.
+missing=()
+for tool in ffmpeg espeak-ng sox; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox >/dev/null
+  elif command -v apt-get >/dev/null && command -v sudo >/dev/null; then
+    sudo apt-get update -qq
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox >/dev/null
+  else
+    echo "warning: please install ${missing[*]} with your package manager" >&2
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+.venv/bin/python -m pip install -q -U pip
+# constraints.txt pins what is known broken (fastapi, SQLAlchemy) and makes the three OpenCV
+# distributions that ultralytics, rapidocr and paddlex pull in agree on one version.
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[all]'
+# All three OpenCV wheels share the cv2 folder; whichever was installed last wins. Reinstall the
+# superset last so cv2 is complete, then check it.
+.venv/bin/python -m pip install -q --no-deps --force-reinstall -c constraints.txt \
+  opencv-contrib-python==4.10.0.84
+.venv/bin/python -c "import cv2; assert cv2.__version__ == '4.10.0', cv2.__version__"
+echo "vidscope is set up in .venv (run: .venv/bin/vidscope --help)"
