@@ -1,0 +1,395 @@
+"""Vision-language models run in-process with transformers (Qwen2.5-VL, Qwen3-VL, …).
+
+``transformers-vlm:<dir or hub name>`` loads ``AutoProcessor`` + ``AutoModelForImageTextToText``
+from a local directory or the local Hugging Face cache; nothing is ever downloaded. One loaded
+model serves both the ``captioner`` role (batched clip captions) and the ``chat`` role. It has no
+native tool-call output: when ``chat`` is offered tools they are described in the prompt (through
+the chat template when it renders tools, as Qwen3-VL's does, else in the system message) and the
+model writes the call as JSON text, which the agent runtime's JSON fallback parses.
+
+Options (``[models.options.transformers-vlm]``): ``device`` (``auto``: cuda when available, else
+cpu), ``dtype`` (``auto``: bfloat16 on cuda, float32 on cpu), ``max_new_tokens`` (captions, 160),
+``chat_max_new_tokens`` (512), ``batch_size`` (clips per ``generate`` call, 4), ``image_max_side``
+(frames are shrunk to this longest side before the processor sees them, 640), ``caption_prompt``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vidscope.tasks.backends.base import (
+    BackendUnavailable,
+    ChatMessage,
+    ChatReply,
+    Image,
+    ToolSpec,
+    Usage,
+)
+
+KIND = "transformers-vlm"
+
+DEFAULT_CAPTION_PROMPT = (
+    "These are frames from one short video clip, in time order. Describe what happens in the clip "
+    "in two or three plain sentences: the setting, people, objects, actions and any readable text. "
+    "Do not speculate beyond what is visible or said."
+)
+
+
+TOOL_REPLY_FORMAT = (
+    'To call a tool, reply with only one JSON object: {"tool": "<tool name>", "arguments": {...}}. '
+    "When you can answer, reply with the answer in plain text."
+)
+
+
+def tool_instructions(tools: Sequence[ToolSpec]) -> str:
+    """System-prompt text offering ``tools`` to a model whose template cannot render them."""
+    lines = ["You can use these tools; each one's arguments follow the JSON schema given:"]
+    for tool in tools:
+        lines.append(f"- {tool.name}: {tool.description}")
+        lines.append(f"  arguments: {json.dumps(tool.parameters, sort_keys=True)}")
+    lines.append(TOOL_REPLY_FORMAT)
+    return "\n".join(lines)
+
+
+def resolve_local_model(role: str, spec: str, target: str) -> str:
+    """A local directory holding ``target``: the directory itself, or its snapshot in the HF cache.
+
+    Raises :class:`BackendUnavailable` naming what was tried; never touches the network.
+    """
+    if not target:
+        raise BackendUnavailable(
+            role,
+            spec,
+            "an empty model target",
+            f"Name a model directory, e.g. {spec.partition(':')[0]}:/models/<model-name>.",
+        )
+    path = Path(target).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    # Hub ids look like "org/name"; anything else (absolute, ./, ~, more slashes) is a path.
+    looks_like_path = target.startswith(("/", ".", "~")) or target.count("/") != 1 or path.exists()
+    if looks_like_path:
+        raise BackendUnavailable(
+            role,
+            spec,
+            f"the directory '{path}' (it does not exist or is not a directory)",
+            "Point the spec at a directory holding config.json and the weights (download it on a "
+            "machine with hub access, e.g. `hf download <repo> --local-dir <dir>`).",
+        )
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError as exc:  # transformers always brings it; be explicit anyway
+        raise BackendUnavailable(
+            role, spec, "huggingface_hub", "Install transformers: pip install transformers"
+        ) from exc
+    try:
+        return str(snapshot_download(target, local_files_only=True))
+    except Exception as exc:  # LocalEntryNotFoundError and friends; all mean "not cached"
+        raise BackendUnavailable(
+            role,
+            spec,
+            f"'{target}' as a local directory and in the Hugging Face cache ({HF_HUB_CACHE})",
+            f"Download it where the hub is reachable (`hf download {target}`) and copy the cache "
+            "over, or give the model's local directory instead.",
+        ) from exc
+
+
+def pick_device_and_dtype(options: dict[str, Any]) -> tuple[str, Any]:
+    """``(device, torch dtype)`` from the ``device``/``dtype`` options (``auto`` by default)."""
+    import torch
+
+    device = str(options.get("device", "auto"))
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dtype_name = str(options.get("dtype", "auto"))
+    if dtype_name == "auto":
+        # bf16 halves memory on GPUs; on CPU it is slow and lossy, so stay in float32 there.
+        return device, torch.bfloat16 if device.startswith("cuda") else torch.float32
+    dtype = getattr(torch, dtype_name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(
+            f"unknown dtype {dtype_name!r} in [models.options.{KIND}]; "
+            "use auto, float32, bfloat16 or float16"
+        )
+    return device, dtype
+
+
+def _to_pil(image: Image | bytes, max_side: int) -> Any:
+    """An RGB PIL image from a uint8 array or encoded bytes, longest side shrunk to <= max_side."""
+    from PIL import Image as PILImage
+
+    if isinstance(image, bytes | bytearray):
+        pil = PILImage.open(io.BytesIO(image)).convert("RGB")
+    else:
+        array = np.asarray(image)
+        if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
+            raise ValueError(
+                f"expected an RGB uint8 image of shape (h, w, 3), got {array.shape} {array.dtype}"
+            )
+        pil = PILImage.fromarray(array)
+    if max(pil.size) > max_side:
+        pil.thumbnail((max_side, max_side))
+    return pil
+
+
+class TransformersVLM:
+    """A local image-text-to-text model: a :class:`Captioner` and a :class:`ChatModel` in one."""
+
+    supports_tools = False  # tool calls come back as JSON text, never as ToolCall objects
+    model: Any
+    processor: Any
+
+    def __init__(self, name: str, model_dir: str, options: dict[str, Any], role: str) -> None:
+        try:
+            import torch  # noqa: F401
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+        except ImportError as exc:
+            raise BackendUnavailable(
+                role,
+                name,
+                "importing torch and transformers",
+                "Install them: pip install torch transformers",
+            ) from exc
+        self.name = name
+        self.device, self.dtype = pick_device_and_dtype(options)
+        self.max_new_tokens = int(options.get("max_new_tokens", 160))
+        self.chat_max_new_tokens = int(options.get("chat_max_new_tokens", 512))
+        self.batch_size = max(1, int(options.get("batch_size", 4)))
+        self.image_max_side = int(options.get("image_max_side", 640))
+        self.caption_prompt = str(options.get("caption_prompt", DEFAULT_CAPTION_PROMPT))
+        try:
+            self.processor = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
+            self.model = AutoModelForImageTextToText.from_pretrained(
+                model_dir, dtype=self.dtype, local_files_only=True
+            )
+        except Exception as exc:  # OSError, ValueError (unknown architecture), KeyError, …
+            raise BackendUnavailable(
+                role,
+                name,
+                f"AutoProcessor + AutoModelForImageTextToText from '{model_dir}' ({exc})",
+                "Use an image-text-to-text checkpoint (e.g. Qwen2.5-VL-*-Instruct) and a "
+                "transformers version that knows its architecture.",
+            ) from exc
+        if not getattr(self.processor, "chat_template", None):
+            raise BackendUnavailable(
+                role,
+                name,
+                f"the processor's chat template in '{model_dir}'",
+                "This checkpoint has no chat template; use an instruction-tuned (-Instruct) model.",
+            )
+        # Templates that render a `tools` variable (Qwen2.5/3 families) describe tools the way the
+        # model was trained on; others get our own instructions in the system message.
+        self.template_renders_tools = "tools" in str(self.processor.chat_template)
+        self.model.to(self.device).eval()
+        self.tokenizer = self.processor.tokenizer
+        # Decoder-only generation needs the prompt flush against the new tokens.
+        self.tokenizer.padding_side = "left"
+        self._stop_ids = self._collect_stop_ids()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ generation core
+
+    def _collect_stop_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.model.config):
+            value = getattr(source, "eos_token_id", None) if source is not None else None
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, list | tuple):
+                ids.update(int(v) for v in value)
+        for token_id in (self.tokenizer.eos_token_id, self.tokenizer.pad_token_id):
+            if token_id is not None:
+                ids.add(int(token_id))
+        return ids
+
+    def _generate(
+        self,
+        conversations: list[list[dict[str, Any]]],
+        images: list[list[Any]],
+        max_new_tokens: int,
+        temperature: float,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> list[tuple[str, int, int, bool]]:
+        """One batched ``generate``; per conversation (text, input tokens, new tokens, stopped).
+
+        ``images`` holds each conversation's images in order. They are passed nested, one list per
+        conversation, which every processor accepts (Qwen flattens them; Idefics/SmolVLM need it).
+        """
+        import torch
+
+        template_kwargs: dict[str, Any] = {}
+        if tools and self.template_renders_tools:
+            template_kwargs["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in tools
+            ]
+        texts = [
+            self.processor.apply_chat_template(
+                c, add_generation_prompt=True, tokenize=False, **template_kwargs
+            )
+            for c in conversations
+        ]
+        inputs = self.processor(
+            text=texts, images=images if any(images) else None, padding=True, return_tensors="pt"
+        )
+        inputs = inputs.to(self.device)
+        if "pixel_values" in inputs:
+            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if temperature > 0:
+            sampling = {"do_sample": True, "temperature": float(temperature)}
+        pad_id = self.tokenizer.pad_token_id
+        if pad_id is None:
+            pad_id = next(iter(self._stop_ids), 0)
+        with self._lock, torch.inference_mode():
+            output = self.model.generate(
+                **inputs, max_new_tokens=max_new_tokens, pad_token_id=pad_id, **sampling
+            )
+        prompt_len = inputs["input_ids"].shape[1]
+        new_tokens = output[:, prompt_len:].tolist()
+        input_counts = inputs["attention_mask"].sum(dim=1).tolist()
+        results = []
+        for row, n_in in zip(new_tokens, input_counts, strict=True):
+            used = row
+            stopped = False
+            for i, token in enumerate(row):
+                if token in self._stop_ids:
+                    used, stopped = row[:i], True
+                    break
+            text = self.tokenizer.decode(used, skip_special_tokens=True).strip()
+            results.append((text, int(n_in), len(used), stopped))
+        return results
+
+    # ------------------------------------------------------------------ Captioner
+
+    def caption_batch(self, clips: Sequence[Sequence[Image]], contexts: Sequence[str]) -> list[str]:
+        """One caption per clip; clips are run ``batch_size`` at a time through one ``generate``."""
+        if len(clips) != len(contexts):
+            raise ValueError(f"caption_batch got {len(clips)} clips but {len(contexts)} contexts")
+        captions: list[str] = []
+        for start in range(0, len(clips), self.batch_size):
+            conversations: list[list[dict[str, Any]]] = []
+            images: list[list[Any]] = []
+            for frames, context in zip(
+                clips[start : start + self.batch_size],
+                contexts[start : start + self.batch_size],
+                strict=True,
+            ):
+                pil_frames = [_to_pil(f, self.image_max_side) for f in frames]
+                images.append(pil_frames)
+                prompt = self.caption_prompt
+                if context.strip():
+                    prompt += f"\n\nWhat is said or written during the clip:\n{context.strip()}"
+                content = [{"type": "image"} for _ in pil_frames] + [
+                    {"type": "text", "text": prompt}
+                ]
+                conversations.append([{"role": "user", "content": content}])
+            results = self._generate(conversations, images, self.max_new_tokens, 0.0)
+            captions.extend(text for text, *_ in results)
+        return captions
+
+    def caption(self, frames: Sequence[Image], context: str) -> str:
+        """A caption for one clip from a few of its frames plus speech/on-screen text."""
+        return self.caption_batch([frames], [context])[0]
+
+    # ------------------------------------------------------------------ ChatModel
+
+    def _template_messages(
+        self,
+        messages: Sequence[ChatMessage],
+        json_output: bool,
+        tools: Sequence[ToolSpec] | None = None,
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """Chat-template dicts plus the images they reference, in order.
+
+        Tool results and assistant tool calls become plain text, because chat templates disagree on
+        (or reject) the ``tool`` role; the agent runtime's JSON fallback reads them back as text.
+        """
+        converted: list[dict[str, Any]] = []
+        images: list[Any] = []
+        for message in messages:
+            role, text = message.role, message.content or ""
+            if role == "tool":
+                role = "user"
+                text = f"Result of tool {message.name or message.tool_call_id or ''}:\n{text}"
+            elif role == "assistant" and message.tool_calls:
+                calls = [
+                    json.dumps({"tool": c.name, "arguments": c.arguments})
+                    for c in message.tool_calls
+                ]
+                text = "\n".join([text, *calls] if text else calls)
+            content: list[dict[str, Any]] = []
+            for blob in message.images:
+                images.append(_to_pil(blob, self.image_max_side))
+                content.append({"type": "image"})
+            content.append({"type": "text", "text": text})
+            converted.append({"role": role, "content": content})
+        if tools and not self.template_renders_tools:
+            instructions = tool_instructions(tools)
+            if converted and converted[0]["role"] == "system":
+                first = converted[0]["content"][-1]
+                first["text"] = f"{first['text']}\n\n{instructions}".strip()
+            else:
+                converted.insert(
+                    0, {"role": "system", "content": [{"type": "text", "text": instructions}]}
+                )
+        if json_output:
+            for item in reversed(converted):
+                if item["role"] == "user":
+                    item["content"][-1]["text"] += (
+                        "\n\nAnswer with a single JSON object and nothing else."
+                    )
+                    break
+        return converted, images
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        json_output: bool = False,
+    ) -> ChatReply:
+        """Answer in text. Offered ``tools`` are described in the prompt; a call comes back as
+        JSON text in ``reply.text`` (never in ``tool_calls``) for the runtime's JSON fallback."""
+        started = time.perf_counter()
+        conversation, images = self._template_messages(messages, json_output, tools)
+        limit = int(max_tokens or self.chat_max_new_tokens)
+        text, n_in, n_out, stopped = self._generate(
+            [conversation], [images], limit, temperature, tools
+        )[0]
+        return ChatReply(
+            text=text,
+            model=self.name,
+            finish_reason="stop" if stopped else "length",
+            usage=Usage(
+                input_tokens=n_in,
+                output_tokens=n_out,
+                images=len(images),
+                latency_s=time.perf_counter() - started,
+            ),
+        )
+
+
+def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> TransformersVLM:
+    """Load ``transformers-vlm:<dir or cached hub name>`` for the captioner or chat role."""
+    spec = f"{KIND}:{target}"
+    model_dir = resolve_local_model(role, spec, target)
+    return TransformersVLM(spec, model_dir, options, role)
