@@ -30,6 +30,7 @@ from vidscope.storage import Store
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.caption import CAPTION
 from vidscope.tasks.decode import UndecodableVideo
+from vidscope.tasks.detect import DETECT
 from vidscope.tasks.embed import EMBED
 from vidscope.tasks.frames import FRAMES
 from vidscope.tasks.onscreen_text import OCR
@@ -43,7 +44,7 @@ from vidscope.tasks.progress import report
 log = logging.getLogger(__name__)
 
 #: The ingestion stages in dependency order.
-STAGES: tuple[Stage, ...] = (PROBE, SEGMENT, FRAMES, SPEECH, OCR, CAPTION, EMBED)
+STAGES: tuple[Stage, ...] = (PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTION, EMBED)
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 
 #: File extensions picked up when a folder is given.

@@ -52,15 +52,31 @@ def clip_texts(
     return result
 
 
-def signals_summary(speech: str, onscreen: str) -> str:
-    """The labelled stand-in for a caption, built only from what was heard and read."""
+def clip_objects(clips: list[dict[str, Any]], detections: list[dict[str, Any]]) -> list[str]:
+    """Per clip: the detected object labels with how many distinct tracks (or boxes) each had."""
+    result = []
+    for clip in clips:
+        seen: dict[str, set[Any]] = {}
+        for det in detections:
+            if clip["start"] <= det["t"] < clip["end"]:
+                key = det["track_id"] if det["track_id"] is not None else (det["t"], tuple(det["box"]))
+                seen.setdefault(det["label"], set()).add(key)
+        ranked = sorted(seen.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        result.append(", ".join(f"{label} x{len(keys)}" for label, keys in ranked[:10]))
+    return result
+
+
+def signals_summary(speech: str, onscreen: str, objects: str = "") -> str:
+    """The labelled stand-in for a caption, built only from what was heard, read and detected."""
     parts = []
     if speech:
         parts.append(f'speech: "{speech}"')
     if onscreen:
         parts.append(f'on-screen text: "{onscreen}"')
+    if objects:
+        parts.append(f"objects detected: {objects}")
     if not parts:
-        return f"{NO_CAPTIONER_PREFIX} No speech or on-screen text was found in this clip."
+        return f"{NO_CAPTIONER_PREFIX} No speech, on-screen text or objects were found in this clip."
     return f"{NO_CAPTIONER_PREFIX} Signals in this clip: " + "; ".join(parts) + "."
 
 
@@ -78,15 +94,20 @@ def _run(ctx: StageContext) -> StageOutcome:
     clips = store.rows(store.clips, video_id=video_id, columns=["clip_index", "start", "end"]).to_pylist()
     segments = store.rows(store.transcripts, video_id=video_id, columns=["start", "end", "text", "words"]).to_pylist()
     ocr_items = store.rows(store.ocr, video_id=video_id, columns=["t", "t_end", "text"]).to_pylist()
+    detections = store.rows(store.detections, video_id=video_id,
+                            columns=["t", "label", "box", "track_id"]).to_pylist()
+    objects_per_clip = clip_objects(clips, detections)
     captioner: Captioner | None = registry.load(ctx.settings, "captioner")
     failures = 0
     updates = []
-    for clip, (speech, onscreen) in zip(clips, clip_texts(clips, segments, ocr_items), strict=True):
+    texts = clip_texts(clips, segments, ocr_items)
+    for clip, (speech, onscreen), objects in zip(clips, texts, objects_per_clip, strict=True):
         caption, source = None, SIGNALS_SUMMARY
         if captioner is not None:
             frames = _clip_frames(ctx, clip["clip_index"])
             context = "\n".join(p for p in (f"speech: {speech}" if speech else "",
-                                             f"on-screen text: {onscreen}" if onscreen else "") if p)
+                                             f"on-screen text: {onscreen}" if onscreen else "",
+                                             f"objects detected: {objects}" if objects else "") if p)
             try:
                 caption = captioner.caption(frames, context).strip() or None
                 source = captioner.name
@@ -94,7 +115,7 @@ def _run(ctx: StageContext) -> StageOutcome:
                 failures += 1
                 log.warning("caption of clip %d of %s failed: %s", clip["clip_index"], video_id[:12], exc)
         if caption is None:
-            caption, source = signals_summary(speech, onscreen), SIGNALS_SUMMARY
+            caption, source = signals_summary(speech, onscreen, objects), SIGNALS_SUMMARY
         updates.append({"video_id": video_id, "clip_index": clip["clip_index"], "caption": caption,
                         "caption_source": source, "transcript_text": speech or None,
                         "ocr_text": onscreen or None})
@@ -116,6 +137,6 @@ CAPTION = Stage(
     run=_run,
     config=_config,
     needs=("segment",),
-    reads=("frames", "speech", "ocr"),
+    reads=("frames", "speech", "ocr", "detect"),
     description="clip captions from the captioning model, or a labelled summary of the clip's signals",
 )
