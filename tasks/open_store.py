@@ -14,7 +14,11 @@ from vidscope.storage.store import DEFAULT_IMAGE_DIM, DEFAULT_TEXT_DIM
 from vidscope.tasks.backends import registry
 
 #: Embedding sizes of specs that need not be loaded to be known.
-KNOWN_DIMS = {"minilm:embedded": 384}
+KNOWN_DIMS = {
+    "minilm:embedded": 384,
+    "sentence-transformers:BAAI/bge-m3": 1024,
+    "open-clip:ViT-B-32": 512,
+}
 
 _stores: dict[tuple[str, int, int], Store] = {}
 _lock = threading.Lock()
@@ -30,7 +34,12 @@ def embedding_dims(settings: Settings) -> tuple[int, int]:
     else:
         text_dim = int(registry.load(settings, "text_embedder").dim)
     image_spec = settings.models.image_text
-    image_dim = int(registry.load(settings, "image_text").dim) if image_spec else DEFAULT_IMAGE_DIM
+    if not image_spec:
+        image_dim = DEFAULT_IMAGE_DIM
+    elif image_spec in KNOWN_DIMS:
+        image_dim = KNOWN_DIMS[image_spec]
+    else:
+        image_dim = int(registry.load(settings, "image_text").dim)
     return text_dim, image_dim
 
 

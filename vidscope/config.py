@@ -92,23 +92,26 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "object_detector": None,
         "image_text": None,
     },
+    # An OpenAI-compatible server (vLLM, Ollama, llama.cpp, …) at [models.options.openai] base_url
+    # serves captioning and chat; "openai:" with no model name uses the model the server lists.
     "server": {
         "text_embedder": "minilm:embedded",
         "speech_recognizer": "faster-whisper:embedded-base",
         "text_reader": "rapidocr:embedded",
-        "captioner": None,
-        "chat": None,
+        "captioner": "openai:",
+        "chat": "openai:",
         "object_detector": None,
         "image_text": None,
     },
+    # Local weights on a GPU machine; names resolve in the local Hugging Face cache (or are paths).
     "local-gpu": {
-        "text_embedder": "minilm:embedded",
-        "speech_recognizer": "faster-whisper:embedded-base",
+        "text_embedder": "sentence-transformers:BAAI/bge-m3",
+        "speech_recognizer": "faster-whisper:large-v3",
         "text_reader": "rapidocr:embedded",
-        "captioner": None,
-        "chat": None,
-        "object_detector": None,
-        "image_text": None,
+        "captioner": "transformers-vlm:Qwen/Qwen2.5-VL-7B-Instruct",
+        "chat": "transformers-vlm:Qwen/Qwen2.5-VL-7B-Instruct",
+        "object_detector": "yolo:yolo11n.pt",
+        "image_text": "open-clip:ViT-B-32",
     },
 }
 

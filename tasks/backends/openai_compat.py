@@ -1047,11 +1047,33 @@ class OpenAIEmbedder:
 # ---------------------------------------------------------------------------- factory
 
 
+def served_model(role: str, base_url: str, api_key_env: str, timeout_s: float) -> str:
+    """The model a server serves (vLLM and llama.cpp serve one), for specs that name none."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "not-needed",
+                           timeout=timeout_s, max_retries=1)
+    url = f"{base_url.rstrip('/')}/models"
+    try:
+        models = [m.id for m in client.models.list()]
+    except Exception as exc:  # connection refused, 404, auth: all mean "cannot discover"
+        raise BackendUnavailable(
+            role, f"{KIND}:", f"GET {url}",
+            f'The server did not list its models ({type(exc).__name__}); name the model, e.g. '
+            f'{role} = "{KIND}:qwen2.5-vl-7b".',
+        ) from exc
+    if not models:
+        raise BackendUnavailable(role, f"{KIND}:", f"GET {url}",
+                                 f'The server lists no model; name one, e.g. {role} = "{KIND}:<model>".')
+    return str(models[0])
+
+
 def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> Any:
     """The backend for ``role`` (chat, captioner or text_embedder) serving model ``target``.
 
-    No request is made here; an unreachable server shows up on the first call, as
-    :class:`BackendUnavailable` naming the URL.
+    No request is made here when ``target`` names the model; an unreachable server shows up on
+    the first call, as :class:`BackendUnavailable` naming the URL. An empty target (``openai:``,
+    the ``server`` profile's default) asks the server which model it serves.
     """
     if role not in ROLES:
         raise BackendUnavailable(
@@ -1060,13 +1082,6 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
             "the openai backend",
             f"The openai backend serves the roles {', '.join(ROLES)}; configure another "
             f"backend for {role}.",
-        )
-    if not target:
-        raise BackendUnavailable(
-            role,
-            f"{KIND}:",
-            "the spec",
-            f'Name the served model, e.g. {role} = "{KIND}:qwen2.5-vl-7b".',
         )
     opts = resolve_options(role, options or {})
     base_url = opts["base_url"] or os.environ.get("OPENAI_BASE_URL")
@@ -1079,6 +1094,8 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
             f"(e.g. http://localhost:8000/v1) "
             f"or the OPENAI_BASE_URL environment variable.",
         )
+    if not target:
+        target = served_model(role, str(base_url), str(opts["api_key_env"]), float(opts["timeout_s"]))
     endpoint = Endpoint(
         role=role,
         model=target,

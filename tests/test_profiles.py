@@ -1,0 +1,66 @@
+"""Model profiles, and captioning during ingestion through a real OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import pytest
+from llm_server import error, text
+from media import text_video
+
+from vidscope.config import ModelSettings, Settings
+from vidscope.flows.ingest import run_ingest
+from vidscope.storage.clips import SIGNALS_SUMMARY
+from vidscope.tasks.backends import registry
+from vidscope.tasks.backends.base import BackendUnavailable
+from vidscope.tasks.open_store import open_store
+
+
+def server_settings(tmp_path, base_url: str, **models: object) -> Settings:
+    options = {"openai": {"base_url": base_url, "timeout_s": 5, "max_retries": 0, "cache": False}}
+    return Settings(data_dir=tmp_path / "data", profile="server",
+                    models=ModelSettings(options=options, **models))
+
+
+def test_profiles_fill_roles_unless_set(tmp_path) -> None:
+    assert Settings(profile="server").models.chat == "openai:"
+    local = Settings(profile="local-gpu")
+    assert local.models.captioner.startswith("transformers-vlm:")
+    assert local.models.object_detector.startswith("yolo:")
+    assert Settings(profile="server", models=ModelSettings(chat="openai:mine")).models.chat == "openai:mine"
+    assert Settings(profile="server", models=ModelSettings(chat=None)).models.chat is None
+
+
+def test_server_profile_uses_the_model_the_server_lists(tmp_path, llm_server) -> None:
+    settings = server_settings(tmp_path, llm_server.base_url)
+    chat = registry.load(settings, "chat")
+    assert "scripted" in chat.name
+
+
+def test_server_profile_without_a_reachable_server_names_the_url(tmp_path) -> None:
+    settings = server_settings(tmp_path, "http://127.0.0.1:9/v1")
+    with pytest.raises(BackendUnavailable, match=r"127\.0\.0\.1:9/v1/models"):
+        registry.load(settings, "captioner")
+
+
+def test_local_gpu_profile_fails_with_a_message_naming_the_model(tmp_path) -> None:
+    settings = Settings(data_dir=tmp_path / "d", profile="local-gpu")
+    with pytest.raises(BackendUnavailable, match="large-v3"):
+        registry.load(settings, "speech_recognizer")
+
+
+def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> None:
+    video = text_video(tmp_path / "shop.mp4", duration=9.0, texts=[(0.0, 9.0, "OPEN")])
+    llm_server.script([text("A shop window with an OPEN sign."), error(500), error(500)])
+    settings = server_settings(tmp_path, llm_server.base_url, speech_recognizer="")
+    (report,) = run_ingest([str(video)], settings)
+    assert report.status == "ok", report
+    store = open_store(settings)
+    clips = store.rows(store.clips, video_id=report.video_id).to_pylist()
+    assert clips[0]["caption"] == "A shop window with an OPEN sign."
+    assert "scripted" in clips[0]["caption_source"]
+    # The server failed on the second clip: it gets the labelled signals summary, not a made-up caption.
+    assert clips[1]["caption_source"] == SIGNALS_SUMMARY and "OPEN" in clips[1]["caption"]
+    first = llm_server.chat_requests[0]
+    images = [part for m in first["messages"] if isinstance(m.get("content"), list)
+              for part in m["content"] if part.get("type") == "image_url"]
+    assert images and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert "OPEN" in str(first["messages"])  # on-screen text went along as context
