@@ -1,0 +1,161 @@
+"""The answerer used when no chat model is configured: it returns evidence, not a generated answer.
+
+It runs the same clip search the agent uses (as a cached tool call), reports the best-matching
+moments with their speech, on-screen text and captions, and says plainly that the answer is
+extractive. For multiple choice it ranks the options by how well each agrees with the evidence:
+embedding similarity with the top clips' texts plus keyword overlap, weighted by each clip's
+relevance to the question.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from vidscope.agents import prompts
+from vidscope.agents.runtime import Answer, Evidence, StepCallback, TraceStep, UsageTotals
+from vidscope.agents.tools import ToolContext, execute_tool
+from vidscope.agents.tools_dvd import ClipHit, ClipSearchResult, fmt_time, tokens
+
+#: Clips reported as evidence (and used to rank options).
+EVIDENCE_CLIPS = 3
+#: Secondary evidence must score at least this fraction of the best clip's fused score.
+RELATIVE_EVIDENCE = 0.6
+#: Clips whose texts are compared with each option.
+OPTION_CLIPS = 5
+
+PREFIX = (
+    "Extractive answer (no chat model is configured, so this is the best matching evidence, "
+    "not a generated answer)."
+)
+
+
+def _quote(text: str | None, limit: int = 240) -> str:
+    text = " ".join((text or "").split())
+    return f'"{text[:limit]}{"…" if len(text) > limit else ""}"'
+
+
+def describe(hit: ClipHit) -> str:
+    """One evidence line: the clip's time range and what it holds."""
+    parts = []
+    if hit.speech:
+        parts.append(f"speech {_quote(hit.speech)}")
+    if hit.on_screen_text:
+        parts.append(f"on screen {_quote(hit.on_screen_text)}")
+    if hit.caption and not parts:
+        parts.append(f"caption {_quote(hit.caption)}")
+    return (
+        f"{fmt_time(hit.start)}–{fmt_time(hit.end)} ({hit.start:.1f}–{hit.end:.1f}s): "
+        + "; ".join(parts)
+    )
+
+
+def rank_options(
+    ctx: ToolContext, options: Sequence[str], evidence: Sequence[ClipHit]
+) -> tuple[list[float], list[int]]:
+    """A score per option, and per option the index into ``evidence`` of the clip agreeing most."""
+    if not evidence:
+        return [0.0] * len(options), [0] * len(options)
+    embedder = ctx.embedder()
+    texts = [hit.text() for hit in evidence]
+    vectors = embedder.embed(list(options) + texts)
+    opt_vecs, ev_vecs = vectors[: len(options)], vectors[len(options) :]
+    similarity = opt_vecs @ ev_vecs.T  # rows are L2-normalised: cosine
+    top = max(hit.score for hit in evidence) or 1.0
+    relevance = np.array([0.5 + 0.5 * hit.score / top for hit in evidence])
+    ev_tokens = [set(tokens(t)) for t in texts]
+    scores, best = [], []
+    for i, option in enumerate(options):
+        opt_tokens = set(tokens(option))
+        overlap = np.array(
+            [len(opt_tokens & et) / len(opt_tokens) if opt_tokens else 0.0 for et in ev_tokens]
+        )
+        agreement = (similarity[i] + overlap) * relevance
+        best.append(int(agreement.argmax()))
+        scores.append(float(agreement.max()))
+    return scores, best
+
+
+def answer_extractively(
+    ctx: ToolContext,
+    question: str,
+    video_id: str,
+    *,
+    options: Sequence[str] | None = None,
+    on_step: StepCallback | None = None,
+) -> Answer:
+    """Answer ``question`` about ``video_id`` from the best evidence clips, without a chat model."""
+    started = time.perf_counter()
+    outcome = execute_tool(
+        ctx, "clip_search", {"video_id": video_id, "query": question, "top_k": ctx.config.top_k}
+    )
+    usage = UsageTotals(tool_calls=1, tool_cache_hits=int(outcome.cached))
+    step = TraceStep(
+        index=1,
+        kind="tool",
+        tool="clip_search",
+        arguments=outcome.arguments,
+        ok=outcome.ok,
+        latency_s=outcome.latency_s,
+        tool_cached=outcome.cached,
+        observation=outcome.result.summary() if outcome.result else str(outcome.error),
+    )
+    trace = [step]
+    if on_step is not None:
+        on_step(step)
+    if not isinstance(outcome.result, ClipSearchResult) or not outcome.result.clips:
+        reason = outcome.error or "no clip matched the question"
+        return Answer(
+            answer=f"{PREFIX} Nothing was found: {reason}.",
+            extractive=True,
+            trace=trace,
+            usage=usage,
+        )
+
+    ranked = outcome.result.by_relevance()
+    evidence = Evidence()
+    evidence.add(outcome.result)
+    lines = [PREFIX]
+    cited: list[ClipHit] = []
+    choice = None
+    if options:
+        letters = prompts.option_letters(len(options))
+        pool = ranked[:OPTION_CLIPS]
+        scores, best = rank_options(ctx, options, pool)
+        winner = int(np.argmax(scores))
+        choice = letters[winner]
+        lines.append(
+            f"Option {choice} ({_quote(options[winner], 120)}) agrees best with the evidence."
+        )
+        cited.append(pool[best[winner]])
+        ranking = ", ".join(f"{letters[i]} {scores[i]:.2f}" for i in np.argsort(scores)[::-1])
+        lines.append(f"Option agreement scores: {ranking}.")
+    for position, hit in enumerate(ranked):
+        if len(cited) >= EVIDENCE_CLIPS:
+            break
+        # The best clip is always evidence; weaker ones only when close to it (a clip found by
+        # meaning alone scores about half of one found by meaning and keywords).
+        if hit not in cited and (position == 0 or hit.score >= RELATIVE_EVIDENCE * ranked[0].score):
+            cited.append(hit)
+    lines.append("Best matching moments:")
+    lines += [f"- {describe(hit)}" for hit in cited]
+    citations = [evidence.check(ctx, video_id, hit.start, hit.end) for hit in cited]
+    final = TraceStep(
+        index=2,
+        kind="extractive",
+        observation=f"{len(cited)} moments cited" + (f", option {choice}" if choice else ""),
+        latency_s=time.perf_counter() - started,
+    )
+    trace.append(final)
+    if on_step is not None:
+        on_step(final)
+    return Answer(
+        answer="\n".join(lines),
+        choice=choice,
+        citations=citations,
+        extractive=True,
+        trace=trace,
+        usage=usage,
+    )

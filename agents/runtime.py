@@ -1,0 +1,539 @@
+"""The agent runtime: the observe–reason–act loop, its trace and the checking of citations.
+
+:func:`run_agent` offers the tools (see :mod:`vidscope.agents.tools`) natively, falls back to JSON
+tool calls written in plain text, limits steps (forcing a final answer at the limit), nudges the
+model out of repetitive calls, records a trace of every step and checks the citations of the final
+answer against the video and against what the tools returned in this conversation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from vidscope.agents import prompts
+from vidscope.agents.tools import (
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutcome,
+    ToolResult,
+    execute_tool,
+    validation_message,
+)
+from vidscope.config import stable_hash
+from vidscope.tasks.backends.base import (
+    ChatMessage,
+    ChatReply,
+    ModelOutputError,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+#: Seconds a citation may run past the end of the video (containers round durations).
+DURATION_TOLERANCE = 0.5
+
+# ============================================================================ answers
+
+
+class Citation(BaseModel):
+    """A cited time range and whether the runtime could verify it."""
+
+    video_id: str
+    start: float
+    end: float
+    verified: bool
+    note: str = ""
+
+
+class TraceStep(BaseModel):
+    """One step of the loop: what the model said and did, what it observed, what it cost."""
+
+    index: int
+    kind: str  # "tool", "finish", "answer", "nudge", "model-error", "extractive"
+    reasoning: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    observation: str = ""
+    ok: bool = True
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    model_cache_hit: bool = False
+    tool_cached: bool = False
+
+
+class UsageTotals(BaseModel):
+    """What answering one question cost."""
+
+    model_calls: int = 0
+    model_http_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    images: int = 0
+    tool_calls: int = 0
+    tool_cache_hits: int = 0
+
+    def add_model(self, usage: Usage) -> None:
+        """Count one model call (a response-cache hit costs no HTTP call)."""
+        self.model_calls += 1
+        self.model_http_calls += 0 if usage.cache_hit else 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.images += usage.images
+
+
+class Answer(BaseModel):
+    """The result of answering a question, agentic or extractive."""
+
+    answer: str
+    choice: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    extractive: bool = False
+    forced: bool = False
+    trace: list[TraceStep] = Field(default_factory=list)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+
+
+class Evidence:
+    """The time ranges tools showed the model during one question (what citations may point at)."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[str, float, float]] = []
+
+    def add(self, result: ToolResult | None) -> None:
+        """Remember the time ranges ``result`` showed the model."""
+        if result is not None:
+            self.ranges.extend(result.evidence_ranges())
+
+    def check(self, ctx: ToolContext, video_id: str, start: float, end: float) -> Citation:
+        """A :class:`Citation` for [start, end] of ``video_id``, verified or with the reason not."""
+
+        def cite(verified: bool, note: str) -> Citation:
+            return Citation(video_id=video_id, start=start, end=end, verified=verified, note=note)
+
+        try:
+            duration = ctx.video(video_id).duration
+        except ToolError as exc:
+            return cite(False, str(exc))
+        if not (start < end):
+            return cite(False, "the range is empty or reversed")
+        if start < 0 or end > duration + DURATION_TOLERANCE:
+            return cite(False, f"outside the video (duration {duration:.1f}s)")
+        if not any(v == video_id and s < end and start < e for v, s, e in self.ranges):
+            return cite(False, "no tool returned anything in this range")
+        return cite(True, "")
+
+
+def parse_citations(
+    ctx: ToolContext, evidence: Evidence, raw: Sequence[Any], default_video: str
+) -> list[Citation]:
+    """Check citations given as ``[start, end]`` pairs (or ``{video_id, start, end}`` objects)."""
+    citations = []
+    for item in raw:
+        video_id = default_video
+        try:
+            if isinstance(item, dict):
+                video_id = str(item.get("video_id") or default_video)
+                start, end = float(item["start"]), float(item["end"])
+            else:
+                start, end = (float(x) for x in item)
+        except (TypeError, ValueError, KeyError):
+            citations.append(
+                Citation(
+                    video_id=video_id,
+                    start=-1,
+                    end=-1,
+                    verified=False,
+                    note=f"not a [start, end] pair: {item!r}",
+                )
+            )
+            continue
+        citations.append(evidence.check(ctx, video_id, start, end))
+    return citations
+
+
+_LETTER = re.compile(r"^\s*\(?([A-Za-z])(?:[\).:\]]|\s|$)")
+
+
+def pick_choice(choice: str | None, answer: str, options: Sequence[str] | None) -> str | None:
+    """The option letter: an explicit choice, a leading letter, or the option text in the answer."""
+    if not options:
+        return None
+    letters = prompts.option_letters(len(options))
+    for text in (choice or "", answer):
+        match = _LETTER.match(text)
+        if match and match.group(1).upper() in letters:
+            return match.group(1).upper()
+    lowered = answer.lower()
+    found = [letter for letter, opt in zip(letters, options, strict=True) if opt.lower() in lowered]
+    return found[0] if len(found) == 1 else None
+
+
+# ============================================================================ the loop
+
+
+StepCallback = Callable[[TraceStep], None]
+
+
+@dataclass
+class _LoopState:
+    messages: list[ChatMessage]
+    trace: list[TraceStep] = field(default_factory=list)
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    evidence: Evidence = field(default_factory=Evidence)
+    recent_calls: list[tuple[str, str]] = field(default_factory=list)
+    asked_to_finish: bool = False
+
+
+def format_observation(outcome: ToolOutcome) -> str:
+    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``."""
+    if not outcome.ok:
+        return prompts.ERROR_NOTE.format(tool=outcome.tool, error=outcome.error)
+    assert outcome.result is not None
+    payload = json.dumps(outcome.result.for_model(), ensure_ascii=False, separators=(",", ":"))
+    # Inside JSON, '<' and '>' only occur in strings, where \u escapes keep the meaning: the data
+    # can therefore never close the block it is quoted in.
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e")
+    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n<video_data>\n{payload}\n</video_data>"
+
+
+def _normalise_args(arguments: dict[str, Any]) -> str:
+    def norm(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.lower().split())
+        if isinstance(value, float):
+            return round(value, 0)
+        if isinstance(value, list):
+            return [norm(v) for v in value]
+        if isinstance(value, dict):
+            return {k: norm(v) for k, v in sorted(value.items())}
+        return value
+
+    return json.dumps(norm(arguments), sort_keys=True, default=str)
+
+
+def _near_identical(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    return a[0] == b[0] and (
+        a[1] == b[1] or difflib.SequenceMatcher(None, a[1], b[1]).ratio() >= 0.9
+    )
+
+
+def parse_text_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
+    """A tool call written as JSON in plain text (``{"tool"|"name": ..., "arguments": {...}}``).
+
+    The fallback for models or servers without native tool calling.
+    """
+    if not text:
+        return None
+    allowed = set(allowed)
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        name = value.get("tool") or value.get("name") or value.get("function")
+        args = value.get("arguments", value.get("args", value.get("parameters", {})))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(name, str) and name in allowed and isinstance(args, dict):
+            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
+    return None
+
+
+def run_agent(
+    ctx: ToolContext,
+    question: str,
+    video_ids: Sequence[str],
+    *,
+    options: Sequence[str] | None = None,
+    on_step: StepCallback | None = None,
+) -> Answer:
+    """Answer ``question`` about ``video_ids`` with the chat model and ``ctx.registry``'s tools."""
+    if ctx.chat is None:
+        raise ValueError("run_agent needs a chat model; use the extractive answerer without one")
+    if ctx.registry is None:
+        raise ValueError("run_agent needs a tool registry")
+    finish = next(
+        (t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None
+    )
+    if finish is None:
+        raise ValueError("the tool registry has no terminal (finish) tool")
+    videos = []
+    for video_id in video_ids:
+        video = ctx.video(video_id)
+        videos.append(
+            {
+                "video_id": video_id,
+                "file_name": video.file_name,
+                "duration": video.duration,
+                "clips": ctx.store.count(ctx.store.clips, video_id),
+            }
+        )
+    state = _LoopState(
+        messages=[
+            ChatMessage(role="system", content=prompts.SYSTEM),
+            ChatMessage(
+                role="user", content=prompts.question_prompt(question, videos, list(options or []))
+            ),
+        ]
+    )
+    specs = ctx.registry.specs()
+    default_video = video_ids[0]
+
+    def record(step: TraceStep) -> None:
+        state.trace.append(step)
+        if on_step is not None:
+            on_step(step)
+
+    for _ in range(ctx.config.max_steps):
+        reply = _ask_model(ctx, state, specs, record)
+        if reply is None:
+            continue
+        answer = _handle_reply(ctx, state, reply, finish, default_video, options, record)
+        if answer is not None:
+            return answer
+
+    # Step limit: only finish is offered, so the next reply has to be an answer.
+    state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
+    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="step limit reached"))
+    reply = _ask_model(ctx, state, [finish.spec()], record)
+    if reply is not None:
+        calls = reply.tool_calls or [
+            c for c in [parse_text_tool_call(reply.text, [finish.name])] if c
+        ]
+        for call in calls:
+            if call.name == finish.name:
+                answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
+                if answer is not None:
+                    answer.forced = True
+                    return answer
+        if reply.text:
+            return _final(state, reply.text, [], options, forced=True)
+    return _final(state, "No answer was reached within the step limit.", [], options, forced=True)
+
+
+def _ask_model(
+    ctx: ToolContext, state: _LoopState, specs: list[ToolSpec], record: StepCallback
+) -> ChatReply | None:
+    assert ctx.chat is not None
+    started = time.perf_counter()
+    try:
+        reply = ctx.chat.chat(
+            state.messages,
+            tools=specs,
+            max_tokens=ctx.config.max_tokens,
+            temperature=ctx.config.temperature,
+        )
+    except ModelOutputError as exc:
+        state.usage.model_calls += 1
+        state.messages.append(ChatMessage(role="user", content=prompts.BAD_REPLY.format(error=exc)))
+        record(
+            TraceStep(
+                index=len(state.trace) + 1,
+                kind="model-error",
+                observation=str(exc)[:300],
+                ok=False,
+                latency_s=time.perf_counter() - started,
+            )
+        )
+        return None
+    state.usage.add_model(reply.usage)
+    return reply
+
+
+def _handle_reply(
+    ctx: ToolContext,
+    state: _LoopState,
+    reply: ChatReply,
+    finish: Tool,
+    default_video: str,
+    options: Sequence[str] | None,
+    record: StepCallback,
+) -> Answer | None:
+    assert ctx.registry is not None
+    native = bool(reply.tool_calls)
+    calls = list(reply.tool_calls)
+    if not calls:
+        fallback = parse_text_tool_call(reply.text, ctx.registry.names)
+        calls = [fallback] if fallback else []
+    cost = {
+        "input_tokens": reply.usage.input_tokens,
+        "output_tokens": reply.usage.output_tokens,
+        "model_cache_hit": reply.usage.cache_hit,
+    }
+    if not calls:
+        text = (reply.text or "").strip()
+        state.messages.append(ChatMessage(role="assistant", content=text))
+        if text and state.asked_to_finish:
+            return _final(state, text, [], options)
+        state.asked_to_finish = True
+        state.messages.append(ChatMessage(role="user", content=prompts.FINISH_NUDGE))
+        record(
+            TraceStep(
+                index=len(state.trace) + 1,
+                kind="nudge",
+                reasoning=text or None,
+                observation="no tool call; asked for finish",
+                latency_s=reply.usage.latency_s,
+                **cost,
+            )
+        )
+        return None
+
+    state.messages.append(
+        ChatMessage(role="assistant", content=reply.text, tool_calls=calls if native else [])
+    )
+    fallback_results: list[str] = []
+    for position, call in enumerate(calls):
+        if position:  # the model's cost belongs to the first call of a turn only
+            cost = {"input_tokens": 0, "output_tokens": 0, "model_cache_hit": reply.usage.cache_hit}
+        if call.name == finish.name:
+            answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
+            if answer is not None:
+                return answer
+            continue  # _finish appended the error observation
+        outcome = execute_tool(ctx, call.name, call.arguments)
+        state.usage.tool_calls += 1
+        state.usage.tool_cache_hits += int(outcome.cached)
+        if outcome.result is not None:
+            state.evidence.add(outcome.result)
+            inner = outcome.result.model_usage()
+            if inner is not None and not outcome.cached:
+                state.usage.add_model(inner)
+        observation = format_observation(outcome)
+        if native:
+            state.messages.append(
+                ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
+            )
+        else:
+            fallback_results.append(observation)
+        record(
+            TraceStep(
+                index=len(state.trace) + 1,
+                kind="tool",
+                reasoning=reply.text if position == 0 else None,
+                tool=call.name,
+                arguments=outcome.arguments,
+                observation=outcome.result.summary()
+                if outcome.result is not None
+                else str(outcome.error),
+                ok=outcome.ok,
+                latency_s=outcome.latency_s + (reply.usage.latency_s if position == 0 else 0),
+                tool_cached=outcome.cached,
+                **cost,
+            )
+        )
+        state.recent_calls.append((call.name, _normalise_args(call.arguments)))
+    if fallback_results:
+        state.messages.append(ChatMessage(role="user", content="\n\n".join(fallback_results)))
+    _maybe_nudge(ctx, state, record)
+    return None
+
+
+def _maybe_nudge(ctx: ToolContext, state: _LoopState, record: StepCallback) -> None:
+    n = ctx.config.loop_repeats
+    recent = state.recent_calls[-n:]
+    if len(recent) == n and all(_near_identical(recent[0], other) for other in recent[1:]):
+        state.messages.append(
+            ChatMessage(role="user", content=prompts.LOOP_NUDGE.format(tool=recent[0][0], count=n))
+        )
+        record(
+            TraceStep(
+                index=len(state.trace) + 1,
+                kind="nudge",
+                tool=recent[0][0],
+                observation=f"loop detected: {n} near-identical {recent[0][0]} calls",
+            )
+        )
+        state.recent_calls.clear()
+
+
+def _finish(
+    ctx: ToolContext,
+    state: _LoopState,
+    call: ToolCall,
+    reply: ChatReply,
+    finish: Tool,
+    default_video: str,
+    options: Sequence[str] | None,
+    record: StepCallback,
+) -> Answer | None:
+    try:
+        args = finish.validate(call.arguments)
+    except ValidationError as exc:
+        error = validation_message(exc)
+        state.messages.append(
+            ChatMessage(
+                role="tool",
+                tool_call_id=call.id,
+                name=call.name,
+                content=prompts.ERROR_NOTE.format(tool=call.name, error=error),
+            )
+        )
+        record(
+            TraceStep(
+                index=len(state.trace) + 1,
+                kind="finish",
+                tool=call.name,
+                arguments=call.arguments,
+                observation=error,
+                ok=False,
+                input_tokens=reply.usage.input_tokens,
+                output_tokens=reply.usage.output_tokens,
+                model_cache_hit=reply.usage.cache_hit,
+            )
+        )
+        return None
+    values = args.model_dump()
+    citations = parse_citations(ctx, state.evidence, values.get("citations") or [], default_video)
+    record(
+        TraceStep(
+            index=len(state.trace) + 1,
+            kind="finish",
+            reasoning=reply.text,
+            tool=call.name,
+            arguments=values,
+            observation=f"{sum(c.verified for c in citations)}/{len(citations)} citations verified",
+            input_tokens=reply.usage.input_tokens,
+            output_tokens=reply.usage.output_tokens,
+            model_cache_hit=reply.usage.cache_hit,
+            latency_s=reply.usage.latency_s,
+        )
+    )
+    return _final(
+        state, str(values.get("answer", "")), citations, options, choice=values.get("choice")
+    )
+
+
+def _final(
+    state: _LoopState,
+    text: str,
+    citations: list[Citation],
+    options: Sequence[str] | None,
+    *,
+    choice: str | None = None,
+    forced: bool = False,
+) -> Answer:
+    return Answer(
+        answer=text,
+        choice=pick_choice(choice, text, options),
+        citations=citations,
+        trace=state.trace,
+        usage=state.usage,
+        forced=forced,
+    )

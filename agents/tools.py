@@ -1,0 +1,441 @@
+"""Tools for agents: declared once from typed functions, executed as cached Prefect tasks.
+
+A tool is written once, as a typed Python function whose parameters are ``Annotated`` with their
+description; :func:`tool` turns it into a :class:`Tool` whose JSON schema is generated from that
+signature (pydantic) and whose arguments are validated against it. :func:`execute_tool` runs a call
+as a Prefect task with retries, cached on (tool, normalised arguments, the video's store version,
+the models and settings it depends on), with results persisted under the data dir, so asking the
+same question twice costs no tool work. A failing tool yields an error outcome, never an exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import time
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
+
+from vidscope.config import Settings, stable_hash
+from vidscope.storage.files import managed_dir
+from vidscope.storage.schema import sql_quote
+from vidscope.storage.store import Store
+from vidscope.storage.videos import VideoRecord
+from vidscope.tasks.backends.base import ChatModel, TextEmbedder, ToolSpec, Usage
+
+# ============================================================================ configuration
+
+
+class AgentConfig(BaseModel):
+    """Limits and sizes of the agent and its tools."""
+
+    #: Model turns before a final answer is forced.
+    max_steps: int = Field(default=15, ge=1)
+    #: Near-identical tool calls in a row that trigger a nudge.
+    loop_repeats: int = Field(default=3, ge=2)
+    #: Default number of clips clip_search returns (the extractive answerer's search depth).
+    top_k: int = Field(default=16, ge=1, le=100)
+    #: Captions global_browse samples evenly across a video.
+    browse_captions: int = Field(default=48, ge=1)
+    #: Frames frame_inspect sends to the model at most.
+    max_frames: int = Field(default=32, ge=1)
+    #: Output-token limit per model call.
+    max_tokens: int | None = 1024
+    temperature: float = 0.0
+    #: Prefect retries of a tool call that failed unexpectedly (a ToolError is never retried).
+    tool_retries: int = Field(default=2, ge=0)
+
+    def tool_fingerprint(self) -> str:
+        """The part of the configuration that changes what tools return (for cache keys)."""
+        return stable_hash(self.browse_captions, self.max_frames)
+
+
+# ============================================================================ tool declaration
+
+
+class ToolError(RuntimeError):
+    """An expected tool failure (bad range, missing model, unknown video): reported, not retried."""
+
+
+class ToolContext:
+    """What tools may use: settings, the store (read-only by convention), models, configuration.
+
+    Deliberately a plain class (not a model or dataclass) so Prefect never walks into it when it
+    inspects task parameters.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        chat: ChatModel | None = None,
+        embedder: TextEmbedder | None = None,
+        config: AgentConfig | None = None,
+        registry: ToolRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.chat = chat
+        self._embedder = embedder
+        self.config = config or AgentConfig()
+        self.registry = registry
+        self._videos: dict[str, VideoRecord] = {}
+
+    @property
+    def results_dir(self) -> Path:
+        """Where Prefect persists tool results (the ``prefect`` managed dir)."""
+        return managed_dir(self.settings.data_dir, "prefect") / "tool-results"
+
+    def embedder(self) -> TextEmbedder:
+        """The configured text embedder, loaded once per process by the registry."""
+        if self._embedder is None:
+            from vidscope.tasks.backends import registry
+
+            loaded = registry.load(self.settings, "text_embedder")
+            if loaded is None:
+                raise ToolError("no text embedder is configured (models.text_embedder)")
+            self._embedder = loaded
+        return self._embedder
+
+    def video(self, video_id: str) -> VideoRecord:
+        """The ``videos`` row of ``video_id``; a :class:`ToolError` naming known ids if absent."""
+        if video_id not in self._videos:
+            rows = self.store.rows(
+                self.store.videos, where=f"video_id = {sql_quote(video_id)}"
+            ).to_pylist()
+            if not rows:
+                known = (
+                    self.store.rows(self.store.videos, columns=["video_id"])
+                    .column("video_id")
+                    .to_pylist()
+                )
+                raise ToolError(
+                    f"unknown video_id {video_id!r}; known videos: "
+                    f"{', '.join(known[:10]) or 'none'}"
+                )
+            self._videos[video_id] = VideoRecord(**rows[0])
+        return self._videos[video_id]
+
+    def model_fingerprint(self, *, chat: bool, embedder: bool) -> str:
+        """A hash of the model configuration a tool depends on (part of its cache key)."""
+        models = self.settings.models
+        parts: list[Any] = []
+        for used, spec in ((chat, models.chat), (embedder, models.text_embedder)):
+            if used:
+                kind = (spec or "").partition(":")[0]
+                parts.append([spec, models.options.get(kind, {})])
+        return stable_hash(parts)
+
+
+class ToolResult(BaseModel):
+    """Base of every tool result: knows the time ranges it showed the model, and its summary."""
+
+    model_config = ConfigDict(frozen=False)
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        """(video_id, start, end) of every moment this result put in front of the model."""
+        return []
+
+    def summary(self) -> str:
+        """A one-line description for traces."""
+        return type(self).__name__
+
+    def model_usage(self) -> Usage | None:
+        """What the tool spent on model calls, if it made any."""
+        return None
+
+    def for_model(self) -> dict[str, Any]:
+        """The JSON-able payload shown to the model (defaults to every field)."""
+        return self.model_dump(mode="json")
+
+
+class ToolFailure(ToolResult):
+    """What a tool returns instead of raising a :class:`ToolError` inside its Prefect task."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool declared from a typed function: its schema, validator and implementation."""
+
+    name: str
+    description: str
+    func: Callable[..., Any]
+    args_model: type[BaseModel]
+    version: int = 1
+    uses_chat: bool = False
+    uses_embedder: bool = False
+    terminal: bool = False
+    context_param: str | None = None
+    #: Hash of the result model's schema: a changed result type never reads an old cached result.
+    result_schema: str = ""
+
+    def spec(self) -> ToolSpec:
+        """The :class:`ToolSpec` offered to a chat model (JSON schema from the signature)."""
+        return ToolSpec(
+            name=self.name,
+            description=self.description,
+            parameters=_clean_schema(self.args_model.model_json_schema()),
+        )
+
+    def validate(self, arguments: dict[str, Any]) -> BaseModel:
+        """Arguments checked and coerced against the signature; raises ``ValidationError``."""
+        return self.args_model.model_validate(arguments)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+
+def tool(
+    *,
+    version: int = 1,
+    uses_chat: bool = False,
+    uses_embedder: bool = False,
+    terminal: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a tool from a typed function.
+
+    Parameters are ``Annotated[type, "description"]`` (or ``Annotated[type, Field(...)]``); a
+    parameter annotated :class:`ToolContext` receives the context and is hidden from the model.
+    The docstring is the description the model reads. ``version`` is part of the cache key: bump
+    it when the tool's output changes.
+    """
+
+    def wrap(func: Callable[..., Any]) -> Tool:
+        hints = typing.get_type_hints(func, include_extras=True)
+        fields: dict[str, Any] = {}
+        context_param = None
+        for name, param in inspect.signature(func).parameters.items():
+            annotation = hints.get(name, Any)
+            if annotation is ToolContext:
+                context_param = name
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            base, info = annotation, None
+            if typing.get_origin(annotation) is Annotated:
+                base, *extras = typing.get_args(annotation)
+                for extra in extras:
+                    if isinstance(extra, FieldInfo):
+                        info = extra
+                    elif isinstance(extra, str):
+                        info = Field(description=extra)
+            if info is None:
+                raise TypeError(
+                    f"tool {func.__name__}: parameter {name!r} needs an Annotated description"
+                )
+            fields[name] = (Annotated[base, info], default)
+        args_model = create_model(  # type: ignore[call-overload]
+            f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        doc = inspect.getdoc(func)
+        if not doc:
+            raise TypeError(f"tool {func.__name__} needs a docstring (the model reads it)")
+        returns = hints.get("return")
+        if not (isinstance(returns, type) and issubclass(returns, ToolResult)):
+            raise TypeError(f"tool {func.__name__} must be annotated to return a ToolResult model")
+        return Tool(
+            func.__name__,
+            doc,
+            func,
+            args_model,
+            version,
+            uses_chat,
+            uses_embedder,
+            terminal,
+            context_param,
+            stable_hash(returns.__qualname__, returns.model_json_schema()),
+        )
+
+    return wrap
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's auto-generated titles: they cost tokens and tell the model nothing."""
+    if isinstance(schema, dict):
+        return {k: _clean_schema(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_clean_schema(v) for v in schema]  # type: ignore[return-value]
+    return schema
+
+
+class ToolRegistry:
+    """The allow-list of tools an agent may call; anything else is refused."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools = {t.name: t for t in tools}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool:
+        """The tool called ``name``; ``KeyError`` if it is not allowed."""
+        return self._tools[name]
+
+    @property
+    def names(self) -> list[str]:
+        """Allowed tool names, in declaration order."""
+        return list(self._tools)
+
+    def specs(self, only: Sequence[str] | None = None) -> list[ToolSpec]:
+        """Tool specs for the model (all, or the named ones)."""
+        return [t.spec() for n, t in self._tools.items() if only is None or n in only]
+
+
+# ============================================================================ execution
+
+
+class ToolOutcome(BaseModel):
+    """One executed tool call: the typed result or an error message, and what it cost."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    tool: str
+    arguments: dict[str, Any]
+    result: ToolResult | None = None
+    error: str | None = None
+    cached: bool = False
+    latency_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Whether the tool produced a result (else ``error`` says why not)."""
+        return self.error is None
+
+
+def _given_cache_key(_context: Any, parameters: dict[str, Any]) -> str:
+    return str(parameters["cache_key"])
+
+
+def _retry_unexpected(_task: Any, _task_run: Any, state: Any) -> bool:
+    """Retry only errors that may be transient; a ToolError is the tool's considered answer."""
+    try:
+        exc = state.data
+    except Exception:  # pragma: no cover - defensive: state without data
+        return True
+    return not isinstance(exc, (ToolError, ValidationError, ValueError, TypeError, KeyError))
+
+
+def _run_tool(
+    tool_name: str, arguments: dict[str, Any], cache_key: str, ctx: ToolContext
+) -> ToolResult:
+    """Body of the Prefect task that executes one tool call (``cache_key`` is only for caching)."""
+    assert ctx.registry is not None
+    spec = ctx.registry.get(tool_name)
+    kwargs = dict(arguments)
+    if spec.context_param:
+        kwargs[spec.context_param] = ctx
+    try:
+        return spec.func(**kwargs)
+    except ToolError as exc:
+        # An expected failure is the tool's answer for these inputs and this video version: it is
+        # returned (and cached) rather than raised, so Prefect neither retries nor logs a traceback.
+        return ToolFailure(error=str(exc))
+
+
+def _tool_task(name: str, ctx: ToolContext) -> Any:
+    return _make_tool_task(name, str(ctx.results_dir), ctx.config.tool_retries)
+
+
+@functools.lru_cache(maxsize=64)
+def _make_tool_task(name: str, results_dir: str, retries: int) -> Any:
+    """The Prefect task running tool ``name`` (built once per tool, result dir and retry count)."""
+    from prefect import task
+
+    return task(
+        name=f"tool-{name}",
+        task_run_name=name,
+        persist_result=True,
+        result_storage=Path(results_dir),
+        cache_key_fn=_given_cache_key,
+        retry_condition_fn=_retry_unexpected,
+        retries=retries,
+        retry_delay_seconds=0.2,
+        log_prints=False,
+    )(_run_tool)
+
+
+def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> str:
+    """(tool, version, normalised arguments, video store version, models, tool config) as a key."""
+    video_id = arguments.get("video_id")
+    video_version = ctx.store.video_version(video_id) if isinstance(video_id, str) else ""
+    return "tool-" + stable_hash(
+        spec.name,
+        spec.version,
+        spec.result_schema,
+        json.dumps(arguments, sort_keys=True, default=str),
+        video_version,
+        ctx.model_fingerprint(chat=spec.uses_chat, embedder=spec.uses_embedder),
+        ctx.config.tool_fingerprint(),
+    )
+
+
+def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    """Validate and run one tool call as a cached Prefect task; failures become error outcomes."""
+    started = time.perf_counter()
+
+    def failed(message: str) -> ToolOutcome:
+        return ToolOutcome(
+            tool=name, arguments=arguments, error=message, latency_s=time.perf_counter() - started
+        )
+
+    if ctx.registry is None or name not in ctx.registry:
+        allowed = ", ".join(ctx.registry.names if ctx.registry else [])
+        return failed(f"unknown tool {name!r}; the only tools are: {allowed}")
+    spec = ctx.registry.get(name)
+    if spec.terminal:
+        return failed(f"{name} ends the conversation and is not executed as a tool")
+    try:
+        validated = spec.validate(arguments).model_dump(mode="json")
+    except ValidationError as exc:
+        return failed(validation_message(exc))
+    try:
+        video_id = validated.get("video_id")
+        if isinstance(video_id, str):
+            ctx.video(video_id)  # unknown ids fail here, before anything is cached
+        key = tool_cache_key(ctx, spec, validated)
+        state = _tool_task(name, ctx)(name, validated, key, ctx, return_state=True)
+        if state.is_failed() or state.is_crashed():
+            try:
+                state.result()
+            except Exception as exc:  # the task's own exception, re-raised by Prefect
+                return failed(f"{type(exc).__name__}: {exc}")
+            return failed(state.message or "the tool failed")
+        result = state.result()
+        cached = state.name == "Cached"
+        if isinstance(result, ToolFailure):
+            return ToolOutcome(
+                tool=name,
+                arguments=validated,
+                error=result.error,
+                cached=cached,
+                latency_s=time.perf_counter() - started,
+            )
+    except ToolError as exc:
+        return failed(str(exc))
+    except Exception as exc:  # a tool bug must not crash the loop; the model sees the error
+        return failed(f"{type(exc).__name__}: {exc}")
+    return ToolOutcome(
+        tool=name,
+        arguments=validated,
+        result=result,
+        cached=cached,
+        latency_s=time.perf_counter() - started,
+    )
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic validation error as one line the model can act on."""
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problems.append(f"{where}: {err['msg']}")
+    return "invalid arguments: " + "; ".join(problems)

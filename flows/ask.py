@@ -1,0 +1,290 @@
+"""The ``ask`` query flow: answer a question about an ingested video, with cited moments.
+
+With a chat model configured, the Deep-Video-Discovery agent answers (tools run as cached Prefect
+tasks); without one, the extractive answerer returns the best evidence. The flow is built for
+latency: no heartbeat thread per run, models loaded once per process by the backend registry, and
+tool results and model replies cached, so asking the same question again costs no model or tool
+work.
+
+``run_ask`` is the entry point the CLI calls; ``render_answer`` prints its result.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prefect import flow
+from pydantic import BaseModel, Field
+
+from vidscope.agents import prompts
+from vidscope.agents.extractive import answer_extractively
+from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
+from vidscope.agents.tools import AgentConfig, ToolContext
+from vidscope.agents.tools_dvd import dvd_registry, fmt_time
+from vidscope.config import Settings, disable_telemetry
+from vidscope.storage.videos import VideoNotFound, VideoRecord, find_video
+from vidscope.tasks.backends import registry
+from vidscope.tasks.open_store import open_store
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AskResult", "VideoNotFound", "ask", "render_answer", "render_step", "run_ask"]
+
+# The live-step callback cannot travel as a flow parameter (Prefect serialises those), so it is
+# handed to the flow through a context variable set by run_ask.
+_on_step: contextvars.ContextVar[Callable[[TraceStep], None] | None] = contextvars.ContextVar(
+    "vidscope_ask_on_step", default=None
+)
+
+
+class AskResult(BaseModel):
+    """The answer to one question, as the CLI shows it (``--json`` prints this model)."""
+
+    video_id: str
+    file_name: str
+    question: str
+    options: list[str] | None = None
+    answer: str
+    choice: str | None = None
+    choice_text: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    extractive: bool = False
+    forced: bool = Field(False, description="The step limit forced the answer.")
+    model: str | None = None
+    seconds: float = 0.0
+    trace: list[TraceStep] = Field(default_factory=list)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+
+
+# ============================================================================ the flow
+
+
+@flow(name="ask", flow_run_name="ask {video_id:.12}", validate_parameters=False, log_prints=False)
+def ask(
+    video_id: str,
+    question: str,
+    options: list[str] | None = None,
+    settings: Settings | None = None,
+    config: AgentConfig | None = None,
+) -> AskResult:
+    """Answer ``question`` about ``video_id`` (agent with a chat model, else extractive)."""
+    from vidscope.config import get_settings
+
+    settings = settings or get_settings()
+    config = config or AgentConfig()
+    started = time.perf_counter()
+    store = open_store(settings)
+    chat = registry.load(settings, "chat")
+    ctx = ToolContext(settings, store, chat=chat, config=config, registry=dvd_registry())
+    record = ctx.video(video_id)
+    on_step = _on_step.get()
+    if chat is None:
+        answer = answer_extractively(ctx, question, video_id, options=options, on_step=on_step)
+    else:
+        answer = run_agent(ctx, question, [video_id], options=options, on_step=on_step)
+    result = _result(
+        answer,
+        record,
+        question,
+        options,
+        chat.name if chat else None,
+        time.perf_counter() - started,
+    )
+    _publish(result)
+    return result
+
+
+def _result(
+    answer: Answer,
+    record: VideoRecord,
+    question: str,
+    options: Sequence[str] | None,
+    model: str | None,
+    seconds: float,
+) -> AskResult:
+    choice_text = None
+    if options and answer.choice:
+        choice_text = options[prompts.option_letters(len(options)).index(answer.choice)]
+    return AskResult(
+        video_id=record.video_id,
+        file_name=record.file_name,
+        question=question,
+        options=list(options) if options else None,
+        answer=answer.answer,
+        choice=answer.choice,
+        choice_text=choice_text,
+        citations=answer.citations,
+        extractive=answer.extractive,
+        forced=answer.forced,
+        model=model,
+        seconds=round(seconds, 3),
+        trace=answer.trace,
+        usage=answer.usage,
+    )
+
+
+def trace_markdown(result: AskResult) -> str:
+    """The answer and its trace as Markdown (the Prefect artifact; also useful in reports)."""
+    lines = [f"## {result.question}", "", result.answer, ""]
+    if result.choice:
+        lines += [f"**Choice:** {result.choice} — {result.choice_text}", ""]
+    if result.citations:
+        lines.append(
+            "**Citations:** "
+            + ", ".join(
+                f"{fmt_time(c.start)}–{fmt_time(c.end)} {'✓' if c.verified else '✗ ' + c.note}"
+                for c in result.citations
+            )
+        )
+        lines.append("")
+    lines += [
+        "| # | kind | tool | arguments | observation | tokens in/out | latency s | cached |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for step in result.trace:
+        args = json.dumps(step.arguments, ensure_ascii=False)[:120].replace("|", "\\|")
+        obs = step.observation[:160].replace("|", "\\|").replace("\n", " ")
+        cached = "tool" if step.tool_cached else ("model" if step.model_cache_hit else "")
+        lines.append(
+            f"| {step.index} | {step.kind} | {step.tool or ''} | {args} | {obs} | "
+            f"{step.input_tokens}/{step.output_tokens} | {step.latency_s:.2f} | {cached} |"
+        )
+    u = result.usage
+    lines += [
+        "",
+        f"Model calls {u.model_calls} (HTTP {u.model_http_calls}), tokens {u.input_tokens} in / "
+        f"{u.output_tokens} out, tool calls {u.tool_calls} ({u.tool_cache_hits} cached).",
+    ]
+    return "\n".join(lines)
+
+
+def _publish(result: AskResult) -> None:
+    """Store the trace as a Prefect artifact of this flow run (shown in the UI)."""
+    try:
+        from prefect.artifacts import create_markdown_artifact
+
+        create_markdown_artifact(
+            key=f"ask-{result.video_id[:12]}",
+            markdown=trace_markdown(result),
+            description=f"ask: {result.question[:80]}",
+        )
+    except Exception as exc:  # an artifact is a courtesy; never fail the answer over it
+        log.debug("could not publish the ask trace artifact: %s", exc)
+
+
+# ============================================================================ entry points
+
+
+def run_ask(
+    settings: Settings,
+    video_ref: str,
+    question: str,
+    options: list[str] | None = None,
+    on_step: Callable[[TraceStep], None] | None = None,
+    *,
+    config: AgentConfig | None = None,
+) -> AskResult:
+    """Resolve ``video_ref`` and run the ``ask`` flow; ``on_step`` sees each trace step live."""
+    disable_telemetry()
+    question = question.strip()
+    if not question:
+        raise ValueError("the question is empty")
+    if options is not None:
+        options = [o.strip() for o in options if o.strip()]
+        if not 2 <= len(options) <= 26:
+            raise ValueError(f"--options needs 2 to 26 options, got {len(options)}")
+    store = open_store(settings)
+    record = find_video(store, video_ref)
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    from vidscope.tasks.backends.usage import query_context
+
+    token = _on_step.set(on_step)
+    try:
+        # A sync flow joins its heartbeat thread at exit (~1.1 s); a question should not pay that.
+        with (
+            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
+            query_context(f"ask-{uuid.uuid4().hex[:12]}"),
+        ):
+            return ask(record.video_id, question, options, settings, config)
+    finally:
+        _on_step.reset(token)
+
+
+def render_step(step: TraceStep, console: Any) -> None:
+    """One live line per step (the CLI passes ``lambda s: render_step(s, console)`` as on_step)."""
+    args = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False)[:60]}"
+        for k, v in step.arguments.items()
+        if k != "video_id"
+    )
+    what = f"{step.tool}({args})" if step.tool else step.kind
+    cached = " [dim](cached)[/dim]" if step.tool_cached or step.model_cache_hit else ""
+    mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
+    console.print(
+        f"{mark} step {step.index}: {_escape(what)} → {_escape(step.observation[:120])}{cached}"
+    )
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def render_answer(
+    result: AskResult, console: Any, as_json: bool = False, show_trace: bool = False
+) -> None:
+    """Print ``result``: JSON, or the answer, choice and citations (trace with ``show_trace``)."""
+    if as_json:
+        data = result.model_dump(mode="json")
+        if not show_trace:
+            data.pop("trace")
+        console.print_json(json.dumps(data, ensure_ascii=False))
+        return
+    from rich.panel import Panel
+    from rich.table import Table
+
+    title = "extractive answer" if result.extractive else f"answer ({result.model})"
+    if result.forced:
+        title += " — forced at the step limit"
+    console.print(Panel(_escape(result.answer), title=title, subtitle=result.file_name))
+    if result.choice:
+        console.print(f"[bold]Choice:[/bold] {result.choice}. {_escape(result.choice_text or '')}")
+    for c in result.citations:
+        flag = (
+            "[green]verified[/green]"
+            if c.verified
+            else f"[red]unverified[/red] ({_escape(c.note)})"
+        )
+        console.print(
+            f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}"
+        )
+    if show_trace:
+        table = Table(title="trace")
+        for column in ("#", "kind", "tool", "observation", "tokens", "s", "cached"):
+            table.add_column(column)
+        for s in result.trace:
+            cached = "tool" if s.tool_cached else ("model" if s.model_cache_hit else "")
+            table.add_row(
+                str(s.index),
+                s.kind,
+                s.tool or "",
+                _escape(s.observation[:100]),
+                f"{s.input_tokens}/{s.output_tokens}",
+                f"{s.latency_s:.2f}",
+                cached,
+            )
+        console.print(table)
+    u = result.usage
+    console.print(
+        f"[dim]{result.seconds:.2f}s · model calls {u.model_calls} (HTTP {u.model_http_calls}) · "
+        f"tokens {u.input_tokens}/{u.output_tokens} · tools {u.tool_calls} "
+        f"({u.tool_cache_hits} cached)[/dim]"
+    )
