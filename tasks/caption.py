@@ -89,6 +89,41 @@ def _clip_frames(ctx: StageContext, clip_index: int) -> list[np.ndarray]:
     return [decode_jpeg(rows[i]["jpeg"]) for i in sorted(set(picks.tolist()))]
 
 
+#: Clips per ``caption_batch`` call for backends that batch (local VLMs on a GPU).
+CAPTION_BATCH = 8
+CAPTION_ERRORS = (ModelOutputError, RuntimeError, TimeoutError, ValueError)
+
+
+def _caption_context(speech: str, onscreen: str, objects: str) -> str:
+    parts = (f"speech: {speech}" if speech else "", f"on-screen text: {onscreen}" if onscreen else "",
+             f"objects detected: {objects}" if objects else "")
+    return "\n".join(p for p in parts if p)
+
+
+def _model_captions(ctx: StageContext, captioner: Captioner, clips: list[dict[str, Any]],
+                    contexts: list[str]) -> list[str | None]:
+    """The model's caption per clip (``None`` where it failed), batched when the backend can."""
+    video_id = ctx.video.video_id
+    batch_fn = getattr(captioner, "caption_batch", None)
+    results: list[str | None] = []
+    step = CAPTION_BATCH if callable(batch_fn) else 1
+    for first in range(0, len(clips), step):
+        chunk = clips[first:first + step]
+        frames = [_clip_frames(ctx, clip["clip_index"]) for clip in chunk]
+        try:
+            if callable(batch_fn):
+                captions = list(batch_fn(frames, contexts[first:first + step]))
+            else:
+                captions = [captioner.caption(frames[0], contexts[first])]
+            results += [(c or "").strip() or None for c in captions]
+        except CAPTION_ERRORS as exc:
+            log.warning("captioning clips %d-%d of %s failed: %s", chunk[0]["clip_index"],
+                        chunk[-1]["clip_index"], video_id[:12], exc)
+            results += [None] * len(chunk)
+        ctx.progress("caption", len(results), len(clips))
+    return results
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
     clips = store.rows(store.clips, video_id=video_id, columns=["clip_index", "start", "end"]).to_pylist()
@@ -97,30 +132,25 @@ def _run(ctx: StageContext) -> StageOutcome:
     detections = store.rows(store.detections, video_id=video_id,
                             columns=["t", "label", "box", "track_id"]).to_pylist()
     objects_per_clip = clip_objects(clips, detections)
-    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
-    failures = 0
-    updates = []
     texts = clip_texts(clips, segments, ocr_items)
-    for clip, (speech, onscreen), objects in zip(clips, texts, objects_per_clip, strict=True):
-        caption, source = None, SIGNALS_SUMMARY
-        if captioner is not None:
-            frames = _clip_frames(ctx, clip["clip_index"])
-            context = "\n".join(p for p in (f"speech: {speech}" if speech else "",
-                                             f"on-screen text: {onscreen}" if onscreen else "",
-                                             f"objects detected: {objects}" if objects else "") if p)
-            try:
-                caption = captioner.caption(frames, context).strip() or None
-                source = captioner.name
-            except (ModelOutputError, RuntimeError, TimeoutError) as exc:
-                failures += 1
-                log.warning("caption of clip %d of %s failed: %s", clip["clip_index"], video_id[:12], exc)
+    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
+    if captioner is not None:
+        contexts = [_caption_context(sp, on, ob) for (sp, on), ob in zip(texts, objects_per_clip, strict=True)]
+        model_captions = _model_captions(ctx, captioner, clips, contexts)
+    else:
+        model_captions = [None] * len(clips)
+    updates = []
+    for clip, (speech, onscreen), objects, caption in zip(
+        clips, texts, objects_per_clip, model_captions, strict=True
+    ):
+        source = captioner.name if caption is not None and captioner is not None else SIGNALS_SUMMARY
         if caption is None:
-            caption, source = signals_summary(speech, onscreen, objects), SIGNALS_SUMMARY
+            caption = signals_summary(speech, onscreen, objects)
         updates.append({"video_id": video_id, "clip_index": clip["clip_index"], "caption": caption,
                         "caption_source": source, "transcript_text": speech or None,
                         "ocr_text": onscreen or None})
-        ctx.progress("caption", len(updates), len(clips))
     store.update_columns(store.clips, updates)
+    failures = sum(1 for c in model_captions if c is None) if captioner is not None else 0
     return StageOutcome(rows=len(updates), details={
         "captioner": captioner.name if captioner else None, "failed_clips": failures})
 

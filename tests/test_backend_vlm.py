@@ -378,3 +378,24 @@ def test_tools_go_through_a_template_that_renders_them(vlm) -> None:
     finally:
         vlm.processor.chat_template = original
         vlm.template_renders_tools = False
+
+
+def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    from media import text_video
+
+    from vidscope.config import ModelSettings
+    from vidscope.flows.ingest import run_ingest
+    from vidscope.tasks.open_store import open_store
+
+    video = text_video(tmp_path / "v.mp4", duration=12.0, texts=[(0.0, 12.0, "HELLO")])
+    models = ModelSettings(captioner=f"transformers-vlm:{tiny_vlm_dir}", speech_recognizer="",
+                           options={"transformers-vlm": {"max_new_tokens": 6}})
+    settings = Settings(data_dir=tmp_path / "data", models=models)
+    (report,) = run_ingest([str(video)], settings)
+    assert report.status == "ok", report
+    store = open_store(settings)
+    clips = store.rows(store.clips, video_id=report.video_id).to_pylist()
+    assert len(clips) == 3
+    assert all(c["caption_source"].startswith("transformers-vlm:") for c in clips)
+    assert all(c["caption"] and "no captioning model" not in c["caption"] for c in clips)
+    assert "HELLO" in (clips[0]["ocr_text"] or "")
