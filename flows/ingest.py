@@ -250,9 +250,13 @@ def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
 
 @flow(name="ingest_library", flow_run_name="ingest library ({paths_count} inputs)")
 def ingest_library(
-    paths: Sequence[str], settings: Settings | None = None, paths_count: int = 0
+    paths: Sequence[str], settings: Settings | None = None, paths_count: int = 0,
+    optimize: bool = True,
 ) -> list[VideoReport]:
-    """Ingest every video under ``paths`` (files, folders, globs); returns one report per file."""
+    """Ingest every video under ``paths`` (files, folders, globs); returns one report per file.
+
+    With ``optimize`` (the default) the store's indexes are rebuilt afterwards, as a task of its own.
+    """
     settings = settings or get_settings()
     files, reports = expand_paths(paths)
     hashes: dict[Path, Any] = {p: hash_task.submit(p) for p in files}
@@ -275,13 +279,19 @@ def ingest_library(
     futures = [ingest_one.submit(path, digest, settings) for path, digest in to_ingest]
     for future in futures:
         reports.append(future.result())
-    if to_ingest:
-        open_store(settings).optimize()
+    if to_ingest and optimize:
+        optimize_task(settings)
     return reports
 
 
-def run_ingest(paths: Sequence[str], settings: Settings) -> list[VideoReport]:
+@task(name="optimize", cache_policy=NO_CACHE)
+def optimize_task(settings: Settings) -> dict[str, str]:
+    """Compact the tables and rebuild indexes after ingestion."""
+    return open_store(settings).optimize()
+
+
+def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = True) -> list[VideoReport]:
     """Entry point for the CLI: ``ingest_library`` with the configured concurrency."""
     runner = ThreadPoolTaskRunner(max_workers=settings.ingest.concurrency)
     library = ingest_library.with_options(task_runner=runner)
-    return library(list(paths), settings, paths_count=len(paths))
+    return library(list(paths), settings, paths_count=len(paths), optimize=optimize)
