@@ -23,7 +23,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from vidscope.config import Settings, stable_hash
+from vidscope.config import AgentSettings, Settings, stable_hash
 from vidscope.storage.files import managed_dir
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
@@ -33,28 +33,8 @@ from vidscope.tasks.backends.base import ChatModel, TextEmbedder, ToolSpec, Usag
 # ============================================================================ configuration
 
 
-class AgentConfig(BaseModel):
-    """Limits and sizes of the agent and its tools."""
-
-    #: Model turns before a final answer is forced.
-    max_steps: int = Field(default=15, ge=1)
-    #: Near-identical tool calls in a row that trigger a nudge.
-    loop_repeats: int = Field(default=3, ge=2)
-    #: Default number of clips clip_search returns (the extractive answerer's search depth).
-    top_k: int = Field(default=16, ge=1, le=100)
-    #: Captions global_browse samples evenly across a video.
-    browse_captions: int = Field(default=48, ge=1)
-    #: Frames frame_inspect sends to the model at most.
-    max_frames: int = Field(default=32, ge=1)
-    #: Output-token limit per model call.
-    max_tokens: int | None = 1024
-    temperature: float = 0.0
-    #: Prefect retries of a tool call that failed unexpectedly (a ToolError is never retried).
-    tool_retries: int = Field(default=2, ge=0)
-
-    def tool_fingerprint(self) -> str:
-        """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(self.browse_captions, self.max_frames)
+#: The agent's limits live in the settings (``[agent]`` in vidscope.toml).
+AgentConfig = AgentSettings
 
 
 # ============================================================================ tool declaration

@@ -77,7 +77,7 @@ def ask(
     from vidscope.config import get_settings
 
     settings = settings or get_settings()
-    config = config or AgentConfig()
+    config = config or settings.agent
     started = time.perf_counter()
     store = open_store(settings)
     chat = registry.load(settings, "chat")

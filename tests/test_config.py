@@ -52,3 +52,14 @@ def test_stable_hash_is_order_independent_for_mappings_and_sensitive_to_values()
     assert stable_hash({"a": 1, "b": 2}) == stable_hash({"b": 2, "a": 1})
     assert stable_hash({"a": 1}) != stable_hash({"a": 2})
     assert len(stable_hash("x")) == 16
+
+
+def test_agent_limits_come_from_the_agent_section(monkeypatch, tmp_path) -> None:
+    config = tmp_path / "vidscope.toml"
+    config.write_text("[agent]\nmax_steps = 4\nmax_frames = 8\n")
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
+    settings = Settings()
+    assert (settings.agent.max_steps, settings.agent.max_frames, settings.agent.top_k) == (4, 8, 16)
+    config.write_text("[agent]\nmax_steps = 0\n")
+    with pytest.raises(ValidationError, match="max_steps"):
+        Settings()

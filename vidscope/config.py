@@ -63,6 +63,30 @@ class IngestSettings(BaseModel):
     stage_retries: int = Field(1, ge=0, description="Prefect retries per stage task.")
 
 
+class AgentSettings(BaseModel):
+    """Limits and sizes of the question-answering agent and its tools (``[agent]``)."""
+
+    #: Model turns before a final answer is forced.
+    max_steps: int = Field(default=15, ge=1)
+    #: Near-identical tool calls in a row that trigger a nudge.
+    loop_repeats: int = Field(default=3, ge=2)
+    #: Default number of clips clip_search returns (the extractive answerer's search depth).
+    top_k: int = Field(default=16, ge=1, le=100)
+    #: Captions global_browse samples evenly across a video.
+    browse_captions: int = Field(default=48, ge=1)
+    #: Frames frame_inspect sends to the model at most.
+    max_frames: int = Field(default=32, ge=1)
+    #: Output-token limit per model call.
+    max_tokens: int | None = 1024
+    temperature: float = 0.0
+    #: Prefect retries of a tool call that failed unexpectedly (a ToolError is never retried).
+    tool_retries: int = Field(default=2, ge=0)
+
+    def tool_fingerprint(self) -> str:
+        """The part of the configuration that changes what tools return (for cache keys)."""
+        return stable_hash(self.browse_captions, self.max_frames)
+
+
 class ModelSettings(BaseModel):
     """Which backend serves each model role. ``None`` means the role is not configured.
 
@@ -133,6 +157,7 @@ class Settings(BaseSettings):
     profile: Profile = "embedded"
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
 
     @model_validator(mode="after")
     def _fill_profile_defaults(self) -> Settings:
