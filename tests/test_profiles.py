@@ -64,3 +64,27 @@ def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> N
               for part in m["content"] if part.get("type") == "image_url"]
     assert images and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert "OPEN" in str(first["messages"])  # on-screen text went along as context
+
+
+def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from vidscope.cli import _overrides, app
+
+    video = text_video(tmp_path / "clip.mp4", duration=4.0, texts=[(0.0, 4.0, "SALE")])
+    llm_server.script([text("A SALE sign.", prompt_tokens=1000, completion_tokens=100)])
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path / "data"}"\nprofile = "server"\n[models]\nspeech_recognizer = ""\n'
+        f'[models.options.openai]\nbase_url = "{llm_server.base_url}"\ncache = false\n'
+        '[models.options.openai.prices.scripted]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n'
+    )
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
+    _overrides.clear()
+    (report,) = run_ingest([str(video)], Settings())
+    assert report.status == "ok", report
+    result = CliRunner().invoke(app, ["usage"])
+    assert result.exit_code == 0, result.output
+    # 1000 tokens in at $2/M + 100 out at $10/M = $0.003 for 4 s of video = $2.70 per hour.
+    assert "1 model calls during ingestion" in result.output
+    assert "$0.0030 in total" in result.output and "$2.7000 per ingested hour" in result.output

@@ -396,6 +396,8 @@ def usage(
             continue
         table.add_row(key, "—" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value)))
     console.print(table)
+    if query is None:
+        _print_ingestion_cost()
     per_model = result.get("by_model") or {}
     if per_model:
         detail = Table(title="per model")
@@ -406,6 +408,23 @@ def usage(
         for model, values in per_model.items():
             detail.add_row(model, *[str(values.get(c, "")) for c in columns])
         console.print(detail)
+
+
+def _print_ingestion_cost() -> None:
+    """Model cost of ingestion (calls outside any query) per hour of video ingested."""
+    from vidscope.storage.sql import query as run_query
+
+    _, rows = run_query(_store(), """
+        SELECT (SELECT coalesce(sum(duration), 0) / 3600 FROM videos) AS hours,
+               (SELECT count(*) FROM model_calls WHERE query_id IS NULL) AS calls,
+               (SELECT sum(cost_usd) FROM model_calls WHERE query_id IS NULL) AS cost""")
+    hours, calls, cost = rows[0]
+    line = f"ingested: {hours:.2f} h of video, {calls} model calls during ingestion"
+    if cost is not None and hours > 0:
+        line += f", ${cost:.4f} in total = ${cost / hours:.4f} per ingested hour"
+    elif calls:
+        line += " (no price table in [models.options.<kind>] prices: cost unknown)"
+    console.print(line)
 
 
 # ---------------------------------------------------------------------------- demo
