@@ -44,6 +44,10 @@ _TRUNCATION_SLACK_S = 1.0
 _TRUNCATION_SLACK_FRACTION = 0.02
 # Packets that fail to decode in a row before we give up on the rest of the file.
 _MAX_CONSECUTIVE_DECODE_ERRORS = 50
+# Full-size frames decord hands over per get_batch call in frames_at.
+_DECORD_CHUNK = 8
+# AVFMT_NOTIMESTAMPS: raw elementary streams (.h264, .m1v, ...) carry no timestamps.
+_AVFMT_NOTIMESTAMPS = 0x0080
 
 
 # ---------------------------------------------------------------------------- errors
@@ -118,6 +122,11 @@ def _open(path: Path) -> av.container.InputContainer:
     if not container.streams.video:
         container.close()
         raise UndecodableVideo(path, "has no video stream (audio-only or data file?)")
+    fmt = container.format.name
+    if fmt == "image2" or fmt.endswith("_pipe"):
+        # FFmpeg opens a lone JPEG/PNG as a one-frame "video"; ingesting it as one is a mistake.
+        container.close()
+        raise UndecodableVideo(path, f"is a still image ({fmt.removesuffix('_pipe')}), not a video")
     return container
 
 
@@ -189,11 +198,29 @@ def _upright(image: np.ndarray, rotation_cw: int) -> np.ndarray:
     return np.ascontiguousarray(np.rot90(image, k=-(rotation_cw // 90)))
 
 
+class _Progress:
+    """How far demuxing got and whether anything failed, for telling truncation apart."""
+
+    __slots__ = ("data_end", "failed")
+
+    def __init__(self) -> None:
+        self.data_end = 0.0  # end (s, from the video stream start) of the last packet of any stream
+        self.failed = False  # a demux error, or packets that would not decode
+
+
 def _decoded_frames(
-    container: av.container.InputContainer, stream: av.video.stream.VideoStream
+    container: av.container.InputContainer,
+    stream: av.video.stream.VideoStream,
+    progress: _Progress | None = None,
 ) -> Generator[av.VideoFrame, None, None]:
-    """Decode the video stream, skipping packets that fail and stopping where demuxing fails."""
-    packets = container.demux(stream)
+    """Decode the video stream, skipping packets that fail and stopping where demuxing fails.
+
+    Packets of the other streams are read anyway (the demuxer interleaves them), so we note how
+    far they reach: a file whose audio outlasts its video is not a truncated file.
+    """
+    progress = progress if progress is not None else _Progress()
+    video_start = float(_stream_start(stream) * _time_base(stream))
+    packets = container.demux()
     errors = 0
     while True:
         try:
@@ -201,31 +228,52 @@ def _decoded_frames(
         except StopIteration:
             return
         except av.FFmpegError:
+            progress.failed = True
             return  # the container itself is broken from here on: nothing more to read
+        if packet.pts is not None and packet.time_base is not None:
+            end = float((packet.pts + (packet.duration or 0)) * packet.time_base) - video_start
+            progress.data_end = max(progress.data_end, end)
+        if packet.stream.index != stream.index:
+            continue
         try:
             frames = packet.decode()
         except av.FFmpegError:
+            progress.failed = True
             errors += 1
             if errors > _MAX_CONSECUTIVE_DECODE_ERRORS:
                 return
             continue
         errors = 0
-        yield from frames
+        for frame in frames:
+            if isinstance(frame, av.VideoFrame):
+                yield frame
 
 
-def _duration_by_demuxing(
-    container: av.container.InputContainer, stream: av.video.stream.VideoStream
-) -> float:
-    """End time of the last packet; cheap, as packets are read but not decoded."""
-    start = _stream_start(stream)
-    end = 0
+def _duration_by_reading(path: Path, fps: float) -> float:
+    """Duration when no metadata gives one: packet timestamps if present, else decoded frames.
+
+    Opens the file afresh because such files (raw elementary streams) often cannot seek.
+    """
+    container = _open(path)
     try:
+        stream = container.streams.video[0]
+        start, time_base = _stream_start(stream), _time_base(stream)
+        end, packets = 0, 0
         for packet in container.demux(stream):
+            if packet.size:
+                packets += 1
             if packet.pts is not None:
                 end = max(end, packet.pts + (packet.duration or 0))
+        if end:
+            return float((end - start) * time_base)
+        if fps <= 0:
+            return 0.0
+        # No timestamps at all: each packet of a raw stream is one frame.
+        return packets / fps
     except av.FFmpegError:
-        pass
-    return float((end - start) * _time_base(stream)) if end else 0.0
+        return 0.0
+    finally:
+        container.close()
 
 
 def _stream_dict(stream: Any) -> dict[str, Any]:
@@ -275,6 +323,7 @@ def probe(path: Path) -> VideoInfo:
             raise UndecodableVideo(path, "its first video frame cannot be decoded")
         rotation = _cw_rotation(first, stream)
 
+        fps = float(stream.average_rate or stream.guessed_rate or 0)
         duration = 0.0
         if stream.duration is not None:
             duration = float(stream.duration * _time_base(stream))
@@ -282,10 +331,7 @@ def probe(path: Path) -> VideoInfo:
             # Container duration is in AV_TIME_BASE (microseconds) from the container start.
             duration = container.duration / 1_000_000
         if duration <= 0:
-            container.seek(0, stream=stream)
-            duration = _duration_by_demuxing(container, stream)
-
-        fps = float(stream.average_rate or stream.guessed_rate or 0)
+            duration = _duration_by_reading(path, fps)
         if fps <= 0 and stream.frames and duration > 0:
             fps = stream.frames / duration
 
@@ -338,10 +384,14 @@ def sample_frames(
     """
     if not fps > 0:
         raise ValueError(f"fps must be positive, got {fps}")
+    if max_side <= 0:
+        raise ValueError(f"max_side must be positive, got {max_side}")
+    if start < 0:
+        raise ValueError(f"start must be >= 0 seconds, got {start}")
     path = Path(path)
     info = probe(path)
     stop = info.duration if end is None else min(end, info.duration)
-    if start < 0 or start >= stop:
+    if start >= stop:
         return
     interval = 1.0 / info.fps if info.fps > 0 else 1.0 / 30.0
 
@@ -352,18 +402,22 @@ def sample_frames(
         # Skipping non-reference frames widens the gaps between decoded frames to about two
         # source intervals with x264-style B-pyramids; that keeps every grid point within one
         # interval of a decoded frame only when grid points are at least two intervals apart.
-        skip = info.fps >= 2.0 * fps
+        # Raw streams have no timestamps: frames are timed by counting, so none may be skipped.
+        counted = bool(container.format.flags & _AVFMT_NOTIMESTAMPS)
+        skip = info.fps >= 2.0 * fps and not counted
         if skip:
             stream.codec_context.skip_frame = "NONREF"
         start_pts, time_base = _stream_start(stream), _time_base(stream)
-        if start > 0:
+        if start > 0 and not counted:  # raw streams cannot seek: read them from the start
             container.seek(start_pts + int(start / time_base), stream=stream, backward=True)
 
         k = math.ceil(start * fps - 1e-9)
         grid = k / fps
         index = 0
         prev: _Candidate | None = None
-        frames = _decoded_frames(container, stream)
+        progress = _Progress()
+        frames = _decoded_frames(container, stream, progress)
+        n_decoded = 0
         while grid < stop:
             try:
                 frame = next(frames)
@@ -371,7 +425,10 @@ def sample_frames(
                 break
             t = _frame_time(frame, start_pts, time_base)
             if t is None:
-                t = prev.t + interval if prev is not None else 0.0
+                # Raw streams: every frame is decoded from the start, so its number times the
+                # interval is its time (summing intervals would drift by float rounding).
+                t = n_decoded * interval if counted else (prev.t + interval if prev else 0.0)
+            n_decoded += 1
             if prev is not None and t <= prev.t:
                 continue  # duplicate or re-decoded frame after a seek back
             cur = _Candidate(frame, t)
@@ -387,7 +444,7 @@ def sample_frames(
                 stream.codec_context.skip_frame = "DEFAULT"
                 frames.close()
                 container.seek(start_pts + int(prev.t / time_base), stream=stream, backward=True)
-                frames = _decoded_frames(container, stream)
+                frames = _decoded_frames(container, stream, progress)
                 continue
             while grid < stop and t >= grid:
                 chosen = prev if prev is not None and grid - prev.t <= t - grid else cur
@@ -408,7 +465,10 @@ def sample_frames(
                 yield SampledFrame(index, prev.t, _to_rgb(prev.frame, max_side, info.rotation))
             reached = prev.t + interval if prev is not None else 0.0
             slack = max(_TRUNCATION_SLACK_S, _TRUNCATION_SLACK_FRACTION * info.duration)
-            if stop - reached > slack:
+            # Without per-stream durations (Matroska/WebM) the duration is the container's, which
+            # a longer audio track stretches; only data that ran out early, or failed, is damage.
+            data_short = stop - progress.data_end > slack
+            if stop - reached > slack and (progress.failed or data_short):
                 raise TruncatedVideo(path, t_reached=reached, duration=info.duration)
     finally:
         container.close()
@@ -451,23 +511,35 @@ def _frames_at_decord(
         import decord
     except ImportError as exc:  # optional fast path
         raise _DecordUnavailable from exc
-    # decord (0.6) applies the display matrix itself and then scales to the size asked for, so
-    # ask for the upright size and do not rotate again (tests pin this down for 90 degrees).
+    # decord (0.6) applies the display matrix itself, so its frames are already upright (tests
+    # pin this down for 90 degrees). Its own scaler aliases on big downscales, so take full-size
+    # frames and shrink them with swscale's AREA filter, as sample_frames does.
     w, h = _scaled_size(info.width, info.height, max_side)
+    by_index: dict[int, np.ndarray] = {}
     try:
-        reader = decord.VideoReader(str(path), ctx=decord.cpu(0), width=w, height=h, num_threads=0)
+        reader = decord.VideoReader(str(path), ctx=decord.cpu(0), num_threads=0)
         n = len(reader)
         if n == 0:
             raise _DecordUnavailable
         starts = reader.get_frame_timestamp(range(n))[:, 0].astype(np.float64)
         indices = [_nearest_index(starts, t) for t in times]
-        # get_batch decodes each distinct index once, in order, so ask for the sorted unique set.
+        # get_batch decodes each distinct index once, in order; small chunks bound the memory
+        # that full-size frames take (a 4K frame is 25 MB).
         unique = sorted(set(indices))
-        batch = reader.get_batch(unique).asnumpy()
+        for k in range(0, len(unique), _DECORD_CHUNK):
+            chunk = unique[k : k + _DECORD_CHUNK]
+            for i, image in zip(chunk, reader.get_batch(chunk).asnumpy(), strict=True):
+                by_index[i] = _shrink_rgb(image, w, h)
     except decord.DECORDError as exc:
         raise _DecordUnavailable from exc
-    by_index = {i: batch[j] for j, i in enumerate(unique)}
     return [by_index[i].copy() for i in indices]
+
+
+def _shrink_rgb(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    if image.shape[1] == width and image.shape[0] == height:
+        return image
+    frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
+    return frame.reformat(width=width, height=height, interpolation="AREA").to_ndarray()
 
 
 def _nearest_index(starts: np.ndarray, t: float) -> int:
@@ -485,58 +557,104 @@ def _nearest_index(starts: np.ndarray, t: float) -> int:
     return i if starts[i] - t < t - starts[i - 1] - tolerance else i - 1
 
 
+class _ForwardReader:
+    """Decodes forward from a seek point and finds the frame nearest to increasing times.
+
+    Raw elementary streams (no timestamps, no seeking) are reopened and read from the start
+    instead of seeking, and their frames are timed by counting.
+    """
+
+    def __init__(self, path: Path, info: VideoInfo) -> None:
+        self.path, self.info = path, info
+        self.interval = 1.0 / info.fps if info.fps > 0 else 1.0 / 30.0
+        self.container = _open(path)
+        self.container.streams.video[0].thread_type = "AUTO"  # before the decoder opens
+        self.seekable = not (self.container.format.flags & _AVFMT_NOTIMESTAMPS)
+        self.frames: Iterator[av.VideoFrame] | None = None
+        self.progress = _Progress()
+        self.prev: _Candidate | None = None  # the last frame read before the current target
+        self.pending: _Candidate | None = None  # a frame read past the previous target
+        self.count = 0  # frames decoded since the last restart
+
+    def close(self) -> None:
+        self.container.close()
+
+    def _restart(self, target: float) -> None:
+        if self.seekable:
+            stream = self.container.streams.video[0]
+            offset = int(target / _time_base(stream))
+            self.container.seek(_stream_start(stream) + offset, stream=stream, backward=True)
+        else:
+            self.container.close()
+            self.container = _open(self.path)
+            self.container.streams.video[0].thread_type = "AUTO"
+        stream = self.container.streams.video[0]
+        self.progress = _Progress()
+        self.frames = _decoded_frames(self.container, stream, self.progress)
+        self.prev = self.pending = None
+        self.count = 0
+
+    def _next(self) -> _Candidate | None:
+        if self.pending is not None:
+            cur, self.pending = self.pending, None
+            return cur
+        assert self.frames is not None  # set by _restart before any read
+        frame = next(self.frames, None)
+        if frame is None:
+            return None
+        stream = self.container.streams.video[0]
+        t = _frame_time(frame, _stream_start(stream), _time_base(stream))
+        if t is None:  # only raw streams, which are always read from their start: count frames
+            t = self.count * self.interval
+        self.count += 1
+        return _Candidate(frame, t)
+
+    def nearest(self, target: float) -> _Candidate:
+        """The decoded frame nearest to ``target``; ties go to the earlier frame."""
+        prev = self.prev
+        # Decoding forward is cheaper than seeking when the next time is close ahead.
+        if (
+            self.frames is None
+            or prev is None
+            or target < prev.t
+            or (self.seekable and target - prev.t > 2.0)
+        ):
+            self._restart(target)
+        while True:
+            cur = self._next()
+            if cur is None:  # end of the decodable data
+                prev = self.prev
+                damaged = self.progress.failed or self.progress.data_end < target - self.interval
+                if prev is None or (target - prev.t > self.interval and damaged):
+                    reached = prev.t + self.interval if prev is not None else 0.0
+                    raise TruncatedVideo(self.path, t_reached=reached, duration=self.info.duration)
+                return prev  # the video simply ends here (other streams run longer)
+            if cur.t < target:
+                self.prev = cur
+                continue
+            prev = self.prev
+            if prev is not None and target - prev.t <= cur.t - target:
+                self.pending = cur
+                return prev
+            self.prev = cur
+            return cur
+
+
 def _frames_at_pyav(
     path: Path, times: list[float], max_side: int, info: VideoInfo
 ) -> list[np.ndarray]:
     """Seek to the keyframe before each time and decode forward to the nearest frame."""
-    order = sorted(range(len(times)), key=lambda i: times[i])
-    out: list[np.ndarray | None] = [None] * len(times)
-    container = _open(path)
+    out: list[np.ndarray] = [np.empty(0, np.uint8)] * len(times)
+    reader = _ForwardReader(path, info)
     try:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        start_pts, time_base = _stream_start(stream), _time_base(stream)
-        interval = 1.0 / info.fps if info.fps > 0 else 1.0 / 30.0
-        frames: Iterator[av.VideoFrame] | None = None
-        prev: _Candidate | None = None  # the last frame read before the current target
-        pending: _Candidate | None = None  # a frame read past the previous target
-        last: _Candidate | None = None  # the frame chosen for the previous target
-        for i in order:
+        last: _Candidate | None = None  # the frame chosen for the previous (smaller) time
+        for i in sorted(range(len(times)), key=times.__getitem__):
             target = times[i]
-            if last is not None and target <= last.t:
-                # Times are visited in order, so no frame lies between the previous target and
-                # ``last``: it is the nearest one for this target too.
-                out[i] = _to_rgb(last.frame, max_side, info.rotation)
-                continue
-            # Decoding forward is cheaper than seeking when the next time is close ahead.
-            if frames is None or prev is None or target < prev.t or target - prev.t > 2.0:
-                container.seek(start_pts + int(target / time_base), stream=stream, backward=True)
-                frames = _decoded_frames(container, stream)
-                prev, pending = None, None
-            chosen: _Candidate | None = None
-            while chosen is None:
-                if pending is not None:
-                    cur, pending = pending, None
-                else:
-                    frame = next(frames, None)
-                    if frame is None:  # end of the decodable data
-                        if prev is None or target - prev.t > interval:
-                            reached = prev.t + interval if prev is not None else 0.0
-                            raise TruncatedVideo(path, t_reached=reached, duration=info.duration)
-                        chosen = prev
-                        break
-                    t = _frame_time(frame, start_pts, time_base)
-                    cur = _Candidate(frame, t if t is not None else 0.0)
-                if cur.t >= target:
-                    # Ties go to the earlier frame, as in sample_frames and the decord path.
-                    chosen = prev if prev is not None and target - prev.t <= cur.t - target else cur
-                    pending = cur if chosen is prev else None
-                    if chosen is cur:
-                        prev = cur
-                else:
-                    prev = cur
-            last = chosen
-            out[i] = _to_rgb(chosen.frame, max_side, info.rotation)
-        return [img for img in out if img is not None]
+            # Times are visited in order, so no frame lies between the previous time and
+            # ``last``: when this time is not past it, ``last`` is the nearest frame again.
+            if last is None or target > last.t:
+                last = reader.nearest(target)
+            out[i] = _to_rgb(last.frame, max_side, info.rotation)
+        return out
     finally:
-        container.close()
+        reader.close()
