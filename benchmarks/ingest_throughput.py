@@ -53,7 +53,7 @@ def make_video(minutes: float) -> Path:
     duration = minutes * 60
     wav = OUT / "narration.wav"
     words_needed = int(minutes * 150)
-    text = (NARRATION * (words_needed // len(NARRATION.split()) + 1))
+    text = NARRATION * (words_needed // len(NARRATION.split()) + 1)
     speech_wav(text, wav, rate_wpm=150)
     texts = [(t, t + 10.0, f"PART {i + 1}") for i, t in enumerate(range(0, int(duration), 10))]
     text_video(path, duration=duration, fps=25, texts=texts, audio=wav)
@@ -127,24 +127,38 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, text changes every 10 s")
+    print(
+        f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, text changes every 10 s"
+    )
     print(f"{'stage':<10}{'direct s':>10}{'flow s':>10}{'video-s per wall-s (flow)':>28}")
     for name in ["hash", *[s.name for s in STAGES]]:
         d = direct.get(name, 0.0)
         f = flow.get(name, hash_seconds if name == "hash" else 0.0)
         rate = duration / f if f > 0 else float("inf")
         print(f"{name:<10}{d:>10.2f}{f:>10.2f}{rate:>28.1f}")
-    print(f"direct (no Prefect, sequential) wall: {direct_wall:.2f} s "
-          f"= {duration / direct_wall:.2f} video-s per wall-s")
-    print(f"flow (Prefect, speech beside frames+ocr) wall: {flow_wall:.2f} s "
-          f"= {duration / flow_wall:.2f} video-s per wall-s")
-    print(f"flow critical path (stage time inside tasks): {path:.2f} s, hashing {hash_seconds:.2f} s")
-    print(f"Prefect overhead: {overhead:.2f} s = {100 * overhead / flow_wall:.1f}% of the flow's wall time "
-          f"(goal < 10%)")
+    print(
+        f"direct (no Prefect, sequential) wall: {direct_wall:.2f} s "
+        f"= {duration / direct_wall:.2f} video-s per wall-s"
+    )
+    print(
+        f"flow (Prefect, speech beside frames+ocr) wall: {flow_wall:.2f} s "
+        f"= {duration / flow_wall:.2f} video-s per wall-s"
+    )
+    print(
+        f"flow critical path (stage time inside tasks): {path:.2f} s, hashing {hash_seconds:.2f} s"
+    )
+    print(
+        f"Prefect overhead: {overhead:.2f} s = {100 * overhead / flow_wall:.1f}% of the flow's wall time "
+        f"(goal < 10%)"
+    )
     print(f"ratio direct/flow wall: {direct_wall / flow_wall:.2f}x")
-    print(f"not counted above: Prefect ephemeral server start {prefect_start:.1f} s (once per process "
-          f"without a server), index rebuild after ingestion {optimize_seconds:.1f} s")
-    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+    print(
+        f"not counted above: Prefect ephemeral server start {prefect_start:.1f} s (once per process "
+        f"without a server), index rebuild after ingestion {optimize_seconds:.1f} s"
+    )
+    print(
+        f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
+    )
 
 
 if __name__ == "__main__":

@@ -41,7 +41,10 @@ def demo_video(data_dir: Path) -> Path:
 
 def sample_videos() -> list[Path]:
     """The shared sample videos, if the repository sits beside them."""
-    candidates = [Path(__file__).resolve().parents[2] / "shared" / "videos", Path.cwd().parent / "shared" / "videos"]
+    candidates = [
+        Path(__file__).resolve().parents[2] / "shared" / "videos",
+        Path.cwd().parent / "shared" / "videos",
+    ]
     for folder in candidates:
         if folder.is_dir():
             return sorted(p for p in folder.iterdir() if p.suffix in {".mp4", ".mkv"})

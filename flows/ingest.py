@@ -36,10 +36,10 @@ from vidscope.tasks.frames import FRAMES
 from vidscope.tasks.onscreen_text import OCR
 from vidscope.tasks.open_store import open_store
 from vidscope.tasks.probe import PROBE, content_hash, register_video
+from vidscope.tasks.progress import report
 from vidscope.tasks.segment import SEGMENT
 from vidscope.tasks.speech import SPEECH
 from vidscope.tasks.stage import Stage, StageContext, StageResult, execute, ledger_rows
-from vidscope.tasks.progress import report
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,19 @@ STAGES: tuple[Stage, ...] = (PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTIO
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 
 #: File extensions picked up when a folder is given.
-VIDEO_EXTENSIONS = {".mp4", ".mkv", ".mov", ".avi", ".webm", ".m4v", ".mpg", ".mpeg", ".ts", ".wmv", ".flv"}
+VIDEO_EXTENSIONS = {
+    ".mp4",
+    ".mkv",
+    ".mov",
+    ".avi",
+    ".webm",
+    ".m4v",
+    ".mpg",
+    ".mpeg",
+    ".ts",
+    ".wmv",
+    ".flv",
+}
 
 
 class StageReport(BaseModel):
@@ -98,8 +110,14 @@ def expand_paths(inputs: Iterable[str | Path]) -> tuple[list[Path], list[VideoRe
     def add(path: Path) -> None:
         resolved = path.resolve()
         if resolved in seen:
-            notes.append(VideoReport(path=str(path), status="duplicate",
-                                       duplicate_of=str(seen[resolved]), error="listed more than once"))
+            notes.append(
+                VideoReport(
+                    path=str(path),
+                    status="duplicate",
+                    duplicate_of=str(seen[resolved]),
+                    error="listed more than once",
+                )
+            )
         else:
             seen[resolved] = path
             files.append(path)
@@ -115,12 +133,18 @@ def expand_paths(inputs: Iterable[str | Path]) -> tuple[list[Path], list[VideoRe
         elif any(ch in str(item) for ch in "*?["):
             matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
             if not matches:
-                notes.append(VideoReport(path=str(item), status="failed", error="no file matches this pattern"))
+                notes.append(
+                    VideoReport(
+                        path=str(item), status="failed", error="no file matches this pattern"
+                    )
+                )
             for match in matches:
                 if match.is_file():
                     add(match)
         else:
-            notes.append(VideoReport(path=str(item), status="failed", error="no such file or folder"))
+            notes.append(
+                VideoReport(path=str(item), status="failed", error="no such file or folder")
+            )
     return files, notes
 
 
@@ -159,7 +183,9 @@ def _video_record(store: Store, video_id: str) -> VideoRecord:
 
 
 @flow(name="ingest_video", flow_run_name="ingest {path.name}", log_prints=False)
-def ingest_video(path: Path, settings: Settings | None = None, video_id: str | None = None) -> VideoReport:
+def ingest_video(
+    path: Path, settings: Settings | None = None, video_id: str | None = None
+) -> VideoReport:
     """Ingest one video file: every stage that is not current for it, in dependency order."""
     settings = settings or get_settings()
     path = Path(path)
@@ -181,15 +207,17 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
         for dependency in (*stage.needs, *stage.reads):
             if dependency in futures and dependency not in results:
                 results[dependency] = _resolve(dependency, futures[dependency])
-        futures[stage.name] = stage_task.with_options(retries=retries, retry_delay_seconds=1).submit(
-            stage.name, video_id, path, settings
-        )
+        futures[stage.name] = stage_task.with_options(
+            retries=retries, retry_delay_seconds=1
+        ).submit(stage.name, video_id, path, settings)
     for name, future in futures.items():
         if name not in results:
             results[name] = _resolve(name, future)
 
     video_report.stages = [
-        StageReport(stage=r.stage, status=r.status, rows=r.rows, seconds=round(r.seconds, 3), error=r.error)
+        StageReport(
+            stage=r.stage, status=r.status, rows=r.rows, seconds=round(r.seconds, 3), error=r.error
+        )
         for r in (results[s.name] for s in STAGES)
     ]
     if any(s.status in ("failed", "blocked") for s in video_report.stages):
@@ -210,8 +238,10 @@ def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) ->
         register_video(store, settings, path, video_id)
     elif existing[0]["path"] != str(path.resolve()):
         # Same content at a new place (renamed, moved, copied): remember where it is now.
-        store.update_columns(store.videos, [{"video_id": video_id, "path": str(path.resolve()),
-                                             "file_name": path.name}])
+        store.update_columns(
+            store.videos,
+            [{"video_id": video_id, "path": str(path.resolve()), "file_name": path.name}],
+        )
 
 
 def _resolve(name: str, future: PrefectFuture[StageResult]) -> StageResult:
@@ -244,13 +274,19 @@ def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
     error = state.result(raise_on_failure=False)
     if isinstance(error, IngestFailed):
         return error.report
-    return VideoReport(path=str(path), video_id=video_id, status="failed",
-                       error=str(error) if error else state.message)
+    return VideoReport(
+        path=str(path),
+        video_id=video_id,
+        status="failed",
+        error=str(error) if error else state.message,
+    )
 
 
 @flow(name="ingest_library", flow_run_name="ingest library ({paths_count} inputs)")
 def ingest_library(
-    paths: Sequence[str], settings: Settings | None = None, paths_count: int = 0,
+    paths: Sequence[str],
+    settings: Settings | None = None,
+    paths_count: int = 0,
     optimize: bool = True,
 ) -> list[VideoReport]:
     """Ingest every video under ``paths`` (files, folders, globs); returns one report per file.
@@ -271,8 +307,14 @@ def ingest_library(
             continue
         digest = future.result()
         if digest in first_by_hash:
-            reports.append(VideoReport(path=str(path), video_id=digest, status="duplicate",
-                                       duplicate_of=str(first_by_hash[digest])))
+            reports.append(
+                VideoReport(
+                    path=str(path),
+                    video_id=digest,
+                    status="duplicate",
+                    duplicate_of=str(first_by_hash[digest]),
+                )
+            )
             continue
         first_by_hash[digest] = path
         to_ingest.append((path, digest))
@@ -290,7 +332,9 @@ def optimize_task(settings: Settings) -> dict[str, str]:
     return open_store(settings).optimize()
 
 
-def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = True) -> list[VideoReport]:
+def run_ingest(
+    paths: Sequence[str], settings: Settings, *, optimize: bool = True
+) -> list[VideoReport]:
     """Entry point for the CLI: ``ingest_library`` with the configured concurrency."""
     runner = ThreadPoolTaskRunner(max_workers=settings.ingest.concurrency)
     library = ingest_library.with_options(task_runner=runner)

@@ -20,7 +20,6 @@ import lancedb
 import pyarrow as pa
 
 from vidscope.config import stable_hash
-
 from vidscope.storage.clips import clips_spec
 from vidscope.storage.detections import DETECTIONS
 from vidscope.storage.frames import frames_spec
@@ -127,7 +126,9 @@ class Store:
             )
         for field in spec.schema:
             if field.name not in actual.names:
-                raise StoreError(f"table '{spec.name}' lacks column '{field.name}'; the store is damaged")
+                raise StoreError(
+                    f"table '{spec.name}' lacks column '{field.name}'; the store is damaged"
+                )
             if actual.field(field.name).type != field.type:
                 raise StoreError(
                     f"table '{spec.name}' column '{field.name}' is {actual.field(field.name).type}, "
@@ -141,7 +142,9 @@ class Store:
         if isinstance(rows, pa.Table):
             missing = [n for n in spec.schema.names if n not in rows.column_names]
             for name in missing:
-                rows = rows.append_column(spec.schema.field(name), pa.nulls(rows.num_rows, spec.schema.field(name).type))
+                rows = rows.append_column(
+                    spec.schema.field(name), pa.nulls(rows.num_rows, spec.schema.field(name).type)
+                )
             return rows.select(spec.schema.names).cast(spec.schema)
         return pa.Table.from_pylist([dict(r) for r in rows], schema=spec.schema)
 
@@ -287,7 +290,8 @@ class Store:
         caches keyed on it (agent tool calls) are invalidated by re-ingestion and by removal.
         """
         ledger = self.rows(
-            self.ledger, video_id=video_id,
+            self.ledger,
+            video_id=video_id,
             columns=["stage", "stage_version", "config_hash", "status", "finished_at"],
         ).to_pylist()
         return stable_hash(video_id, ledger)

@@ -40,8 +40,11 @@ def clip_texts(
             if seg["end"] <= start or seg["start"] >= end:
                 continue
             if seg.get("words"):
-                words += [w["word"].strip() for w in seg["words"]
-                          if start <= (w["start"] + w["end"]) / 2 < end]
+                words += [
+                    w["word"].strip()
+                    for w in seg["words"]
+                    if start <= (w["start"] + w["end"]) / 2 < end
+                ]
             else:
                 words.append(seg["text"].strip())
         shown: list[str] = []
@@ -59,7 +62,11 @@ def clip_objects(clips: list[dict[str, Any]], detections: list[dict[str, Any]]) 
         seen: dict[str, set[Any]] = {}
         for det in detections:
             if clip["start"] <= det["t"] < clip["end"]:
-                key = det["track_id"] if det["track_id"] is not None else (det["t"], tuple(det["box"]))
+                key = (
+                    det["track_id"]
+                    if det["track_id"] is not None
+                    else (det["t"], tuple(det["box"]))
+                )
                 seen.setdefault(det["label"], set()).add(key)
         ranked = sorted(seen.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         result.append(", ".join(f"{label} x{len(keys)}" for label, keys in ranked[:10]))
@@ -76,16 +83,24 @@ def signals_summary(speech: str, onscreen: str, objects: str = "") -> str:
     if objects:
         parts.append(f"objects detected: {objects}")
     if not parts:
-        return f"{NO_CAPTIONER_PREFIX} No speech, on-screen text or objects were found in this clip."
+        return (
+            f"{NO_CAPTIONER_PREFIX} No speech, on-screen text or objects were found in this clip."
+        )
     return f"{NO_CAPTIONER_PREFIX} Signals in this clip: " + "; ".join(parts) + "."
 
 
 def _clip_frames(ctx: StageContext, clip_index: int) -> list[np.ndarray]:
-    rows = ctx.store.rows(ctx.store.frames, video_id=ctx.video.video_id,
-                          where=f"clip_index = {clip_index}", columns=["frame_index", "jpeg"]).to_pylist()
+    rows = ctx.store.rows(
+        ctx.store.frames,
+        video_id=ctx.video.video_id,
+        where=f"clip_index = {clip_index}",
+        columns=["frame_index", "jpeg"],
+    ).to_pylist()
     if not rows:
         return []
-    picks = np.linspace(0, len(rows) - 1, num=min(FRAMES_PER_CAPTION, len(rows))).round().astype(int)
+    picks = (
+        np.linspace(0, len(rows) - 1, num=min(FRAMES_PER_CAPTION, len(rows))).round().astype(int)
+    )
     return [decode_jpeg(rows[i]["jpeg"]) for i in sorted(set(picks.tolist()))]
 
 
@@ -95,30 +110,39 @@ CAPTION_ERRORS = (ModelOutputError, RuntimeError, TimeoutError, ValueError)
 
 
 def _caption_context(speech: str, onscreen: str, objects: str) -> str:
-    parts = (f"speech: {speech}" if speech else "", f"on-screen text: {onscreen}" if onscreen else "",
-             f"objects detected: {objects}" if objects else "")
+    parts = (
+        f"speech: {speech}" if speech else "",
+        f"on-screen text: {onscreen}" if onscreen else "",
+        f"objects detected: {objects}" if objects else "",
+    )
     return "\n".join(p for p in parts if p)
 
 
-def _model_captions(ctx: StageContext, captioner: Captioner, clips: list[dict[str, Any]],
-                    contexts: list[str]) -> list[str | None]:
+def _model_captions(
+    ctx: StageContext, captioner: Captioner, clips: list[dict[str, Any]], contexts: list[str]
+) -> list[str | None]:
     """The model's caption per clip (``None`` where it failed), batched when the backend can."""
     video_id = ctx.video.video_id
     batch_fn = getattr(captioner, "caption_batch", None)
     results: list[str | None] = []
     step = CAPTION_BATCH if callable(batch_fn) else 1
     for first in range(0, len(clips), step):
-        chunk = clips[first:first + step]
+        chunk = clips[first : first + step]
         frames = [_clip_frames(ctx, clip["clip_index"]) for clip in chunk]
         try:
             if callable(batch_fn):
-                captions = list(batch_fn(frames, contexts[first:first + step]))
+                captions = list(batch_fn(frames, contexts[first : first + step]))
             else:
                 captions = [captioner.caption(frames[0], contexts[first])]
             results += [(c or "").strip() or None for c in captions]
         except CAPTION_ERRORS as exc:
-            log.warning("captioning clips %d-%d of %s failed: %s", chunk[0]["clip_index"],
-                        chunk[-1]["clip_index"], video_id[:12], exc)
+            log.warning(
+                "captioning clips %d-%d of %s failed: %s",
+                chunk[0]["clip_index"],
+                chunk[-1]["clip_index"],
+                video_id[:12],
+                exc,
+            )
             results += [None] * len(chunk)
         ctx.progress("caption", len(results), len(clips))
     return results
@@ -126,16 +150,24 @@ def _model_captions(ctx: StageContext, captioner: Captioner, clips: list[dict[st
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    clips = store.rows(store.clips, video_id=video_id, columns=["clip_index", "start", "end"]).to_pylist()
-    segments = store.rows(store.transcripts, video_id=video_id, columns=["start", "end", "text", "words"]).to_pylist()
+    clips = store.rows(
+        store.clips, video_id=video_id, columns=["clip_index", "start", "end"]
+    ).to_pylist()
+    segments = store.rows(
+        store.transcripts, video_id=video_id, columns=["start", "end", "text", "words"]
+    ).to_pylist()
     ocr_items = store.rows(store.ocr, video_id=video_id, columns=["t", "t_end", "text"]).to_pylist()
-    detections = store.rows(store.detections, video_id=video_id,
-                            columns=["t", "label", "box", "track_id"]).to_pylist()
+    detections = store.rows(
+        store.detections, video_id=video_id, columns=["t", "label", "box", "track_id"]
+    ).to_pylist()
     objects_per_clip = clip_objects(clips, detections)
     texts = clip_texts(clips, segments, ocr_items)
     captioner: Captioner | None = registry.load(ctx.settings, "captioner")
     if captioner is not None:
-        contexts = [_caption_context(sp, on, ob) for (sp, on), ob in zip(texts, objects_per_clip, strict=True)]
+        contexts = [
+            _caption_context(sp, on, ob)
+            for (sp, on), ob in zip(texts, objects_per_clip, strict=True)
+        ]
         model_captions = _model_captions(ctx, captioner, clips, contexts)
     else:
         model_captions = [None] * len(clips)
@@ -143,16 +175,27 @@ def _run(ctx: StageContext) -> StageOutcome:
     for clip, (speech, onscreen), objects, caption in zip(
         clips, texts, objects_per_clip, model_captions, strict=True
     ):
-        source = captioner.name if caption is not None and captioner is not None else SIGNALS_SUMMARY
+        source = (
+            captioner.name if caption is not None and captioner is not None else SIGNALS_SUMMARY
+        )
         if caption is None:
             caption = signals_summary(speech, onscreen, objects)
-        updates.append({"video_id": video_id, "clip_index": clip["clip_index"], "caption": caption,
-                        "caption_source": source, "transcript_text": speech or None,
-                        "ocr_text": onscreen or None})
+        updates.append(
+            {
+                "video_id": video_id,
+                "clip_index": clip["clip_index"],
+                "caption": caption,
+                "caption_source": source,
+                "transcript_text": speech or None,
+                "ocr_text": onscreen or None,
+            }
+        )
     store.update_columns(store.clips, updates)
     failures = sum(1 for c in model_captions if c is None) if captioner is not None else 0
-    return StageOutcome(rows=len(updates), details={
-        "captioner": captioner.name if captioner else None, "failed_clips": failures})
+    return StageOutcome(
+        rows=len(updates),
+        details={"captioner": captioner.name if captioner else None, "failed_clips": failures},
+    )
 
 
 def _config(settings):  # type: ignore[no-untyped-def]

@@ -37,23 +37,35 @@ def _run(ctx: StageContext) -> StageOutcome:
     rows: list[dict[str, Any]] = []
     with _lock_for(detector):
         for first in range(0, total, CHUNK):
-            frames = store.rows(store.frames, video_id=video_id,
-                                where=f"frame_index >= {first} AND frame_index < {first + CHUNK}",
-                                columns=["frame_index", "t", "jpeg"]).to_pylist()
+            frames = store.rows(
+                store.frames,
+                video_id=video_id,
+                where=f"frame_index >= {first} AND frame_index < {first + CHUNK}",
+                columns=["frame_index", "t", "jpeg"],
+            ).to_pylist()
             images = [decode_jpeg(f["jpeg"]) for f in frames]
             found = detector.detect(images, track=True, new_sequence=first == 0)  # type: ignore[call-arg]
             for frame, detections in zip(frames, found, strict=True):
-                rows += [{
-                    "video_id": video_id, "frame_index": frame["frame_index"], "det_index": i,
-                    "t": frame["t"], "label": d.label, "box": [float(v) for v in d.box],
-                    "score": float(d.score), "track_id": d.track_id,
-                } for i, d in enumerate(detections)]
+                rows += [
+                    {
+                        "video_id": video_id,
+                        "frame_index": frame["frame_index"],
+                        "det_index": i,
+                        "t": frame["t"],
+                        "label": d.label,
+                        "box": [float(v) for v in d.box],
+                        "score": float(d.score),
+                        "track_id": d.track_id,
+                    }
+                    for i, d in enumerate(detections)
+                ]
             ctx.progress("detect", min(first + CHUNK, total), total)
     store.replace_video_rows(store.detections, video_id, rows)
     labels = sorted({r["label"] for r in rows})
     tracks = len({(r["label"], r["track_id"]) for r in rows if r["track_id"] is not None})
-    return StageOutcome(rows=len(rows), details={"detector": detector.name, "labels": labels[:50],
-                                                 "tracks": tracks})
+    return StageOutcome(
+        rows=len(rows), details={"detector": detector.name, "labels": labels[:50], "tracks": tracks}
+    )
 
 
 def _config(settings):  # type: ignore[no-untyped-def]

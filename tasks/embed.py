@@ -29,25 +29,39 @@ def _run(ctx: StageContext) -> StageOutcome:
     if embedder is None:
         raise StageNotApplicable("no text embedder configured (models.text_embedder)")
     if embedder.dim != ctx.store.text_dim:
-        raise RuntimeError(f"the text embedder gives {embedder.dim}-d vectors but the store was "
-                           f"opened for {ctx.store.text_dim}-d")
+        raise RuntimeError(
+            f"the text embedder gives {embedder.dim}-d vectors but the store was "
+            f"opened for {ctx.store.text_dim}-d"
+        )
     store, video_id = ctx.store, ctx.video.video_id
-    clips = store.rows(store.clips, video_id=video_id,
-                       columns=["clip_index", "caption", "caption_source", "transcript_text", "ocr_text"]).to_pylist()
+    clips = store.rows(
+        store.clips,
+        video_id=video_id,
+        columns=["clip_index", "caption", "caption_source", "transcript_text", "ocr_text"],
+    ).to_pylist()
     texts = [clip_search_text(c) for c in clips]
     with_text = [i for i, t in enumerate(texts) if t]
-    updates = [{"video_id": video_id, "clip_index": c["clip_index"], "text_embedding": None,
-                "embed_model": None} for c in clips]
+    updates = [
+        {
+            "video_id": video_id,
+            "clip_index": c["clip_index"],
+            "text_embedding": None,
+            "embed_model": None,
+        }
+        for c in clips
+    ]
     for start in range(0, len(with_text), BATCH):
-        chunk = with_text[start:start + BATCH]
+        chunk = with_text[start : start + BATCH]
         vectors = embedder.embed([texts[i] for i in chunk])
         for i, vector in zip(chunk, vectors, strict=True):
             updates[i]["text_embedding"] = vector.tolist()
             updates[i]["embed_model"] = embedder.name
         ctx.progress("embed", start + len(chunk), len(with_text))
     store.update_columns(store.clips, updates)
-    return StageOutcome(rows=len(with_text), details={"embedder": embedder.name,
-                                                      "clips_without_text": len(clips) - len(with_text)})
+    return StageOutcome(
+        rows=len(with_text),
+        details={"embedder": embedder.name, "clips_without_text": len(clips) - len(with_text)},
+    )
 
 
 def _config(settings):  # type: ignore[no-untyped-def]

@@ -41,15 +41,17 @@ def _run(ctx: StageContext) -> StageOutcome:
     written = 0
     for frame in sample_frames(ctx.path, fps=settings.frame_fps, max_side=settings.max_frame_side):
         height, width = frame.image.shape[:2]
-        batch.append({
-            "video_id": video.video_id,
-            "frame_index": frame.index,
-            "t": frame.t,
-            "clip_index": clip_index_at(frame.t, settings.clip_seconds, clip_count),
-            "width": width,
-            "height": height,
-            "jpeg": encode_jpeg(frame.image, settings.jpeg_quality),
-        })
+        batch.append(
+            {
+                "video_id": video.video_id,
+                "frame_index": frame.index,
+                "t": frame.t,
+                "clip_index": clip_index_at(frame.t, settings.clip_seconds, clip_count),
+                "width": width,
+                "height": height,
+                "jpeg": encode_jpeg(frame.image, settings.jpeg_quality),
+            }
+        )
         if len(batch) >= WRITE_BATCH:
             written += store.upsert(store.frames, batch)
             batch.clear()

@@ -64,14 +64,17 @@ class TextTracker:
                 continue
             match = next(
                 (
-                    item for item in self.open
+                    item
+                    for item in self.open
                     if item.last_read == read_index - 1
                     and difflib.SequenceMatcher(None, item.norm, norm).ratio() >= SAME_TEXT_RATIO
                 ),
                 None,
             )
             if match is None:
-                match = _OpenItem(line.text.strip(), norm, t, t, tuple(line.box), line.score, read_index)
+                match = _OpenItem(
+                    line.text.strip(), norm, t, t, tuple(line.box), line.score, read_index
+                )
             else:
                 self.open.remove(match)
                 if line.score > match.score:  # keep the most confident reading of the text
@@ -112,7 +115,10 @@ def _run(ctx: StageContext) -> StageOutcome:
         for row in batch:
             image = decode_jpeg(row["jpeg"])
             thumb = thumbnail(image)
-            if previous_thumb is not None and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF:
+            if (
+                previous_thumb is not None
+                and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF
+            ):
                 lines = previous_lines
                 reused += 1
             else:
@@ -135,15 +141,21 @@ def _run(ctx: StageContext) -> StageOutcome:
         for i, item in enumerate(items)
     ]
     store.replace_video_rows(store.ocr, video.video_id, rows)
-    return StageOutcome(rows=len(rows), details={"frames_read": reads - reused,
-                                                 "frames_reused": reused, "reader": reader.name})
+    return StageOutcome(
+        rows=len(rows),
+        details={"frames_read": reads - reused, "frames_reused": reused, "reader": reader.name},
+    )
 
 
 def _config(settings):  # type: ignore[no-untyped-def]
     spec = settings.models.text_reader
     kind = (spec or "").partition(":")[0]
-    return {"reader": spec, "options": settings.models.options.get(kind, {}),
-            "ocr_fps": settings.ingest.ocr_fps, "min_score": settings.ingest.ocr_min_score}
+    return {
+        "reader": spec,
+        "options": settings.models.options.get(kind, {}),
+        "ocr_fps": settings.ingest.ocr_fps,
+        "min_score": settings.ingest.ocr_min_score,
+    }
 
 
 OCR = Stage(

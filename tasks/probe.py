@@ -46,13 +46,13 @@ def check_limits(path: Path, info: VideoInfo, settings: Settings) -> None:
         raise UndecodableVideo(
             path,
             f"{info.duration / 3600:.1f} h is longer than the limit of "
-            f"{limits.max_video_seconds / 3600:.1f} h (ingest.max_video_seconds)"
+            f"{limits.max_video_seconds / 3600:.1f} h (ingest.max_video_seconds)",
         )
     if info.width * info.height > limits.max_pixels:
         raise UndecodableVideo(
             path,
             f"frames of {info.width}x{info.height} exceed the limit of "
-            f"{limits.max_pixels} pixels (ingest.max_pixels)"
+            f"{limits.max_pixels} pixels (ingest.max_pixels)",
         )
 
 
@@ -86,15 +86,25 @@ def _run(ctx: StageContext) -> StageOutcome:
     # re-probes so that a probe-version change refreshes the metadata, and records it in the ledger.
     record = register_video(ctx.store, ctx.settings, ctx.path, ctx.video.video_id)
     ctx.video = record
-    return StageOutcome(rows=1, details={"duration": record.duration, "fps": record.fps,
-                                         "size": f"{record.width}x{record.height}",
-                                         "audio": record.has_audio, "rotation": record.rotation})
+    return StageOutcome(
+        rows=1,
+        details={
+            "duration": record.duration,
+            "fps": record.fps,
+            "size": f"{record.width}x{record.height}",
+            "audio": record.has_audio,
+            "rotation": record.rotation,
+        },
+    )
 
 
 PROBE = Stage(
     name="probe",
     version=1,
     run=_run,
-    config=lambda s: {"max_video_seconds": s.ingest.max_video_seconds, "max_pixels": s.ingest.max_pixels},
+    config=lambda s: {
+        "max_video_seconds": s.ingest.max_video_seconds,
+        "max_pixels": s.ingest.max_pixels,
+    },
     description="duration, fps, size, rotation and audio presence; refuses undecodable files",
 )

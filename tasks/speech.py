@@ -37,8 +37,9 @@ def _run(ctx: StageContext) -> StageOutcome:
         for i, seg in enumerate(s for s in transcript.segments if s.text.strip())
     ]
     ctx.store.replace_video_rows(ctx.store.transcripts, video_id, rows)
-    return StageOutcome(rows=len(rows), details={"language": transcript.language,
-                                                 "recognizer": recognizer.name})
+    return StageOutcome(
+        rows=len(rows), details={"language": transcript.language, "recognizer": recognizer.name}
+    )
 
 
 def _config(settings):  # type: ignore[no-untyped-def]

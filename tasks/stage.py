@@ -86,7 +86,9 @@ class Stage:
     def fingerprint(self, settings: Settings, upstream: dict[str, dict[str, Any]]) -> str:
         """The cache key: this stage's version and settings plus the upstream ledger rows it uses."""
         used = {
-            name: {k: upstream[name].get(k) for k in ("config_hash", "status", "rows", "finished_at")}
+            name: {
+                k: upstream[name].get(k) for k in ("config_hash", "status", "rows", "finished_at")
+            }
             for name in (*self.needs, *self.reads)
             if name in upstream
         }
@@ -109,23 +111,38 @@ def is_current(row: dict[str, Any] | None, stage: Stage, fingerprint: str) -> bo
     )
 
 
-def _ledger_write(store: Store, video_id: str, stage: Stage, fingerprint: str, status: str,
-                  started: datetime, *, error: str | None = None, rows: int | None = None,
-                  seconds: float | None = None, details: dict[str, Any] | None = None) -> None:
+def _ledger_write(
+    store: Store,
+    video_id: str,
+    stage: Stage,
+    fingerprint: str,
+    status: str,
+    started: datetime,
+    *,
+    error: str | None = None,
+    rows: int | None = None,
+    seconds: float | None = None,
+    details: dict[str, Any] | None = None,
+) -> None:
     finished = None if status == STATUS_RUNNING else datetime.now(UTC)
-    store.upsert(store.ledger, [{
-        "video_id": video_id,
-        "stage": stage.name,
-        "stage_version": stage.version,
-        "config_hash": fingerprint,
-        "status": status,
-        "error": error,
-        "started_at": started,
-        "finished_at": finished,
-        "seconds": seconds,
-        "rows": rows,
-        "details_json": json.dumps(details, default=str) if details else None,
-    }])
+    store.upsert(
+        store.ledger,
+        [
+            {
+                "video_id": video_id,
+                "stage": stage.name,
+                "stage_version": stage.version,
+                "config_hash": fingerprint,
+                "status": status,
+                "error": error,
+                "started_at": started,
+                "finished_at": finished,
+                "seconds": seconds,
+                "rows": rows,
+                "details_json": json.dumps(details, default=str) if details else None,
+            }
+        ],
+    )
 
 
 @dataclass
@@ -168,21 +185,47 @@ def execute(stage: Stage, ctx: StageContext) -> StageResult:
         outcome = StageOutcome(rows=0, status=STATUS_SKIPPED, details={"reason": str(exc)})
     except BackendUnavailable as exc:
         seconds = time.perf_counter() - clock
-        _ledger_write(store, video_id, stage, fingerprint, STATUS_UNAVAILABLE, started,
-                      error=str(exc), seconds=seconds)
+        _ledger_write(
+            store,
+            video_id,
+            stage,
+            fingerprint,
+            STATUS_UNAVAILABLE,
+            started,
+            error=str(exc),
+            seconds=seconds,
+        )
         report(video_id, stage.name, "unavailable", error=str(exc))
         return StageResult(stage.name, STATUS_UNAVAILABLE, seconds=seconds, error=str(exc))
     except Exception as exc:
         seconds = time.perf_counter() - clock
         message = f"{type(exc).__name__}: {exc}"
         log.debug("stage %s failed on %s:\n%s", stage.name, video_id, traceback.format_exc())
-        _ledger_write(store, video_id, stage, fingerprint, STATUS_FAILED, started,
-                      error=message, seconds=seconds)
+        _ledger_write(
+            store,
+            video_id,
+            stage,
+            fingerprint,
+            STATUS_FAILED,
+            started,
+            error=message,
+            seconds=seconds,
+        )
         report(video_id, stage.name, "failed", error=message)
         raise
     seconds = time.perf_counter() - clock
-    _ledger_write(store, video_id, stage, fingerprint, outcome.status, started,
-                  rows=outcome.rows, seconds=seconds, details=outcome.details)
+    _ledger_write(
+        store,
+        video_id,
+        stage,
+        fingerprint,
+        outcome.status,
+        started,
+        rows=outcome.rows,
+        seconds=seconds,
+        details=outcome.details,
+    )
     report(video_id, stage.name, outcome.status, rows=outcome.rows)
-    return StageResult(stage.name, outcome.status, rows=outcome.rows, seconds=seconds,
-                       details=outcome.details)
+    return StageResult(
+        stage.name, outcome.status, rows=outcome.rows, seconds=seconds, details=outcome.details
+    )

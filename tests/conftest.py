@@ -11,19 +11,21 @@ import pytest
 # Before anything imports prefect or a model library: nothing may reach for the network, and Prefect
 # must not touch the developer's own ~/.prefect (its ephemeral API server lives in a temp dir).
 _PREFECT_HOME = tempfile.mkdtemp(prefix="vidscope-test-prefect-")
-os.environ.update({
-    "PREFECT_HOME": _PREFECT_HOME,
-    "PREFECT_API_URL": "",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-    "DO_NOT_TRACK": "1",
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "YOLO_OFFLINE": "1",
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "VIDSCOPE_CONFIG": os.path.join(_PREFECT_HOME, "no-such-vidscope.toml"),
-})
+os.environ.update(
+    {
+        "PREFECT_HOME": _PREFECT_HOME,
+        "PREFECT_API_URL": "",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "YOLO_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "VIDSCOPE_CONFIG": os.path.join(_PREFECT_HOME, "no-such-vidscope.toml"),
+    }
+)
 os.environ.pop("PREFECT_API_URL")
 for _key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k != "VIDSCOPE_CONFIG"]:
     del os.environ[_key]
@@ -39,4 +41,3 @@ def shared_videos() -> Path:
     if not SHARED_VIDEOS.is_dir():
         pytest.skip(f"sample videos not found at {SHARED_VIDEOS}")
     return SHARED_VIDEOS
-

@@ -48,7 +48,11 @@ def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:
 
     result = cli("sql", "--json", "SELECT text FROM ocr_items")
     assert result.exit_code == 0
-    assert any("OPEN" in json.loads(line)["text"] for line in result.output.splitlines() if line.startswith("{"))
+    assert any(
+        "OPEN" in json.loads(line)["text"]
+        for line in result.output.splitlines()
+        if line.startswith("{")
+    )
 
     result = cli("sql", f"COPY clips TO '{tmp_path / 'x.csv'}'")
     assert result.exit_code == 1 and "SQL error" in result.output
@@ -59,8 +63,12 @@ def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:
 
     result = cli("remove", "--yes", "sign.mp4")
     assert result.exit_code == 0 and "removed" in result.output
-    result = cli("sql", "--json", "SELECT (SELECT count(*) FROM clips) + (SELECT count(*) FROM frames) + "
-                 "(SELECT count(*) FROM ocr_items) + (SELECT count(*) FROM ledger) AS n")
+    result = cli(
+        "sql",
+        "--json",
+        "SELECT (SELECT count(*) FROM clips) + (SELECT count(*) FROM frames) + "
+        "(SELECT count(*) FROM ocr_items) + (SELECT count(*) FROM ledger) AS n",
+    )
     assert json.loads(result.output.strip().splitlines()[-1])["n"] == 0
 
 

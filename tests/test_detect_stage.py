@@ -9,8 +9,12 @@ from vidscope.tasks.open_store import open_store
 
 def test_detections_are_stored_tracked_and_summarised(tmp_path, shared_videos) -> None:
     # Random weights (a YOLO config, not a checkpoint) with a tiny threshold: wiring, not quality.
-    models = ModelSettings(object_detector="yolo:yolov8n.yaml", speech_recognizer="", text_reader="",
-                           options={"yolo": {"conf": 0.0001, "imgsz": 320, "max_det": 5}})
+    models = ModelSettings(
+        object_detector="yolo:yolov8n.yaml",
+        speech_recognizer="",
+        text_reader="",
+        options={"yolo": {"conf": 0.0001, "imgsz": 320, "max_det": 5}},
+    )
     settings = Settings(data_dir=tmp_path / "data", models=models)
     (report,) = run_ingest([str(shared_videos / "book.mkv")], settings)
     assert report.status == "ok", report
@@ -33,7 +37,8 @@ def test_detections_are_stored_tracked_and_summarised(tmp_path, shared_videos) -
 
 
 def test_without_a_detector_the_stage_is_skipped(tmp_path, shared_videos) -> None:
-    settings = Settings(data_dir=tmp_path / "data",
-                        models=ModelSettings(speech_recognizer="", text_reader=""))
+    settings = Settings(
+        data_dir=tmp_path / "data", models=ModelSettings(speech_recognizer="", text_reader="")
+    )
     (report,) = run_ingest([str(shared_videos / "milk.mkv")], settings)
     assert {s.stage: s.status for s in report.stages}["detect"] == "skipped"

@@ -37,11 +37,18 @@ def speech_text_video(tmp_path_factory) -> Path:
     """12 s: drawn text at 0–4 s and 6–10 s, speech from espeak-ng from 0 s."""
     folder = tmp_path_factory.mktemp("speech")
     wav = speech_wav("the quick brown fox jumps over the lazy dog", folder / "speech.wav")
-    return text_video(folder / "talk.mp4", duration=12.0, fps=25,
-                      texts=[(0.0, 4.0, "WELCOME HOME"), (6.0, 10.0, "EXIT LEFT")], audio=wav)
+    return text_video(
+        folder / "talk.mp4",
+        duration=12.0,
+        fps=25,
+        texts=[(0.0, 4.0, "WELCOME HOME"), (6.0, 10.0, "EXIT LEFT")],
+        audio=wav,
+    )
 
 
-def test_sample_videos_give_expected_clips_and_frames_and_rerun_adds_nothing(tmp_path, shared_videos):
+def test_sample_videos_give_expected_clips_and_frames_and_rerun_adds_nothing(
+    tmp_path, shared_videos
+):
     settings = make_settings(tmp_path)
     inputs = [str(shared_videos / "car-detection.mp4"), str(shared_videos / "milk.mkv")]
     reports = by_name(run_ingest(inputs, settings))
@@ -56,7 +63,11 @@ def test_sample_videos_give_expected_clips_and_frames_and_rerun_adds_nothing(tmp
         assert all(a["end"] == b["start"] for a, b in zip(clips, clips[1:]))
         frames = store.count(store.frames, report.video_id)
         assert abs(frames - video["duration"] * 2.0) <= 1.5, (name, frames, video["duration"])
-        times = store.rows(store.frames, video_id=report.video_id, columns=["t"]).column("t").to_pylist()
+        times = (
+            store.rows(store.frames, video_id=report.video_id, columns=["t"])
+            .column("t")
+            .to_pylist()
+        )
         assert times == sorted(times)
         # Speech recognition runs only where there is an audio track (car-detection has one).
         expected_speech = {"done", "unavailable"} if video["has_audio"] else {"skipped"}
@@ -87,14 +98,18 @@ def test_speech_and_onscreen_text_reach_the_clips(tmp_path, speech_text_video):
     assert all("no captioning model configured" in c["caption"] for c in clips)
     assert clips[0]["text_embedding"] is not None and clips[0]["embed_model"] == "minilm:embedded"
     if stage_status(report)["speech"] == "done":
-        spoken = " ".join(store.rows(store.transcripts, video_id=report.video_id).column("text").to_pylist())
+        spoken = " ".join(
+            store.rows(store.transcripts, video_id=report.video_id).column("text").to_pylist()
+        )
         assert "fox" in spoken.lower() and "dog" in spoken.lower()
         assert "fox" in " ".join((c["transcript_text"] or "") for c in clips).lower()
     else:
         assert stage_status(report)["speech"] == "unavailable"
 
 
-def test_a_stage_failing_midway_then_succeeding_leaves_one_copy_of_every_row(tmp_path, shared_videos, monkeypatch):
+def test_a_stage_failing_midway_then_succeeding_leaves_one_copy_of_every_row(
+    tmp_path, shared_videos, monkeypatch
+):
     import vidscope.tasks.frames as frames_stage
 
     settings = make_settings(tmp_path, stage_retries=0)
@@ -113,7 +128,9 @@ def test_a_stage_failing_midway_then_succeeding_leaves_one_copy_of_every_row(tmp
     assert first.failed
     statuses = stage_status(first)
     assert statuses["frames"] == "failed" and statuses["ocr"] == "blocked"
-    assert statuses["segment"] == "done" and statuses["caption"] == "done"  # independent work went on
+    assert (
+        statuses["segment"] == "done" and statuses["caption"] == "done"
+    )  # independent work went on
     assert "decoder crashed" in next(s.error for s in first.stages if s.stage == "frames")
     store = open_store(settings)
     assert 0 < store.count(store.frames, first.video_id) < 61  # partial batches were written
@@ -125,7 +142,11 @@ def test_a_stage_failing_midway_then_succeeding_leaves_one_copy_of_every_row(tmp
     assert statuses["frames"] == "done" and statuses["ocr"] == "done"
     assert statuses["segment"] == "cached" and statuses["probe"] == "cached"
     assert statuses["caption"] == "done"  # it reads OCR output, which is new
-    indexes = store.rows(store.frames, video_id=second.video_id, columns=["frame_index"]).column("frame_index").to_pylist()
+    indexes = (
+        store.rows(store.frames, video_id=second.video_id, columns=["frame_index"])
+        .column("frame_index")
+        .to_pylist()
+    )
     assert indexes == list(range(61))
 
 
@@ -164,30 +185,82 @@ def test_huge_odd_sized_rotated_and_variable_rate_videos(tmp_path):
     folder.mkdir()
     huge = silent_video(folder / "huge.mp4", duration=1.0, size=(7680, 4320), fps=2)
     # Odd frame sizes need 4:4:4 chroma in H.264 (4:2:0 requires even sizes).
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=641x359:rate=25",
-                    "-t", "2", "-c:v", "libx264", "-pix_fmt", "yuv444p", str(folder / "odd.mp4")], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=641x359:rate=25",
+            "-t",
+            "2",
+            "-c:v",
+            "libx264",
+            "-pix_fmt",
+            "yuv444p",
+            str(folder / "odd.mp4"),
+        ],
+        check=True,
+    )
     phone = silent_video(tmp_path / "phone-src.mp4", duration=2.0, size=(640, 360), fps=25)
     rotated = folder / "rotated.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-i", str(phone), "-c", "copy",
-                    "-metadata:s:v", "rotate=90", str(rotated)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-i",
+            str(phone),
+            "-c",
+            "copy",
+            "-metadata:s:v",
+            "rotate=90",
+            str(rotated),
+        ],
+        check=True,
+    )
     vfr = folder / "vfr.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
-                    "testsrc2=size=320x240:rate=30,setpts='if(lt(T,1),PTS,PTS*2)'",
-                    "-t", "3", "-fps_mode", "vfr", "-pix_fmt", "yuv420p", str(vfr)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=320x240:rate=30,setpts='if(lt(T,1),PTS,PTS*2)'",
+            "-t",
+            "3",
+            "-fps_mode",
+            "vfr",
+            "-pix_fmt",
+            "yuv420p",
+            str(vfr),
+        ],
+        check=True,
+    )
     reports = by_name(run_ingest([str(folder)], settings))
     store = open_store(settings)
     for name in ("huge.mp4", "odd.mp4", "rotated.mp4", "vfr.mp4"):
         assert reports[name].status == "ok", reports[name]
-    sizes = store.rows(store.frames, video_id=reports["huge.mp4"].video_id, columns=["width", "height"]).to_pylist()
+    sizes = store.rows(
+        store.frames, video_id=reports["huge.mp4"].video_id, columns=["width", "height"]
+    ).to_pylist()
     assert sizes and all(max(s["width"], s["height"]) <= 640 for s in sizes)
     video = store.rows(store.videos, video_id=reports["rotated.mp4"].video_id).to_pylist()[0]
     assert (video["width"], video["height"], video["rotation"] % 180) == (360, 640, 90)
-    frame = store.rows(store.frames, video_id=video["video_id"], columns=["width", "height"]).to_pylist()[0]
+    frame = store.rows(
+        store.frames, video_id=video["video_id"], columns=["width", "height"]
+    ).to_pylist()[0]
     assert frame["height"] > frame["width"]
     assert store.count(store.frames, reports["vfr.mp4"].video_id) >= 4
 
-    tight = Settings(data_dir=tmp_path / "data2",
-                     ingest=IngestSettings(max_pixels=1920 * 1080))
+    tight = Settings(data_dir=tmp_path / "data2", ingest=IngestSettings(max_pixels=1920 * 1080))
     (refused,) = run_ingest([str(huge)], tight)
     assert refused.failed and "max_pixels" in refused.error
 
@@ -215,9 +288,24 @@ def test_three_hour_video(tmp_path):
     if shutil.which("ffmpeg") is None:
         pytest.skip("ffmpeg not installed")
     long_video = tmp_path / "three hours.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
-                    "color=c=navy:size=64x64:rate=1", "-t", "10800", "-pix_fmt", "yuv420p",
-                    str(long_video)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "color=c=navy:size=64x64:rate=1",
+            "-t",
+            "10800",
+            "-pix_fmt",
+            "yuv420p",
+            str(long_video),
+        ],
+        check=True,
+    )
     settings = make_settings(tmp_path)
     (report,) = run_ingest([str(long_video)], settings)
     assert report.status == "ok", report

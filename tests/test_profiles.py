@@ -16,8 +16,11 @@ from vidscope.tasks.open_store import open_store
 
 def server_settings(tmp_path, base_url: str, **models: object) -> Settings:
     options = {"openai": {"base_url": base_url, "timeout_s": 5, "max_retries": 0, "cache": False}}
-    return Settings(data_dir=tmp_path / "data", profile="server",
-                    models=ModelSettings(options=options, **models))
+    return Settings(
+        data_dir=tmp_path / "data",
+        profile="server",
+        models=ModelSettings(options=options, **models),
+    )
 
 
 def test_profiles_fill_roles_unless_set(tmp_path) -> None:
@@ -25,7 +28,10 @@ def test_profiles_fill_roles_unless_set(tmp_path) -> None:
     local = Settings(profile="local-gpu")
     assert local.models.captioner.startswith("transformers-vlm:")
     assert local.models.object_detector.startswith("yolo:")
-    assert Settings(profile="server", models=ModelSettings(chat="openai:mine")).models.chat == "openai:mine"
+    assert (
+        Settings(profile="server", models=ModelSettings(chat="openai:mine")).models.chat
+        == "openai:mine"
+    )
     assert Settings(profile="server", models=ModelSettings(chat=None)).models.chat is None
 
 
@@ -60,8 +66,13 @@ def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> N
     # The server failed on the second clip: it gets the labelled signals summary, not a made-up caption.
     assert clips[1]["caption_source"] == SIGNALS_SUMMARY and "OPEN" in clips[1]["caption"]
     first = llm_server.chat_requests[0]
-    images = [part for m in first["messages"] if isinstance(m.get("content"), list)
-              for part in m["content"] if part.get("type") == "image_url"]
+    images = [
+        part
+        for m in first["messages"]
+        if isinstance(m.get("content"), list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
     assert images and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert "OPEN" in str(first["messages"])  # on-screen text went along as context
 
@@ -77,7 +88,7 @@ def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch
     config.write_text(
         f'data_dir = "{tmp_path / "data"}"\nprofile = "server"\n[models]\nspeech_recognizer = ""\n'
         f'[models.options.openai]\nbase_url = "{llm_server.base_url}"\ncache = false\n'
-        '[models.options.openai.prices.scripted]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n'
+        "[models.options.openai.prices.scripted]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n"
     )
     monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
     _overrides.clear()

@@ -16,15 +16,29 @@ from vidscope.storage.videos import VideoNotFound, find_video
 
 def clip_rows(video_id: str, n: int, caption: str = "c") -> list[dict]:
     return [
-        {"video_id": video_id, "clip_index": i, "start": 5.0 * i, "end": 5.0 * i + 5, "caption": f"{caption}{i}"}
+        {
+            "video_id": video_id,
+            "clip_index": i,
+            "start": 5.0 * i,
+            "end": 5.0 * i + 5,
+            "caption": f"{caption}{i}",
+        }
         for i in range(n)
     ]
 
 
 def video_row(video_id: str, path: str, name: str) -> dict:
     return {
-        "video_id": video_id, "path": path, "file_name": name, "size_bytes": 10, "duration": 12.0,
-        "fps": 25.0, "width": 64, "height": 48, "rotation": 0, "has_audio": False,
+        "video_id": video_id,
+        "path": path,
+        "file_name": name,
+        "size_bytes": 10,
+        "duration": 12.0,
+        "fps": 25.0,
+        "width": 64,
+        "height": 48,
+        "rotation": 0,
+        "has_audio": False,
         "added_at": datetime.now(UTC),
     }
 
@@ -70,10 +84,18 @@ def test_duplicate_keys_in_one_write_are_refused(store: Store) -> None:
 def test_update_columns_leaves_other_columns_alone(store: Store) -> None:
     store.replace_video_rows(store.clips, "v1", clip_rows("v1", 2))
     vector = np.ones(store.text_dim, dtype=np.float32) / np.sqrt(store.text_dim)
-    store.update_columns(store.clips, [
-        {"video_id": "v1", "clip_index": 1, "ocr_text": "EXIT", "text_embedding": vector.tolist()},
-        {"video_id": "v1", "clip_index": 9, "ocr_text": "no such clip"},
-    ])
+    store.update_columns(
+        store.clips,
+        [
+            {
+                "video_id": "v1",
+                "clip_index": 1,
+                "ocr_text": "EXIT",
+                "text_embedding": vector.tolist(),
+            },
+            {"video_id": "v1", "clip_index": 9, "ocr_text": "no such clip"},
+        ],
+    )
     rows = store.rows(store.clips, video_id="v1").to_pylist()
     assert [r["caption"] for r in rows] == ["c0", "c1"]
     assert [r["ocr_text"] for r in rows] == [None, "EXIT"]
@@ -86,10 +108,21 @@ def test_delete_video_removes_rows_from_every_table(store: Store) -> None:
     for vid in ("v1", "v2"):
         store.upsert(store.videos, [video_row(vid, f"/x/{vid}.mp4", f"{vid}.mp4")])
         store.replace_video_rows(store.clips, vid, clip_rows(vid, 2))
-        store.replace_video_rows(store.ocr, vid, [{
-            "video_id": vid, "item_index": 0, "t": 1.0, "t_end": 2.0, "text": "HI",
-            "box": [0.0] * 8, "score": 0.9,
-        }])
+        store.replace_video_rows(
+            store.ocr,
+            vid,
+            [
+                {
+                    "video_id": vid,
+                    "item_index": 0,
+                    "t": 1.0,
+                    "t_end": 2.0,
+                    "text": "HI",
+                    "box": [0.0] * 8,
+                    "score": 0.9,
+                }
+            ],
+        )
     store.delete_video("v1")
     for spec in (store.videos, store.clips, store.ocr):
         assert store.count(spec, "v1") == 0
@@ -129,10 +162,13 @@ def test_sql_reads_every_table_and_refuses_file_access(store: Store) -> None:
 
 
 def test_find_video_by_id_prefix_path_and_name(store: Store) -> None:
-    store.upsert(store.videos, [
-        video_row("abcdef0123", "/videos/a b/ünï.mp4", "ünï.mp4"),
-        video_row("abcdef9999", "/videos/other.mp4", "other.mp4"),
-    ])
+    store.upsert(
+        store.videos,
+        [
+            video_row("abcdef0123", "/videos/a b/ünï.mp4", "ünï.mp4"),
+            video_row("abcdef9999", "/videos/other.mp4", "other.mp4"),
+        ],
+    )
     assert find_video(store, "abcdef01").video_id == "abcdef0123"
     assert find_video(store, "/videos/a b/ünï.mp4").video_id == "abcdef0123"
     assert find_video(store, "other.mp4").video_id == "abcdef9999"
@@ -146,16 +182,27 @@ def test_find_video_by_id_prefix_path_and_name(store: Store) -> None:
 
 def test_video_version_changes_with_the_ledger(store: Store) -> None:
     before = store.video_version("v1")
-    store.upsert(store.ledger, [{
-        "video_id": "v1", "stage": "probe", "stage_version": 1, "config_hash": "x", "status": "done",
-        "started_at": datetime.now(UTC), "finished_at": datetime.now(UTC),
-    }])
+    store.upsert(
+        store.ledger,
+        [
+            {
+                "video_id": "v1",
+                "stage": "probe",
+                "stage_version": 1,
+                "config_hash": "x",
+                "status": "done",
+                "started_at": datetime.now(UTC),
+                "finished_at": datetime.now(UTC),
+            }
+        ],
+    )
     assert store.video_version("v1") != before
     assert store.video_version("v2") != store.video_version("v1")
 
 
 def test_upsert_accepts_arrow_tables_and_fills_missing_columns(store: Store) -> None:
-    table = pa.table({"video_id": ["v1"], "clip_index": pa.array([0], pa.int32()),
-                      "start": [0.0], "end": [5.0]})
+    table = pa.table(
+        {"video_id": ["v1"], "clip_index": pa.array([0], pa.int32()), "start": [0.0], "end": [5.0]}
+    )
     store.upsert(store.clips, table)
     assert store.rows(store.clips).column("caption").to_pylist() == [None]

@@ -29,10 +29,12 @@ _overrides: dict[str, Any] = {}
 @app.callback()
 def main(
     data_dir: Annotated[
-        Path | None, typer.Option("--data-dir", help="Where the store lives (default ./vidscope-data).")
+        Path | None,
+        typer.Option("--data-dir", help="Where the store lives (default ./vidscope-data)."),
     ] = None,
     config: Annotated[
-        Path | None, typer.Option("--config", help="A vidscope.toml to read (default ./vidscope.toml).")
+        Path | None,
+        typer.Option("--config", help="A vidscope.toml to read (default ./vidscope.toml)."),
     ] = None,
 ) -> None:
     """Global options."""
@@ -79,8 +81,16 @@ def _quiet_prefect() -> None:
 
 
 STATUS_STYLE = {
-    "done": "green", "cached": "green", "skipped": "dim", "failed": "red", "blocked": "red",
-    "unavailable": "yellow", "running": "cyan", "ok": "green", "duplicate": "dim", "warning": "yellow",
+    "done": "green",
+    "cached": "green",
+    "skipped": "dim",
+    "failed": "red",
+    "blocked": "red",
+    "unavailable": "yellow",
+    "running": "cyan",
+    "ok": "green",
+    "duplicate": "dim",
+    "warning": "yellow",
 }
 
 
@@ -97,9 +107,13 @@ def ingest(
     stage_names = [s.name for s in STAGES]
     bars: dict[str, Any] = {}
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.total:.0f} stages"), TimeElapsedColumn(),
-        console=console, transient=False,
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.total:.0f} stages"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
     ) as progress:
 
         def on_event(event: dict[str, Any]) -> None:
@@ -131,15 +145,15 @@ def _print_reports(reports: list[Any]) -> None:
     for column in ("file", "video", "status", "stages", "note"):
         table.add_column(column)
     for r in reports:
-        stages = " ".join(
-            f"[{STATUS_STYLE.get(s.status, 'white')}]{s.stage}[/]" for s in r.stages
-        )
+        stages = " ".join(f"[{STATUS_STYLE.get(s.status, 'white')}]{s.stage}[/]" for s in r.stages)
         note = r.error or (f"same content as {r.duplicate_of}" if r.duplicate_of else "")
         unavailable = [s for s in r.stages if s.status == "unavailable"]
         if unavailable and not note:
             note = "; ".join(f"{s.stage}: {s.error}" for s in unavailable)
         style = STATUS_STYLE.get(r.status, "white")
-        table.add_row(Path(r.path).name, (r.video_id or "")[:12], f"[{style}]{r.status}[/]", stages, note)
+        table.add_row(
+            Path(r.path).name, (r.video_id or "")[:12], f"[{style}]{r.status}[/]", stages, note
+        )
     console.print(table)
     for r in reports:
         if r.failed:
@@ -160,8 +174,13 @@ def videos() -> None:
         table.add_column(column)
     for r in sorted(rows, key=lambda r: r["added_at"]):
         table.add_row(
-            r["video_id"][:12], r["file_name"], f"{r['duration']:.1f}s", f"{r['width']}x{r['height']}",
-            f"{r['fps']:.1f}", "yes" if r["has_audio"] else "no", str(store.count(store.clips, r["video_id"])),
+            r["video_id"][:12],
+            r["file_name"],
+            f"{r['duration']:.1f}s",
+            f"{r['width']}x{r['height']}",
+            f"{r['fps']:.1f}",
+            "yes" if r["has_audio"] else "no",
+            str(store.count(store.clips, r["video_id"])),
         )
     console.print(table)
 
@@ -178,15 +197,21 @@ def _find(ref: str):  # type: ignore[no-untyped-def]
 
 
 @app.command()
-def status(video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None) -> None:
+def status(
+    video: Annotated[
+        str | None, typer.Argument(help="Video id (prefix), path or file name.")
+    ] = None,
+) -> None:
     """Per-stage ingestion status of one video, or of all."""
     from vidscope.flows.ingest import STAGES
     from vidscope.tasks.stage import ledger_rows
 
     store = _store()
-    targets = [_find(video)[1]] if video else [
-        _video_record(r) for r in store.rows(store.videos).to_pylist()
-    ]
+    targets = (
+        [_find(video)[1]]
+        if video
+        else [_video_record(r) for r in store.rows(store.videos).to_pylist()]
+    )
     stage_names = [s.name for s in STAGES]
     table = Table(title="stage status")
     table.add_column("video")
@@ -201,7 +226,9 @@ def status(video: Annotated[str | None, typer.Argument(help="Video id (prefix), 
                 cells.append("[dim]—[/dim]")
                 continue
             style = STATUS_STYLE.get(row["status"], "white")
-            detail = f" {row['rows']}" if row["rows"] is not None and row["status"] == "done" else ""
+            detail = (
+                f" {row['rows']}" if row["rows"] is not None and row["status"] == "done" else ""
+            )
             cells.append(f"[{style}]{row['status']}{detail}[/]")
         table.add_row(f"{record.video_id[:12]} {record.file_name}", *cells)
     console.print(table)
@@ -228,9 +255,19 @@ def show(
         f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  {record.duration:.1f}s  "
         f"{record.width}x{record.height}  audio: {'yes' if record.has_audio else 'no'}"
     )
-    clips = store.rows(store.clips, video_id=record.video_id,
-                       columns=["clip_index", "start", "end", "caption", "caption_source",
-                                "transcript_text", "ocr_text"]).to_pylist()
+    clips = store.rows(
+        store.clips,
+        video_id=record.video_id,
+        columns=[
+            "clip_index",
+            "start",
+            "end",
+            "caption",
+            "caption_source",
+            "transcript_text",
+            "ocr_text",
+        ],
+    ).to_pylist()
     table = Table(show_lines=True)
     for column in ("#", "time", "caption", "speech", "on-screen text"):
         table.add_column(column, overflow="fold")
@@ -238,8 +275,13 @@ def show(
         caption = c["caption"] or ""
         if c["caption_source"] == "signals-summary":
             caption = "[dim](no caption model)[/dim]"
-        table.add_row(str(c["clip_index"]), f"{_ts(c['start'])}–{_ts(c['end'])}", caption,
-                      c["transcript_text"] or "", c["ocr_text"] or "")
+        table.add_row(
+            str(c["clip_index"]),
+            f"{_ts(c['start'])}–{_ts(c['end'])}",
+            caption,
+            c["transcript_text"] or "",
+            c["ocr_text"] or "",
+        )
     console.print(table)
     if len(clips) > limit:
         console.print(f"[dim]… {len(clips) - limit} more clips (--limit)[/dim]")
@@ -259,7 +301,9 @@ def remove(
     """Remove a video and every row derived from it (the file itself is not touched)."""
     store, record = _find(video)
     if not yes and sys.stdin.isatty():
-        typer.confirm(f"Remove {record.file_name} ({record.video_id[:12]}) from the store?", abort=True)
+        typer.confirm(
+            f"Remove {record.file_name} ({record.video_id[:12]}) from the store?", abort=True
+        )
     store.delete_video(record.video_id)
     console.print(f"removed {record.file_name} ({record.video_id[:12]})")
 
@@ -270,7 +314,8 @@ def sql(
     as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON lines.")] = False,
 ) -> None:
     """Run read-only SQL (DuckDB) over the store: videos, clips, frames, transcript_segments, …"""
-    from vidscope.storage.sql import SqlError, query as run_query
+    from vidscope.storage.sql import SqlError
+    from vidscope.storage.sql import query as run_query
 
     try:
         columns, rows = run_query(_store(), query)
@@ -312,7 +357,8 @@ def ask(
     video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
     question: Annotated[str, typer.Argument(help="The question to answer.")],
     options: Annotated[
-        list[str] | None, typer.Option("--options", help="Multiple-choice options (repeat or list).")
+        list[str] | None,
+        typer.Option("--options", help="Multiple-choice options (repeat or list)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
@@ -336,7 +382,9 @@ def ask(
 
 @app.command()
 def models(
-    check: Annotated[bool, typer.Option("--check/--no-check", help="Try to load each configured model.")] = True,
+    check: Annotated[
+        bool, typer.Option("--check/--no-check", help="Try to load each configured model.")
+    ] = True,
 ) -> None:
     """List each model role, the backend serving it, and whether it loads."""
     from vidscope.tasks.backends import registry
@@ -382,7 +430,9 @@ def _unconfigured_note(role: str) -> str:
 
 @app.command()
 def usage(
-    query: Annotated[str | None, typer.Option("--query", help="Only the calls of this query id.")] = None,
+    query: Annotated[
+        str | None, typer.Option("--query", help="Only the calls of this query id.")
+    ] = None,
 ) -> None:
     """Model calls, tokens, images, cache hits and cost, in total or for one query."""
     from vidscope.tasks.backends.usage import totals
@@ -394,7 +444,10 @@ def usage(
     for key, value in result.items():
         if isinstance(value, dict):
             continue
-        table.add_row(key, "—" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value)))
+        table.add_row(
+            key,
+            "—" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value)),
+        )
     console.print(table)
     if query is None:
         _print_ingestion_cost()
@@ -414,10 +467,13 @@ def _print_ingestion_cost() -> None:
     """Model cost of ingestion (calls outside any query) per hour of video ingested."""
     from vidscope.storage.sql import query as run_query
 
-    _, rows = run_query(_store(), """
+    _, rows = run_query(
+        _store(),
+        """
         SELECT (SELECT coalesce(sum(duration), 0) / 3600 FROM videos) AS hours,
                (SELECT count(*) FROM model_calls WHERE query_id IS NULL) AS calls,
-               (SELECT sum(cost_usd) FROM model_calls WHERE query_id IS NULL) AS cost""")
+               (SELECT sum(cost_usd) FROM model_calls WHERE query_id IS NULL) AS cost""",
+    )
     hours, calls, cost = rows[0]
     line = f"ingested: {hours:.2f} h of video, {calls} model calls during ingestion"
     if cost is not None and hours > 0:
@@ -432,7 +488,9 @@ def _print_ingestion_cost() -> None:
 
 @app.command()
 def demo(
-    question: Annotated[str | None, typer.Option(help="Ask this instead of the demo question.")] = None,
+    question: Annotated[
+        str | None, typer.Option(help="Ask this instead of the demo question.")
+    ] = None,
 ) -> None:
     """Ingest a synthetic narrated video and the sample videos, show what was found, ask a question."""
     from vidscope.flows.demo import DEMO_QUESTION, demo_video, sample_videos
@@ -455,8 +513,10 @@ def demo(
         ask(str(video), question or DEMO_QUESTION, None, False, False)
     except ImportError as exc:  # pragma: no cover - only while the ask flow is absent
         errors.print(f"[yellow]question answering is not available: {exc}[/yellow]")
-    console.print("\nNext: [bold]vidscope ask VIDEO \"your question\"[/bold], "
-                  "[bold]vidscope sql \"SELECT * FROM clips LIMIT 5\"[/bold], [bold]vidscope --help[/bold]")
+    console.print(
+        '\nNext: [bold]vidscope ask VIDEO "your question"[/bold], '
+        '[bold]vidscope sql "SELECT * FROM clips LIMIT 5"[/bold], [bold]vidscope --help[/bold]'
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

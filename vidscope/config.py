@@ -51,12 +51,20 @@ def disable_telemetry() -> None:
 class IngestSettings(BaseModel):
     """How videos are cut, sampled and read during ingestion."""
 
-    clip_seconds: float = Field(5.0, gt=0, description="Length of a retrieval clip; the last is shorter.")
+    clip_seconds: float = Field(
+        5.0, gt=0, description="Length of a retrieval clip; the last is shorter."
+    )
     frame_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
-    max_frame_side: int = Field(640, ge=32, description="Longest side of a stored frame, in pixels.")
+    max_frame_side: int = Field(
+        640, ge=32, description="Longest side of a stored frame, in pixels."
+    )
     jpeg_quality: int = Field(85, ge=30, le=100)
-    ocr_fps: float = Field(1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames).")
-    ocr_min_score: float = Field(0.5, ge=0, le=1, description="OCR lines below this confidence are dropped.")
+    ocr_fps: float = Field(
+        1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."
+    )
+    ocr_min_score: float = Field(
+        0.5, ge=0, le=1, description="OCR lines below this confidence are dropped."
+    )
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")

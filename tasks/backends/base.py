@@ -103,8 +103,7 @@ class TextReader(Protocol):
 
     name: str
 
-    def read(self, image: Image) -> list[TextLine]:
-        ...
+    def read(self, image: Image) -> list[TextLine]: ...
 
 
 # ---------------------------------------------------------------------------- detection
@@ -132,8 +131,7 @@ class ObjectDetector(Protocol):
         *,
         track: bool = False,
         prompts: Sequence[str] | None = None,
-    ) -> list[list[Detection]]:
-        ...
+    ) -> list[list[Detection]]: ...
 
 
 # ---------------------------------------------------------------------------- image–text
@@ -146,11 +144,9 @@ class ImageTextEmbedder(Protocol):
     name: str
     dim: int
 
-    def embed_images(self, images: Sequence[Image]) -> np.ndarray:
-        ...
+    def embed_images(self, images: Sequence[Image]) -> np.ndarray: ...
 
-    def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
-        ...
+    def embed_texts(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 # ---------------------------------------------------------------------------- chat
@@ -217,8 +213,7 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         temperature: float = 0.0,
         json_output: bool = False,
-    ) -> ChatReply:
-        ...
+    ) -> ChatReply: ...
 
 
 @runtime_checkable
@@ -227,8 +222,7 @@ class Captioner(Protocol):
 
     name: str
 
-    def caption(self, frames: Sequence[Image], context: str) -> str:
-        ...
+    def caption(self, frames: Sequence[Image], context: str) -> str: ...
 
 
 @dataclass

@@ -71,7 +71,9 @@ def load(settings: Settings, role: str) -> Any | None:
     module_name = BACKEND_MODULES.get(kind)
     if module_name is None:
         raise BackendUnavailable(
-            role, spec, "the backend registry",
+            role,
+            spec,
+            "the backend registry",
             f"Unknown backend kind '{kind}'; known kinds: {', '.join(sorted(BACKEND_MODULES))}.",
         )
     module = importlib.import_module(f"vidscope.tasks.backends.{module_name}")

