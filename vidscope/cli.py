@@ -198,44 +198,50 @@ def _find(ref: str):  # type: ignore[no-untyped-def]
 
 @app.command()
 def status(
-    video: Annotated[
-        str | None, typer.Argument(help="Video id (prefix), path or file name.")
-    ] = None,
+    video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None,
 ) -> None:
-    """Per-stage ingestion status of one video, or of all."""
+    """Per-stage ingestion status of one video (with errors), or an overview of all."""
     from vidscope.flows.ingest import STAGES
     from vidscope.tasks.stage import ledger_rows
 
     store = _store()
-    targets = (
-        [_find(video)[1]]
-        if video
-        else [_video_record(r) for r in store.rows(store.videos).to_pylist()]
-    )
     stage_names = [s.name for s in STAGES]
-    table = Table(title="stage status")
-    table.add_column("video")
-    for name in stage_names:
-        table.add_column(name)
-    for record in targets:
+    if video:
+        record = _find(video)[1]
         ledger = ledger_rows(store, record.video_id)
-        cells = []
+        table = Table(title=f"{record.file_name} ({record.video_id[:12]})")
+        for column in ("stage", "status", "rows", "seconds", "error / note"):
+            table.add_column(column, overflow="fold")
         for name in stage_names:
             row = ledger.get(name)
             if row is None:
-                cells.append("[dim]—[/dim]")
+                table.add_row(name, "[dim]pending[/dim]", "", "", "")
                 continue
             style = STATUS_STYLE.get(row["status"], "white")
-            detail = (
-                f" {row['rows']}" if row["rows"] is not None and row["status"] == "done" else ""
-            )
-            cells.append(f"[{style}]{row['status']}{detail}[/]")
-        table.add_row(f"{record.video_id[:12]} {record.file_name}", *cells)
+            note = row["error"] or _ledger_note(row["details_json"])
+            seconds = f"{row['seconds']:.2f}" if row["seconds"] is not None else ""
+            rows = "" if row["rows"] is None else str(row["rows"])
+            table.add_row(name, f"[{style}]{row['status']}[/]", rows, seconds, note)
+        console.print(table)
+        return
+    table = Table(title="stage status (vidscope status VIDEO for details)")
+    table.add_column("video", overflow="fold")
+    table.add_column("stages", overflow="fold")
+    for row in store.rows(store.videos).to_pylist():
+        ledger = ledger_rows(store, row["video_id"])
+        cells = []
+        for name in stage_names:
+            state = ledger.get(name, {}).get("status", "pending")
+            cells.append(f"[{STATUS_STYLE.get(state, 'dim')}]{name}:{state}[/]")
+        table.add_row(f"{row['video_id'][:12]} {row['file_name']}", " ".join(cells))
     console.print(table)
-    if video:
-        for name, row in ledger_rows(store, targets[0].video_id).items():
-            if row["error"]:
-                errors.print(f"[red]{name}[/red]: {row['error']}")
+
+
+def _ledger_note(details_json: str | None) -> str:
+    if not details_json:
+        return ""
+    details = json.loads(details_json)
+    return str(details.get("reason", ""))
 
 
 def _video_record(row: dict[str, Any]):  # type: ignore[no-untyped-def]
