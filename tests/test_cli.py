@@ -83,3 +83,15 @@ def test_models_lists_every_role_and_checks_the_embedded_ones(cli) -> None:
 def test_a_missing_config_file_is_a_clear_error(cli, tmp_path) -> None:
     result = runner.invoke(app, ["--config", str(tmp_path / "nope.toml"), "videos"])
     assert result.exit_code == 2 and "config file not found" in result.output
+
+
+def test_ask_takes_options_after_one_flag_and_refuses_stray_words(cli, tmp_path) -> None:
+    video = text_video(tmp_path / "menu.mp4", duration=6.0, texts=[(0.0, 6.0, "SOUP OF THE DAY: TOMATO")])
+    assert cli("ingest", str(video)).exit_code == 0
+    result = cli("ask", "menu.mp4", "What is the soup of the day?", "--json",
+                 "--options", "Onion", "Tomato", "Pea")
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output[result.output.index("{"):])
+    assert answer["options"] == ["Onion", "Tomato", "Pea"] and answer["choice"] == "B"
+    result = cli("ask", "menu.mp4", "What", "is", "the", "soup?")
+    assert result.exit_code == 2 and "unexpected arguments" in result.output

@@ -362,14 +362,22 @@ def _json_default(value: Any) -> Any:
 def ask(
     video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
     question: Annotated[str, typer.Argument(help="The question to answer.")],
+    more_options: Annotated[
+        list[str] | None,
+        typer.Argument(help="The rest of the options after --options A.", show_default=False),
+    ] = None,
     options: Annotated[
         list[str] | None,
-        typer.Option("--options", help="Multiple-choice options (repeat or list)."),
+        typer.Option("--options", help="Multiple-choice options: --options A B C D (or repeat it)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
 ) -> None:
     """Answer a question about an ingested video, citing the moments that support it."""
+    if more_options and not options:
+        errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
+        raise typer.Exit(2)
+    options = [*(options or []), *(more_options or [])] or None
     _quiet_prefect()
     from vidscope.flows.ask import render_answer, render_step, run_ask
     from vidscope.storage.videos import VideoNotFound
@@ -516,7 +524,7 @@ def demo(
     show(str(video), limit=20)
     console.rule("[bold]4. asking a question")
     try:
-        ask(str(video), question or DEMO_QUESTION, None, False, False)
+        ask(str(video), question or DEMO_QUESTION, None, None, False, False)
     except ImportError as exc:  # pragma: no cover - only while the ask flow is absent
         errors.print(f"[yellow]question answering is not available: {exc}[/yellow]")
     console.print(

@@ -64,9 +64,14 @@ def _draw_frame(
     x = (index * 7) % max(1, width - side)
     draw.rectangle([x, height - side - 4, x + side, height - 4], fill=(200, 60, 60))
     if text:
-        left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
-        text_w, text_h = right - left, bottom - top
         pad = max(6, height // 40)
+        left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+        # A line wider than the frame would be cut off (and unreadable); shrink the font to fit.
+        if right - left + 2 * pad > width and isinstance(font, ImageFont.FreeTypeFont):
+            fitted = max(8, int(font.size * (width - 4 * pad) / (right - left)))
+            font = font.font_variant(size=fitted)
+            left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+        text_w, text_h = right - left, bottom - top
         x0 = (width - text_w) // 2 - pad
         y0 = (height - text_h) // 2 - pad
         draw.rectangle([x0, y0, x0 + text_w + 2 * pad, y0 + text_h + 2 * pad], fill=(255, 255, 255))
