@@ -27,7 +27,13 @@ from vidscope.agents.tools import (
     tool,
 )
 from vidscope.storage.schema import sql_quote
+from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.backends.base import ChatMessage, Usage
+
+#: Subjects global_browse shows at most (the most mentioned), and spans/actions per subject.
+BROWSE_SUBJECTS = 30
+BROWSE_SUBJECT_SPANS = 12
+BROWSE_SUBJECT_ACTIONS = 12
 
 #: Reciprocal-rank-fusion constant: damps the weight of top ranks so both rankings count.
 RRF_K = 60
@@ -161,6 +167,19 @@ class CaptionSample(BaseModel):
     caption: str
 
 
+class SubjectEntry(BaseModel):
+    """A subject of the video from the registry built during ingestion."""
+
+    name: str
+    appearance: str | None = None
+    identity: str | None = None
+    actions: list[str] = Field(default_factory=list)
+    spans: list[list[float]] = Field(
+        default_factory=list, description="[start, end] seconds in which the subject is seen."
+    )
+    mentions: int = 0
+
+
 class BrowseResult(ToolResult):
     """A query-focused overview of a whole video."""
 
@@ -172,14 +191,20 @@ class BrowseResult(ToolResult):
         None, description="The model's summary; absent without a chat model."
     )
     captions: list[CaptionSample] = Field(default_factory=list)
+    subjects: list[SubjectEntry] = Field(
+        default_factory=list, description="Recurring subjects, most mentioned first."
+    )
     usage: Usage | None = None
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, c.start, c.end) for c in self.captions]
+        ranges = [(self.video_id, c.start, c.end) for c in self.captions]
+        ranges += [(self.video_id, a, b) for s in self.subjects for a, b in s.spans]
+        return ranges
 
     def summary(self) -> str:
         what = "summary" if self.summary_text else "captions only"
-        return f"{what} over {len(self.captions)} of {self.total_clips} clips"
+        text = f"{what} over {len(self.captions)} of {self.total_clips} clips"
+        return f"{text}, {len(self.subjects)} subjects" if self.subjects else text
 
     def model_usage(self) -> Usage | None:
         return self.usage
@@ -302,6 +327,30 @@ def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> Cli
     return ClipSearchResult(video_id=video_id, query=query, clips=hits, searched_clips=len(clips))
 
 
+def load_subjects(
+    ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS
+) -> list[SubjectEntry]:
+    """The video's subject registry, most mentioned (then earliest seen) first; empty if none."""
+    rows = ctx.store.rows(SUBJECTS, video_id=video_id).to_pylist()
+    rows.sort(
+        key=lambda r: (
+            -(r["mentions"] or 0),
+            r["first_seen"] if r["first_seen"] is not None else math.inf,
+        )
+    )
+    return [
+        SubjectEntry(
+            name=r["name"],
+            appearance=r["appearance"],
+            identity=r["identity"],
+            actions=list(r["actions"] or [])[:BROWSE_SUBJECT_ACTIONS],
+            spans=[[s["start"], s["end"]] for s in (r["spans"] or [])][:BROWSE_SUBJECT_SPANS],
+            mentions=r["mentions"] or 0,
+        )
+        for r in rows[:limit]
+    ]
+
+
 def sample_evenly(count: int, limit: int) -> list[int]:
     """``limit`` indexes spread evenly over ``range(count)`` (all when ``count <= limit``)."""
     if count <= limit:
@@ -316,13 +365,14 @@ def sample_evenly(count: int, limit: int) -> list[int]:
 # ============================================================================ tools
 
 
-@tool(version=1, uses_chat=True)
+@tool(version=2, uses_chat=True)
 def global_browse(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to browse."],
     query: Annotated[str, "What the overview should focus on (the question, or a part of it)."],
 ) -> BrowseResult:
-    """Overview of a whole video: a summary of events relevant to the query, written from captions
+    """Overview of a whole video: its recurring subjects (who or what, appearance, identity,
+    actions, when seen) and a summary of events relevant to the query, written from captions
     sampled evenly across the video (with their times). Use it first for questions about the video
     as a whole, its order of events or its main subjects."""
     record = ctx.video(video_id)
@@ -337,6 +387,7 @@ def global_browse(
         duration=record.duration,
         total_clips=len(clips),
         captions=captions,
+        subjects=load_subjects(ctx, video_id),
     )
     if ctx.chat is None:
         return result

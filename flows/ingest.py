@@ -40,11 +40,14 @@ from vidscope.tasks.progress import report
 from vidscope.tasks.segment import SEGMENT
 from vidscope.tasks.speech import SPEECH
 from vidscope.tasks.stage import Stage, StageContext, StageResult, execute, ledger_rows
+from vidscope.tasks.subjects import SUBJECTS_STAGE
 
 log = logging.getLogger(__name__)
 
 #: The ingestion stages in dependency order.
-STAGES: tuple[Stage, ...] = (PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTION, EMBED)
+STAGES: tuple[Stage, ...] = (
+    PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTION, SUBJECTS_STAGE, EMBED,
+)
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 
 #: File extensions picked up when a folder is given.

@@ -26,6 +26,7 @@ from vidscope.storage.frames import frames_spec
 from vidscope.storage.ledger import LEDGER
 from vidscope.storage.ocr import OCR_ITEMS
 from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
+from vidscope.storage.subjects import SUBJECTS
 from vidscope.storage.transcripts import TRANSCRIPT_SEGMENTS
 from vidscope.storage.usage import USAGE_SPECS
 from vidscope.storage.videos import VIDEOS
@@ -71,6 +72,7 @@ class Store:
         self.transcripts = TRANSCRIPT_SEGMENTS
         self.ocr = OCR_ITEMS
         self.detections = DETECTIONS
+        self.subjects = SUBJECTS
         self.ledger = LEDGER
         self._db = lancedb.connect(str(self.lance_dir))
         self._lock = threading.Lock()
@@ -88,6 +90,7 @@ class Store:
             self.transcripts,
             self.ocr,
             self.detections,
+            self.subjects,
             self.ledger,
         )
 
