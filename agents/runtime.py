@@ -12,7 +12,7 @@ import difflib
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +28,6 @@ from vidscope.agents.tools import (
     execute_tool,
     validation_message,
 )
-from vidscope.config import stable_hash
 from vidscope.tasks.backends.base import (
     ChatMessage,
     ChatReply,
@@ -37,6 +36,7 @@ from vidscope.tasks.backends.base import (
     ToolSpec,
     Usage,
 )
+from vidscope.tasks.backends.json_tools import find_tool_call
 
 #: Seconds a citation may run past the end of the video (containers round durations).
 DURATION_TOLERANCE = 0.5
@@ -227,32 +227,8 @@ def _near_identical(a: tuple[str, str], b: tuple[str, str]) -> bool:
     )
 
 
-def parse_text_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
-    """A tool call written as JSON in plain text (``{"tool"|"name": ..., "arguments": {...}}``).
-
-    The fallback for models or servers without native tool calling.
-    """
-    if not text:
-        return None
-    allowed = set(allowed)
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(value, dict):
-            continue
-        name = value.get("tool") or value.get("name") or value.get("function")
-        args = value.get("arguments", value.get("args", value.get("parameters", {})))
-        if isinstance(args, str):
-            try:
-                args = json.loads(args)
-            except json.JSONDecodeError:
-                continue
-        if isinstance(name, str) and name in allowed and isinstance(args, dict):
-            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
-    return None
+# The runtime's public name for the JSON-in-text fallback scanner, which lives with the protocol.
+parse_text_tool_call = find_tool_call
 
 
 def run_agent(
@@ -313,9 +289,7 @@ def run_agent(
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="step limit reached"))
     reply = _ask_model(ctx, state, [finish.spec()], record)
     if reply is not None:
-        calls = reply.tool_calls or [
-            c for c in [parse_text_tool_call(reply.text, [finish.name])] if c
-        ]
+        calls = reply.tool_calls or [c for c in [find_tool_call(reply.text, [finish.name])] if c]
         for call in calls:
             if call.name == finish.name:
                 answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
@@ -369,7 +343,7 @@ def _handle_reply(
     native = bool(reply.tool_calls)
     calls = list(reply.tool_calls)
     if not calls:
-        fallback = parse_text_tool_call(reply.text, ctx.registry.names)
+        fallback = find_tool_call(reply.text, ctx.registry.names)
         calls = [fallback] if fallback else []
     cost = {
         "input_tokens": reply.usage.input_tokens,

@@ -32,7 +32,7 @@ from vidscope.tasks.backends.base import (
     ChatModel,
     ModelOutputError,
 )
-from vidscope.tasks.backends.openai_compat import loads_lenient
+from vidscope.tasks.backends.json_tools import loads_lenient
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
 
 log = logging.getLogger(__name__)

@@ -54,6 +54,9 @@ from vidscope.tasks.backends.base import (
     Usage,
 )
 
+# loads_lenient stays importable from here too: it lived here before json_tools existed.
+from vidscope.tasks.backends.json_tools import TOOL_REPLY_FORMAT, loads_lenient, tool_instructions
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -122,98 +125,6 @@ def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
             f"got {merged['tool_calling']!r}"
         )
     return merged
-
-
-# ---------------------------------------------------------------------------- lenient JSON
-
-
-def _balanced_span(text: str) -> str | None:
-    """The first complete ``{...}`` or ``[...]`` in ``text`` (string-aware), if any."""
-    start = next((i for i, ch in enumerate(text) if ch in "{["), None)
-    if start is None:
-        return None
-    depth, quote, escaped = 0, "", False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return text[start : i + 1]
-    return None
-
-
-def _repair(text: str) -> str:
-    """Fix the usual near-JSON: single-quoted strings, trailing commas, Python literals."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "\"'":
-            # Copy a string, re-quoted with double quotes.
-            quote, i = ch, i + 1
-            buf = ['"']
-            while i < n and text[i] != quote:
-                if text[i] == "\\" and i + 1 < n:
-                    nxt = text[i + 1]
-                    buf.append(nxt if (quote == "'" and nxt == "'") else "\\" + nxt)
-                    i += 2
-                    continue
-                buf.append('\\"' if text[i] == '"' else text[i])
-                i += 1
-            buf.append('"')
-            out.append("".join(buf))
-            i += 1
-            continue
-        if ch == ",":
-            j = i + 1
-            while j < n and text[j].isspace():
-                j += 1
-            if j < n and text[j] in "}]":
-                i += 1  # a trailing comma
-                continue
-        word = re.match(r"(True|False|None)\b", text[i:])
-        if word and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            out.append({"True": "true", "False": "false", "None": "null"}[word.group(1)])
-            i += len(word.group(1))
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def loads_lenient(text: str | None) -> Any:
-    """Parse JSON a model wrote: tolerates code fences, prose around it, single quotes and
-    trailing commas. Raises ``ValueError`` naming the JSON error otherwise."""
-    source = (text or "").strip()
-    if not source:
-        raise ValueError("the text is empty")
-    candidates = []
-    fence = re.search(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", source, re.S)
-    if fence:
-        candidates.append(fence.group(1).strip())
-    candidates.append(source)
-    span = _balanced_span(source)
-    if span:
-        candidates.append(span)
-    first_error: Exception | None = None
-    for candidate in candidates:
-        for variant in (candidate, _repair(candidate)):
-            try:
-                return json.loads(variant)
-            except json.JSONDecodeError as exc:
-                first_error = first_error or exc
-    raise ValueError(str(first_error))
 
 
 # ---------------------------------------------------------------------------- images
@@ -471,22 +382,6 @@ class _Unusable(Exception):
         self.problem, self.fix, self.echo = problem, fix, echo
 
 
-_JSON_TOOL_FORMAT = (
-    'Reply with exactly one JSON object and nothing else: {"tool": "<tool name>", "arguments": '
-    '{...}} to call a tool, or {"answer": "<your answer>"} when you can answer.'
-)
-
-
-def _tool_prompt(tools: Sequence[ToolSpec]) -> str:
-    """The system-prompt text that offers tools to a model without native tool calling."""
-    lines = ["You can use these tools (arguments are described by a JSON schema):"]
-    for tool in tools:
-        lines.append(f"- {tool.name}: {tool.description}")
-        lines.append(f"  arguments schema: {json.dumps(tool.parameters, sort_keys=True)}")
-    lines.append(_JSON_TOOL_FORMAT)
-    return "\n".join(lines)
-
-
 class OpenAIChat:
     """A chat model behind an OpenAI-compatible server; satisfies :class:`ChatModel`."""
 
@@ -640,7 +535,7 @@ class OpenAIChat:
         if not calls and not (text or "").strip():
             raise _Unusable(
                 "the reply was empty",
-                _JSON_TOOL_FORMAT if (self.json_tools and tools) else "Answer the last message.",
+                TOOL_REPLY_FORMAT if (self.json_tools and tools) else "Answer the last message.",
                 None,
             )
         if json_output and not calls:
@@ -668,25 +563,25 @@ class OpenAIChat:
     ) -> tuple[str | None, list[ToolCall]]:
         """Parse ``{"tool": ..., "arguments": ...}`` or ``{"answer": ...}`` from a text reply."""
         if not (text or "").strip():
-            raise _Unusable("the reply was empty", _JSON_TOOL_FORMAT, None)
+            raise _Unusable("the reply was empty", TOOL_REPLY_FORMAT, None)
         try:
             parsed = loads_lenient(text)
         except ValueError as exc:
             raise _Unusable(
-                f"the reply is not a JSON object: {exc}", _JSON_TOOL_FORMAT, text
+                f"the reply is not a JSON object: {exc}", TOOL_REPLY_FORMAT, text
             ) from None
         items = parsed if isinstance(parsed, list) else [parsed]
         calls: list[ToolCall] = []
         for item in items:
             if not isinstance(item, dict):
-                raise _Unusable(f"the reply is not a JSON object: {text}", _JSON_TOOL_FORMAT, text)
+                raise _Unusable(f"the reply is not a JSON object: {text}", TOOL_REPLY_FORMAT, text)
             if "answer" in item and "tool" not in item and "name" not in item:
                 answer = item["answer"]
                 return (answer if isinstance(answer, str) else json.dumps(answer)), []
             name = item.get("tool", item.get("name"))
             if not isinstance(name, str):
                 raise _Unusable(
-                    'the reply has neither a "tool" nor an "answer" field', _JSON_TOOL_FORMAT, text
+                    'the reply has neither a "tool" nor an "answer" field', TOOL_REPLY_FORMAT, text
                 )
             self._check_tool_name(name, names, text)
             args = item.get("arguments", item.get("parameters", {}))
@@ -696,12 +591,12 @@ class OpenAIChat:
                 except ValueError as exc:
                     raise _Unusable(
                         f"the arguments of tool '{name}' are not valid JSON: {exc}",
-                        _JSON_TOOL_FORMAT,
+                        TOOL_REPLY_FORMAT,
                         text,
                     ) from None
             if not isinstance(args, dict):
                 raise _Unusable(
-                    f"the arguments of tool '{name}' must be a JSON object", _JSON_TOOL_FORMAT, text
+                    f"the arguments of tool '{name}' must be a JSON object", TOOL_REPLY_FORMAT, text
                 )
             calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=args))
         return None, calls
@@ -775,7 +670,7 @@ class OpenAIChat:
         images = [[prepare_jpeg(img, self.max_image_side) for img in m.images] for m in messages]
         extra: list[str] = []
         if tools and self.json_tools:
-            extra.append(_tool_prompt(tools))
+            extra.append(tool_instructions(tools))
         if json_output:
             extra.append("Answer with one valid JSON object and nothing else.")
         wire = self._convert(messages, images, "\n\n".join(extra) or None)

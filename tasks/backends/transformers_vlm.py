@@ -4,8 +4,10 @@
 from a local directory or the local Hugging Face cache; nothing is ever downloaded. One loaded
 model serves both the ``captioner`` role (batched clip captions) and the ``chat`` role. It has no
 native tool-call output: when ``chat`` is offered tools they are described in the prompt (through
-the chat template when it renders tools, as Qwen3-VL's does, else in the system message) and the
-model writes the call as JSON text, which the agent runtime's JSON fallback parses.
+the chat template when it renders tools, as Qwen3-VL's does, else in the system message with the
+reply format of :mod:`vidscope.tasks.backends.json_tools`) and the model writes the call as JSON
+text, which the agent runtime's JSON fallback parses; a final ``{"answer": ...}`` object is
+unwrapped to its plain text.
 
 Options (``[models.options.transformers-vlm]``): ``device`` (``auto``: cuda when available, else
 cpu), ``dtype`` (``auto``: bfloat16 on cuda, float32 on cpu), ``max_new_tokens`` (captions, 160),
@@ -33,6 +35,7 @@ from vidscope.tasks.backends.base import (
     ToolSpec,
     Usage,
 )
+from vidscope.tasks.backends.json_tools import tool_instructions, unwrap_answer
 
 KIND = "transformers-vlm"
 
@@ -41,22 +44,6 @@ DEFAULT_CAPTION_PROMPT = (
     "in two or three plain sentences: the setting, people, objects, actions and any readable text. "
     "Do not speculate beyond what is visible or said."
 )
-
-
-TOOL_REPLY_FORMAT = (
-    'To call a tool, reply with only one JSON object: {"tool": "<tool name>", "arguments": {...}}. '
-    "When you can answer, reply with the answer in plain text."
-)
-
-
-def tool_instructions(tools: Sequence[ToolSpec]) -> str:
-    """System-prompt text offering ``tools`` to a model whose template cannot render them."""
-    lines = ["You can use these tools; each one's arguments follow the JSON schema given:"]
-    for tool in tools:
-        lines.append(f"- {tool.name}: {tool.description}")
-        lines.append(f"  arguments: {json.dumps(tool.parameters, sort_keys=True)}")
-    lines.append(TOOL_REPLY_FORMAT)
-    return "\n".join(lines)
 
 
 def resolve_local_model(role: str, spec: str, target: str) -> str:
@@ -368,13 +355,17 @@ class TransformersVLM:
         json_output: bool = False,
     ) -> ChatReply:
         """Answer in text. Offered ``tools`` are described in the prompt; a call comes back as
-        JSON text in ``reply.text`` (never in ``tool_calls``) for the runtime's JSON fallback."""
+        JSON text in ``reply.text`` (never in ``tool_calls``) for the runtime's JSON fallback, and
+        an ``{"answer": ...}`` reply comes back as the plain answer."""
         started = time.perf_counter()
         conversation, images = self._template_messages(messages, json_output, tools)
         limit = int(max_tokens or self.chat_max_new_tokens)
         text, n_in, n_out, stopped = self._generate(
             [conversation], [images], limit, temperature, tools
         )[0]
+        if tools and not json_output:
+            # The tool protocol asks for {"answer": ...} when done; the agent expects plain text.
+            text = unwrap_answer(text)
         return ChatReply(
             text=text,
             model=self.name,

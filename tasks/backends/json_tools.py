@@ -1,0 +1,185 @@
+"""The JSON-in-text tool-calling protocol, for models and servers without native tool calls.
+
+Tools are described in the prompt (:func:`tool_instructions`) and the model replies with one JSON
+object: ``{"tool": "<name>", "arguments": {...}}`` to call a tool, or ``{"answer": "<answer>"}``
+when it is done (:data:`TOOL_REPLY_FORMAT`). This module is the protocol's single home: the
+OpenAI-compatible backend's JSON mode, the in-process VLM backend and the agent runtime's fallback
+all use it. :func:`loads_lenient` parses the near-JSON models write, :func:`find_tool_call` finds a
+call in free text and :func:`unwrap_answer` turns an answer object back into plain text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from vidscope.config import stable_hash
+from vidscope.tasks.backends.base import ToolCall, ToolSpec
+
+TOOL_REPLY_FORMAT = (
+    'Reply with exactly one JSON object and nothing else: {"tool": "<tool name>", "arguments": '
+    '{...}} to call a tool, or {"answer": "<your answer>"} when you can answer.'
+)
+
+
+def tool_instructions(tools: Sequence[ToolSpec]) -> str:
+    """System-prompt text offering ``tools`` (name, description, argument schema) and the reply
+    format to a model that cannot receive them natively."""
+    lines = ["You can use these tools (arguments are described by a JSON schema):"]
+    for tool in tools:
+        lines.append(f"- {tool.name}: {tool.description}")
+        lines.append(f"  arguments schema: {json.dumps(tool.parameters, sort_keys=True)}")
+    lines.append(TOOL_REPLY_FORMAT)
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- lenient JSON
+
+
+def _balanced_span(text: str) -> str | None:
+    """The first complete ``{...}`` or ``[...]`` in ``text`` (string-aware), if any."""
+    start = next((i for i, ch in enumerate(text) if ch in "{["), None)
+    if start is None:
+        return None
+    depth, quote, escaped = 0, "", False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return None
+
+
+def _repair(text: str) -> str:
+    """Fix the usual near-JSON: single-quoted strings, trailing commas, Python literals."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "\"'":
+            # Copy a string, re-quoted with double quotes.
+            quote, i = ch, i + 1
+            buf = ['"']
+            while i < n and text[i] != quote:
+                if text[i] == "\\" and i + 1 < n:
+                    nxt = text[i + 1]
+                    buf.append(nxt if (quote == "'" and nxt == "'") else "\\" + nxt)
+                    i += 2
+                    continue
+                buf.append('\\"' if text[i] == '"' else text[i])
+                i += 1
+            buf.append('"')
+            out.append("".join(buf))
+            i += 1
+            continue
+        if ch == ",":
+            j = i + 1
+            while j < n and text[j].isspace():
+                j += 1
+            if j < n and text[j] in "}]":
+                i += 1  # a trailing comma
+                continue
+        word = re.match(r"(True|False|None)\b", text[i:])
+        if word and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            out.append({"True": "true", "False": "false", "None": "null"}[word.group(1)])
+            i += len(word.group(1))
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def loads_lenient(text: str | None) -> Any:
+    """Parse JSON a model wrote: tolerates code fences, prose around it, single quotes and
+    trailing commas. Raises ``ValueError`` naming the JSON error otherwise."""
+    source = (text or "").strip()
+    if not source:
+        raise ValueError("the text is empty")
+    candidates = []
+    fence = re.search(r"```[A-Za-z0-9_-]*\s*\n?(.*?)```", source, re.S)
+    if fence:
+        candidates.append(fence.group(1).strip())
+    candidates.append(source)
+    span = _balanced_span(source)
+    if span:
+        candidates.append(span)
+    first_error: Exception | None = None
+    for candidate in candidates:
+        for variant in (candidate, _repair(candidate)):
+            try:
+                return json.loads(variant)
+            except json.JSONDecodeError as exc:
+                first_error = first_error or exc
+    raise ValueError(str(first_error))
+
+
+# ---------------------------------------------------------------------------- replies
+
+
+def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
+    """The first tool call written as JSON in ``text`` whose name is in ``allowed``, else None.
+
+    Accepts ``{"tool"|"name"|"function": ..., "arguments"|"args"|"parameters": {...}}`` anywhere in
+    the text (prose around it is ignored); arguments given as a JSON string are decoded. The id is
+    derived from the text, so the same reply always yields the same call id.
+    """
+    if not text:
+        return None
+    allowed = set(allowed)
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(value, dict):
+            continue
+        name = value.get("tool") or value.get("name") or value.get("function")
+        args = value.get("arguments", value.get("args", value.get("parameters", {})))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except json.JSONDecodeError:
+                continue
+        if isinstance(name, str) and name in allowed and isinstance(args, dict):
+            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
+    return None
+
+
+def unwrap_answer(text: str) -> str:
+    """The string inside a reply that is exactly ``{"answer": "<string>"}`` (possibly in a code
+    fence); any other text, including an answer object with more fields, is returned unchanged."""
+    body = text.strip()
+    fenced = re.fullmatch(r"```[A-Za-z0-9_-]*\s*\n?(.*?)\s*```", body, re.S)
+    if fenced:
+        body = fenced.group(1).strip()
+    # Only a whole-reply object counts: an answer object quoted inside prose is part of the prose.
+    if not (body.startswith("{") and body.endswith("}")):
+        return text
+    for variant in (body, _repair(body)):
+        try:
+            value = json.loads(variant)
+        except json.JSONDecodeError:
+            continue
+        if (
+            isinstance(value, dict)
+            and set(value) == {"answer"}
+            and isinstance(value["answer"], str)
+        ):
+            return value["answer"]
+        return text
+    return text

@@ -1,0 +1,131 @@
+"""The JSON-in-text tool-calling protocol shared by the backends and the agent runtime."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from vidscope.agents import runtime
+from vidscope.tasks.backends import json_tools, openai_compat, transformers_vlm
+from vidscope.tasks.backends.base import ToolSpec
+from vidscope.tasks.backends.json_tools import (
+    TOOL_REPLY_FORMAT,
+    find_tool_call,
+    tool_instructions,
+    unwrap_answer,
+)
+
+SEARCH = ToolSpec(
+    name="clip_search",
+    description="Find clips that show something.",
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string"}},
+        "required": ["query"],
+    },
+)
+FINISH = ToolSpec(
+    name="finish",
+    description="Give the final answer.",
+    parameters={"type": "object", "properties": {"answer": {"type": "string"}}},
+)
+
+
+def test_reply_format_shows_both_shapes_as_valid_json() -> None:
+    # Every {...} example in the format text, with its placeholders filled, must be real JSON of
+    # one of the two shapes the parsers accept.
+    examples = re.findall(r'\{"(?:tool|answer)".*?\}(?=\s|$)', TOOL_REPLY_FORMAT)
+    shapes = []
+    for example in examples:
+        value = json.loads(example.replace("{...}", "{}"))
+        shapes.append(sorted(value))
+    assert shapes == [["arguments", "tool"], ["answer"]]
+
+
+def test_tool_instructions_list_every_tool_then_the_format() -> None:
+    text = tool_instructions([SEARCH, FINISH])
+    lines = text.splitlines()
+    assert "- clip_search: Find clips that show something." in lines
+    assert "- finish: Give the final answer." in lines
+    assert json.dumps(SEARCH.parameters, sort_keys=True) in text
+    assert lines[-1] == TOOL_REPLY_FORMAT
+    assert text.index("clip_search") < text.index("- finish")  # the tools keep their order
+    assert tool_instructions([]).splitlines()[-1] == TOOL_REPLY_FORMAT
+
+
+def test_the_backends_and_runtime_share_one_implementation() -> None:
+    assert openai_compat.loads_lenient is json_tools.loads_lenient
+    assert openai_compat.TOOL_REPLY_FORMAT is TOOL_REPLY_FORMAT
+    assert transformers_vlm.tool_instructions is tool_instructions
+    assert runtime.parse_text_tool_call is find_tool_call
+
+
+def test_find_tool_call_reads_a_call_inside_prose() -> None:
+    text = 'Let me look. {"tool": "clip_search", "arguments": {"query": "red car"}} Thanks.'
+    call = find_tool_call(text, ["clip_search", "finish"])
+    assert call is not None
+    assert (call.name, call.arguments) == ("clip_search", {"query": "red car"})
+    again = find_tool_call(text, ["clip_search"])
+    assert again is not None and again.id == call.id  # the id depends only on the text
+    other = find_tool_call(text.replace("red", "blue"), ["clip_search"])
+    assert other is not None and other.id != call.id
+
+
+def test_find_tool_call_respects_the_allow_list() -> None:
+    forbidden = '{"tool": "delete_video", "arguments": {"video_id": "v1"}}'
+    assert find_tool_call(forbidden, ["clip_search", "finish"]) is None
+    assert find_tool_call(forbidden, []) is None
+    # A forbidden call first does not hide an allowed one after it.
+    both = forbidden + ' then {"name": "finish", "arguments": {"answer": "a red car"}}'
+    call = find_tool_call(both, ["finish"])
+    assert call is not None and call.name == "finish" and call.arguments == {"answer": "a red car"}
+
+
+def test_find_tool_call_accepts_the_alternative_keys_and_string_arguments() -> None:
+    call = find_tool_call('{"function": "clip_search", "args": {"query": "x"}}', ["clip_search"])
+    assert call is not None and call.arguments == {"query": "x"}
+    as_string = '{"tool": "clip_search", "arguments": "{\\"query\\": \\"y\\"}"}'
+    call = find_tool_call(as_string, ["clip_search"])
+    assert call is not None and call.arguments == {"query": "y"}
+    call = find_tool_call('{"tool": "finish"}', ["finish"])
+    assert call is not None and call.arguments == {}
+
+
+def test_find_tool_call_ignores_what_is_not_a_json_call() -> None:
+    allowed = ["clip_search"]
+    assert find_tool_call(None, allowed) is None
+    assert find_tool_call("", allowed) is None
+    assert find_tool_call("no json here, just clip_search in words", allowed) is None
+    assert find_tool_call("{tool: clip_search, arguments: {query: x}}", allowed) is None
+    assert find_tool_call('["clip_search", {"query": "x"}]', allowed) is None
+    assert find_tool_call('{"answer": "clip 4"}', allowed) is None
+    # Arguments that are neither an object nor a JSON string of one are not a call.
+    assert find_tool_call('{"tool": "clip_search", "arguments": "query=x"}', allowed) is None
+    assert find_tool_call('{"tool": "clip_search", "arguments": [1, 2]}', allowed) is None
+
+
+def test_unwrap_answer_returns_the_string_of_an_answer_object() -> None:
+    assert unwrap_answer('{"answer": "Clip 4 shows a red car."}') == "Clip 4 shows a red car."
+    assert unwrap_answer('  \n{"answer": "spaced"}\n ') == "spaced"
+    assert unwrap_answer('```json\n{"answer": "fenced"}\n```') == "fenced"
+    assert unwrap_answer('```\n{"answer": "bare fence"}```') == "bare fence"
+    assert unwrap_answer("{'answer': 'it\\'s near-JSON',}") == "it's near-JSON"
+    assert unwrap_answer('{"answer": "line one\\nline \\"two\\""}') == 'line one\nline "two"'
+    assert unwrap_answer('{"answer": ""}') == ""
+
+
+def test_unwrap_answer_leaves_everything_else_unchanged() -> None:
+    unchanged = [
+        "Clip 4 shows a red car.",
+        "",
+        '{"answer": 42}',
+        '{"answer": "x", "citations": [1]}',
+        '{"tool": "finish", "arguments": {"answer": "x"}}',
+        'The model said {"answer": "x"} earlier.',
+        '{"answer": "x"} {"answer": "y"}',
+        '{"answer": "unterminated}',
+        '["answer"]',
+        '```python\nprint("hi")\n```',
+    ]
+    for text in unchanged:
+        assert unwrap_answer(text) == text, text
