@@ -279,16 +279,8 @@ def keyword_scores(query: str, texts: list[str]) -> list[float]:
 def vector_ranking(ctx: ToolContext, video_id: str, query: str, limit: int) -> list[int]:
     """Clip indexes of ``video_id`` by text-embedding similarity to ``query`` (exact, per video)."""
     vector = ctx.embedder().embed([query])[0]
-    table = ctx.store.table(ctx.store.clips)
-    # Exact search: an IVF index with a selective filter would return fewer than `limit` rows.
-    rows = (
-        table.search(vector.tolist(), vector_column_name="text_embedding")
-        .distance_type("cosine")
-        .where(f"video_id = {sql_quote(video_id)} AND text_embedding IS NOT NULL", prefilter=True)
-        .bypass_vector_index()
-        .limit(limit)
-        .to_list()
-    )
+    store = ctx.store
+    rows = store.nearest(store.clips, vector, limit, video_id=video_id, columns=["clip_index"])
     return [int(r["clip_index"]) for r in rows]
 
 

@@ -206,3 +206,40 @@ def test_upsert_accepts_arrow_tables_and_fills_missing_columns(store: Store) -> 
     )
     store.upsert(store.clips, table)
     assert store.rows(store.clips).column("caption").to_pylist() == [None]
+
+
+def _random_clips(n_videos: int, per_video: int, dim: int, seed: int = 0) -> list[dict]:
+    """Clip vectors around 50 topics (text embeddings cluster by topic; uniform noise would not)."""
+    rng = np.random.default_rng(seed)
+    topics = rng.normal(size=(50, dim))
+    n = n_videos * per_video
+    vectors = (topics[rng.integers(0, 50, n)] + 0.35 * rng.normal(size=(n, dim))).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return [
+        {"video_id": f"v{v:03d}", "clip_index": i, "start": 5.0 * i, "end": 5.0 * i + 5,
+         "text_embedding": vectors[v * per_video + i].tolist()}
+        for v in range(n_videos) for i in range(per_video)
+    ]
+
+
+def test_per_video_search_is_exact_and_corpus_search_uses_the_ann_index(tmp_path) -> None:
+    store = Store(tmp_path / "data", text_dim=64)
+    rows = _random_clips(n_videos=40, per_video=100, dim=64)
+    store.upsert(store.clips, rows)
+    done = store.optimize(ann_min_rows=1000)
+    assert "ivf_pq(text_embedding)" in done["clips"]
+    assert "text_embedding" in {c for ix in store.table(store.clips).list_indices() for c in ix.columns}
+
+    matrix = np.array([r["text_embedding"] for r in rows])
+    rng = np.random.default_rng(1)
+    recalls = []
+    for _ in range(10):
+        query = matrix[rng.integers(0, len(rows))] + 0.1 * rng.normal(size=64)
+        exact = {(rows[i]["video_id"], rows[i]["clip_index"]) for i in np.argsort(-(matrix @ query))[:10]}
+        found = store.nearest(store.clips, query, 10, columns=["video_id", "clip_index"])
+        recalls.append(len(exact & {(r["video_id"], r["clip_index"]) for r in found}) / 10)
+        # Within one video: exactly k rows, all of that video, in exact order, despite the ANN index.
+        mine = store.nearest(store.clips, query, 16, video_id="v007", columns=["video_id", "clip_index"])
+        order = [i for i in np.argsort(-(matrix @ query)) if rows[i]["video_id"] == "v007"][:16]
+        assert [r["clip_index"] for r in mine] == [rows[i]["clip_index"] for i in order]
+    assert np.mean(recalls) >= 0.9, recalls
