@@ -258,3 +258,54 @@ def test_bad_options_are_rejected(tmp_path: Path) -> None:
         whisper.from_spec("speech_recognizer", "embedded-base", {"temperature": 3}, tmp_path)
     with pytest.raises(ValueError, match="beam_size"):
         whisper.from_spec("speech_recognizer", "embedded-base", {"beam_size": 0}, tmp_path)
+
+
+def _speech_silence_speech(tmp_path: Path) -> tuple[Path, float]:
+    """Two sentences with 3 s of silence between them; returns the wav and where the gap starts."""
+    import wave
+
+    import numpy as np
+
+    first = speech_wav("the quick brown fox jumps over the lazy dog", tmp_path / "a.wav")
+    second = speech_wav("purple elephants dance in the rain", tmp_path / "b.wav")
+    chunks = []
+    for part in (first, second):
+        with wave.open(str(part)) as w:
+            rate = w.getframerate()
+            chunks.append(np.frombuffer(w.readframes(w.getnframes()), dtype=np.int16))
+    gap = np.zeros(3 * rate, dtype=np.int16)
+    out = tmp_path / "two.wav"
+    with wave.open(str(out), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(np.concatenate([chunks[0], gap, chunks[1]]).tobytes())
+    return out, len(chunks[0]) / rate
+
+
+def test_long_audio_is_cut_into_chunks_at_quiet_moments(tmp_path: Path) -> None:
+    wav, gap_start = _speech_silence_speech(tmp_path)
+    pieces = list(whisper.audio_chunks(wav, chunk_seconds=gap_start + 2.0))
+    assert len(pieces) == 2
+    (first_offset, first), (second_offset, second) = pieces
+    assert first_offset == 0.0
+    # The cut is inside the silence (searched in the last quarter of the chunk), not mid-word.
+    assert gap_start <= second_offset <= gap_start + 3.0
+    assert second_offset == pytest.approx(len(first) / whisper.SAMPLE_RATE)
+    total = (len(first) + len(second)) / whisper.SAMPLE_RATE
+    assert total == pytest.approx(_duration(wav), abs=0.05)
+
+
+@pytest.mark.asr
+@needs_base
+def test_chunked_transcription_keeps_words_and_absolute_times(tmp_path: Path) -> None:
+    wav, gap_start = _speech_silence_speech(tmp_path)
+    recognizer = whisper.from_spec(
+        "speech_recognizer", "embedded-base", {"chunk_seconds": gap_start + 2.0}, tmp_path
+    )
+    transcript = recognizer.transcribe(wav)
+    words = _words(transcript)
+    assert {"fox", "dog"} <= set(words) and {"elephants", "rain"} & set(words)
+    late = [w for s in transcript.segments for w in s.words if w.word.strip(".,").lower() == "rain"]
+    assert late and late[0].start > gap_start + 2.0  # second chunk's times are shifted, not reset
+    assert transcript.language == "en"

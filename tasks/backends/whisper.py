@@ -25,8 +25,12 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import av
+import numpy as np
 
 from vidscope.storage.files import managed_dir
 from vidscope.tasks.backends.base import (
@@ -138,6 +142,13 @@ def assemble_embedded_model(data_dir: Path, role: str = "speech_recognizer") -> 
 # ---------------------------------------------------------------------------- recogniser
 
 
+#: Whisper works on 16 kHz mono audio.
+SAMPLE_RATE = 16_000
+#: Audio is transcribed in pieces of about this length so memory does not grow with the video.
+DEFAULT_CHUNK_SECONDS = 600.0
+MIN_CHUNK_SECONDS = 2.0
+
+
 def _has_audio_stream(path: Path) -> bool:
     import av
 
@@ -166,7 +177,11 @@ class WhisperRecognizer:
         local_files_only: bool = True,
         cpu_threads: int = 0,
         temperature: float | tuple[float, ...] | None = None,
+        chunk_seconds: float = DEFAULT_CHUNK_SECONDS,
     ) -> None:
+        if chunk_seconds < MIN_CHUNK_SECONDS:
+            raise ValueError(f"faster-whisper option chunk_seconds must be >= {MIN_CHUNK_SECONDS}")
+        self.chunk_seconds = chunk_seconds
         self.name = name
         self.role = role
         self.model_ref = model_ref
@@ -235,41 +250,90 @@ class WhisperRecognizer:
             raise ValueError(f"{audio}: has no audio stream to transcribe")
         with self._lock:
             model = self._load()
-            segments, info = model.transcribe(
-                str(audio),
-                language=self.language,
-                beam_size=self.beam_size,
-                **({} if self.temperature is None else {"temperature": self.temperature}),
-                vad_filter=self.vad,
-                word_timestamps=True,
-            )
-            # The segments are a lazy generator that decodes as it is consumed: drain it under
-            # the lock so no other thread shares the model mid-decode.
-            collected = tuple(
-                SpeechSegment(
-                    start=float(seg.start),
-                    end=float(seg.end),
-                    text=seg.text.strip(),
-                    words=tuple(
-                        Word(
-                            word=w.word.strip(),
-                            start=float(w.start),
-                            end=float(w.end),
-                            probability=float(w.probability),
-                        )
-                        for w in (seg.words or ())
-                    ),
-                    avg_logprob=float(seg.avg_logprob),
+            language, probability = self.language, None
+            collected: list[SpeechSegment] = []
+            for offset, samples in audio_chunks(audio, self.chunk_seconds):
+                segments, info = model.transcribe(
+                    samples,
+                    language=language,
+                    beam_size=self.beam_size,
+                    **({} if self.temperature is None else {"temperature": self.temperature}),
+                    vad_filter=self.vad,
+                    word_timestamps=True,
                 )
-                for seg in segments
-            )
+                if language is None:  # detected on the first chunk, then kept for the rest
+                    language, probability = info.language, info.language_probability
+                # The segments are a lazy generator that decodes as it is consumed: drain it under
+                # the lock so no other thread shares the model mid-decode.
+                collected += [_segment(seg, offset) for seg in segments]
         return Transcript(
-            language=info.language,
-            segments=collected,
-            language_probability=float(info.language_probability)
-            if info.language_probability is not None
-            else None,
+            language=language,
+            segments=tuple(collected),
+            language_probability=float(probability) if probability is not None else None,
         )
+
+
+def _segment(seg: Any, offset: float) -> SpeechSegment:
+    """A faster-whisper segment as ours, its times shifted by the chunk's ``offset``."""
+    return SpeechSegment(
+        start=offset + float(seg.start),
+        end=offset + float(seg.end),
+        text=seg.text.strip(),
+        words=tuple(
+            Word(word=w.word.strip(), start=offset + float(w.start), end=offset + float(w.end),
+                 probability=float(w.probability))
+            for w in (seg.words or ())
+        ),
+        avg_logprob=float(seg.avg_logprob),
+    )
+
+
+def quiet_cut(samples: np.ndarray, search_seconds: float) -> int:
+    """Where to end a chunk: the centre of the quietest 0.1 s in its last ``search_seconds``."""
+    window = SAMPLE_RATE // 10
+    first = max(0, len(samples) - int(search_seconds * SAMPLE_RATE))
+    tail = samples[first:]
+    usable = len(tail) // window * window
+    if usable < window:
+        return len(samples)
+    energy = np.square(tail[:usable].reshape(-1, window)).mean(axis=1)
+    return first + int(np.argmin(energy)) * window + window // 2
+
+
+def audio_chunks(path: Path, chunk_seconds: float) -> Iterator[tuple[float, np.ndarray]]:
+    """The file's audio as (start time, mono float32 16 kHz samples) pieces of about ``chunk_seconds``.
+
+    Memory stays bounded by the chunk length however long the file is (faster-whisper would
+    otherwise decode the whole track at once). Each piece ends at a quiet moment near its end, so
+    words are rarely split between pieces.
+    """
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+    pending: list[np.ndarray] = []
+    pending_len = 0
+    offset = 0.0
+    limit = int(chunk_seconds * SAMPLE_RATE)
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        frames = container.decode(stream)
+        for frame in _with_flush(frames):
+            for out in resampler.resample(frame):
+                piece = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+                pending.append(piece)
+                pending_len += len(piece)
+            if pending_len >= limit:
+                data = np.concatenate(pending)
+                cut = quiet_cut(data[:limit], search_seconds=min(20.0, chunk_seconds / 4))
+                yield offset, data[:cut]
+                offset += cut / SAMPLE_RATE
+                pending, pending_len = [data[cut:]], len(data) - cut
+    if pending_len:
+        yield offset, np.concatenate(pending)
+
+
+def _with_flush(frames: Iterator[Any]) -> Iterator[Any]:
+    """The decoded frames, then ``None`` so the resampler hands over what it still holds."""
+    yield from frames
+    yield None
 
 
 # ---------------------------------------------------------------------------- factory
@@ -285,6 +349,7 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         "download",
         "cpu_threads",
         "temperature",
+        "chunk_seconds",
     }
     unknown = sorted(set(options) - known)
     if unknown:
@@ -300,6 +365,7 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         "language": options.get("language") or None,
         "cpu_threads": int(options.get("cpu_threads", 0)),
         "temperature": _temperature(options.get("temperature")),
+        "chunk_seconds": float(options.get("chunk_seconds", DEFAULT_CHUNK_SECONDS)),
     }
 
 
