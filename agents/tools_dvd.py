@@ -26,7 +26,7 @@ from vidscope.agents.tools import (
     ToolResult,
     tool,
 )
-from vidscope.storage.schema import sql_quote
+from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.backends.base import ChatMessage, Usage
 
@@ -95,15 +95,7 @@ _STOPWORDS = frozenset(
     ]
 )
 
-_CLIP_COLUMNS = [
-    "clip_index",
-    "start",
-    "end",
-    "caption",
-    "caption_source",
-    "transcript_text",
-    "ocr_text",
-]
+_CLIP_COLUMNS = list(CLIP_TEXT_COLUMNS)
 
 
 def tokens(text: str | None) -> list[str]:

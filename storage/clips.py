@@ -13,6 +13,17 @@ from vidscope.storage.schema import TableSpec, vector_type, versioned
 #: ``caption_source`` of a caption that is a summary of the clip's own signals (no model wrote it).
 SIGNALS_SUMMARY = "signals-summary"
 
+#: A clip's time span and every text it is known by: what readers of clip texts select.
+CLIP_TEXT_COLUMNS = (
+    "clip_index",
+    "start",
+    "end",
+    "caption",
+    "caption_source",
+    "transcript_text",
+    "ocr_text",
+)
+
 
 def clips_spec(text_dim: int) -> TableSpec:
     """The clips table with ``text_dim``-dimensional text embeddings."""

@@ -23,7 +23,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from vidscope.config import Settings, stable_hash
-from vidscope.storage.clips import SIGNALS_SUMMARY
+from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import (
@@ -434,15 +434,7 @@ def _run(ctx: StageContext) -> StageOutcome:
         store.clips,
         video_id=video_id,
         order_by=["start"],
-        columns=[
-            "clip_index",
-            "start",
-            "end",
-            "caption",
-            "caption_source",
-            "transcript_text",
-            "ocr_text",
-        ],
+        columns=CLIP_TEXT_COLUMNS,
     ).to_pylist()
     duration = float(ctx.video.duration) or max((float(c["end"]) for c in clips), default=0.0)
     entries = [e for e in (clip_entry(c) for c in clips) if e is not None]

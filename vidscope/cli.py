@@ -256,6 +256,8 @@ def show(
     limit: Annotated[int, typer.Option(help="Show at most this many clips.")] = 200,
 ) -> None:
     """The clips of a video with their times, captions, speech and on-screen text."""
+    from vidscope.storage.clips import CLIP_TEXT_COLUMNS
+
     store, record = _find(video)
     console.print(
         f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  {record.duration:.1f}s  "
@@ -264,15 +266,7 @@ def show(
     clips = store.rows(
         store.clips,
         video_id=record.video_id,
-        columns=[
-            "clip_index",
-            "start",
-            "end",
-            "caption",
-            "caption_source",
-            "transcript_text",
-            "ocr_text",
-        ],
+        columns=CLIP_TEXT_COLUMNS,
     ).to_pylist()
     table = Table(show_lines=True)
     for column in ("#", "time", "caption", "speech", "on-screen text"):
