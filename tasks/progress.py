@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
 
 Listener = Callable[[dict[str, Any]], None]
@@ -22,10 +22,8 @@ def report(video_id: str, stage: str, event: str, **fields: Any) -> None:
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:
-        try:
+        with suppress(Exception):  # a display problem must never break ingestion
             listener({"video_id": video_id, "stage": stage, "event": event, **fields})
-        except Exception:  # a display problem must never break ingestion
-            pass
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from media import first_frame_at, text_video
+
 from vidscope.tasks.backends.base import BackendUnavailable, TextLine, TextReader
 from vidscope.tasks.backends.rapidocr_reader import RapidOcrReader, from_spec
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import av
 import pytest
 from media import noise_file, silent_video, speech_wav, text_video
+
 from vidscope.tasks.backends import whisper
 from vidscope.tasks.backends.base import (
     BackendUnavailable,

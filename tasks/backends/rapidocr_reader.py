@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from vidscope.tasks.backends.base import BackendUnavailable, TextLine
 
 DEFAULT_MIN_SCORE = 0.5
