@@ -56,7 +56,8 @@ def test_local_gpu_profile_fails_with_a_message_naming_the_model(tmp_path) -> No
 def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> None:
     video = text_video(tmp_path / "shop.mp4", duration=9.0, texts=[(0.0, 9.0, "OPEN")])
     llm_server.script([text("A shop window with an OPEN sign."), error(500), error(500)])
-    settings = server_settings(tmp_path, llm_server.base_url, speech_recognizer="")
+    # Only captioning is scripted here; the chat role (subject registry) is switched off.
+    settings = server_settings(tmp_path, llm_server.base_url, speech_recognizer="", chat="")
     (report,) = run_ingest([str(video)], settings)
     assert report.status == "ok", report
     store = open_store(settings)
@@ -86,7 +87,7 @@ def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch
     llm_server.script([text("A SALE sign.", prompt_tokens=1000, completion_tokens=100)])
     config = tmp_path / "vidscope.toml"
     config.write_text(
-        f'data_dir = "{tmp_path / "data"}"\nprofile = "server"\n[models]\nspeech_recognizer = ""\n'
+        f'data_dir = "{tmp_path / "data"}"\nprofile = "server"\n[models]\nspeech_recognizer = ""\nchat = ""\n'
         f'[models.options.openai]\nbase_url = "{llm_server.base_url}"\ncache = false\n'
         "[models.options.openai.prices.scripted]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n"
     )
