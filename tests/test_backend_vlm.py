@@ -399,3 +399,8 @@ def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Pa
     assert all(c["caption_source"].startswith("transformers-vlm:") for c in clips)
     assert all(c["caption"] and "no captioning model" not in c["caption"] for c in clips)
     assert "HELLO" in (clips[0]["ocr_text"] or "")
+    from vidscope.tasks.backends.usage import totals
+
+    logged = totals(store)  # every clip's generate call is logged like any model call
+    assert logged["calls"] == 3 and logged["images"] >= 3
+    assert logged["input_tokens"] > 0 and logged["output_tokens"] > 0

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from vidscope.tasks.backends import usage
 from vidscope.tasks.backends.base import (
     BackendUnavailable,
     ChatMessage,
@@ -135,7 +136,9 @@ class TransformersVLM:
     model: Any
     processor: Any
 
-    def __init__(self, name: str, model_dir: str, options: dict[str, Any], role: str) -> None:
+    def __init__(
+        self, name: str, model_dir: str, options: dict[str, Any], role: str, data_dir: Path | None = None
+    ) -> None:
         try:
             import torch  # noqa: F401
             from transformers import AutoModelForImageTextToText, AutoProcessor
@@ -147,6 +150,11 @@ class TransformersVLM:
                 "Install them: pip install torch transformers",
             ) from exc
         self.name = name
+        self.role = role
+        self.model_dir = model_dir
+        #: Where calls are logged (model_calls table); None (direct construction) logs nothing.
+        self.data_dir = data_dir
+        self.prices = options.get("prices")
         self.device, self.dtype = pick_device_and_dtype(options)
         self.max_new_tokens = int(options.get("max_new_tokens", 160))
         self.chat_max_new_tokens = int(options.get("chat_max_new_tokens", 512))
@@ -244,10 +252,12 @@ class TransformersVLM:
         pad_id = self.tokenizer.pad_token_id
         if pad_id is None:
             pad_id = next(iter(self._stop_ids), 0)
+        started = time.perf_counter()
         with self._lock, torch.inference_mode():
             output = self.model.generate(
                 **inputs, max_new_tokens=max_new_tokens, pad_token_id=pad_id, **sampling
             )
+        latency = time.perf_counter() - started
         prompt_len = inputs["input_ids"].shape[1]
         new_tokens = output[:, prompt_len:].tolist()
         input_counts = inputs["attention_mask"].sum(dim=1).tolist()
@@ -261,7 +271,20 @@ class TransformersVLM:
                     break
             text = self.tokenizer.decode(used, skip_special_tokens=True).strip()
             results.append((text, int(n_in), len(used), stopped))
+        for (_, n_in, n_out, _), conversation_images in zip(results, images, strict=True):
+            self._record(n_in, n_out, len(conversation_images), latency / len(results))
         return results
+
+    def _record(self, input_tokens: int, output_tokens: int, images: int, latency_s: float) -> None:
+        """Log one conversation of a ``generate`` call like every other model call."""
+        if self.data_dir is None:
+            return
+        usage.record_call(
+            self.data_dir, role=self.role, backend=KIND, model=self.name,
+            endpoint=f"local:{self.model_dir}", input_tokens=input_tokens,
+            output_tokens=output_tokens, images=images, latency_s=latency_s, requests=0,
+            prices=self.prices,
+        )
 
     # ------------------------------------------------------------------ Captioner
 
@@ -383,4 +406,4 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
     """Load ``transformers-vlm:<dir or cached hub name>`` for the captioner or chat role."""
     spec = f"{KIND}:{target}"
     model_dir = resolve_local_model(role, spec, target)
-    return TransformersVLM(spec, model_dir, options, role)
+    return TransformersVLM(spec, model_dir, options, role, data_dir)
