@@ -10,9 +10,11 @@ citations are verified against.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -29,6 +31,10 @@ from vidscope.agents.tools import (
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.backends.base import ChatMessage, Usage
+from vidscope.tasks.decode import frames_at
+from vidscope.tasks.frames import encode_jpeg
+
+log = logging.getLogger(__name__)
 
 #: Subjects global_browse shows at most (the most mentioned), and spans/actions per subject.
 BROWSE_SUBJECTS = 30
@@ -411,7 +417,63 @@ def clip_search(
     return search_clips(ctx, video_id, query, top_k)
 
 
-@tool(version=1, uses_chat=True)
+def inspection_times(ranges: list[list[float]], budget: int, fps: float) -> list[float]:
+    """Up to ``budget`` times spread over ``ranges`` in proportion to their lengths, never denser
+    than the video's own frame rate (a zero-length range gets its one instant)."""
+    times: list[float] = []
+    total = sum(b - a for a, b in ranges)
+    for a, b in ranges:
+        share = budget * (b - a) / total if total > 0 else budget / len(ranges)
+        count = max(1, min(int(round(share)), int((b - a) * fps) + 1))
+        step = (b - a) / count
+        times += [a + step * (i + 0.5) for i in range(count)]
+    return sorted(times)[:budget] if len(times) > budget else sorted(times)
+
+
+def _frames_from_video(ctx: ToolContext, record: Any, ranges: list[list[float]]) -> list[dict[str, Any]]:
+    """Frames decoded by time from the video file (decord random access), as JPEG.
+
+    Finer than the stored 2 fps frames for short ranges. Empty when the file is no longer where it
+    was ingested (or no longer the same size), so the caller falls back to stored frames.
+    """
+    path = Path(record.path)
+    try:
+        if not path.is_file() or path.stat().st_size != record.size_bytes:
+            return []
+        times = inspection_times(ranges, ctx.config.max_frames, max(record.fps, 1.0))
+        images = frames_at(path, times, max_side=ctx.settings.ingest.max_frame_side)
+    except (OSError, ValueError) as exc:  # moved, truncated since, undecodable: use stored frames
+        log.info("frame_inspect: reading %s failed (%s); using stored frames", path, exc)
+        return []
+    quality = ctx.settings.ingest.jpeg_quality
+    return [{"t": t, "jpeg": encode_jpeg(image, quality)} for t, image in zip(times, images, strict=True)]
+
+
+def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -> list[dict[str, Any]]:
+    """Frames stored at ingestion inside ``ranges`` (the nearest ones when a range holds none)."""
+    where = " OR ".join(f"(t >= {a} AND t <= {b})" for a, b in ranges)
+    frames = ctx.store.rows(
+        ctx.store.frames, video_id=video_id, where=where, columns=["t", "jpeg"], order_by=["t"]
+    ).to_pylist()
+    if not frames:
+        # A range shorter than the frame interval may hold no sample: take the nearest frames.
+        times = (
+            ctx.store.rows(ctx.store.frames, video_id=video_id, columns=["t"])
+            .column("t")
+            .to_numpy()
+        )
+        if times.size == 0:
+            raise ToolError(f"video {video_id} has no stored frames; ingest it first")
+        mids = np.array([(a + b) / 2 for a, b in ranges])
+        nearest = sorted({float(times[np.abs(times - m).argmin()]) for m in mids})
+        where = " OR ".join(f"t = {t!r}" for t in nearest)
+        frames = ctx.store.rows(
+            ctx.store.frames, video_id=video_id, where=where, columns=["t", "jpeg"], order_by=["t"]
+        ).to_pylist()
+    return [frames[i] for i in sample_evenly(len(frames), ctx.config.max_frames)]
+
+
+@tool(version=2, uses_chat=True)
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -442,26 +504,7 @@ def frame_inspect(
                 f"range {pair} lies outside the video (duration {record.duration:.1f}s)"
             )
         ranges.append([start, end])
-    where = " OR ".join(f"(t >= {a} AND t <= {b})" for a, b in ranges)
-    frames = ctx.store.rows(
-        ctx.store.frames, video_id=video_id, where=where, columns=["t", "jpeg"], order_by=["t"]
-    ).to_pylist()
-    if not frames:
-        # A range shorter than the frame interval may hold no sample: take the nearest frames.
-        times = (
-            ctx.store.rows(ctx.store.frames, video_id=video_id, columns=["t"])
-            .column("t")
-            .to_numpy()
-        )
-        if times.size == 0:
-            raise ToolError(f"video {video_id} has no stored frames; ingest it first")
-        mids = np.array([(a + b) / 2 for a, b in ranges])
-        nearest = sorted({float(times[np.abs(times - m).argmin()]) for m in mids})
-        where = " OR ".join(f"t = {t!r}" for t in nearest)
-        frames = ctx.store.rows(
-            ctx.store.frames, video_id=video_id, where=where, columns=["t", "jpeg"], order_by=["t"]
-        ).to_pylist()
-    frames = [frames[i] for i in sample_evenly(len(frames), ctx.config.max_frames)]
+    frames = _frames_from_video(ctx, record, ranges) or _stored_frames(ctx, video_id, ranges)
     times = [round(float(f["t"]), 2) for f in frames]
     reply = ctx.chat.chat(
         [

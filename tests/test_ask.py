@@ -311,3 +311,42 @@ def test_extractive_answer_finds_drawn_text_in_an_ingested_video(tmp_path: Path)
     assert result.extractive and "4721" in result.answer
     best = result.citations[0]
     assert best.verified and best.start <= 12.0 and best.end >= 13.0
+
+
+def test_frame_inspect_decodes_short_ranges_from_the_file_and_falls_back_to_stored_frames(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    from media import text_video
+
+    from vidscope.flows.ingest import run_ingest
+
+    video = text_video(tmp_path / "door.mp4", duration=4.0, fps=25, texts=[(0.0, 4.0, "DOOR 7")])
+    settings = agent_settings(tmp_path / "data", llm_server)
+    (report,) = run_ingest([str(video)], settings.model_copy(
+        update={"models": settings.models.model_copy(update={"chat": "", "speech_recognizer": ""})}))
+    assert report.status == "ok", report
+    config = AgentConfig(max_frames=6)
+
+    def inspect(question: str) -> list[float]:
+        llm_server.script([
+            tool_call("frame_inspect", {"video_id": report.video_id, "question": question,
+                                        "time_ranges": [[1.0, 1.5]]}, call_id="f"),
+            text("A door with a number."),
+            finish_call("Door 7.", [[1.0, 1.5]]),
+        ])
+        run_ask(settings, report.video_id, question, config=config)
+        request = [r for r in llm_server.chat_requests if "images are frames" in str(r)][-1]
+        content = request["messages"][-1]["content"]
+        prompt = next(p["text"] for p in content if p.get("type") == "text")
+        times = json.loads(prompt.split("times (seconds): ")[1].split("]")[0] + "]")
+        images = [p for p in content if p.get("type") == "image_url"]
+        assert len(images) == len(times)
+        return times
+
+    # The file is where it was ingested: 6 frames decoded by time inside half a second.
+    times = inspect("What number is on the door?")
+    assert len(times) == 6 and all(1.0 <= t <= 1.5 for t in times)
+    # Moved away: the frames stored at 2 fps during ingestion are used instead.
+    video.rename(tmp_path / "moved.mp4")
+    times = inspect("Which number does the door show?")
+    assert 1 <= len(times) <= 2 and all(1.0 <= t <= 1.5 for t in times)
