@@ -33,6 +33,7 @@ from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.detect import DETECT
 from vidscope.tasks.embed import EMBED
 from vidscope.tasks.frames import FRAMES
+from vidscope.tasks.memory import limit_malloc_arenas
 from vidscope.tasks.onscreen_text import OCR
 from vidscope.tasks.open_store import open_store
 from vidscope.tasks.probe import PROBE, content_hash, register_video
@@ -339,6 +340,7 @@ def run_ingest(
     paths: Sequence[str], settings: Settings, *, optimize: bool = True
 ) -> list[VideoReport]:
     """Entry point for the CLI: ``ingest_library`` with the configured concurrency."""
+    limit_malloc_arenas()
     runner = ThreadPoolTaskRunner(max_workers=settings.ingest.concurrency)
     library = ingest_library.with_options(task_runner=runner)
     return library(list(paths), settings, paths_count=len(paths), optimize=optimize)

@@ -30,6 +30,7 @@ from vidscope.storage.ledger import (
 )
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.backends.base import BackendUnavailable
+from vidscope.tasks.memory import release_free_memory
 from vidscope.tasks.progress import report
 
 log = logging.getLogger(__name__)
@@ -214,6 +215,7 @@ def execute(stage: Stage, ctx: StageContext) -> StageResult:
         report(video_id, stage.name, "failed", error=message)
         raise
     seconds = time.perf_counter() - clock
+    release_free_memory()  # the stage's buffers are garbage now; keeps long ingestions lean
     _ledger_write(
         store,
         video_id,
