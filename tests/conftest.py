@@ -41,3 +41,32 @@ def shared_videos() -> Path:
     if not SHARED_VIDEOS.is_dir():
         pytest.skip(f"sample videos not found at {SHARED_VIDEOS}")
     return SHARED_VIDEOS
+
+
+def _untracked_files(root: Path) -> set[str] | None:
+    """Files git sees as untracked (and not ignored) under ``root``; None outside a checkout."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {line[3:] for line in out.splitlines() if line.startswith("?? ")}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_leave_the_working_tree_alone():
+    """Tests write under tmp paths only: fail the run if it left new files in the repository."""
+    root = Path(__file__).resolve().parents[1]
+    before = _untracked_files(root)
+    yield
+    from vidscope.tasks.backends.usage import flush_all
+
+    flush_all()  # buffered model-call records are written late; write them before looking
+    after = _untracked_files(root)
+    if before is not None and after is not None:
+        new = sorted(after - before)
+        assert not new, f"tests wrote files into the working tree: {new[:10]}"

@@ -168,11 +168,13 @@ def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vlm(tiny_vlm_dir: Path):
+def vlm(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     from vidscope.tasks.backends import transformers_vlm
 
+    # Calls are logged to the data dir's model_calls table: keep it out of the working tree.
     return transformers_vlm.from_spec(
-        "captioner", str(tiny_vlm_dir), {"max_new_tokens": 6, "batch_size": 2}, Path("unused")
+        "captioner", str(tiny_vlm_dir), {"max_new_tokens": 6, "batch_size": 2},
+        tmp_path_factory.mktemp("vlm-data"),
     )
 
 
