@@ -16,7 +16,7 @@ from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import Captioner, ModelOutputError
 from vidscope.tasks.frames import decode_jpeg
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 
 log = logging.getLogger(__name__)
 
@@ -198,17 +198,11 @@ def _run(ctx: StageContext) -> StageOutcome:
     )
 
 
-def _config(settings):  # type: ignore[no-untyped-def]
-    spec = settings.models.captioner
-    kind = (spec or "").partition(":")[0]
-    return {"captioner": spec, "options": settings.models.options.get(kind, {})}
-
-
 CAPTION = Stage(
     name="caption",
     version=1,
     run=_run,
-    config=_config,
+    config=lambda s: role_config(s, "captioner", "captioner"),
     needs=("segment",),
     reads=("frames", "speech", "ocr", "detect"),
     description="clip captions from the captioning model, or a labelled summary of the clip's signals",

@@ -14,7 +14,7 @@ from typing import Any
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import ObjectDetector
 from vidscope.tasks.frames import decode_jpeg
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
+from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 CHUNK = 32
 
@@ -68,17 +68,11 @@ def _run(ctx: StageContext) -> StageOutcome:
     )
 
 
-def _config(settings):  # type: ignore[no-untyped-def]
-    spec = settings.models.object_detector
-    kind = (spec or "").partition(":")[0]
-    return {"detector": spec, "options": settings.models.options.get(kind, {})}
-
-
 DETECT = Stage(
     name="detect",
     version=1,
     run=_run,
-    config=_config,
+    config=lambda s: role_config(s, "object_detector", "detector"),
     needs=("frames",),
     description="objects per frame with persistent track ids (ultralytics YOLO + ByteTrack)",
 )

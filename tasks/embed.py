@@ -7,7 +7,7 @@ from typing import Any
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import TextEmbedder
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
+from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 BATCH = 256
 
@@ -64,17 +64,11 @@ def _run(ctx: StageContext) -> StageOutcome:
     )
 
 
-def _config(settings):  # type: ignore[no-untyped-def]
-    spec = settings.models.text_embedder
-    kind = (spec or "").partition(":")[0]
-    return {"embedder": spec, "options": settings.models.options.get(kind, {})}
-
-
 EMBED = Stage(
     name="embed",
     version=1,
     run=_run,
-    config=_config,
+    config=lambda s: role_config(s, "text_embedder", "embedder"),
     needs=("caption",),
     description="text embeddings of clip captions, speech and on-screen text (MiniLM by default)",
 )

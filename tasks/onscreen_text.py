@@ -10,14 +10,16 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from vidscope.config import Settings
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import TextLine, TextReader
 from vidscope.tasks.frames import decode_jpeg
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
+from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 READ_BATCH = 64
 #: Mean absolute difference (0–255) of 64x36 grey thumbnails under which a frame is "the same".
@@ -147,12 +149,9 @@ def _run(ctx: StageContext) -> StageOutcome:
     )
 
 
-def _config(settings):  # type: ignore[no-untyped-def]
-    spec = settings.models.text_reader
-    kind = (spec or "").partition(":")[0]
+def _config(settings: Settings) -> dict[str, Any]:
     return {
-        "reader": spec,
-        "options": settings.models.options.get(kind, {}),
+        **role_config(settings, "text_reader", "reader"),
         "ocr_fps": settings.ingest.ocr_fps,
         "min_score": settings.ingest.ocr_min_score,
     }

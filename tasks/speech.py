@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import SpeechRecognizer
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
+from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 
 def _run(ctx: StageContext) -> StageOutcome:
@@ -42,17 +42,11 @@ def _run(ctx: StageContext) -> StageOutcome:
     )
 
 
-def _config(settings):  # type: ignore[no-untyped-def]
-    spec = settings.models.speech_recognizer
-    kind = (spec or "").partition(":")[0]
-    return {"recognizer": spec, "options": settings.models.options.get(kind, {})}
-
-
 SPEECH = Stage(
     name="speech",
     version=1,
     run=_run,
-    config=_config,
+    config=lambda s: role_config(s, "speech_recognizer", "recognizer"),
     needs=("probe",),
     description="speech to text with word timings (faster-whisper; VAD, language detection)",
 )

@@ -96,6 +96,14 @@ class Stage:
         return stable_hash(self.name, self.version, self.config(settings), used)
 
 
+def role_config(settings: Settings, role: str, key: str) -> dict[str, Any]:
+    """``{key: <model spec of role>, "options": <its backend options>}``: the part of a stage's
+    cache key that says which model it ran, so changing the model or its options re-runs it."""
+    spec = getattr(settings.models, role)
+    kind = (spec or "").partition(":")[0]
+    return {key: spec, "options": settings.models.options.get(kind, {})}
+
+
 def ledger_rows(store: Store, video_id: str) -> dict[str, dict[str, Any]]:
     """The ledger of one video, by stage name."""
     rows = store.rows(store.ledger, video_id=video_id).to_pylist()

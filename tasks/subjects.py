@@ -33,7 +33,7 @@ from vidscope.tasks.backends.base import (
     ModelOutputError,
 )
 from vidscope.tasks.backends.json_tools import loads_lenient
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome
+from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 log = logging.getLogger(__name__)
 
@@ -491,11 +491,8 @@ def _run(ctx: StageContext) -> StageOutcome:
 
 
 def _config(settings: Settings) -> dict[str, Any]:
-    spec = settings.models.chat
-    kind = (spec or "").partition(":")[0]
     return {
-        "chat": spec,
-        "options": settings.models.options.get(kind, {}),
+        **role_config(settings, "chat", "chat"),
         "window": WINDOW_CLIPS,
         "prompt": stable_hash(SYSTEM_PROMPT),
     }
