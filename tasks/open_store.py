@@ -24,23 +24,22 @@ _stores: dict[tuple[str, int, int], Store] = {}
 _lock = threading.Lock()
 
 
+def _dim(settings: Settings, role: str, default: int) -> int:
+    """Vector size of the model serving ``role``: the default when none, listed, or loaded."""
+    spec = getattr(settings.models, role)
+    if not spec:
+        return default
+    if spec in KNOWN_DIMS:
+        return KNOWN_DIMS[spec]
+    return int(registry.load(settings, role).dim)
+
+
 def embedding_dims(settings: Settings) -> tuple[int, int]:
     """(text_dim, image_dim) of the configured text embedder and image–text model."""
-    text_spec = settings.models.text_embedder
-    if not text_spec:
-        text_dim = DEFAULT_TEXT_DIM
-    elif text_spec in KNOWN_DIMS:
-        text_dim = KNOWN_DIMS[text_spec]
-    else:
-        text_dim = int(registry.load(settings, "text_embedder").dim)
-    image_spec = settings.models.image_text
-    if not image_spec:
-        image_dim = DEFAULT_IMAGE_DIM
-    elif image_spec in KNOWN_DIMS:
-        image_dim = KNOWN_DIMS[image_spec]
-    else:
-        image_dim = int(registry.load(settings, "image_text").dim)
-    return text_dim, image_dim
+    return (
+        _dim(settings, "text_embedder", DEFAULT_TEXT_DIM),
+        _dim(settings, "image_text", DEFAULT_IMAGE_DIM),
+    )
 
 
 def open_store(settings: Settings) -> Store:
