@@ -270,17 +270,13 @@ class Store:
             filters.append(f"video_id = {sql_quote(video_id)}")
         if where:
             filters.append(f"({where})")
-        table = self.table(spec)
-        cols = list(columns) if columns is not None else None
+        # One scan that reads only the requested columns (frames hold JPEG blobs).
+        query = self.table(spec).search().limit(None)
         if filters:
-            query = table.search().where(" AND ".join(filters)).limit(None)
-            if cols is not None:
-                query = query.select(cols)
-            result = query.to_arrow()
-        else:
-            result = table.to_arrow()
-            if cols is not None:
-                result = result.select(cols)
+            query = query.where(" AND ".join(filters))
+        if columns is not None:
+            query = query.select(list(columns))
+        result = query.to_arrow()
         sort_keys = [k for k in (order_by or spec.keys) if k in result.column_names]
         if sort_keys and result.num_rows:
             result = result.sort_by([(k, "ascending") for k in sort_keys])
