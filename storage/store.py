@@ -24,9 +24,17 @@ from vidscope.config import stable_hash
 from vidscope.storage.clips import clips_spec
 from vidscope.storage.detections import DETECTIONS
 from vidscope.storage.frames import frames_spec
+from vidscope.storage.graph import (
+    GRAPH_EDGES,
+    GRAPH_EXTRACTIONS,
+    GRAPH_MENTIONS,
+    GRAPH_SUPERNODES,
+    graph_nodes_spec,
+)
 from vidscope.storage.ledger import LEDGER
 from vidscope.storage.ocr import OCR_ITEMS
 from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
+from vidscope.storage.semantic import CONCEPT_INDEX, concepts_spec, video_parses_spec
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.storage.transcripts import TRANSCRIPT_SEGMENTS
 from vidscope.storage.usage import USAGE_SPECS
@@ -78,6 +86,14 @@ class Store:
         self.ocr = OCR_ITEMS
         self.detections = DETECTIONS
         self.subjects = SUBJECTS
+        self.graph_extractions = GRAPH_EXTRACTIONS
+        self.graph_nodes = graph_nodes_spec(text_dim)
+        self.graph_edges = GRAPH_EDGES
+        self.graph_mentions = GRAPH_MENTIONS
+        self.graph_supernodes = GRAPH_SUPERNODES
+        self.video_parses = video_parses_spec(text_dim)
+        self.concept_index = CONCEPT_INDEX
+        self.concepts = concepts_spec(text_dim)
         self.ledger = LEDGER
         self._db = lancedb.connect(str(self.lance_dir))
         self._lock = threading.Lock()
@@ -87,7 +103,7 @@ class Store:
 
     @property
     def specs(self) -> tuple[TableSpec, ...]:
-        """Every table of the store, the video table first."""
+        """Every per-video table of the store, the video table first and the ledger last."""
         return (
             self.videos,
             self.clips,
@@ -96,13 +112,25 @@ class Store:
             self.ocr,
             self.detections,
             self.subjects,
+            self.graph_extractions,
+            self.graph_nodes,
+            self.graph_edges,
+            self.graph_mentions,
+            self.graph_supernodes,
+            self.video_parses,
+            self.concept_index,
             self.ledger,
         )
 
     @property
+    def library_specs(self) -> tuple[TableSpec, ...]:
+        """Tables shared by the whole library rather than owned by one video (the vocabulary)."""
+        return (self.concepts,)
+
+    @property
     def all_specs(self) -> tuple[TableSpec, ...]:
-        """Every table, including the model-usage log and response cache (not per video)."""
-        return (*self.specs, *USAGE_SPECS)
+        """Every table, including the vocabulary, the model-usage log and the response cache."""
+        return (*self.specs, *self.library_specs, *USAGE_SPECS)
 
     def _existing_names(self) -> set[str]:
         result = self._db.list_tables()

@@ -527,5 +527,9 @@ def demo(
     )
 
 
+# Command groups declared in their own modules register on ``app`` when imported (one line each).
+# --- command modules ---
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

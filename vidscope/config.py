@@ -69,6 +69,56 @@ class IngestSettings(BaseModel):
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")
     stage_retries: int = Field(1, ge=0, description="Prefect retries per stage task.")
+    task_runner: Literal["threads", "dask", "ray"] = Field(
+        "threads",
+        description="Where ingest_library fans out: threads in this process, a Dask cluster or Ray.",
+    )
+    dask_address: str | None = Field(
+        None, description="Scheduler of an existing Dask cluster (tcp://host:8786); None = local."
+    )
+    dask_workers: int = Field(2, ge=1, description="Workers of the local Dask cluster.")
+    ray_address: str | None = Field(None, description="Address of a Ray cluster; None = local.")
+    parse_window_seconds: float = Field(
+        300.0, gt=0, description="Window of the structured video parse (chapter-sized)."
+    )
+
+
+class SearchSettings(BaseModel):
+    """Corpus retrieval (``vidscope search``): thresholds and fusion of the per-dimension agents."""
+
+    k: int = Field(10, ge=1, le=1000, description="Videos returned.")
+    tau_soft: float = Field(0.5, description="An agent proposes a video scoring at least this.")
+    tau_hard: float = Field(0.3, description="A video some agent scores below this is vetoed.")
+    fusion: Literal["veto", "union", "intersection", "average"] = "veto"
+    concepts_per_intent: int = Field(5, ge=1, description="Nearest concepts per sub-intent.")
+    frames_per_video: int = Field(8, ge=1, description="Frames compared in the fine rerank.")
+
+
+class ServerSettings(BaseModel):
+    """The local Prefect server, its worker and the deployments (``vidscope server``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(4200, ge=1, le=65535)
+    work_pool: str = "vidscope-process"
+    timezone: str = "UTC"
+    nightly_cron: str = "0 2 * * *"
+    watch_folders: list[Path] = Field(
+        default_factory=list, description="Folders the nightly ingestion scans."
+    )
+
+
+class ApiSettings(BaseModel):
+    """The HTTP API and web page (``vidscope api``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    token: str | None = Field(
+        None, description="Bearer token; required whenever host is not a loopback address."
+    )
+    video_roots: list[Path] = Field(
+        default_factory=list, description="The only folders the API may read videos from."
+    )
+    max_request_bytes: int = Field(1_000_000, ge=1024)
 
 
 class AgentSettings(BaseModel):
@@ -166,6 +216,9 @@ class Settings(BaseSettings):
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
 
     @model_validator(mode="after")
     def _fill_profile_defaults(self) -> Settings:
