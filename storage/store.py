@@ -317,23 +317,29 @@ class Store:
         k: int,
         *,
         video_id: str | None = None,
+        where: str | None = None,
         columns: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
         """The ``k`` rows whose vector is closest (cosine) to ``vector``, nearest first.
 
-        Within one video the search is exact: an ANN index with a selective filter can return
-        fewer than ``k`` rows, so the index is bypassed and the video's rows are scanned (fast with
-        the BTree index on ``video_id``). Across the corpus the ANN index is used when one exists,
-        with a refine step that re-ranks candidates by exact distance.
+        Within one video, or under a Lance SQL filter ``where``, the search is exact: an ANN index
+        with a selective filter can return fewer than ``k`` rows, so the index is bypassed and the
+        matching rows are scanned (fast with the BTree index on ``video_id``). Across the corpus
+        the ANN index is used when one exists, with a refine step that re-ranks candidates by exact
+        distance.
         """
         if spec.vector_column is None:
             raise ValueError(f"table {spec.name} has no vector column")
         column = spec.vector_column
         query = self.table(spec).search(list(map(float, vector)), vector_column_name=column)
         query = query.distance_type("cosine")
+        filters = [f"{column} IS NOT NULL"]
         if video_id is not None:
-            query = query.where(f"video_id = {sql_quote(video_id)} AND {column} IS NOT NULL", prefilter=True)
-            query = query.bypass_vector_index()
+            filters.append(f"video_id = {sql_quote(video_id)}")
+        if where:
+            filters.append(f"({where})")
+        if video_id is not None or where:
+            query = query.where(" AND ".join(filters), prefilter=True).bypass_vector_index()
         else:
             query = query.where(f"{column} IS NOT NULL", prefilter=True).nprobes(ANN_NPROBES)
             query = query.refine_factor(ANN_REFINE_FACTOR)

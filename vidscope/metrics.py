@@ -1,0 +1,68 @@
+"""Evaluation metrics shared by tests, benchmarks and benchmark loaders.
+
+* Temporal grounding (Charades-STA style): temporal IoU of a predicted and a gold interval,
+  R@IoU=m (the share of queries whose prediction reaches IoU ≥ m) and mIoU.
+* Text-to-video retrieval (MSR-VTT style): recall@k over ranked video lists with gold videos.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+Interval = tuple[float, float]
+
+#: The IoU thresholds Charades-STA reports.
+GROUNDING_THRESHOLDS = (0.3, 0.5, 0.7)
+#: The cut-offs MSR-VTT retrieval reports.
+RECALL_CUTOFFS = (1, 5, 10)
+
+
+def temporal_iou(predicted: Interval, gold: Interval) -> float:
+    """Intersection over union of two time intervals; 0 when either is empty or they are disjoint."""
+    (p0, p1), (g0, g1) = sorted(predicted), sorted(gold)
+    intersection = max(0.0, min(p1, g1) - max(p0, g0))
+    union = max(p1, g1) - min(p0, g0)
+    if union <= 0 or intersection <= 0:
+        return 0.0
+    return intersection / union
+
+
+def grounding_scores(
+    predictions: Sequence[Interval | None],
+    golds: Sequence[Interval],
+    thresholds: Iterable[float] = GROUNDING_THRESHOLDS,
+) -> dict[str, float]:
+    """``{"R@0.3": …, "R@0.5": …, "R@0.7": …, "mIoU": …}`` over paired predictions and golds.
+
+    A missing prediction (``None``) counts as IoU 0. Values are fractions in [0, 1].
+    """
+    if len(predictions) != len(golds):
+        raise ValueError(f"{len(predictions)} predictions for {len(golds)} gold intervals")
+    if not golds:
+        raise ValueError("no queries to score")
+    ious = [0.0 if p is None else temporal_iou(p, g) for p, g in zip(predictions, golds, strict=True)]
+    scores = {f"R@{m:g}": sum(iou >= m for iou in ious) / len(ious) for m in thresholds}
+    scores["mIoU"] = sum(ious) / len(ious)
+    return scores
+
+
+def recall_at_k(
+    rankings: Mapping[str, Sequence[str]],
+    gold: Mapping[str, str | Iterable[str]],
+    cutoffs: Iterable[int] = RECALL_CUTOFFS,
+) -> dict[str, float]:
+    """``{"R@1": …, "R@5": …, "R@10": …}``: the share of queries with a gold video in the top k.
+
+    ``rankings`` maps a query id to its ranked video ids; ``gold`` maps it to the gold video id (or
+    several, any of which counts). Every gold query must have a ranking (an empty one is a miss).
+    """
+    if not gold:
+        raise ValueError("no queries to score")
+    missing = [q for q in gold if q not in rankings]
+    if missing:
+        raise ValueError(f"no ranking for {len(missing)} queries, e.g. {missing[0]!r}")
+    golds = {q: {g} if isinstance(g, str) else set(g) for q, g in gold.items()}
+    return {
+        f"R@{k}": sum(bool(golds[q] & set(rankings[q][:k])) for q in golds) / len(golds)
+        for k in cutoffs
+    }
