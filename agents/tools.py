@@ -104,14 +104,19 @@ class ToolContext:
             self._videos[video_id] = VideoRecord(**rows[0])
         return self._videos[video_id]
 
-    def model_fingerprint(self, *, chat: bool, embedder: bool) -> str:
-        """A hash of the model configuration a tool depends on (part of its cache key)."""
+    def model_fingerprint(self, *, chat: bool, embedder: bool, roles: Sequence[str] = ()) -> str:
+        """A hash of the model configuration a tool depends on (part of its cache key): the chat
+        model and/or text embedder, plus any other model ``roles`` (e.g. ``object_detector``)."""
         models = self.settings.models
         parts: list[Any] = []
         for used, spec in ((chat, models.chat), (embedder, models.text_embedder)):
             if used:
                 kind = (spec or "").partition(":")[0]
                 parts.append([spec, models.options.get(kind, {})])
+        for role in roles:
+            spec = getattr(models, role)
+            kind = (spec or "").partition(":")[0]
+            parts.append([role, spec, models.options.get(kind, {})])
         return stable_hash(parts)
 
 
@@ -158,6 +163,8 @@ class Tool:
     context_param: str | None = None
     #: Hash of the result model's schema: a changed result type never reads an old cached result.
     result_schema: str = ""
+    #: Further model roles whose configuration changes the result (part of the cache key).
+    uses_models: tuple[str, ...] = ()
 
     def spec(self) -> ToolSpec:
         """The :class:`ToolSpec` offered to a chat model (JSON schema from the signature)."""
@@ -181,13 +188,15 @@ def tool(
     uses_chat: bool = False,
     uses_embedder: bool = False,
     terminal: bool = False,
+    uses_models: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool from a typed function.
 
     Parameters are ``Annotated[type, "description"]`` (or ``Annotated[type, Field(...)]``); a
     parameter annotated :class:`ToolContext` receives the context and is hidden from the model.
     The docstring is the description the model reads. ``version`` is part of the cache key: bump
-    it when the tool's output changes.
+    it when the tool's output changes. ``uses_models`` names further model roles (beyond the chat
+    model and text embedder) whose configuration is part of the cache key.
     """
 
     def wrap(func: Callable[..., Any]) -> Tool:
@@ -233,6 +242,7 @@ def tool(
             terminal,
             context_param,
             stable_hash(returns.__qualname__, returns.model_json_schema()),
+            tuple(uses_models),
         )
 
     return wrap
@@ -353,7 +363,9 @@ def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> s
         spec.result_schema,
         json.dumps(arguments, sort_keys=True, default=str),
         video_version,
-        ctx.model_fingerprint(chat=spec.uses_chat, embedder=spec.uses_embedder),
+        ctx.model_fingerprint(
+            chat=spec.uses_chat, embedder=spec.uses_embedder, roles=spec.uses_models
+        ),
         ctx.config.tool_fingerprint(),
     )
 
