@@ -58,7 +58,9 @@ class TraceStep(BaseModel):
     """One step of the loop: what the model said and did, what it observed, what it cost."""
 
     index: int
-    kind: str  # "tool", "finish", "answer", "nudge", "model-error", "extractive"
+    kind: str  # "tool", "finish", "answer", "nudge", "model-error", "extractive", "refused", …
+    #: The phase of a phased agent (AVI: retrieve, perceive, review); None for single-loop agents.
+    phase: str | None = None
     reasoning: str | None = None
     tool: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -97,6 +99,9 @@ class Answer(BaseModel):
     answer: str
     choice: str | None = None
     citations: list[Citation] = Field(default_factory=list)
+    #: For "when does X happen" questions: the [start, end] the answer places the event in, checked
+    #: like a citation.
+    interval: Citation | None = None
     extractive: bool = False
     forced: bool = False
     trace: list[TraceStep] = Field(default_factory=list)
@@ -185,7 +190,9 @@ StepCallback = Callable[[TraceStep], None]
 
 
 @dataclass
-class _LoopState:
+class LoopState:
+    """What one conversation accumulates: messages, trace, usage, the evidence shown to the model."""
+
     messages: list[ChatMessage]
     trace: list[TraceStep] = field(default_factory=list)
     usage: UsageTotals = field(default_factory=UsageTotals)
@@ -222,9 +229,7 @@ def _normalise_args(arguments: dict[str, Any]) -> str:
 
 
 def _near_identical(a: tuple[str, str], b: tuple[str, str]) -> bool:
-    return a[0] == b[0] and (
-        a[1] == b[1] or difflib.SequenceMatcher(None, a[1], b[1]).ratio() >= 0.9
-    )
+    return a[0] == b[0] and (a[1] == b[1] or difflib.SequenceMatcher(None, a[1], b[1]).ratio() >= 0.9)
 
 
 # The runtime's public name for the JSON-in-text fallback scanner, which lives with the protocol.
@@ -244,27 +249,17 @@ def run_agent(
         raise ValueError("run_agent needs a chat model; use the extractive answerer without one")
     if ctx.registry is None:
         raise ValueError("run_agent needs a tool registry")
-    finish = next(
-        (t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None
-    )
+    finish = next((t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None)
     if finish is None:
         raise ValueError("the tool registry has no terminal (finish) tool")
-    videos = []
-    for video_id in video_ids:
-        video = ctx.video(video_id)
-        videos.append(
-            {
-                "video_id": video_id,
-                "file_name": video.file_name,
-                "duration": video.duration,
-                "clips": ctx.store.count(ctx.store.clips, video_id),
-            }
-        )
-    state = _LoopState(
+    state = LoopState(
         messages=[
             ChatMessage(role="system", content=prompts.SYSTEM),
             ChatMessage(
-                role="user", content=prompts.question_prompt(question, videos, list(options or []))
+                role="user",
+                content=prompts.question_prompt(
+                    question, describe_videos(ctx, video_ids), list(options or [])
+                ),
             ),
         ]
     )
@@ -277,7 +272,7 @@ def run_agent(
             on_step(step)
 
     for _ in range(ctx.config.max_steps):
-        reply = _ask_model(ctx, state, specs, record)
+        reply = ask_model(ctx, state, specs, record)
         if reply is None:
             continue
         answer = _handle_reply(ctx, state, reply, finish, default_video, options, record)
@@ -287,7 +282,7 @@ def run_agent(
     # Step limit: only finish is offered, so the next reply has to be an answer.
     state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="step limit reached"))
-    reply = _ask_model(ctx, state, [finish.spec()], record)
+    reply = ask_model(ctx, state, [finish.spec()], record)
     if reply is not None:
         calls = reply.tool_calls or [c for c in [find_tool_call(reply.text, [finish.name])] if c]
         for call in calls:
@@ -301,25 +296,56 @@ def run_agent(
     return _final(state, "No answer was reached within the step limit.", [], options, forced=True)
 
 
-def _ask_model(
-    ctx: ToolContext, state: _LoopState, specs: list[ToolSpec], record: StepCallback
+def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:
+    """Id, file name, duration and clip count of each video (what the opening prompt lists)."""
+    videos: list[dict[str, object]] = []
+    for video_id in video_ids:
+        video = ctx.video(video_id)
+        videos.append(
+            {
+                "video_id": video_id,
+                "file_name": video.file_name,
+                "duration": video.duration,
+                "clips": ctx.store.count(ctx.store.clips, video_id),
+            }
+        )
+    return videos
+
+
+def ask_model(
+    ctx: ToolContext,
+    state: LoopState,
+    specs: list[ToolSpec],
+    record: StepCallback,
+    *,
+    json_output: bool = False,
+    bad_reply: str = prompts.BAD_REPLY,
+    phase: str | None = None,
 ) -> ChatReply | None:
+    """One model turn over ``state.messages`` offering ``specs``, counted in ``state.usage``.
+
+    A reply the backend could not use (even after re-asking) becomes a ``model-error`` step and a
+    ``bad_reply`` message telling the model what went wrong; the result is then ``None``.
+    """
     assert ctx.chat is not None
     started = time.perf_counter()
+    extra: dict[str, Any] = {"json_output": True} if json_output else {}
     try:
         reply = ctx.chat.chat(
             state.messages,
             tools=specs,
             max_tokens=ctx.config.max_tokens,
             temperature=ctx.config.temperature,
+            **extra,
         )
     except ModelOutputError as exc:
         state.usage.model_calls += 1
-        state.messages.append(ChatMessage(role="user", content=prompts.BAD_REPLY.format(error=exc)))
+        state.messages.append(ChatMessage(role="user", content=bad_reply.format(error=exc)))
         record(
             TraceStep(
                 index=len(state.trace) + 1,
                 kind="model-error",
+                phase=phase,
                 observation=str(exc)[:300],
                 ok=False,
                 latency_s=time.perf_counter() - started,
@@ -330,9 +356,22 @@ def _ask_model(
     return reply
 
 
+def run_tool(ctx: ToolContext, state: LoopState, call: ToolCall) -> ToolOutcome:
+    """Execute ``call`` with ``ctx.registry`` and account for it: tool and model usage, evidence."""
+    outcome = execute_tool(ctx, call.name, call.arguments)
+    state.usage.tool_calls += 1
+    state.usage.tool_cache_hits += int(outcome.cached)
+    if outcome.result is not None:
+        state.evidence.add(outcome.result)
+        inner = outcome.result.model_usage()
+        if inner is not None and not outcome.cached:
+            state.usage.add_model(inner)
+    return outcome
+
+
 def _handle_reply(
     ctx: ToolContext,
-    state: _LoopState,
+    state: LoopState,
     reply: ChatReply,
     finish: Tool,
     default_video: str,
@@ -381,14 +420,7 @@ def _handle_reply(
             if answer is not None:
                 return answer
             continue  # _finish appended the error observation
-        outcome = execute_tool(ctx, call.name, call.arguments)
-        state.usage.tool_calls += 1
-        state.usage.tool_cache_hits += int(outcome.cached)
-        if outcome.result is not None:
-            state.evidence.add(outcome.result)
-            inner = outcome.result.model_usage()
-            if inner is not None and not outcome.cached:
-                state.usage.add_model(inner)
+        outcome = run_tool(ctx, state, call)
         observation = format_observation(outcome)
         if native:
             state.messages.append(
@@ -403,33 +435,44 @@ def _handle_reply(
                 reasoning=reply.text if position == 0 else None,
                 tool=call.name,
                 arguments=outcome.arguments,
-                observation=outcome.result.summary()
-                if outcome.result is not None
-                else str(outcome.error),
+                observation=outcome.result.summary() if outcome.result is not None else str(outcome.error),
                 ok=outcome.ok,
                 latency_s=outcome.latency_s + (reply.usage.latency_s if position == 0 else 0),
                 tool_cached=outcome.cached,
                 **cost,
             )
         )
-        state.recent_calls.append((call.name, _normalise_args(call.arguments)))
+        remember_call(state, call)
     if fallback_results:
         state.messages.append(ChatMessage(role="user", content="\n\n".join(fallback_results)))
-    _maybe_nudge(ctx, state, record)
+    nudge_if_looping(ctx, state, record)
     return None
 
 
-def _maybe_nudge(ctx: ToolContext, state: _LoopState, record: StepCallback) -> None:
+def remember_call(state: LoopState, call: ToolCall) -> None:
+    """Note an executed ``call`` for the loop detector (:func:`nudge_if_looping`)."""
+    state.recent_calls.append((call.name, _normalise_args(call.arguments)))
+
+
+def nudge_if_looping(
+    ctx: ToolContext,
+    state: LoopState,
+    record: StepCallback,
+    *,
+    message: str = prompts.LOOP_NUDGE,
+    phase: str | None = None,
+) -> None:
+    """After ``loop_repeats`` near-identical calls in a row, tell the model (``message`` with
+    ``{tool}`` and ``{count}``) to try something else."""
     n = ctx.config.loop_repeats
     recent = state.recent_calls[-n:]
     if len(recent) == n and all(_near_identical(recent[0], other) for other in recent[1:]):
-        state.messages.append(
-            ChatMessage(role="user", content=prompts.LOOP_NUDGE.format(tool=recent[0][0], count=n))
-        )
+        state.messages.append(ChatMessage(role="user", content=message.format(tool=recent[0][0], count=n)))
         record(
             TraceStep(
                 index=len(state.trace) + 1,
                 kind="nudge",
+                phase=phase,
                 tool=recent[0][0],
                 observation=f"loop detected: {n} near-identical {recent[0][0]} calls",
             )
@@ -439,7 +482,7 @@ def _maybe_nudge(ctx: ToolContext, state: _LoopState, record: StepCallback) -> N
 
 def _finish(
     ctx: ToolContext,
-    state: _LoopState,
+    state: LoopState,
     call: ToolCall,
     reply: ChatReply,
     finish: Tool,
@@ -489,13 +532,11 @@ def _finish(
             latency_s=reply.usage.latency_s,
         )
     )
-    return _final(
-        state, str(values.get("answer", "")), citations, options, choice=values.get("choice")
-    )
+    return _final(state, str(values.get("answer", "")), citations, options, choice=values.get("choice"))
 
 
 def _final(
-    state: _LoopState,
+    state: LoopState,
     text: str,
     citations: list[Citation],
     options: Sequence[str] | None,

@@ -1,10 +1,12 @@
 """The ``ask`` query flow: answer a question about an ingested video, with cited moments.
 
-With a chat model configured, the Deep-Video-Discovery agent answers (tools run as cached Prefect
-tasks); without one, the extractive answerer returns the best evidence. The flow is built for
-latency: no heartbeat thread per run, models loaded once per process by the backend registry, and
-tool results and model replies cached, so asking the same question again costs no model or tool
-work.
+With a chat model configured, an agent answers (tools run as cached Prefect tasks): the
+Deep-Video-Discovery agent (``agent="dvd"``, the default) or the three-phase AVI agent
+(``agent="avi"``: retrieve, perceive, review; "when" questions get an ``interval``). Without a chat
+model, the extractive answerer returns the best evidence; asked for the AVI agent, the result says
+so in its ``note``. The flow is built for latency: no heartbeat thread per run, models loaded once
+per process by the backend registry, and tool results and model replies cached, so asking the same
+question again costs no model or tool work.
 
 ``run_ask`` is the entry point the CLI calls; ``render_answer`` prints its result.
 """
@@ -17,12 +19,13 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 from prefect import flow
 from pydantic import BaseModel, Field
 
 from vidscope.agents import prompts
+from vidscope.agents.avi import avi_registries, run_avi_agent
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext
@@ -34,7 +37,23 @@ from vidscope.tasks.open_store import open_store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AskResult", "VideoNotFound", "ask", "render_answer", "render_step", "run_ask"]
+__all__ = [
+    "AGENTS",
+    "AgentName",
+    "AskResult",
+    "VideoNotFound",
+    "ask",
+    "render_answer",
+    "render_step",
+    "run_ask",
+]
+
+#: The agents that can answer: Deep Video Discovery (one loop) or AVI (retrieve, perceive, review).
+AgentName = Literal["dvd", "avi"]
+AGENTS: tuple[str, ...] = get_args(AgentName)
+
+#: The note on an extractive answer when the AVI agent was asked for.
+AVI_NEEDS_CHAT = "The AVI agent needs a chat model (models.chat); without one this is the extractive answer."
 
 # The live-step callback cannot travel as a flow parameter (Prefect serialises those), so it is
 # handed to the flow through a context variable set by run_ask.
@@ -54,9 +73,16 @@ class AskResult(BaseModel):
     choice: str | None = None
     choice_text: str | None = None
     citations: list[Citation] = Field(default_factory=list)
+    interval: Citation | None = Field(
+        None, description='For "when" questions (AVI agent): the [start, end] of the event.'
+    )
     extractive: bool = False
     forced: bool = Field(False, description="The step limit forced the answer.")
     model: str | None = None
+    agent: str | None = Field(
+        None, description="The agent that answered (dvd or avi); none for an extractive answer."
+    )
+    note: str | None = Field(None, description="Why the answer is not what was asked for, if so.")
     seconds: float = 0.0
     trace: list[TraceStep] = Field(default_factory=list)
     usage: UsageTotals = Field(default_factory=UsageTotals)
@@ -72,8 +98,9 @@ def ask(
     options: list[str] | None = None,
     settings: Settings | None = None,
     config: AgentConfig | None = None,
+    agent: AgentName = "dvd",
 ) -> AskResult:
-    """Answer ``question`` about ``video_id`` (agent with a chat model, else extractive)."""
+    """Answer ``question`` about ``video_id`` (``agent`` with a chat model, else extractive)."""
     from vidscope.config import get_settings
 
     settings = settings or get_settings()
@@ -84,8 +111,21 @@ def ask(
     ctx = ToolContext(settings, store, chat=chat, config=config, registry=dvd_registry())
     record = ctx.video(video_id)
     on_step = _on_step.get()
+    note = None
     if chat is None:
         answer = answer_extractively(ctx, question, video_id, options=options, on_step=on_step)
+        note = AVI_NEEDS_CHAT if agent == "avi" else None
+    elif agent == "avi":
+        retrieve, perceive = avi_registries()
+        answer = run_avi_agent(
+            ctx,
+            question,
+            [video_id],
+            retrieve=retrieve,
+            perceive=perceive,
+            options=options,
+            on_step=on_step,
+        )
     else:
         answer = run_agent(ctx, question, [video_id], options=options, on_step=on_step)
     result = _result(
@@ -96,6 +136,8 @@ def ask(
         chat.name if chat else None,
         time.perf_counter() - started,
     )
+    result.agent = None if answer.extractive else agent
+    result.note = note
     _publish(result)
     return result
 
@@ -120,6 +162,7 @@ def _result(
         choice=answer.choice,
         choice_text=choice_text,
         citations=answer.citations,
+        interval=answer.interval,
         extractive=answer.extractive,
         forced=answer.forced,
         model=model,
@@ -143,6 +186,12 @@ def trace_markdown(result: AskResult) -> str:
             )
         )
         lines.append("")
+    if result.interval:
+        i = result.interval
+        mark = "✓" if i.verified else "✗ " + i.note
+        lines += [f"**Interval:** {fmt_time(i.start)}–{fmt_time(i.end)} {mark}", ""]
+    if result.note:
+        lines += [f"*{result.note}*", ""]
     lines += [
         "| # | kind | tool | arguments | observation | tokens in/out | latency s | cached |",
         "|---|---|---|---|---|---|---|---|",
@@ -151,8 +200,9 @@ def trace_markdown(result: AskResult) -> str:
         args = json.dumps(step.arguments, ensure_ascii=False)[:120].replace("|", "\\|")
         obs = step.observation[:160].replace("|", "\\|").replace("\n", " ")
         cached = "tool" if step.tool_cached else ("model" if step.model_cache_hit else "")
+        kind = f"{step.phase}/{step.kind}" if step.phase else step.kind
         lines.append(
-            f"| {step.index} | {step.kind} | {step.tool or ''} | {args} | {obs} | "
+            f"| {step.index} | {kind} | {step.tool or ''} | {args} | {obs} | "
             f"{step.input_tokens}/{step.output_tokens} | {step.latency_s:.2f} | {cached} |"
         )
     u = result.usage
@@ -189,9 +239,13 @@ def run_ask(
     on_step: Callable[[TraceStep], None] | None = None,
     *,
     config: AgentConfig | None = None,
+    agent: AgentName = "dvd",
 ) -> AskResult:
-    """Resolve ``video_ref`` and run the ``ask`` flow; ``on_step`` sees each trace step live."""
+    """Resolve ``video_ref`` and run the ``ask`` flow with ``agent`` (dvd or avi); ``on_step``
+    sees each trace step live."""
     disable_telemetry()
+    if agent not in AGENTS:
+        raise ValueError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
@@ -212,7 +266,7 @@ def run_ask(
             temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
             query_context(f"ask-{uuid.uuid4().hex[:12]}"),
         ):
-            return ask(record.video_id, question, options, settings, config)
+            return ask(record.video_id, question, options, settings, config, agent)
     finally:
         _on_step.reset(token)
 
@@ -220,16 +274,14 @@ def run_ask(
 def render_step(step: TraceStep, console: Any) -> None:
     """One live line per step (the CLI passes ``lambda s: render_step(s, console)`` as on_step)."""
     args = ", ".join(
-        f"{k}={json.dumps(v, ensure_ascii=False)[:60]}"
-        for k, v in step.arguments.items()
-        if k != "video_id"
+        f"{k}={json.dumps(v, ensure_ascii=False)[:60]}" for k, v in step.arguments.items() if k != "video_id"
     )
     what = f"{step.tool}({args})" if step.tool else step.kind
+    if step.phase:
+        what = f"[{step.phase}] {what}"
     cached = " [dim](cached)[/dim]" if step.tool_cached or step.model_cache_hit else ""
     mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
-    console.print(
-        f"{mark} step {step.index}: {_escape(what)} → {_escape(step.observation[:120])}{cached}"
-    )
+    console.print(f"{mark} step {step.index}: {_escape(what)} → {_escape(step.observation[:120])}{cached}")
 
 
 def _escape(text: str) -> str:
@@ -238,9 +290,7 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def render_answer(
-    result: AskResult, console: Any, as_json: bool = False, show_trace: bool = False
-) -> None:
+def render_answer(result: AskResult, console: Any, as_json: bool = False, show_trace: bool = False) -> None:
     """Print ``result``: JSON, or the answer, choice and citations (trace with ``show_trace``)."""
     if as_json:
         data = result.model_dump(mode="json")
@@ -252,20 +302,24 @@ def render_answer(
     from rich.table import Table
 
     title = "extractive answer" if result.extractive else f"answer ({result.model})"
+    if result.agent == "avi":
+        title += " — AVI agent"
     if result.forced:
         title += " — forced at the step limit"
     console.print(Panel(_escape(result.answer), title=title, subtitle=result.file_name))
+    if result.note:
+        console.print(f"[yellow]note:[/yellow] {_escape(result.note)}")
     if result.choice:
         console.print(f"[bold]Choice:[/bold] {result.choice}. {_escape(result.choice_text or '')}")
-    for c in result.citations:
-        flag = (
-            "[green]verified[/green]"
-            if c.verified
-            else f"[red]unverified[/red] ({_escape(c.note)})"
-        )
+    if result.interval:
+        i = result.interval
+        flag = "[green]verified[/green]" if i.verified else f"[red]unverified[/red] ({_escape(i.note)})"
         console.print(
-            f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}"
+            f"[bold]When:[/bold] {fmt_time(i.start)}–{fmt_time(i.end)}  ({i.start:.1f}–{i.end:.1f}s)  {flag}"
         )
+    for c in result.citations:
+        flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({_escape(c.note)})"
+        console.print(f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
     if show_trace:
         table = Table(title="trace")
         for column in ("#", "kind", "tool", "observation", "tokens", "s", "cached"):
@@ -274,7 +328,7 @@ def render_answer(
             cached = "tool" if s.tool_cached else ("model" if s.model_cache_hit else "")
             table.add_row(
                 str(s.index),
-                s.kind,
+                f"{s.phase}/{s.kind}" if s.phase else s.kind,
                 s.tool or "",
                 _escape(s.observation[:100]),
                 f"{s.input_tokens}/{s.output_tokens}",

@@ -1,0 +1,520 @@
+"""The AVI agent: a phased loop (Retrieve, then Perceive, then Review) over typed tools.
+
+Each phase offers the model only its own tools:
+
+* **Retrieve** — tools that find candidate moments (clip retrieval, whole-video exploration, the
+  entity graph);
+* **Perceive** — tools that look closely at moments (objects, on-screen text, event boundaries,
+  frames);
+* **Review** — no tools: the model checks the evidence and answers with one JSON object (answer,
+  citations, an optional ``interval`` for "when" questions, the chosen option), or sends the agent
+  back to Perceive with a reason (at most ``avi_max_backtracks`` times).
+
+A phase ends when the model replies without a tool call. A call to a tool of another phase (or to
+an unknown tool) is refused with an error observation and never executed. Model turns are counted
+over all phases; at ``avi_max_iterations`` the model must answer (``Answer.forced``).
+
+The registries are parameters (:func:`run_avi_agent`), so the loop runs with any tools;
+:func:`avi_registries` gives the AVI tool families. Model turns, tool execution, usage totals,
+evidence and citation checks are the runtime's (:mod:`vidscope.agents.runtime`).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from vidscope.agents import prompts
+from vidscope.agents.grounding import parse_interval
+from vidscope.agents.runtime import (
+    Answer,
+    Citation,
+    LoopState,
+    StepCallback,
+    TraceStep,
+    ask_model,
+    describe_videos,
+    format_observation,
+    nudge_if_looping,
+    parse_citations,
+    pick_choice,
+    remember_call,
+    run_tool,
+)
+from vidscope.agents.tools import ToolContext, ToolRegistry
+from vidscope.tasks.backends.base import ChatMessage, ChatReply, ToolCall
+from vidscope.tasks.backends.json_tools import find_tool_call, loads_lenient
+
+Phase = Literal["retrieve", "perceive", "review"]
+RETRIEVE: Phase = "retrieve"
+PERCEIVE: Phase = "perceive"
+REVIEW: Phase = "review"
+
+#: Questions that ask for a moment: their answer carries an ``interval``.
+_WHEN_QUESTION = re.compile(
+    r"^\s*(?:when\b|at what (?:time|point|moment)\b|what time\b|at which (?:time|point|moment)\b)",
+    re.IGNORECASE,
+)
+
+
+def is_when_question(question: str) -> bool:
+    """Whether ``question`` asks when something happens (temporal grounding)."""
+    return bool(_WHEN_QUESTION.match(question))
+
+
+def avi_registries() -> tuple[ToolRegistry, ToolRegistry]:
+    """The (retrieve, perceive) tool registries of the AVI agent (:mod:`~vidscope.agents.tools_avi`)."""
+    from vidscope.agents.tools_avi import perceive_registry, retrieve_registry
+
+    return retrieve_registry(), perceive_registry()
+
+
+# ============================================================================ the review's reply
+
+
+class ReviewReply(BaseModel):
+    """The JSON object the model answers the review phase with (lenient about spellings)."""
+
+    verdict: Literal["answer", "perceive"] = "answer"
+    answer: str = ""
+    citations: list[Any] = Field(default_factory=list)
+    interval: Any = None
+    choice: str | None = None
+    reason: str = ""
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _verdict(cls, value: Any) -> str:
+        text = str(value or "answer").strip().lower()
+        if text in {"perceive", "back", "retry", "more", "insufficient", "go back", "look again"}:
+            return "perceive"
+        return "answer"
+
+    @field_validator("answer", "reason", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return "" if value is None else str(value)
+
+    @field_validator("citations", mode="before")
+    @classmethod
+    def _list(cls, value: Any) -> list[Any]:
+        if value is None:
+            return []
+        if not isinstance(value, list | tuple):
+            return [value]
+        if len(value) == 2 and all(isinstance(v, int | float) for v in value):
+            return [list(value)]  # one bare [start, end] pair
+        return list(value)
+
+    @field_validator("choice", mode="before")
+    @classmethod
+    def _choice(cls, value: Any) -> str | None:
+        return None if value in (None, "") else str(value)
+
+
+def parse_review(text: str | None) -> ReviewReply:
+    """The review reply in ``text``; ``ValueError`` saying what is wrong with it otherwise."""
+    value = loads_lenient(text)
+    if not isinstance(value, dict):
+        raise ValueError("the reply is not a JSON object")
+    try:
+        review = ReviewReply.model_validate(value)
+    except ValidationError as exc:
+        raise ValueError(f"the JSON object has invalid fields: {exc.errors()[0]['msg']}") from None
+    if review.verdict == "answer" and not review.answer.strip():
+        raise ValueError('it has no "answer" (or "verdict": "perceive" with a "reason")')
+    return review
+
+
+# ============================================================================ the loop
+
+
+def run_avi_agent(
+    ctx: ToolContext,
+    question: str,
+    video_ids: Sequence[str],
+    *,
+    retrieve: ToolRegistry,
+    perceive: ToolRegistry,
+    options: Sequence[str] | None = None,
+    on_step: StepCallback | None = None,
+) -> Answer:
+    """Answer ``question`` about ``video_ids`` in three phases with the chat model and the tools of
+    ``retrieve`` and ``perceive`` (``ctx.registry`` is not used)."""
+    if ctx.chat is None:
+        raise ValueError("the AVI agent needs a chat model (models.chat)")
+    if not video_ids:
+        raise ValueError("no video to ask about")
+    return _AviRun(ctx, question, video_ids, retrieve, perceive, options, on_step).run()
+
+
+class _AviRun:
+    """One question answered by the phased loop (the state of :func:`run_avi_agent`)."""
+
+    def __init__(
+        self,
+        ctx: ToolContext,
+        question: str,
+        video_ids: Sequence[str],
+        retrieve: ToolRegistry,
+        perceive: ToolRegistry,
+        options: Sequence[str] | None,
+        on_step: StepCallback | None,
+    ) -> None:
+        self.ctx = ctx
+        self.question = question
+        self.default_video = video_ids[0]
+        self.options = list(options or [])
+        self.on_step = on_step
+        self.when = is_when_question(question)
+        self.max_iterations = ctx.config.avi_max_iterations
+        self.backtracks_left = ctx.config.avi_max_backtracks
+        self.iterations = 0
+        # A terminal tool (finish) has no place here: the review phase gives the answer.
+        self.tools: dict[Phase, list[str]] = {
+            phase: [n for n in registry.names if not registry.get(n).terminal]
+            for phase, registry in ((RETRIEVE, retrieve), (PERCEIVE, perceive))
+        }
+        shared = set(self.tools[RETRIEVE]) & set(self.tools[PERCEIVE])
+        if shared:
+            raise ValueError(f"tools in both phases: {', '.join(sorted(shared))}")
+        for phase in (RETRIEVE, PERCEIVE):
+            if not self.tools[phase]:
+                raise ValueError(f"the {phase} phase has no tools")
+        # One context per phase whose registry is that phase's allow-list: execute_tool itself
+        # can then run nothing of another phase. The copies share the video cache.
+        self.contexts: dict[Phase, ToolContext] = {}
+        for phase, registry in ((RETRIEVE, retrieve), (PERCEIVE, perceive)):
+            phase_ctx = copy.copy(ctx)
+            phase_ctx.registry = registry
+            self.contexts[phase] = phase_ctx
+        self.state = LoopState(
+            messages=[
+                ChatMessage(role="system", content=prompts.AVI_SYSTEM),
+                ChatMessage(
+                    role="user",
+                    content=prompts.question_prompt(question, describe_videos(ctx, video_ids), self.options),
+                ),
+            ]
+        )
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self) -> Answer:
+        phase: Phase = RETRIEVE
+        self._say(prompts.AVI_RETRIEVE.format(tools=self._names(RETRIEVE)))
+        while self.iterations < self.max_iterations:
+            if phase == REVIEW:
+                outcome = self._review_turn()
+                if isinstance(outcome, Answer):
+                    return outcome
+                phase = outcome
+            elif self._tool_turn(phase):
+                phase = PERCEIVE if phase == RETRIEVE else REVIEW
+                if phase == PERCEIVE:
+                    self._say(prompts.AVI_PERCEIVE.format(tools=self._names(PERCEIVE)))
+                else:
+                    self._say(self._review_prompt())
+        return self._forced()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _record(self, step: TraceStep) -> None:
+        step.index = len(self.state.trace) + 1
+        self.state.trace.append(step)
+        if self.on_step is not None:
+            self.on_step(step)
+
+    def _say(self, text: str) -> None:
+        self.state.messages.append(ChatMessage(role="user", content=text))
+
+    def _names(self, phase: Phase) -> str:
+        return ", ".join(self.tools[phase])
+
+    def _review_prompt(self) -> str:
+        return prompts.avi_review_prompt(
+            backtracks_left=self.backtracks_left,
+            when_question=self.when,
+            multiple_choice=bool(self.options),
+        )
+
+    def _ask(self, phase: Phase) -> ChatReply | None:
+        self.iterations += 1
+        if phase == REVIEW:
+            return ask_model(
+                self.ctx,
+                self.state,
+                [],
+                self._record,
+                json_output=True,
+                bad_reply=prompts.AVI_BAD_REVIEW,
+                phase=phase,
+            )
+        registry = self.contexts[phase].registry
+        assert registry is not None
+        return ask_model(
+            self.ctx,
+            self.state,
+            registry.specs(self.tools[phase]),
+            self._record,
+            bad_reply=prompts.AVI_BAD_REPLY,
+            phase=phase,
+        )
+
+    @staticmethod
+    def _cost(reply: ChatReply, first: bool = True) -> dict[str, Any]:
+        return {
+            "input_tokens": reply.usage.input_tokens if first else 0,
+            "output_tokens": reply.usage.output_tokens if first else 0,
+            "model_cache_hit": reply.usage.cache_hit,
+        }
+
+    # ------------------------------------------------------------------ retrieve / perceive
+
+    def _tool_turn(self, phase: Phase) -> bool:
+        """One model turn in a tool phase; True when the phase ended (a reply without a call)."""
+        reply = self._ask(phase)
+        if reply is None:
+            return False
+        native = bool(reply.tool_calls)
+        calls = list(reply.tool_calls)
+        if not calls:
+            # A call written as JSON text is recognised for every phase's tools, so that one of
+            # the wrong phase is refused explicitly rather than taken for the phase's summary.
+            known = self.tools[RETRIEVE] + self.tools[PERCEIVE]
+            fallback = find_tool_call(reply.text, known)
+            calls = [fallback] if fallback else []
+        if not calls:
+            text = (reply.text or "").strip()
+            self.state.messages.append(ChatMessage(role="assistant", content=text))
+            self._record(
+                TraceStep(
+                    index=0,
+                    kind="phase-end",
+                    phase=phase,
+                    reasoning=text or None,
+                    observation=f"{phase} phase done",
+                    latency_s=reply.usage.latency_s,
+                    **self._cost(reply),
+                )
+            )
+            return True
+        self.state.messages.append(
+            ChatMessage(role="assistant", content=reply.text, tool_calls=calls if native else [])
+        )
+        fallback_results: list[str] = []
+        for position, call in enumerate(calls):
+            observation = self._perform(phase, call, reply, position)
+            if native:
+                self.state.messages.append(
+                    ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
+                )
+            else:
+                fallback_results.append(observation)
+        if fallback_results:
+            self._say("\n\n".join(fallback_results))
+        nudge_if_looping(self.ctx, self.state, self._record, message=prompts.AVI_LOOP_NUDGE, phase=phase)
+        return False
+
+    def _perform(self, phase: Phase, call: ToolCall, reply: ChatReply, position: int) -> str:
+        """Run ``call`` if it belongs to ``phase``, else refuse it; the observation for the model."""
+        first = position == 0
+        owner = next((p for p in (RETRIEVE, PERCEIVE) if call.name in self.tools[p]), None)
+        if owner != phase:
+            return self._refuse(phase, owner, call, reply, first)
+        outcome = run_tool(self.contexts[phase], self.state, call)
+        remember_call(self.state, call)
+        self._record(
+            TraceStep(
+                index=0,
+                kind="tool",
+                phase=phase,
+                reasoning=reply.text if first else None,
+                tool=call.name,
+                arguments=outcome.arguments,
+                observation=outcome.result.summary() if outcome.result is not None else str(outcome.error),
+                ok=outcome.ok,
+                latency_s=outcome.latency_s + (reply.usage.latency_s if first else 0),
+                tool_cached=outcome.cached,
+                **self._cost(reply, first),
+            )
+        )
+        return format_observation(outcome)
+
+    def _refuse(
+        self, phase: Phase, owner: Phase | None, call: ToolCall, reply: ChatReply, first: bool
+    ) -> str:
+        if phase == REVIEW:
+            error = prompts.AVI_NO_TOOLS.format(tool=call.name)
+        elif owner is None:
+            error = prompts.AVI_UNKNOWN_TOOL.format(tool=call.name, tools=self._names(phase))
+        else:
+            error = prompts.AVI_WRONG_PHASE.format(
+                tool=call.name, owner=owner, phase=phase, tools=self._names(phase)
+            )
+        self._record(
+            TraceStep(
+                index=0,
+                kind="refused",
+                phase=phase,
+                reasoning=reply.text if first else None,
+                tool=call.name,
+                arguments=call.arguments,
+                observation=error,
+                ok=False,
+                latency_s=reply.usage.latency_s if first else 0.0,
+                **self._cost(reply, first),
+            )
+        )
+        return prompts.ERROR_NOTE.format(tool=call.name, error=error)
+
+    # ------------------------------------------------------------------ review
+
+    def _review_turn(self) -> Answer | Phase:
+        """One review turn: the answer, PERCEIVE when sent back, or REVIEW to review again."""
+        reply = self._ask(REVIEW)
+        if reply is None:
+            return REVIEW
+        if reply.tool_calls:  # no tools were offered, but a model may call one anyway
+            self.state.messages.append(
+                ChatMessage(role="assistant", content=reply.text, tool_calls=reply.tool_calls)
+            )
+            for position, call in enumerate(reply.tool_calls):
+                observation = self._refuse(REVIEW, None, call, reply, position == 0)
+                self.state.messages.append(
+                    ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
+                )
+            return REVIEW
+        self.state.messages.append(ChatMessage(role="assistant", content=reply.text or ""))
+        try:
+            review = parse_review(reply.text)
+        except ValueError as exc:
+            self._say(prompts.AVI_BAD_REVIEW.format(error=exc))
+            self._record(
+                TraceStep(
+                    index=0,
+                    kind="review",
+                    phase=REVIEW,
+                    reasoning=reply.text,
+                    observation=f"unusable review: {exc}"[:300],
+                    ok=False,
+                    latency_s=reply.usage.latency_s,
+                    **self._cost(reply),
+                )
+            )
+            return REVIEW
+        if review.verdict == "perceive":
+            reason = review.reason.strip() or "the evidence is not enough"
+            if self.backtracks_left > 0:
+                self.backtracks_left -= 1
+                self._say(prompts.AVI_BACK_TO_PERCEIVE.format(reason=reason, tools=self._names(PERCEIVE)))
+                self._record(
+                    TraceStep(
+                        index=0,
+                        kind="review",
+                        phase=REVIEW,
+                        arguments=review.model_dump(),
+                        observation=f"back to perceive: {reason}"[:300],
+                        latency_s=reply.usage.latency_s,
+                        **self._cost(reply),
+                    )
+                )
+                return PERCEIVE
+            if not review.answer.strip():
+                self._say(prompts.AVI_MUST_ANSWER)
+                self._record(
+                    TraceStep(
+                        index=0,
+                        kind="nudge",
+                        phase=REVIEW,
+                        arguments=review.model_dump(),
+                        observation="asked to go back again; no going back is left",
+                        latency_s=reply.usage.latency_s,
+                        **self._cost(reply),
+                    )
+                )
+                return REVIEW
+        return self._answer(review, reply)
+
+    def _forced(self) -> Answer:
+        """The answer at the turn limit: one more review turn that must answer."""
+        self._say(prompts.AVI_FORCED)
+        self._record(TraceStep(index=0, kind="nudge", phase=REVIEW, observation="turn limit reached"))
+        reply = ask_model(
+            self.ctx,
+            self.state,
+            [],
+            self._record,
+            json_output=True,
+            bad_reply=prompts.AVI_BAD_REVIEW,
+            phase=REVIEW,
+        )
+        if reply is not None and not reply.tool_calls:
+            try:
+                review = parse_review(reply.text)
+            except ValueError:
+                review = None
+            if review is not None and review.answer.strip():
+                return self._answer(review, reply, forced=True)
+            if (reply.text or "").strip():
+                return self._answer(ReviewReply(answer=reply.text or ""), reply, forced=True)
+        return Answer(
+            answer="No answer was reached within the turn limit.",
+            trace=self.state.trace,
+            usage=self.state.usage,
+            forced=True,
+        )
+
+    def _answer(self, review: ReviewReply, reply: ChatReply, *, forced: bool = False) -> Answer:
+        citations = parse_citations(self.ctx, self.state.evidence, review.citations, self.default_video)
+        interval = self._interval(review.interval, review.answer, citations)
+        verified = sum(c.verified for c in citations)
+        observation = f"{verified}/{len(citations)} citations verified"
+        if interval is not None:
+            state = "verified" if interval.verified else f"unverified: {interval.note}"
+            observation += f"; interval {interval.start:g}-{interval.end:g}s ({state})"
+        self._record(
+            TraceStep(
+                index=0,
+                kind="answer",
+                phase=REVIEW,
+                arguments=review.model_dump(exclude={"verdict", "reason"}),
+                observation=observation,
+                latency_s=reply.usage.latency_s,
+                **self._cost(reply),
+            )
+        )
+        return Answer(
+            answer=review.answer.strip(),
+            choice=pick_choice(review.choice, review.answer, self.options),
+            citations=citations,
+            interval=interval,
+            trace=self.state.trace,
+            usage=self.state.usage,
+            forced=forced,
+        )
+
+    def _interval(self, raw: Any, answer: str, citations: list[Citation]) -> Citation | None:
+        """The review's interval, checked like a citation. For a "when" question without one, the
+        interval written in the answer stands in, else the first verified citation."""
+        written = parse_interval(raw) if isinstance(raw, str) else None
+        if written is not None:
+            raw = list(written)
+        if raw not in (None, "", []):
+            return self._check(raw)
+        if not self.when:
+            return None
+        written = parse_interval(answer)
+        if written is not None:
+            return self._check(list(written))
+        for citation in citations:
+            if citation.verified:
+                return citation.model_copy(update={"note": "the first verified citation"})
+        return None
+
+    def _check(self, raw: Any) -> Citation:
+        return parse_citations(self.ctx, self.state.evidence, [raw], self.default_video)[0]
