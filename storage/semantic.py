@@ -5,6 +5,16 @@ vocabulary of canonical concepts, and the inverted index concept → (video, win
 a video: a concise caption and scene/object/action keyword lists). The ``tags`` stage maps each
 surface form to a canonical concept of the shared vocabulary (``concepts``, which grows as videos
 arrive and is never rebuilt) and writes the video's rows of the inverted index (``concept_index``).
+
+The three sub-libraries (scene, object, action) are the ``dimension`` column of the index; joined
+with the parses they give concept -> (video, window, caption), e.g. with ``vidscope sql``::
+
+    SELECT i.concept, i.video_id, p.start, p."end", p.caption
+    FROM concept_index i JOIN video_parses p USING (video_id, window_index)
+    WHERE i.dimension = 'action' AND i.concept = 'talking'
+
+``video_parses`` and ``concept_index`` rows belong to a video and go with it; ``concepts`` belongs to
+the library (see ``Store.library_specs``) and keeps every concept once learnt.
 """
 
 from __future__ import annotations
