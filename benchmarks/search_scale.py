@@ -1,0 +1,387 @@
+"""Corpus search at scale: the MAVIS library on a generated 100k-video corpus.
+
+Generates a library of ``--videos`` videos (one parsed window each: a caption, its embedding and
+scene/object/action tags) into real :class:`~vidscope.storage.Store` tables under
+``benchmarks/out/search_scale`` (gitignored), then runs ``--queries`` generated queries through the
+search pipeline (rule planner; no chat model, no image–text model) and reports:
+
+* lookup latency of the library (plan + proposals + fusion) vs a full scan (exact cosine over every
+  caption embedding, what the store does without the library) and their ratio;
+* the candidate pool size and the videos reaching the fine stage vs brute force (every video);
+* recall@1/5/10 of the returned ranking for each fusion mode, and of the full scan's ranking.
+
+The vectors are **synthetic**: 384-d (MiniLM's size), random but clustered. Every concept belongs
+to a family ("dog3", "dog7" are siblings); a concept's vector mixes its family's centroid and its own
+direction (siblings have cosine 0.5, other concepts ~0). A caption's embedding is the normalised sum of
+its concepts' vectors plus noise; the benchmark's text embedder embeds a text the same way from the
+concept names in it. So a matching sub-intent scores φ ≈ 0.5–0.58 against a caption, a sibling
+concept ≈ 0.29 and anything else ≈ 0, i.e. the scale the default thresholds (τ_soft 0.5, τ_hard 0.3)
+were set for. Nothing here measures embedding quality; it measures the library's work at scale.
+
+Run: ``.venv/bin/python benchmarks/search_scale.py [--videos 100000] [--queries 30]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from vidscope.agents.mavis import FUSIONS, Library, search_library
+from vidscope.config import SearchSettings
+from vidscope.metrics import recall_at_k
+from vidscope.storage.schema import sql_quote
+from vidscope.storage.store import Store
+
+DIM = 384
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+#: (dimension, family names, concepts per family)
+FAMILIES = {
+    "scene": (
+        _words(
+            "beach kitchen park street forest office stadium lake city garden restaurant desert airport "
+            "market church studio farm bridge harbor cave"
+        ),
+        10,
+    ),
+    "object": (
+        _words(
+            "dog cat car bicycle ball guitar phone laptop horse bird boat tree table chair cup bottle "
+            "book umbrella hat drone camera bus train truck pizza cake child woman man baby robot "
+            "kite skateboard surfboard knife piano violin flag lamp clock door window bag shoe "
+            "sofa bed mirror balloon fire rope"
+        ),
+        10,
+    ),
+    "action": (
+        _words(
+            "running jumping swimming cooking dancing singing driving climbing throwing catching "
+            "eating drinking reading writing sleeping fighting laughing crying riding painting"
+        ),
+        10,
+    ),
+}
+SIBLING_COSINE = 0.5
+NOISE = 0.3
+#: Share of tags the (simulated) parser misses: not indexed, though the caption mentions them.
+TAG_MISS = 0.1
+#: Weight of a video's second object in its caption embedding (less salient than the first).
+SECOND_OBJECT_WEIGHT = 0.5
+BATCH = 20_000
+
+
+# ============================================================================ the synthetic space
+
+
+class ConceptSpace:
+    """Clustered random concept vectors and an embedder over texts made of concept names."""
+
+    def __init__(self, seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        self.names: dict[str, list[str]] = {}
+        vectors: dict[str, np.ndarray] = {}
+        alpha, beta = SIBLING_COSINE**0.5, (1 - SIBLING_COSINE) ** 0.5
+        for dimension, (families, size) in FAMILIES.items():
+            self.names[dimension] = []
+            for family in families:
+                centroid = _unit(rng.standard_normal(DIM))
+                for i in range(size):
+                    name = f"{family}{i}"
+                    vectors[name] = _unit(alpha * centroid + beta * _unit(rng.standard_normal(DIM)))
+                    self.names[dimension].append(name)
+        self.vectors = vectors
+
+    def noise(self, text: str) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        return NOISE * _unit(np.random.default_rng(seed).standard_normal(DIM))
+
+    def embed_concepts(
+        self, concepts: Sequence[str], text: str, weights: Sequence[float] | None = None
+    ) -> np.ndarray:
+        weights = weights or [1.0] * len(concepts)
+        total = sum((w * self.vectors[c] for c, w in zip(concepts, weights, strict=True)), np.zeros(DIM))
+        return _unit(total + self.noise(text)).astype(np.float32)
+
+
+class SyntheticEmbedder:
+    """The benchmark's text embedder: the concept names in a text, summed, plus per-text noise."""
+
+    name = "synthetic-clustered-384"
+    dim = DIM
+
+    def __init__(self, space: ConceptSpace) -> None:
+        self.space = space
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = []
+        for text in texts:
+            concepts = [w for w in re.findall(r"[a-z]+[0-9]+", text.lower()) if w in self.space.vectors]
+            rows.append(self.space.embed_concepts(concepts, text))
+        return np.stack(rows) if rows else np.zeros((0, DIM), dtype=np.float32)
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+# ============================================================================ the corpus
+
+
+def video_id(i: int) -> str:
+    return hashlib.sha256(f"video-{i}".encode()).hexdigest()
+
+
+def generate(store: Store, space: ConceptSpace, videos: int, seed: int) -> dict[str, list[list[str]]]:
+    """Write ``videos`` parsed videos into the store; returns each video's true tags per dimension
+    (what its caption says; about :data:`TAG_MISS` of them are missing from the index)."""
+    rng = np.random.default_rng(seed + 1)
+    tags: dict[str, list[list[str]]] = {"scene": [], "object": [], "action": []}
+    names = {d: np.array(space.names[d]) for d in FAMILIES}
+    now = datetime.now(UTC)
+    vocab = {d: set() for d in FAMILIES}
+    for start in range(0, videos, BATCH):
+        stop = min(videos, start + BATCH)
+        ids = [video_id(i) for i in range(start, stop)]
+        captions, vectors, parses, index, rows = [], [], [], [], []
+        for offset, vid in enumerate(ids):
+            scene = [str(rng.choice(names["scene"]))]
+            objects = [
+                str(o) for o in rng.choice(names["object"], size=1 + (rng.random() < 0.3), replace=False)
+            ]
+            action = [str(rng.choice(names["action"]))]
+            # The parser misses a tag now and then; the caption still says it.
+            indexed = {}
+            for d, t in (("scene", scene), ("object", objects), ("action", action)):
+                tags[d].append(t)
+                indexed[d] = [c for c in t if rng.random() >= TAG_MISS]
+                vocab[d].update(indexed[d])
+                index.extend((d, concept, vid) for concept in indexed[d])
+            caption = f"a {' and a '.join(objects)} {action[0]} in the {scene[0]}"
+            captions.append(caption)
+            # A second object is less salient in the caption than the first.
+            weights = [1.0, 1.0, *([SECOND_OBJECT_WEIGHT] * (len(objects) - 1)), 1.0]
+            vectors.append(space.embed_concepts([*scene, *objects, *action], caption, weights))
+            parses.append((vid, caption, indexed["scene"], indexed["object"], indexed["action"]))
+            rows.append((vid, f"video_{start + offset:06d}.mp4"))
+        matrix = np.stack(vectors)
+        store.upsert(
+            store.video_parses,
+            pa.table(
+                {
+                    "video_id": [p[0] for p in parses],
+                    "window_index": pa.array([0] * len(parses), pa.int32()),
+                    "start": [0.0] * len(parses),
+                    "end": [60.0] * len(parses),
+                    "caption": captions,
+                    "scene": [p[2] for p in parses],
+                    "objects": [p[3] for p in parses],
+                    "actions": [p[4] for p in parses],
+                    "parser": ["synthetic"] * len(parses),
+                    "caption_embedding": pa.FixedSizeListArray.from_arrays(
+                        pa.array(matrix.reshape(-1), pa.float32()), DIM
+                    ),
+                }
+            ),
+        )
+        store.upsert(
+            store.concept_index,
+            pa.table(
+                {
+                    "dimension": [r[0] for r in index],
+                    "concept": [r[1] for r in index],
+                    "video_id": [r[2] for r in index],
+                    "window_index": pa.array([0] * len(index), pa.int32()),
+                    "surface": [r[1] for r in index],
+                }
+            ),
+        )
+        store.upsert(
+            store.videos,
+            pa.table(
+                {
+                    "video_id": [r[0] for r in rows],
+                    "path": [f"/corpus/{r[1]}" for r in rows],
+                    "file_name": [r[1] for r in rows],
+                    "size_bytes": [1] * len(rows),
+                    "duration": [60.0] * len(rows),
+                    "fps": [25.0] * len(rows),
+                    "width": pa.array([640] * len(rows), pa.int32()),
+                    "height": pa.array([360] * len(rows), pa.int32()),
+                    "rotation": pa.array([0] * len(rows), pa.int32()),
+                    "has_audio": [False] * len(rows),
+                    "added_at": pa.array([now] * len(rows), pa.timestamp("us", tz="UTC")),
+                }
+            ),
+        )
+        print(f"  generated {stop:,} / {videos:,} videos", flush=True)
+    concepts = [(d, c) for d in FAMILIES for c in sorted(vocab[d])]
+    store.upsert(
+        store.concepts,
+        [
+            {
+                "dimension": d,
+                "concept": c,
+                "aliases": [],
+                "embedding": space.vectors[c].astype(np.float32).tolist(),
+                "confirmed_by": "synthetic",
+            }
+            for d, c in concepts
+        ],
+    )
+    return tags
+
+
+# ============================================================================ the measurements
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--videos", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "search_scale")
+    args = parser.parse_args(argv)
+
+    space = ConceptSpace(args.seed)
+    embedder = SyntheticEmbedder(space)
+    started = time.perf_counter()
+    shutil.rmtree(args.out, ignore_errors=True)
+    store = Store(args.out, text_dim=DIM)
+    print(f"library: {args.videos:,} videos, 384-d synthetic clustered vectors, in {args.out}")
+    tags = generate(store, space, args.videos, args.seed)
+    store.optimize()
+    print(
+        f"  ready in {time.perf_counter() - started:.1f} s "
+        f"({store.count(store.concept_index):,} index rows, {store.count(store.concepts)} concepts)"
+    )
+
+    # Queries: a random video's scene, first object and action as a sentence; gold = the videos
+    # whose content (caption) has all three, whether or not the parser indexed them.
+    rng = np.random.default_rng(args.seed + 2)
+    ids = [video_id(i) for i in range(args.videos)]
+    by_concept: dict[tuple[str, str], set[int]] = {}
+    for d, per_video in tags.items():
+        for i, concepts in enumerate(per_video):
+            for c in concepts:
+                by_concept.setdefault((d, c), set()).add(i)
+    queries, gold = {}, {}
+    for q, i in enumerate(rng.choice(args.videos, size=args.queries, replace=False)):
+        scene, obj, action = tags["scene"][i][0], tags["object"][i][0], tags["action"][i][0]
+        queries[f"q{q}"] = f"a {obj} {action} in the {scene}"
+        matching = by_concept[("scene", scene)] & by_concept[("object", obj)] & by_concept[("action", action)]
+        gold[f"q{q}"] = {ids[j] for j in matching}
+
+    # Warm both paths once (Lance opens files and builds caches on first use).
+    first = next(iter(queries.values()))
+    search_library(store, first, embedder=embedder, options=SearchSettings())
+    store.nearest(store.video_parses, embedder.embed([first])[0], 10, columns=["video_id"])
+    index_vs_tag_scan(store, queries)
+
+    print(
+        f"\n{len(queries)} queries, e.g. {first!r}; gold videos per query: "
+        f"{statistics.mean(len(g) for g in gold.values()):.1f} on average"
+    )
+    scan_seconds, scan_rankings = [], {}
+    for qid, text in queries.items():
+        t0 = time.perf_counter()
+        rows = store.nearest(store.video_parses, embedder.embed([text])[0], 10, columns=["video_id"])
+        scan_seconds.append(time.perf_counter() - t0)
+        scan_rankings[qid] = [r["video_id"] for r in rows]
+    scan = statistics.median(scan_seconds)
+    header = (
+        f"{'fusion':<13}{'lookup ms':>10}{'scan/lookup':>12}{'pool':>8}{'fine':>8}"
+        f"{'fine %':>9}{'R@1':>6}{'R@5':>6}{'R@10':>6}"
+    )
+    print(
+        f"full scan (exact cosine over {args.videos:,} caption embeddings): median "
+        f"{scan * 1000:.1f} ms, p95 {_p95(scan_seconds) * 1000:.1f} ms; brute-force fine stage: "
+        f"{args.videos:,} videos per query"
+    )
+    recall = recall_at_k(scan_rankings, gold)
+    print(
+        f"full-scan ranking recall: R@1 {recall['R@1']:.2f}  R@5 {recall['R@5']:.2f}  "
+        f"R@10 {recall['R@10']:.2f}\n"
+    )
+    print(header)
+    configs = [(f, SearchSettings(fusion=f)) for f in FUSIONS]
+    configs.append(("veto, 1 c/i", SearchSettings(fusion="veto", concepts_per_intent=1)))
+    veto_stages: dict[str, float] = {}
+    for label, options in configs:
+        lookups, pools, fines, rankings, stages = [], [], [], {}, []
+        for qid, text in queries.items():
+            result = search_library(store, text, embedder=embedder, options=options)
+            lookups.append(result.stages["plan"] + result.stages["propose"] + result.stages["fuse"])
+            stages.append(result.stages)
+            pools.append(result.pool_size)
+            fines.append(result.fine_comparisons)
+            rankings[qid] = [h.video_id for h in result.hits]
+        lookup = statistics.median(lookups)
+        r = recall_at_k(rankings, gold)
+        fine_share = 100 * statistics.mean(fines) / args.videos
+        print(
+            f"{label:<13}{lookup * 1000:>10.1f}{scan / lookup:>12.2f}{statistics.mean(pools):>8.0f}"
+            f"{statistics.mean(fines):>8.1f}{fine_share:>8.3f}%{r['R@1']:>6.2f}{r['R@5']:>6.2f}"
+            f"{r['R@10']:>6.2f}"
+        )
+        if label == "veto":
+            veto_stages = {k: statistics.median(s[k] for s in stages) * 1000 for k in stages[0]}
+    print(
+        "\nlookup = plan + proposals + fusion (median); pool and fine = mean videos per query; fine % = "
+        "share of the corpus reaching the fine stage (goal < 1%); 'c/i' = concepts_per_intent (default 5)."
+    )
+    print("veto, median per stage: " + ", ".join(f"{k} {v:.1f} ms" for k, v in veto_stages.items()))
+    print(f"total {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def index_vs_tag_scan(store: Store, queries: dict[str, str]) -> None:
+    """Candidate lookup for each query's concepts: the inverted index vs scanning every video's tags."""
+    library = Library(store)
+    index_s, scan_s, sizes = [], [], []
+    for text in queries.values():
+        obj, action, scene = re.findall(r"[a-z]+[0-9]+", text)
+        wanted = {"scene": [scene], "object": [obj], "action": [action]}
+        t0 = time.perf_counter()
+        via_index = library.videos_for(wanted)
+        index_s.append(time.perf_counter() - t0)
+        where = " OR ".join(
+            f"array_has({column}, {sql_quote(concept)})"
+            for column, concept in (("scene", scene), ("objects", obj), ("actions", action))
+        )
+        t0 = time.perf_counter()
+        via_scan = store.rows(store.video_parses, where=where, columns=["video_id"], order_by=())
+        scan_s.append(time.perf_counter() - t0)
+        found = set().union(*(v.keys() for v in via_index.values()))
+        if found != set(via_scan.column("video_id").to_pylist()):
+            raise AssertionError("the index and the tag scan disagree")
+        sizes.append(len(found))
+    index, scan = statistics.median(index_s), statistics.median(scan_s)
+    print(
+        f"candidate lookup of a query's 3 concepts ({statistics.mean(sizes):.0f} videos): inverted index "
+        f"{index * 1000:.1f} ms vs full scan of every video's tags {scan * 1000:.1f} ms "
+        f"(scan/index {scan / index:.1f}x)"
+    )
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
