@@ -5,16 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # ffmpeg: video tools used by tests and benchmarks; espeak-ng + sox: synthetic speech for the demo
-# and tests. PyAV and decord bring their own decoders, so ingestion itself does not need these.
+# and tests; chromium: the web page's browser test. PyAV and decord bring their own decoders, so
+# ingestion itself does not need these.
 missing=()
-for tool in ffmpeg espeak-ng sox; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in ffmpeg espeak-ng sox chromium; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox chromium >/dev/null
   elif command -v apt-get >/dev/null && command -v sudo >/dev/null; then
     sudo apt-get update -qq
-    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox >/dev/null
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox chromium >/dev/null
   else
     echo "warning: please install ${missing[*]} with your package manager" >&2
   fi

@@ -66,8 +66,10 @@ def find_video(store: Store, ref: str) -> VideoRecord:
     """
     from pathlib import Path
 
+    if not ref or "\x00" in ref:
+        raise VideoNotFound(f"{ref!r} is not a video id, path or file name")
     rows = store.rows(store.videos).to_pylist()
-    ref_path = str(Path(ref).expanduser().resolve()) if ref else ""
+    ref_path = str(Path(ref).expanduser().resolve())
     exact = [r for r in rows if r["video_id"] == ref or r["path"] == ref_path]
     if not exact and len(ref) >= 6:
         exact = [r for r in rows if r["video_id"].startswith(ref.lower())]

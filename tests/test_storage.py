@@ -178,6 +178,9 @@ def test_find_video_by_id_prefix_path_and_name(store: Store) -> None:
         find_video(store, "abcd")  # shorter than the 6-character minimum for a prefix
     with pytest.raises(VideoNotFound, match="no ingested video"):
         find_video(store, "missing.mp4")
+    for bad in ("", "other.mp4\x00"):  # a NUL byte would make the path calls raise ValueError
+        with pytest.raises(VideoNotFound, match="not a video id"):
+            find_video(store, bad)
 
 
 def test_video_version_changes_with_the_ledger(store: Store) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -366,6 +366,16 @@ def ask(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
+    agent: Annotated[
+        Literal["dvd", "avi"],
+        typer.Option(
+            "--agent",
+            case_sensitive=False,
+            help="dvd: Deep-Video-Discovery agent (one tool loop); avi: three phases (retrieve, "
+            "perceive, review), gives 'when' questions a (start, end) interval. Both need "
+            "a chat model (models.chat), else the answer is extractive.",
+        ),
+    ] = "dvd",
 ) -> None:
     """Answer a question about an ingested video, citing the moments that support it."""
     if more_options and not options:
@@ -378,7 +388,7 @@ def ask(
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
-        result = run_ask(settings(), video, question, options or None, show_steps)
+        result = run_ask(settings(), video, question, options or None, show_steps, agent=agent)
     except VideoNotFound as exc:
         errors.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
@@ -529,6 +539,7 @@ def demo(
 
 # Command groups declared in their own modules register on ``app`` when imported (one line each).
 # --- command modules ---
+from vidscope import cli_api, cli_graph, cli_search, cli_server  # noqa: E402,F401,I001
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -139,6 +139,10 @@ class AgentSettings(BaseModel):
     temperature: float = 0.0
     #: Prefect retries of a tool call that failed unexpectedly (a ToolError is never retried).
     tool_retries: int = Field(default=2, ge=0)
+    #: AVI agent: model turns over all three phases before a final answer is forced.
+    avi_max_iterations: int = Field(default=10, ge=1)
+    #: AVI agent: how often the review phase may send the agent back to perceive.
+    avi_max_backtracks: int = Field(default=1, ge=0)
 
     def tool_fingerprint(self) -> str:
         """The part of the configuration that changes what tools return (for cache keys)."""

@@ -1,0 +1,150 @@
+"""The web page in headless Chromium (Debian's, driven by Playwright) against a real server.
+
+The library view lists the ingested video, the ask box answers with evidence thumbnails, and
+clicking one seeks the player to the moment. A screenshot is taken under tmp_path and checked.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageStat
+from test_api import TOKEN, Library, serve, shared_library
+
+from vidscope.api import create_app
+from vidscope.tasks.open_store import open_store
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium"
+)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    return shared_library(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+def test_ask_then_click_evidence_plays_the_video_from_that_moment(
+    browser: object, library: Library, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    with serve(create_app(library.settings())) as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.goto(url)
+
+        row = page.locator(".video-row", has_text="fruit and sea.mp4")
+        expect(row).to_be_visible(timeout=20_000)
+        expect(row.locator(".stage.done", has_text="ocr")).to_be_visible()
+        row.click()
+        assert page.locator("#ask-video").input_value() == library.video_id
+
+        page.fill("#ask-q", "Where is the blue ocean?")
+        page.click("#ask-form button")
+        evidence = page.locator("#answer .evidence").first
+        expect(evidence).to_be_visible(timeout=60_000)
+        expect(page.locator("#answer-text")).to_contain_text("BLUE OCEAN")
+        start = float(evidence.get_attribute("data-start") or "nan")
+        assert start == 5.0
+        expect(evidence.locator(".time")).to_have_text("0:05.0–0:08.0")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#answer .evidence img')]"
+            ".every(img => img.complete && img.naturalWidth > 0)",
+            timeout=20_000,
+        )
+
+        page.evaluate(
+            """() => {
+                window.seekedAt = [];
+                const player = document.querySelector('#player');
+                player.addEventListener('seeked', () => window.seekedAt.push(player.currentTime));
+            }"""
+        )
+        evidence.click()
+        page.wait_for_function("() => window.seekedAt.length > 0", timeout=30_000)
+        seeked = page.evaluate("window.seekedAt[0]")
+        assert abs(seeked - start) < 0.1, seeked
+        state = page.evaluate(
+            """() => { const p = document.querySelector('#player');
+                p.pause();
+                return {error: p.error && p.error.code, t: p.currentTime, d: p.duration,
+                        src: p.currentSrc}; }"""
+        )
+        assert state["error"] is None and abs(state["d"] - 8.0) < 0.3
+        assert start - 0.1 <= state["t"] <= 8.0
+        assert state["src"].endswith(f"/api/videos/{library.video_id}/stream")
+        expect(page.locator("#now-playing")).to_contain_text("fruit and sea.mp4 from 0:05.0")
+
+        # The search box answers too: hits with moments, or the reason it cannot search yet.
+        page.fill("#search-q", "blue ocean")
+        page.click("#search-form button")
+        store = open_store(library.settings())
+        if store.count(store.video_parses):
+            expect(page.locator("#search-results .hit").first).to_contain_text("fruit and sea.mp4")
+        else:
+            expect(page.locator("#search-results")).to_contain_text("library is empty")
+            problems = [p for p in problems if "409" not in p]  # the refused request is logged
+
+        box = evidence.bounding_box()
+        shot = tmp_path / "page.png"
+        page.screenshot(path=str(shot), full_page=False)
+        page.close()
+    assert not problems, problems
+
+    image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+    assert image.size == (1280, 900)
+    assert max(hi - lo for lo, hi in image.getextrema()) > 100  # not a blank page
+    assert box is not None
+    thumb = image.crop((int(box["x"]), int(box["y"]), int(box["x"] + box["width"]), int(box["y"] + 80)))
+    spread = ImageStat.Stat(thumb.convert("L")).stddev[0]
+    assert spread > 20, f"the evidence thumbnail looks uniform (stddev {spread:.1f})"
+
+
+def test_with_a_token_the_page_asks_for_it_then_shows_the_library(browser: object, library: Library) -> None:
+    from playwright.sync_api import expect
+
+    with serve(create_app(library.settings(token=TOKEN))) as url:
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(url)
+        expect(page.locator("#login")).to_be_visible(timeout=20_000)
+        expect(page.locator("#main")).to_be_hidden()
+        page.fill("#token", "wrong")
+        page.click("#login-form button")
+        expect(page.locator("#status")).to_contain_text("log-in failed")
+        page.fill("#token", TOKEN)
+        page.click("#login-form button")
+        expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible()
+        # Media requests carry the session cookie: a thumbnail loads without a header.
+        status = page.evaluate(
+            f"async () => (await fetch('/api/videos/{library.video_id}/thumbnail?t=1')).status"
+        )
+        assert status == 200
+        page.close()

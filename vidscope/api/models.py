@@ -1,0 +1,161 @@
+"""Request and response bodies of the HTTP API (they make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field, StringConstraints
+
+from vidscope.flows.ask import AgentName, AskResult
+
+#: At least one character that Python's ``str.strip`` keeps (the same class in every regex engine).
+NOT_BLANK = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
+NonBlank = Annotated[str, StringConstraints(min_length=1, max_length=4000, pattern=NOT_BLANK)]
+
+
+class Health(BaseModel):
+    """Liveness and whether requests need a token."""
+
+    status: str = "ok"
+    auth_required: bool
+
+
+class Login(BaseModel):
+    """The bearer token, exchanged for a session cookie the page's media requests carry."""
+
+    token: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+
+class StageState(BaseModel):
+    """One ingestion stage of one video, from the ledger."""
+
+    stage: str
+    status: str = Field(description="pending, running, done, skipped, failed, blocked, unavailable")
+    rows: int | None = None
+    seconds: float | None = None
+    note: str = ""
+
+
+class VideoSummary(BaseModel):
+    """A library entry."""
+
+    video_id: str
+    file_name: str
+    duration: float
+    width: int
+    height: int
+    fps: float
+    has_audio: bool
+    added_at: str | None = None
+    clips: int
+    playable: bool = Field(description="The file is under a configured video root and present.")
+    stages: dict[str, str] = Field(description="Stage name to status.")
+
+
+class VideoDetail(VideoSummary):
+    """A library entry with the per-stage ledger (errors and notes included)."""
+
+    ledger: list[StageState]
+
+
+class IngestRequest(BaseModel):
+    """Files or folders to ingest; each must lie under a configured video root."""
+
+    paths: list[NonBlank] = Field(min_length=1, max_length=1000)
+
+
+class AskRequest(BaseModel):
+    """A question about one video."""
+
+    video: NonBlank = Field(description="Video id (or a 6+ character prefix) or file name.")
+    question: NonBlank
+    options: list[NonBlank] | None = Field(
+        None, min_length=2, max_length=26, description="Multiple-choice options, if any."
+    )
+    agent: AgentName = Field(
+        "dvd", description="dvd: one tool loop; avi: retrieve, perceive, review (needs a chat model)."
+    )
+
+
+class AskResponse(AskResult):
+    """The answer, its cited moments and the trace; ``query_id`` fetches the trace again later."""
+
+    query_id: str
+
+
+class Moment(BaseModel):
+    """A time range inside a video (seconds)."""
+
+    start: float
+    end: float
+
+
+class SearchHitOut(BaseModel):
+    """A video that matches the query, with its best moments."""
+
+    video_id: str
+    file_name: str
+    score: float
+    scores: dict[str, float] = Field(default_factory=dict)
+    caption: str | None = None
+    moments: list[Moment] = Field(default_factory=list)
+
+
+class DroppedOut(BaseModel):
+    """A candidate video some agent vetoed, and why."""
+
+    video_id: str
+    file_name: str
+    reason: str
+    scores: dict[str, float] = Field(default_factory=dict)
+
+
+class SearchResponse(BaseModel):
+    """Videos matching a query across the library."""
+
+    query: str
+    plan: dict[str, str] = Field(default_factory=dict)
+    hits: list[SearchHitOut] = Field(default_factory=list)
+    dropped: list[DroppedOut] = Field(default_factory=list)
+    pool_size: int = 0
+    fine_comparisons: int = 0
+    fusion: str = ""
+    seconds: float = 0.0
+    planner: str = Field("", description="'rules' or the chat model that planned the query.")
+    rerank: str = Field("", description="How the fine rerank compared videos.")
+    notes: list[str] = Field(default_factory=list)
+
+
+def search_response(result: Any) -> SearchResponse:
+    """Turn ``flows.search.SearchResult`` (dataclass or model) into the API's response model."""
+    return SearchResponse(
+        query=result.query,
+        plan=dict(result.plan or {}),
+        hits=[
+            SearchHitOut(
+                video_id=h.video_id,
+                file_name=h.file_name,
+                score=float(h.score),
+                scores={k: float(v) for k, v in (h.scores or {}).items()},
+                caption=h.caption,
+                moments=[Moment(start=float(a), end=float(b)) for a, b in (h.moments or [])],
+            )
+            for h in result.hits
+        ],
+        dropped=[
+            DroppedOut(
+                video_id=d.video_id,
+                file_name=d.file_name,
+                reason=d.reason,
+                scores={k: float(v) for k, v in (d.scores or {}).items()},
+            )
+            for d in result.dropped
+        ],
+        pool_size=int(result.pool_size),
+        fine_comparisons=int(result.fine_comparisons),
+        fusion=str(result.fusion),
+        seconds=float(result.seconds),
+        planner=str(getattr(result, "planner", "") or ""),
+        rerank=str(getattr(result, "rerank", "") or ""),
+        notes=[str(n) for n in getattr(result, "notes", None) or []],
+    )

@@ -1,0 +1,181 @@
+"""What keeps the API safe to expose: bearer-token auth, request-size limits, video-root checks."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from pathlib import Path
+
+from fastapi import HTTPException, Request, status
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+#: The cookie the page's log-in sets, so <video> and <img> requests (which cannot carry an
+#: Authorization header) are authenticated too.
+SESSION_COOKIE = "vidscope_session"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) only accepts connections from this machine."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def session_value(token: str) -> str:
+    """The cookie value standing for ``token`` (derived, so the token itself is never echoed)."""
+    return hmac.new(token.encode(), b"vidscope-web-session", hashlib.sha256).hexdigest()
+
+
+class TokenAuth:
+    """A FastAPI dependency: with a token configured every request must present it.
+
+    The token comes as ``Authorization: Bearer <token>`` or as the session cookie the page sets
+    through ``POST /api/login``. Without a token (allowed only on loopback binds) only loopback
+    clients are served: a misconfigured bind fails closed instead of open.
+    """
+
+    def __init__(self, token: str | None) -> None:
+        self.token = token
+
+    def check_token(self, candidate: str) -> bool:
+        """Constant-time comparison of ``candidate`` with the configured token."""
+        return self.token is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
+
+    def __call__(self, request: Request) -> None:
+        if self.token is None:
+            client = request.client.host if request.client else ""
+            if not is_loopback(client):
+                raise HTTPException(
+                    status.HTTP_403_FORBIDDEN,
+                    "this API has no token configured, so it only serves loopback clients",
+                )
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, credentials = header.partition(" ")
+        if scheme.lower() == "bearer" and self.check_token(credentials.strip()):
+            return
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        if cookie and hmac.compare_digest(cookie.encode(), session_value(self.token).encode()):
+            return
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            "missing or wrong bearer token",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+
+class BodyLimitMiddleware:
+    """Reject request bodies over ``max_bytes`` with 413, whether sized or chunked.
+
+    A declared ``Content-Length`` over the limit is refused before anything is read. Otherwise the
+    body is read (at most ``max_bytes`` + 1 bytes are buffered) and replayed to the app, so a
+    chunked body that grows past the limit is refused too, before any endpoint sees it.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None:
+            try:
+                too_large = int(declared) > self.max_bytes
+            except ValueError:
+                await _plain(send, 400, "invalid Content-Length")
+                return
+            if too_large:
+                await _plain(send, 413, f"request body over {self.max_bytes} bytes")
+                return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _plain(send, 413, f"request body over {self.max_bytes} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _plain(send: Send, code: int, text: str) -> None:
+    payload = ('{"detail": "' + text.replace('"', "'") + '"}').encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": code,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+class PathNotAllowed(PermissionError):
+    """A path lies outside every configured video root (or no root is configured)."""
+
+
+class InvalidPath(ValueError):
+    """A path that cannot name a file (a NUL byte, a symlink loop, an over-long name)."""
+
+
+class VideoRoots:
+    """The folders the API may read videos from; every check resolves symlinks first."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.roots = [Path(r).expanduser().resolve() for r in roots]
+
+    def allows(self, path: str | Path) -> bool:
+        """Whether ``path`` (after resolving ``..`` and symlinks) lies under one of the roots."""
+        try:
+            resolved = Path(path).expanduser().resolve()
+        except (OSError, ValueError, RuntimeError):  # NUL bytes, symlink loops, over-long names
+            return False
+        return any(resolved.is_relative_to(root) for root in self.roots)
+
+    def resolve(self, path: str) -> Path:
+        """``path`` made absolute (a relative path is looked up under each root in turn) and checked.
+
+        Raises :class:`PathNotAllowed` when the result is outside every root and
+        :class:`InvalidPath` when ``path`` cannot name a file.
+        """
+        if not self.roots:
+            raise PathNotAllowed("no video roots are configured ([api] video_roots)")
+        try:
+            candidate = Path(path).expanduser()
+            if not candidate.is_absolute():
+                options = [root / candidate for root in self.roots]
+                candidate = next((c for c in options if c.exists()), options[0])
+            resolved = candidate.resolve()
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise InvalidPath(f"'{path}' is not a usable path: {exc}") from exc
+        if not any(resolved.is_relative_to(root) for root in self.roots):
+            raise PathNotAllowed(f"'{path}' is outside the configured video roots")
+        return resolved

@@ -1,0 +1,92 @@
+"""An MCP server exposing vidscope's ``ask`` and ``search`` to other agents (``vidscope mcp``).
+
+It speaks MCP over stdio and reads the same settings as the CLI (``VIDSCOPE_*`` environment
+variables, ``vidscope.toml``). Run it with ``vidscope mcp`` or ``python -m vidscope.mcp_server``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from vidscope.api.models import SearchResponse, search_response
+from vidscope.config import Settings, disable_telemetry
+from vidscope.flows.ask import AgentName, AskResult
+
+INSTRUCTIONS = (
+    "vidscope answers questions about, and searches, a library of videos that were ingested "
+    "beforehand. `ask` answers about one video and cites time ranges (seconds) as evidence; "
+    "`search` finds the videos (and moments) across the library that match a description."
+)
+
+
+def build_server(settings: Settings | None = None) -> MCPServer:
+    """The MCP server over the store ``settings`` configure (default: the process settings)."""
+    from vidscope.config import get_settings
+
+    disable_telemetry()
+    cfg = settings or get_settings()
+    server: MCPServer = MCPServer("vidscope", instructions=INSTRUCTIONS)
+
+    @server.tool()
+    def ask(
+        video: Annotated[str, Field(description="Video id (or 6+ character prefix) or file name.")],
+        question: Annotated[str, Field(description="The question about the video.")],
+        options: Annotated[
+            list[str] | None, Field(description="Multiple-choice options (2 to 26), if any.")
+        ] = None,
+        agent: Annotated[
+            AgentName, Field(description="dvd: one tool loop; avi: retrieve, perceive, review.")
+        ] = "dvd",
+        include_trace: Annotated[bool, Field(description="Return every agent step, too (long).")] = False,
+    ) -> AskResult:
+        """Answer a question about one ingested video, citing the moments (seconds) that support it."""
+        from vidscope.flows.ask import run_ask
+        from vidscope.storage.videos import VideoNotFound
+
+        try:
+            result = run_ask(cfg, video, question, options, agent=agent)
+        except (VideoNotFound, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        if not include_trace:
+            result.trace = []
+        return result
+
+    @server.tool()
+    def search(
+        query: Annotated[str, Field(description="What to look for across the library.")],
+        k: Annotated[int | None, Field(ge=1, le=100, description="Videos to return.")] = None,
+    ) -> SearchResponse:
+        """Find the ingested videos, and their best moments, that match a description."""
+        if not query.strip():
+            raise ToolError("the query is empty")
+        try:
+            from vidscope.flows.search import LibraryEmpty, run_search
+        except ImportError as exc:
+            raise ToolError(f"library search is not available: {exc}") from exc
+        from vidscope.tasks.backends.base import BackendUnavailable
+
+        try:
+            return search_response(run_search(cfg, query.strip(), k=k))
+        except (LibraryEmpty, ValueError, BackendUnavailable) as exc:
+            raise ToolError(str(exc)) from exc
+
+    return server
+
+
+def main(settings: Settings | None = None) -> None:
+    """Serve MCP over stdio until the client closes the connection."""
+    import os
+
+    # Anything but protocol messages on stdout would corrupt the stream; keep Prefect quiet.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    logging.basicConfig(level=logging.WARNING)
+    build_server(settings).run("stdio")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
