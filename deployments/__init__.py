@@ -1,4 +1,9 @@
-"""Prefect deployments (nightly ingestion, on-demand queries) and the local server; see issue 7.
+"""Running vidscope as a service: the local Prefect server and worker, and the deployments.
 
-Nothing is deployed from here yet: run the flows directly (``vidscope ingest`` / ``vidscope ask``).
+- :mod:`vidscope.deployments.server`: ``vidscope server up|down|status`` (background processes,
+  logs and pid files under ``<data_dir>/server``);
+- :mod:`vidscope.deployments.deploy`: ``vidscope server deploy`` (nightly ingestion on a cron
+  schedule, on-demand ``ask`` and ``search``, all on the ``process`` work pool).
+
+See docs/operations.md.
 """

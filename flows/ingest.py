@@ -33,21 +33,24 @@ from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.detect import DETECT
 from vidscope.tasks.embed import EMBED
 from vidscope.tasks.frames import FRAMES
+from vidscope.tasks.graph import GRAPH
 from vidscope.tasks.memory import limit_malloc_arenas
 from vidscope.tasks.onscreen_text import OCR
 from vidscope.tasks.open_store import open_store
+from vidscope.tasks.parse import PARSE
 from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.progress import report
 from vidscope.tasks.segment import SEGMENT
 from vidscope.tasks.speech import SPEECH
 from vidscope.tasks.stage import Stage, StageContext, StageResult, execute, ledger_rows
 from vidscope.tasks.subjects import SUBJECTS_STAGE
+from vidscope.tasks.tags import TAGS
 
 log = logging.getLogger(__name__)
 
 #: The ingestion stages in dependency order.
 STAGES: tuple[Stage, ...] = (
-    PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTION, SUBJECTS_STAGE, EMBED,
+    PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTION, SUBJECTS_STAGE, GRAPH, PARSE, TAGS, EMBED,
 )
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 
@@ -272,7 +275,11 @@ def _publish(video_report: VideoReport) -> None:
 @task(name="ingest", cache_policy=NO_CACHE, task_run_name="ingest · {path.name}")
 def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
     """Run ``ingest_video`` as a subflow and turn its failure into a report."""
-    state = ingest_video(path, settings, video_id, return_state=True)
+    # Found by import, not by closure: on Dask or Ray this task is pickled by value, and a flow
+    # pickled along with it loses the module globals its parameter annotations resolve against.
+    from vidscope.flows import ingest as this_module
+
+    state = this_module.ingest_video(path, settings, video_id, return_state=True)
     if state.is_completed():
         return state.result()
     error = state.result(raise_on_failure=False)
@@ -339,8 +346,37 @@ def optimize_task(settings: Settings) -> dict[str, str]:
 def run_ingest(
     paths: Sequence[str], settings: Settings, *, optimize: bool = True
 ) -> list[VideoReport]:
-    """Entry point for the CLI: ``ingest_library`` with the configured concurrency."""
+    """Entry point for the CLI: ``ingest_library`` on the configured task runner.
+
+    ``[ingest] task_runner`` picks where the videos fan out: ``threads`` (this process, at most
+    ``concurrency`` at once), ``dask`` (a local cluster of ``dask_workers`` processes, or the
+    scheduler at ``dask_address``) or ``ray`` (local, or the cluster at ``ray_address``). Each
+    worker process opens its own store; concurrent Lance commits are retried by the store.
+    """
     limit_malloc_arenas()
-    runner = ThreadPoolTaskRunner(max_workers=settings.ingest.concurrency)
+    config = settings.ingest
+    runner: Any
+    if config.task_runner == "threads":
+        runner = ThreadPoolTaskRunner(max_workers=config.concurrency)
+    elif config.task_runner == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError as exc:
+            raise RuntimeError(
+                "[ingest] task_runner = 'dask' needs prefect-dask: pip install 'vidscope[dask]'"
+            ) from exc
+        if config.dask_address:
+            runner = DaskTaskRunner(address=config.dask_address)
+        else:
+            cluster = {"n_workers": config.dask_workers, "threads_per_worker": 1}
+            runner = DaskTaskRunner(cluster_kwargs={**cluster, "dashboard_address": None})
+    else:
+        try:
+            from prefect_ray import RayTaskRunner
+        except ImportError as exc:
+            raise RuntimeError(
+                "[ingest] task_runner = 'ray' needs prefect-ray: pip install 'vidscope[ray]'"
+            ) from exc
+        runner = RayTaskRunner(address=config.ray_address)
     library = ingest_library.with_options(task_runner=runner)
     return library(list(paths), settings, paths_count=len(paths), optimize=optimize)

@@ -14,6 +14,7 @@ MANAGED_DIRS = {
     "prefect": "Prefect results and task caches",
     "exports": "graph and report exports",
     "demo": "the synthetic narrated video `vidscope demo` makes",
+    "server": "the local Prefect server's database, logs and pid files (`vidscope server`)",
 }
 
 

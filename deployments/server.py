@@ -1,0 +1,316 @@
+"""The local Prefect server and its process worker, run in the background (``vidscope server``).
+
+``start`` launches ``prefect server start`` and ``prefect worker start --type process`` as detached
+processes (each the leader of its own process group) with their logs and pid files under the data
+dir's ``server`` directory; the server keeps its SQLite database there too, never in ``~/.prefect``.
+``status`` reads the pid files and asks the API whether it is healthy and the worker online;
+``stop`` ends both process groups (TERM, then KILL after a grace period) and removes the pid files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from vidscope.config import OFFLINE_ENVIRONMENT, Settings
+from vidscope.storage.files import managed_dir
+
+#: The two background processes, in start order (stopped in reverse).
+PROCESSES = ("server", "worker")
+
+
+class ServerError(RuntimeError):
+    """The server or its worker could not be started or reached."""
+
+
+@dataclass(frozen=True)
+class ServerPaths:
+    """Where the background processes keep their state, under ``<data_dir>/server``."""
+
+    root: Path
+
+    @property
+    def home(self) -> Path:
+        """PREFECT_HOME of the server and the worker (profiles, storage, caches)."""
+        return self.root / "prefect-home"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "prefect.db"
+
+    def pid_file(self, process: str) -> Path:
+        return self.root / f"{process}.pid"
+
+    def log_file(self, process: str) -> Path:
+        return self.root / f"{process}.log"
+
+
+@dataclass
+class ProcessStatus:
+    """One background process as its pid file and the process table see it."""
+
+    name: str
+    pid: int | None
+    alive: bool
+    log: Path
+
+
+@dataclass
+class ServerStatus:
+    """The server's URL and health, and the state of both processes."""
+
+    url: str
+    healthy: bool
+    worker_online: bool
+    work_pool: str
+    processes: dict[str, ProcessStatus]
+
+    @property
+    def running(self) -> bool:
+        """The server answers and the worker process is alive and online."""
+        return self.healthy and self.processes["worker"].alive and self.worker_online
+
+
+def server_paths(settings: Settings) -> ServerPaths:
+    """The ``server`` managed directory of the configured data dir (created if needed)."""
+    return ServerPaths(managed_dir(settings.data_dir, "server"))
+
+
+def ui_url(settings: Settings) -> str:
+    """The address of the Prefect UI."""
+    return f"http://{settings.server.host}:{settings.server.port}"
+
+
+def api_url(settings: Settings) -> str:
+    """The address of the Prefect API (what ``PREFECT_API_URL`` must be set to)."""
+    return ui_url(settings) + "/api"
+
+
+def process_environment(settings: Settings, process: str) -> dict[str, str]:
+    """The environment of the server or worker process: private home, telemetry off, our config.
+
+    The worker's flow runs inherit it, so they find the same data dir and config file.
+    """
+    paths = server_paths(settings)
+    env = dict(os.environ)
+    env.update(OFFLINE_ENVIRONMENT)
+    env.update(
+        {
+            "PREFECT_HOME": str(paths.home),
+            "PREFECT_SERVER_API_HOST": settings.server.host,
+            "PREFECT_SERVER_API_PORT": str(settings.server.port),
+            "PREFECT_API_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{paths.database}",
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "DO_NOT_TRACK": "1",
+            "VIDSCOPE_DATA_DIR": str(Path(settings.data_dir).expanduser().resolve()),
+        }
+    )
+    config = Path(os.environ.get("VIDSCOPE_CONFIG", "vidscope.toml"))
+    if config.exists():
+        env["VIDSCOPE_CONFIG"] = str(config.resolve())
+    if process == "server":
+        env.pop("PREFECT_API_URL", None)
+    else:
+        env["PREFECT_API_URL"] = api_url(settings)
+    return env
+
+
+def _command(settings: Settings, process: str) -> list[str]:
+    if process == "server":
+        return [sys.executable, "-m", "prefect", "server", "start", "--analytics-off"]
+    return [
+        sys.executable, "-m", "prefect", "worker", "start",
+        "--pool", settings.server.work_pool,
+        "--type", "process",
+        "--name", f"vidscope-{socket.gethostname()}",
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- processes
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _is_ours(pid: int) -> bool:
+    """``pid`` runs and is a Prefect process (not a recycled pid of something else)."""
+    proc = Path("/proc") / str(pid)
+    if proc.is_dir():
+        try:
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError):
+            return False
+        return state not in ("Z", "X") and b"prefect" in cmdline
+    try:  # no /proc (macOS): trust the pid
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect an exited child of this process so it does not linger as a zombie."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def process_status(settings: Settings, process: str) -> ProcessStatus:
+    """What the pid file of ``process`` says, checked against the process table."""
+    paths = server_paths(settings)
+    pid = _read_pid(paths.pid_file(process))
+    if pid is not None:
+        _reap(pid)
+    return ProcessStatus(process, pid, pid is not None and _is_ours(pid), paths.log_file(process))
+
+
+def _spawn(settings: Settings, process: str) -> int:
+    paths = server_paths(settings)
+    paths.home.mkdir(parents=True, exist_ok=True)
+    log = paths.log_file(process).open("ab")
+    try:
+        child = subprocess.Popen(
+            _command(settings, process),
+            env=process_environment(settings, process),
+            cwd=paths.root,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop() ends it with its children
+        )
+    finally:
+        log.close()
+    paths.pid_file(process).write_text(f"{child.pid}\n")
+    return child.pid
+
+
+def _end(pid: int, grace: float) -> None:
+    """TERM the process group led by ``pid``; KILL it if it is still there after ``grace`` s."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # not a group leader we own: signal the process alone
+            os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            _reap(pid)
+            if not _is_ours(pid):
+                return
+            time.sleep(0.1)
+
+
+# ---------------------------------------------------------------------------- health
+
+
+def is_healthy(settings: Settings, timeout: float = 2.0) -> bool:
+    """The API at the configured address answers its health check."""
+    try:
+        response = httpx.get(api_url(settings) + "/health", timeout=timeout)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
+def worker_online(settings: Settings, timeout: float = 5.0) -> bool:
+    """A worker of the configured pool has sent a heartbeat recently (status ONLINE)."""
+    try:
+        response = httpx.post(
+            f"{api_url(settings)}/work_pools/{settings.server.work_pool}/workers/filter",
+            json={"workers": {"status": {"any_": ["ONLINE"]}}},
+            timeout=timeout,
+        )
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200 and bool(response.json())
+
+
+def _port_taken(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _wait(check: object, what: str, timeout: float, process: str, settings: Settings) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        if not process_status(settings, process).alive:
+            log = server_paths(settings).log_file(process)
+            raise ServerError(f"the {process} exited while starting; see {log}:\n{_tail(log)}")
+        time.sleep(0.25)
+    raise ServerError(f"{what} within {timeout:.0f} s; see {server_paths(settings).log_file(process)}")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------- public
+
+
+def status(settings: Settings) -> ServerStatus:
+    """The server's health, whether a worker of the pool is online, and both processes."""
+    processes = {name: process_status(settings, name) for name in PROCESSES}
+    healthy = is_healthy(settings)
+    return ServerStatus(
+        url=ui_url(settings),
+        healthy=healthy,
+        worker_online=healthy and worker_online(settings),
+        work_pool=settings.server.work_pool,
+        processes=processes,
+    )
+
+
+def start(settings: Settings, timeout: float = 120.0) -> ServerStatus:
+    """Start the server and a worker of the work pool in the background (no-op if running).
+
+    Waits until the API is healthy and the worker has registered; raises :class:`ServerError`
+    with the end of the log when either fails to come up.
+    """
+    server = process_status(settings, "server")
+    if not server.alive:
+        if _port_taken(settings.server.host, settings.server.port):
+            raise ServerError(
+                f"{settings.server.host}:{settings.server.port} is already in use by another "
+                "program; set [server] port in vidscope.toml to a free port"
+            )
+        _spawn(settings, "server")
+    _wait(lambda: is_healthy(settings), "the Prefect server did not become healthy", timeout,
+          "server", settings)  # fmt: skip
+    if not process_status(settings, "worker").alive:
+        _spawn(settings, "worker")
+    _wait(lambda: worker_online(settings), "the worker did not come online", timeout, "worker",
+          settings)  # fmt: skip
+    return status(settings)
+
+
+def stop(settings: Settings, grace: float = 15.0) -> list[str]:
+    """Stop the worker, then the server; remove their pid files. Returns what was stopped."""
+    stopped = []
+    paths = server_paths(settings)
+    for name in reversed(PROCESSES):
+        state = process_status(settings, name)
+        if state.alive and state.pid is not None:
+            _end(state.pid, grace)
+            stopped.append(name)
+        paths.pid_file(name).unlink(missing_ok=True)
+    return stopped

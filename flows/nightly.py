@@ -1,0 +1,105 @@
+"""The nightly ingestion flow: scan the watch folders and ingest what is new or changed.
+
+A video is *new* when its content hash was not in the store before the run, *changed* when it was
+but some stage had work to do (a failed or missing stage, or a stage whose settings or model
+changed: the ledger knows), and *unchanged* when every stage was already current. The counts and
+one row per video are published as a table artifact of the flow run.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+
+from prefect import flow
+from prefect.artifacts import create_table_artifact
+from pydantic import BaseModel, Field
+
+from vidscope.config import Settings, get_settings
+from vidscope.flows.ingest import VideoReport, run_ingest
+from vidscope.tasks.open_store import open_store
+
+log = logging.getLogger(__name__)
+
+#: Stage statuses that mean the stage did work in this run.
+_WORK_STATUSES = {"done", "failed", "blocked"}
+
+
+class NightlySummary(BaseModel):
+    """What one nightly run found and did."""
+
+    folders: list[str]
+    missing_folders: list[str] = Field(default_factory=list)
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    videos: list[dict[str, str]] = Field(default_factory=list)
+    reports: list[VideoReport] = Field(default_factory=list)
+
+
+def classify(report: VideoReport, known: set[str]) -> str:
+    """``new``, ``changed``, ``unchanged``, ``failed`` or ``duplicate`` for one video report."""
+    if report.status == "duplicate":
+        return "duplicate"
+    if report.failed:
+        return "failed"
+    if report.video_id not in known:
+        return "new"
+    if any(s.status in _WORK_STATUSES for s in report.stages):
+        return "changed"
+    return "unchanged"
+
+
+def _run_name() -> str:
+    return f"nightly {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+@flow(name="nightly-ingest", flow_run_name=_run_name, validate_parameters=False, log_prints=False)
+def nightly(folders: list[str] | None = None, settings: Settings | None = None) -> NightlySummary:
+    """Ingest new or changed videos under ``folders`` (default: ``[server] watch_folders``)."""
+    settings = settings or get_settings()
+    wanted = [str(Path(f).expanduser()) for f in (folders or settings.server.watch_folders)]
+    present = [f for f in wanted if Path(f).is_dir()]
+    summary = NightlySummary(folders=wanted, missing_folders=[f for f in wanted if f not in present])
+    for folder in summary.missing_folders:
+        log.warning("watch folder %s does not exist; skipped", folder)
+    if present:
+        store = open_store(settings)
+        known = set(store.rows(store.videos, columns=["video_id"]).column("video_id").to_pylist())
+        for report in run_ingest(present, settings):
+            kind = classify(report, known)
+            if kind == "duplicate":
+                summary.duplicates += 1
+            else:
+                setattr(summary, kind, getattr(summary, kind) + 1)
+            summary.videos.append(
+                {"path": report.path, "result": kind, "error": report.error or _stage_errors(report)}
+            )
+            summary.reports.append(report)
+    _publish(summary)
+    return summary
+
+
+def _stage_errors(report: VideoReport) -> str:
+    return "; ".join(f"{s.stage}: {s.error}" for s in report.stages if s.error)
+
+
+def _publish(summary: NightlySummary) -> None:
+    """The per-video results as a table artifact; the counts in its description."""
+    counts = (
+        f"new {summary.new}, changed {summary.changed}, unchanged {summary.unchanged}, "
+        f"failed {summary.failed}, duplicates {summary.duplicates}"
+    )
+    if summary.missing_folders:
+        counts += f"; missing folders: {', '.join(summary.missing_folders)}"
+    try:
+        create_table_artifact(
+            key="nightly-ingest",
+            table=summary.videos or [{"path": "", "result": "no videos found", "error": ""}],
+            description=f"Nightly ingestion of {', '.join(summary.folders) or '(no folders)'}: {counts}",
+        )
+    except Exception as exc:  # an artifact is a courtesy; never fail the run over it
+        log.debug("could not publish the nightly artifact: %s", exc)

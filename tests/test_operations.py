@@ -1,0 +1,390 @@
+"""Operations against a REAL local Prefect server: runs, task runs and artifacts read back through the
+Prefect client; the deployments; ``vidscope server up|status|down``; Dask scale-out.
+
+One server (with a process worker) is started per module by ``deployments.server.start`` on a free
+port, with its database under a temporary data dir, and stopped at the end even on failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from llm_server import ScriptedLLMServer, error
+from media import text_video
+from prefect import get_client
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterKey,
+    FlowRunFilter,
+    FlowRunFilterId,
+    FlowRunFilterName,
+)
+from prefect.client.schemas.objects import FlowRun, StateType, TaskRun
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from typer.testing import CliRunner
+
+from vidscope.config import IngestSettings, ServerSettings, Settings
+from vidscope.deployments import server
+from vidscope.deployments.deploy import apply_deployments, check_schedule
+from vidscope.flows.ask import run_ask
+from vidscope.flows.ingest import STAGES, ingest_video, run_ingest
+from vidscope.flows.nightly import nightly
+from vidscope.storage import Store
+from vidscope.tasks.open_store import open_store
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """A real Prefect server + process worker; flows of the module's tests report to it."""
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("server") / "data",
+        server=ServerSettings(port=free_port()),
+    )
+    try:
+        server.start(settings, timeout=240)
+        with temporary_settings({PREFECT_API_URL: server.api_url(settings)}):
+            yield settings
+    finally:
+        server.stop(settings)
+
+
+# ---------------------------------------------------------------------------- reading back
+
+
+def flow_runs_named(name: str) -> list[FlowRun]:
+    with get_client(sync_client=True) as client:
+        return client.read_flow_runs(flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])))
+
+
+def task_runs_of(flow_run: FlowRun) -> dict[str, TaskRun]:
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run.id])))
+    return {run.name: run for run in runs}
+
+
+def artifacts_keyed(key: str) -> list[Any]:
+    with get_client(sync_client=True) as client:
+        return client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
+
+
+def table_rows(artifact: Any) -> list[dict[str, Any]]:
+    data = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+    return list(data)
+
+
+def one_run(name: str) -> FlowRun:
+    runs = flow_runs_named(name)
+    assert len(runs) == 1, f"expected one flow run named {name!r}, got {[r.name for r in runs]}"
+    return runs[0]
+
+
+# ---------------------------------------------------------------------------- monitoring
+
+
+def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    video = text_video(tmp_path / "doorsign.mp4", duration=3.0, fps=10, texts=[(0, 3, "OPEN DOOR")])
+    settings = Settings(data_dir=tmp_path / "data")
+    [report] = run_ingest([str(video)], settings)
+    assert report.status == "ok", report
+
+    run = one_run("ingest doorsign.mp4")
+    assert run.state_type == StateType.COMPLETED
+    tasks = task_runs_of(run)
+    for stage in STAGES:
+        name = f"{stage.name} · doorsign.mp4"
+        assert name in tasks, (name, sorted(tasks))
+        assert tasks[name].state_type == StateType.COMPLETED
+    library = one_run("ingest library (1 inputs)")
+    assert {"hash · doorsign.mp4", "ingest · doorsign.mp4"} <= set(task_runs_of(library))
+
+    [artifact] = artifacts_keyed(f"ingest-{report.video_id[:12]}")
+    assert artifact.flow_run_id == run.id and artifact.type == "table"
+    rows = {row["stage"]: row for row in table_rows(artifact)}
+    assert list(rows) == [s.name for s in STAGES]
+    for stage in report.stages:
+        row = rows[stage.stage]
+        assert set(row) >= {"status", "seconds", "rows", "error"}
+        assert (row["status"], row["rows"], row["error"]) == (stage.status, stage.rows, None)
+    assert rows["frames"]["rows"] == 6 and rows["ocr"]["status"] == "done"
+
+    result = run_ask(settings, report.video_id, "What does the sign on the screen say?")
+    # The run is named after the video and the question, as the UI lists it.
+    ask_run = one_run(f"ask {report.video_id[:12]}: What does the sign on the screen say?")
+    assert ask_run.state_type == StateType.COMPLETED
+    assert "clip_search" in task_runs_of(ask_run)  # tools run as task runs named after the tool
+    [ask_artifact] = artifacts_keyed(f"ask-{report.video_id[:12]}")
+    assert ask_artifact.flow_run_id == ask_run.id and ask_artifact.type == "markdown"
+    markdown = ask_artifact.data
+    assert result.answer and result.answer in markdown  # the answer
+    assert result.citations and "**Citations:**" in markdown  # its cited moments
+    assert "| # | kind | tool |" in markdown and len(result.trace) >= 1  # the trace
+    assert f"tool calls {result.usage.tool_calls}" in markdown  # usage
+
+
+def test_a_failing_stage_is_a_failed_task_run_with_its_reason(
+    prefect_server: Settings, tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.default = error(500, "the model server is down")
+    options = {"openai": {"base_url": llm_server.base_url, "timeout_s": 5, "max_retries": 0}}
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        ingest=IngestSettings(stage_retries=0),
+        models={"captioner": "openai:scripted", "options": options},
+    )
+    video = text_video(tmp_path / "modeldown.mp4", duration=3.0, fps=10, texts=[(0, 3, "HI")])
+    state = ingest_video(video, settings, return_state=True)
+    assert state.is_failed()
+
+    run = one_run("ingest modeldown.mp4")
+    assert run.state_type == StateType.FAILED
+    assert "the model server is down" in (run.state.message or "")
+    failed = {n: t for n, t in task_runs_of(run).items() if t.state_type == StateType.FAILED}
+    assert failed, "a stage calling the unreachable model should fail"
+    for name, task_run in failed.items():
+        assert name.endswith(" · modeldown.mp4")
+        assert "the model server is down" in (task_run.state.message or ""), task_run.state
+    assert task_runs_of(run)["frames · modeldown.mp4"].state_type == StateType.COMPLETED
+
+    [artifact] = artifacts_keyed(f"ingest-{state.result(raise_on_failure=False).report.video_id[:12]}")
+    rows = {row["stage"]: row for row in table_rows(artifact)}
+    for name in failed:
+        row = rows[name.split(" · ")[0]]
+        assert row["status"] == "failed" and "the model server is down" in row["error"]
+
+
+def test_a_corrupt_file_is_a_failed_flow_run_with_its_reason(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(b"\x00\x01 not a video " * 500)
+    state = ingest_video(broken, Settings(data_dir=tmp_path / "data"), return_state=True)
+    assert state.is_failed()
+    run = one_run("ingest broken.mp4")
+    assert run.state_type == StateType.FAILED
+    assert "broken.mp4" in run.state.message and "not a readable media file" in run.state.message
+
+
+def test_the_nightly_flow_counts_new_changed_and_unchanged_videos(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    watch = tmp_path / "watch"
+    text_video(watch / "a.mp4", duration=2.0, fps=10, texts=[(0, 2, "ALPHA")])
+    missing = str(tmp_path / "not-there")
+    settings = Settings(
+        data_dir=tmp_path / "data", server=ServerSettings(watch_folders=[watch, Path(missing)])
+    )
+    first = nightly(settings=settings)
+    assert (first.new, first.changed, first.unchanged, first.failed) == (1, 0, 0, 0)
+    assert first.missing_folders == [missing]
+
+    # A new file, and a setting that changes the OCR stage: a is re-read, b is new.
+    text_video(watch / "b.mp4", duration=2.0, fps=10, texts=[(0, 2, "BRAVO")])
+    changed = settings.model_copy(update={"ingest": IngestSettings(ocr_min_score=0.6)})
+    second = nightly(settings=changed)
+    assert (second.new, second.changed, second.unchanged, second.failed) == (1, 1, 0, 0)
+    assert {Path(v["path"]).name: v["result"] for v in second.videos} == {"a.mp4": "changed", "b.mp4": "new"}
+
+    third = nightly(settings=changed)
+    assert (third.new, third.changed, third.unchanged, third.failed) == (0, 0, 2, 0)
+
+    artifacts = sorted(artifacts_keyed("nightly-ingest"), key=lambda a: a.created)
+    assert len(artifacts) >= 3
+    assert "new 0, changed 0, unchanged 2, failed 0" in artifacts[-1].description
+    assert {row["result"] for row in table_rows(artifacts[-1])} == {"unchanged"}
+    with get_client(sync_client=True) as client:
+        last = client.read_flow_run(artifacts[-1].flow_run_id)
+    assert last.name.startswith("nightly ") and last.state_type == StateType.COMPLETED
+
+
+# ---------------------------------------------------------------------------- deployments
+
+
+def test_deployments_are_applied_with_their_schedule_and_pool(prefect_server: Settings) -> None:
+    settings = prefect_server.model_copy(
+        update={
+            "server": prefect_server.server.model_copy(
+                update={"timezone": "Europe/Berlin", "nightly_cron": "30 2 * * *"}
+            )
+        }
+    )
+    results = {r.full_name: r for r in apply_deployments(settings)}
+    assert all(r.error is None for r in results.values()), results
+    assert set(results) == {"nightly-ingest/nightly", "ask/on-demand", "search/on-demand"}
+    again = apply_deployments(settings)  # applying twice updates, never duplicates
+    assert [r.deployment_id for r in again] == [r.deployment_id for r in results.values()]
+
+    with get_client(sync_client=True) as client:
+        pool = client.read_work_pool(settings.server.work_pool)
+        assert pool.type == "process"
+        nightly_dep = client.read_deployment_by_name("nightly-ingest/nightly")
+        [schedule] = nightly_dep.schedules
+        assert (schedule.schedule.cron, schedule.schedule.timezone) == ("30 2 * * *", "Europe/Berlin")
+        assert schedule.active
+        assert nightly_dep.work_pool_name == settings.server.work_pool
+        assert nightly_dep.entrypoint == "vidscope.flows.nightly.nightly"
+        env = nightly_dep.job_variables["env"]
+        assert env["VIDSCOPE_DATA_DIR"] == str(settings.data_dir.resolve())
+        assert env["DO_NOT_TRACK"] == "1"
+        for name in ("ask/on-demand", "search/on-demand"):
+            deployment = client.read_deployment_by_name(name)
+            assert deployment.schedules == [] and deployment.work_pool_name == pool.name
+            assert "question" in json.dumps(deployment.parameter_openapi_schema) or name.startswith("search")
+
+
+def test_bad_schedule_settings_are_refused_clearly() -> None:
+    with pytest.raises(ValueError, match="Mars/Olympus"):
+        check_schedule(Settings(server=ServerSettings(timezone="Mars/Olympus")))
+    with pytest.raises(ValueError, match="nightly_cron"):
+        check_schedule(Settings(server=ServerSettings(nightly_cron="at two")))
+
+
+@pytest.mark.slow
+def test_the_worker_runs_the_nightly_deployment(prefect_server: Settings, tmp_path: Path) -> None:
+    from prefect.deployments import run_deployment
+
+    apply_deployments(prefect_server)
+    watch = tmp_path / "watch"
+    text_video(watch / "c.mp4", duration=2.0, fps=10, texts=[(0, 2, "CHARLIE")])
+    run = run_deployment("nightly-ingest/nightly", parameters={"folders": [str(watch)]}, timeout=600)
+    assert run.state is not None and run.state.is_completed(), run.state
+    store = open_store(prefect_server)  # the worker's runs use the deployment's data dir
+    assert store.count(store.videos) >= 1
+    artifacts = [a for a in artifacts_keyed("nightly-ingest") if a.flow_run_id == run.id]
+    assert artifacts and "new 1," in artifacts[0].description
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+def test_server_status_reports_the_running_server_and_worker(prefect_server: Settings) -> None:
+    from vidscope.cli import app
+
+    result = CliRunner().invoke(
+        app,
+        ["--data-dir", str(prefect_server.data_dir), "server", "status"],
+        env={"VIDSCOPE_SERVER__PORT": str(prefect_server.server.port)},
+    )
+    assert result.exit_code == 0, result.output
+    assert "healthy" in result.output and "online" in result.output
+
+
+@pytest.mark.slow
+def test_server_up_status_down(tmp_path: Path) -> None:
+    from vidscope.cli import app
+
+    runner = CliRunner()
+    env = {"VIDSCOPE_SERVER__PORT": str(free_port())}
+    data = tmp_path / "data"
+
+    def cli(*args: str):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--data-dir", str(data), "server", *args], env=env)
+
+    settings = Settings(data_dir=data, server=ServerSettings(port=int(env["VIDSCOPE_SERVER__PORT"])))
+    try:
+        up = cli("up")
+        assert up.exit_code == 0, up.output
+        paths = server.server_paths(settings)
+        pids = {name: int(paths.pid_file(name).read_text()) for name in server.PROCESSES}
+        status = cli("status")
+        assert status.exit_code == 0 and "healthy" in status.output and "online" in status.output
+        assert (paths.database).exists()  # the server's database lives under the data dir
+        assert cli("up").exit_code == 0  # already running: nothing new is started
+        deploy = cli("deploy")
+        assert deploy.exit_code == 0, deploy.output
+        assert "nightly-ingest/nightly" in deploy.output and "'0 2 * * *' in UTC" in deploy.output
+        assert {name: int(paths.pid_file(name).read_text()) for name in server.PROCESSES} == pids
+
+        down = cli("down")
+        assert down.exit_code == 0 and "worker" in down.output and "server" in down.output
+        assert not any(paths.pid_file(name).exists() for name in server.PROCESSES)
+        assert not any(server._is_ours(pid) for pid in pids.values())
+        after = cli("status")
+        assert after.exit_code == 1 and "not answering" in after.output
+    finally:
+        server.stop(settings)
+
+
+# ---------------------------------------------------------------------------- scale-out
+
+
+def table_digest(store: Store) -> dict[str, list[str]]:
+    """Every table's rows, order-free, without run-specific times (floats rounded, bytes hashed)."""
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, float):
+            return round(value, 4) if math.isfinite(value) else str(value)
+        if isinstance(value, bytes):
+            return hashlib.sha1(value).hexdigest()
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        return value
+
+    digest = {}
+    for spec in store.specs:
+        table = store.rows(spec)
+        keep = [
+            f.name
+            for f in table.schema
+            # A stage's config_hash covers its upstream stages' finishing times: run-specific.
+            if not pa.types.is_timestamp(f.type) and f.name not in ("seconds", "details_json", "config_hash")
+        ]
+        digest[spec.name] = sorted(
+            json.dumps(clean(row), sort_keys=True, default=str) for row in table.select(keep).to_pylist()
+        )
+    return digest
+
+
+@pytest.mark.slow
+def test_a_two_worker_dask_cluster_stores_exactly_what_a_sequential_run_stores(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    videos = tmp_path / "videos"
+    for index, word in enumerate(["APPLE", "BANANA", "CHERRY", "DATE"]):
+        text_video(videos / f"v{index}.mp4", duration=2.0 + index, fps=10, texts=[(0, 2, word)])
+    sequential = Settings(data_dir=tmp_path / "seq", ingest=IngestSettings(concurrency=1))
+    dask = Settings(data_dir=tmp_path / "dask", ingest=IngestSettings(task_runner="dask", dask_workers=2))
+    seq_reports = run_ingest([str(videos)], sequential)
+    dask_reports = run_ingest([str(videos)], dask)
+    assert [r.status for r in seq_reports] == ["ok"] * 4
+    assert sorted(r.video_id for r in dask_reports if r.status == "ok") == sorted(
+        r.video_id for r in seq_reports
+    )
+    expected, got = table_digest(open_store(sequential)), table_digest(open_store(dask))
+    assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in expected.items()}
+    assert sorted(json.loads(r)["text"] for r in got["ocr_items"]) == ["APPLE", "BANANA", "CHERRY", "DATE"]
+    for name in expected:
+        assert got[name] == expected[name], name
+
+
+@pytest.mark.slow
+def test_ray_runs_the_ingestion_fan_out(
+    prefect_server: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    videos = tmp_path / "videos"
+    for index, word in enumerate(["ECHO", "FOXTROT"]):
+        text_video(videos / f"r{index}.mp4", duration=2.0, fps=10, texts=[(0, 2, word)])
+    settings = Settings(data_dir=tmp_path / "ray", ingest=IngestSettings(task_runner="ray"))
+    reports = run_ingest([str(videos)], settings)
+    assert [r.status for r in reports] == ["ok", "ok"], reports
+    store = open_store(settings)
+    assert store.count(store.videos) == 2
+    assert sorted(r["text"] for r in store.rows(store.ocr).to_pylist()) == ["ECHO", "FOXTROT"]

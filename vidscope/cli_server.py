@@ -1,0 +1,100 @@
+"""``vidscope server up|down|status|deploy``: the local Prefect server, its worker, the deployments."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from vidscope.cli import app, console, errors, settings
+
+server_app = typer.Typer(
+    help="Run the local Prefect server (UI, schedules) and its worker in the background.",
+    no_args_is_help=True,
+)
+app.add_typer(server_app, name="server")
+
+
+def _print_status(state) -> None:  # type: ignore[no-untyped-def]
+    table = Table(show_header=True)
+    for column in ("process", "pid", "alive", "log"):
+        table.add_column(column)
+    for process in state.processes.values():
+        alive = "[green]yes[/green]" if process.alive else "[red]no[/red]"
+        table.add_row(process.name, str(process.pid or "-"), alive, str(process.log))
+    console.print(table)
+    health = "[green]healthy[/green]" if state.healthy else "[red]not answering[/red]"
+    worker = "[green]online[/green]" if state.worker_online else "[red]offline[/red]"
+    console.print(f"server {state.url}: {health}; worker of pool {state.work_pool!r}: {worker}")
+
+
+@server_app.command("up")
+def up(
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and the worker.")] = 120.0,
+) -> None:
+    """Start the Prefect server and a worker of the work pool in the background."""
+    from vidscope.deployments.server import ServerError, start
+
+    cfg = settings()
+    try:
+        with console.status(f"starting the Prefect server on port {cfg.server.port} …"):
+            state = start(cfg, timeout=timeout)
+    except ServerError as exc:
+        errors.print(f"[red]could not start the server:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    _print_status(state)
+    console.print(
+        f"UI: {state.url}   (flows in this shell report there after "
+        f"[bold]export PREFECT_API_URL={state.url}/api[/bold])"
+    )
+
+
+@server_app.command("down")
+def down() -> None:
+    """Stop the worker and the server (their pid files are removed)."""
+    from vidscope.deployments.server import stop
+
+    stopped = stop(settings())
+    console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+@server_app.command("status")
+def status() -> None:
+    """Health of the server and whether the worker is online (exit code 1 if not running)."""
+    from vidscope.deployments.server import status as read_status
+
+    state = read_status(settings())
+    _print_status(state)
+    if not state.running:
+        raise typer.Exit(1)
+
+
+@server_app.command("deploy")
+def deploy() -> None:
+    """Create or update the nightly and on-demand deployments on the running server."""
+    from vidscope.deployments.deploy import apply_deployments
+    from vidscope.deployments.server import is_healthy, ui_url
+
+    cfg = settings()
+    if not is_healthy(cfg):
+        errors.print(f"[red]no Prefect server at {ui_url(cfg)}[/red]: run `vidscope server up` first")
+        raise typer.Exit(1)
+    try:
+        results = apply_deployments(cfg)
+    except ValueError as exc:
+        errors.print(f"[red]invalid [server] settings:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    failed = False
+    for result in results:
+        if result.error:
+            failed = True
+            errors.print(f"[red]✗ {result.spec.flow}:[/red] {result.error}")
+            continue
+        when = ""
+        if result.schedule:
+            when = f" — cron {result.schedule['cron']!r} in {result.schedule['timezone']}"
+        console.print(f"[green]✓[/green] {result.full_name}{when}")
+    console.print(f"work pool: {cfg.server.work_pool}; UI: {ui_url(cfg)}/deployments")
+    if failed:
+        raise typer.Exit(1)
