@@ -91,7 +91,12 @@ class AskResult(BaseModel):
 # ============================================================================ the flow
 
 
-@flow(name="ask", flow_run_name="ask {video_id:.12}: {question:.60}", validate_parameters=False, log_prints=False)
+@flow(
+    name="ask",
+    flow_run_name="ask {video_id:.12}: {question:.60}",
+    validate_parameters=False,
+    log_prints=False,
+)
 def ask(
     video_id: str,
     question: str,

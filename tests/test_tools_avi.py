@@ -720,6 +720,7 @@ def test_cache_key_follows_the_perception_model_roles(tmp_path: Path) -> None:
 
     assert key(object_detect, object_detector="yolo:a.pt") != key(object_detect, object_detector="yolo:b.pt")
     assert key(text_extract, text_reader="rapidocr:embedded") != key(text_extract, text_reader="paddleocr:x")
-    assert key(boundary_detect, image_text="open-clip:ViT-B-32") != key(boundary_detect, image_text="hf-clip:y")
+    clip_a, clip_b = "open-clip:ViT-B-32", "hf-clip:y"
+    assert key(boundary_detect, image_text=clip_a) != key(boundary_detect, image_text=clip_b)
     # A role the tool does not use leaves its key alone.
     assert key(text_extract, object_detector="yolo:a.pt") == key(text_extract, object_detector="yolo:b.pt")
