@@ -48,6 +48,7 @@ from vidscope.tasks.backends.base import (
     TextEmbedder,
 )
 from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.tasks.spans import ADJACENT_GAP_S, merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 from vidscope.tasks.subjects import name_words, quote_data, same_name
 
@@ -475,7 +476,7 @@ def resolve(
         for i in members[root]:
             node_of_key[keys[i]] = node_id
         clip_spans = {m.clip_index: (m.start, m.end) for m in group}
-        merged_spans = graph_metrics.union_spans(clip_spans.values())
+        merged_spans = merge_spans(clip_spans.values())
         kind_count = Counter(m.kind for m in group if m.kind)
         appearance = Counter(m.appearance for m in group if m.appearance)
         aliases = sorted({n for n in names if n.lower() != name.lower()}, key=str.lower)
@@ -543,7 +544,7 @@ def _edges(
     for (source, target, rel_key), intervals in found.items():
         current: list[Any] | None = None
         for start, end, clip, relation in sorted(intervals):
-            if current is not None and start <= current[1] + graph_metrics.SPAN_GAP_S:
+            if current is not None and start <= current[1] + ADJACENT_GAP_S:
                 current[1] = max(current[1], end)
                 continue
             if current is not None:

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from vidscope.tasks.spans import merge_spans
+
 if TYPE_CHECKING:
     import networkx as nx
 
@@ -45,8 +47,6 @@ MIN_SUPERNODE_SIZE = 4
 MAX_HOPS = 2
 #: Importance weights: frequency, centrality, query relevance.
 W_FREQ, W_CENTRALITY, W_QUERY = 0.4, 0.3, 0.3
-#: Spans closer than this (seconds) are joined when unioned.
-SPAN_GAP_S = 0.5
 _KMEANS_ITERATIONS = 100
 
 
@@ -67,17 +67,6 @@ def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
     if ua is None or ub is None or ua.shape != ub.shape:
         return 0.0
     return float(np.dot(ua, ub))
-
-
-def union_spans(spans: Iterable[tuple[float, float]], gap: float = SPAN_GAP_S) -> list[tuple[float, float]]:
-    """Spans sorted, overlapping or adjacent (within ``gap`` seconds) ones joined."""
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1] + gap:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 def row_spans(row: dict[str, Any]) -> list[tuple[float, float]]:
@@ -222,7 +211,7 @@ def supernodes(nodes: Sequence[dict[str, Any]], edges: Iterable[dict[str, Any]])
     for members in spectral_clusters(nodes, edges):
         if len(members) < MIN_SUPERNODE_SIZE:
             continue
-        spans = union_spans(s for m in members for s in row_spans(by_id[m]))
+        spans = merge_spans(s for m in members for s in row_spans(by_id[m]))
         result.append({"members": members, "spans": spans})
     result.sort(key=lambda s: (s["spans"][0][0] if s["spans"] else math.inf, s["members"][0]))
     return result

@@ -33,6 +33,7 @@ from vidscope.tasks.backends.base import (
     ModelOutputError,
 )
 from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.tasks.spans import merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,6 @@ FIELD_CHARS = 600
 PROMPT_SUBJECTS = 80
 #: Actions kept per subject (the first ones reported; later ones are usually repetitions).
 MAX_ACTIONS = 24
-#: Spans closer than this (seconds) are joined: clips are contiguous, so windows touch.
-ADJACENT_GAP_S = 0.5
 #: Two different name words still count as the same when this similar (typos, woman/women).
 WORD_SIMILARITY = 0.8
 #: Skipped windows listed in the ledger details.
@@ -102,19 +101,6 @@ def same_name(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     if not a or not b or len(a) != len(b):
         return False
     return all(_similar_word(x, y) for x, y in zip(a, b, strict=True))
-
-
-def merge_spans(
-    spans: list[tuple[float, float]], gap: float = ADJACENT_GAP_S
-) -> list[tuple[float, float]]:
-    """Spans sorted, with overlapping or adjacent (within ``gap`` seconds) ones joined."""
-    merged: list[tuple[float, float]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1] + gap:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
-        else:
-            merged.append((start, end))
-    return merged
 
 
 @dataclass

@@ -18,13 +18,13 @@ from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.open_store import open_store
+from vidscope.tasks.spans import merge_spans
 from vidscope.tasks.stage import StageContext, execute, ledger_rows
 from vidscope.tasks.subjects import (
     SUBJECTS_STAGE,
     WINDOW_CLIPS,
     Subject,
     merge_registry,
-    merge_spans,
     parse_spans,
 )
 
