@@ -67,7 +67,7 @@ def _store():  # type: ignore[no-untyped-def]
     return open_store(settings())
 
 
-def _quiet_prefect() -> None:
+def quiet_prefect() -> None:
     """Keep Prefect's per-task log lines out of the terminal; the progress bars say it better."""
     import logging
     import os
@@ -99,7 +99,7 @@ def ingest(
     paths: Annotated[list[str], typer.Argument(help="Video files, folders or glob patterns.")],
 ) -> None:
     """Ingest videos: probe, cut into clips, sample frames, read speech and text, caption, embed."""
-    _quiet_prefect()
+    quiet_prefect()
     from vidscope.flows.ingest import STAGES, run_ingest
     from vidscope.tasks.progress import listen
 
@@ -382,7 +382,7 @@ def ask(
         errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
-    _quiet_prefect()
+    quiet_prefect()
     from vidscope.flows.ask import render_answer, render_step, run_ask
     from vidscope.storage.videos import VideoNotFound
 

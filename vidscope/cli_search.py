@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from vidscope.cli import app, console, errors, settings
+from vidscope.cli import app, console, errors, quiet_prefect, settings
 
 
 @app.command()
@@ -35,6 +35,7 @@ def search(
     from vidscope.agents.mavis import LibraryEmpty
     from vidscope.flows.search import run_search
 
+    quiet_prefect()
     try:
         result = run_search(settings(), query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:
