@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from llm_server import error, text
 from media import text_video
@@ -28,10 +30,7 @@ def test_profiles_fill_roles_unless_set(tmp_path) -> None:
     local = Settings(profile="local-gpu")
     assert local.models.captioner.startswith("transformers-vlm:")
     assert local.models.object_detector.startswith("yolo:")
-    assert (
-        Settings(profile="server", models=ModelSettings(chat="openai:mine")).models.chat
-        == "openai:mine"
-    )
+    assert Settings(profile="server", models=ModelSettings(chat="openai:mine")).models.chat == "openai:mine"
     assert Settings(profile="server", models=ModelSettings(chat=None)).models.chat is None
 
 
@@ -55,8 +54,17 @@ def test_local_gpu_profile_fails_with_a_message_naming_the_model(tmp_path) -> No
 
 def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> None:
     video = text_video(tmp_path / "shop.mp4", duration=9.0, texts=[(0.0, 9.0, "OPEN")])
-    llm_server.script([text("A shop window with an OPEN sign."), error(500), error(500)])
-    # Only captioning is scripted here; the chat role (subject registry) is switched off.
+    parse = json.dumps(
+        {
+            "caption": "a shop window with an open sign",
+            "scene": ["street"],
+            "objects": ["sign"],
+            "actions": [],
+        },
+    )
+    llm_server.script([text("A shop window with an OPEN sign."), error(500), error(500), text(parse)])
+    # Captioning (two clips) and the structured parse are scripted; the chat role (subject
+    # registry, graph) is switched off.
     settings = server_settings(tmp_path, llm_server.base_url, speech_recognizer="", chat="")
     (report,) = run_ingest([str(video)], settings)
     assert report.status == "ok", report
@@ -76,6 +84,8 @@ def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> N
     ]
     assert images and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
     assert "OPEN" in str(first["messages"])  # on-screen text went along as context
+    [parsed] = store.rows(store.video_parses, video_id=report.video_id).to_pylist()
+    assert parsed["objects"] == ["sign"] and "scripted" in parsed["parser"]
 
 
 def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch) -> None:
@@ -84,7 +94,13 @@ def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch
     from vidscope.cli import _overrides, app
 
     video = text_video(tmp_path / "clip.mp4", duration=4.0, texts=[(0.0, 4.0, "SALE")])
-    llm_server.script([text("A SALE sign.", prompt_tokens=1000, completion_tokens=100)])
+    parse = '{"caption": "a shop sign announcing a sale", "scene": [], "objects": ["sign"], "actions": []}'
+    llm_server.script(
+        [
+            text("A SALE sign.", prompt_tokens=1000, completion_tokens=100),  # the caption
+            text(parse, prompt_tokens=1000, completion_tokens=100),  # the structured parse
+        ]
+    )
     config = tmp_path / "vidscope.toml"
     config.write_text(
         f'data_dir = "{tmp_path / "data"}"\nprofile = "server"\n[models]\nspeech_recognizer = ""\nchat = ""\n'
@@ -97,6 +113,6 @@ def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch
     assert report.status == "ok", report
     result = CliRunner().invoke(app, ["usage"])
     assert result.exit_code == 0, result.output
-    # 1000 tokens in at $2/M + 100 out at $10/M = $0.003 for 4 s of video = $2.70 per hour.
-    assert "1 model calls during ingestion" in result.output
-    assert "$0.0030 in total" in result.output and "$2.7000 per ingested hour" in result.output
+    # Twice 1000 tokens in at $2/M + 100 out at $10/M = $0.006 for 4 s of video = $5.40 per hour.
+    assert "2 model calls during ingestion" in result.output
+    assert "$0.0060 in total" in result.output and "$5.4000 per ingested hour" in result.output
