@@ -33,22 +33,17 @@ from vidscope.agents.grounding import (
     refine_edge,
     smooth,
 )
+from vidscope.agents.perception import PerceptionContext
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry, execute_tool
-from vidscope.agents.tools_avi import (
-    PERCEIVE_TOOLS,
-    RETRIEVE_TOOLS,
+from vidscope.agents.tools_avi import PERCEIVE_TOOLS, RETRIEVE_TOOLS, perceive_registry, retrieve_registry
+from vidscope.agents.tools_avi_perceive import (
     BoundaryResult,
-    ClipMergeResult,
-    ExploreResult,
     FrameAnalysisResult,
-    GraphRetrieveResult,
     ObjectDetectResult,
-    PerceptionContext,
     TextExtractResult,
     matching_object,
-    perceive_registry,
-    retrieve_registry,
 )
+from vidscope.agents.tools_avi_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
 from vidscope.config import Settings
 from vidscope.metrics import temporal_iou
 from vidscope.storage.ledger import STATUS_DONE
