@@ -26,6 +26,7 @@ from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.backends.base import BackendUnavailable, ChatMessage, Usage
 from vidscope.tasks.frames import encode_jpeg
 from vidscope.tasks.onscreen_text import SAME_FRAME_DIFF, TextTracker, thumbnail
+from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)
 
@@ -86,28 +87,15 @@ class ObjectDetectResult(ToolResult):
         return f"{self.frames_checked} frames ({self.source}): {seen}"
 
 
-_IRREGULAR = {"people": "person", "men": "man", "women": "woman", "children": "child", "mice": "mouse"}
-
-
-def word_forms(label: str) -> set[str]:
-    """A label in lower case with its likely singular forms, to match "cars" with "car"."""
-    word = " ".join(label.lower().split())
-    forms = {word}
-    if word in _IRREGULAR:
-        forms.add(_IRREGULAR[word])
-    if word.endswith("ies") and len(word) > 4:
-        forms.add(word[:-3] + "y")
-    if word.endswith("es") and len(word) > 3:
-        forms.add(word[:-2])
-    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
-        forms.add(word[:-1])
-    return forms
-
-
 def matching_object(label: str, wanted: list[str]) -> str | None:
-    """The requested object name that ``label`` is an instance of, if any."""
-    forms = word_forms(label)
-    return next((o for o in wanted if forms & word_forms(o)), None)
+    """The requested object name that ``label`` is an instance of, if any: both compared in their
+    canonical (singular, lower-case) form, as the tag vocabulary does ("cars" matches "car")."""
+
+    def key(name: str) -> str:
+        return canonical_form(name, "object") or " ".join(name.lower().split())
+
+    target = key(label)
+    return next((o for o in wanted if key(o) == target), None)
 
 
 def _detected_frames(

@@ -129,8 +129,15 @@ def lemmas(word: str) -> dict[str, tuple[str, ...]]:
     return dict(_lemma_items(word))
 
 
+#: Plurals the lexicon lists as lemmas of their own but detectors and people use as plurals.
+_SUPPLETIVE_PLURALS = {"people": "person", "persons": "person"}
+
+
 def singular(word: str) -> str:
-    """The singular of a noun ("dogs" -> "dog"); unknown and uncountable words are kept."""
+    """The singular of a noun ("dogs" -> "dog", "people" -> "person"); unknown and uncountable
+    words are kept."""
+    if word in _SUPPLETIVE_PLURALS:
+        return _SUPPLETIVE_PLURALS[word]
     nouns = lemmas(word).get("NOUN")
     if nouns:
         return word if word in nouns else nouns[0]

@@ -62,6 +62,7 @@ def embedder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ("surface", "dimension", "canonical"),
     [
         ("Dogs", "object", "dog"),
+        ("people", "object", "person"),  # what detectors label "person"
         ("the red cars", "object", "red car"),
         ("T-Shirts", "object", "t-shirt"),
         ("in the kitchen", "scene", "kitchen"),
