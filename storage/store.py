@@ -375,7 +375,8 @@ class Store:
         """Compact tables and (re)build indexes after ingestion; returns what was done per table.
 
         Every table gets a BTree index on ``video_id`` (or its first key column) so per-video reads,
-        exact per-video vector search and cache look-ups stay fast; the clip vector column gets an
+        exact per-video vector search and cache look-ups stay fast (``concept_index`` also one on
+        ``concept``, for the search library's look-ups); the clip vector column gets an
         ANN index once the corpus is large enough for one to beat a flat scan.
         """
         done: dict[str, str] = {}
@@ -387,9 +388,12 @@ class Store:
             actions = []
             indexed = {tuple(ix.columns) for ix in table.list_indices()}
             lookup_column = "video_id" if "video_id" in spec.schema.names else spec.keys[0]
-            if (lookup_column,) not in indexed:
-                table.create_scalar_index(lookup_column, index_type="BTREE", replace=True)
-                actions.append(f"btree({lookup_column})")
+            # The search library looks the inverted index up by concept (agents/mavis.py).
+            lookups = (lookup_column, "concept") if spec is self.concept_index else (lookup_column,)
+            for column in lookups:
+                if (column,) not in indexed:
+                    table.create_scalar_index(column, index_type="BTREE", replace=True)
+                    actions.append(f"btree({column})")
             if spec.vector_column and spec is self.clips and rows >= ann_min_rows:
                 non_null = table.count_rows(f"{spec.vector_column} IS NOT NULL")
                 if non_null >= ann_min_rows and (spec.vector_column,) not in indexed:

@@ -20,7 +20,9 @@ import pytest
 from llm_server import ScriptedLLMServer, text
 from typer.testing import CliRunner
 
+from vidscope.agents import mavis
 from vidscope.agents.mavis import (
+    Library,
     Vocabulary,
     fuse,
     parse_plan,
@@ -169,8 +171,14 @@ def library(tmp_path: Path) -> tuple[Store, WordEmbedder]:
     return store, embedder
 
 
+#: The bag-of-words space scores a one-word intent 3**-0.5 = 0.58 against a three-word caption that
+#: says it, and 0 otherwise: the MAVIS paper's thresholds suit it (the defaults suit MiniLM).
+WORD_THRESHOLDS = {"tau_soft": 0.5, "tau_hard": 0.3}
+
+
 def run(store: Store, embedder: Any, query: str, fusion: str, **options: Any) -> Any:
-    return search_library(store, query, embedder=embedder, options=SearchSettings(fusion=fusion, **options))
+    settings = SearchSettings(fusion=fusion, **{**WORD_THRESHOLDS, **options})
+    return search_library(store, query, embedder=embedder, options=settings)
 
 
 # ============================================================================ fusion ablation
@@ -283,6 +291,72 @@ def test_image_text_rerank_uses_frame_embeddings(library: tuple[Store, WordEmbed
     assert fallback.rerank == "caption" and "no frame embeddings" in fallback.notes[0]
 
 
+# ============================================================================ reading the library
+
+
+def test_candidate_windows_taken_by_row_id_equal_the_filtered_read(
+    library: tuple[Store, WordEmbedder], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, embedder = library
+    ids = list(CORPUS)
+    filtered = Library(store).window_matrix(ids)
+    monkeypatch.setattr(mavis, "TAKE_MIN_VIDEOS", 1)  # take by row id even for five videos
+    taken = Library(store).window_matrix(ids)
+    assert taken.videos == filtered.videos == sorted(ids)
+    assert taken.window_index.tolist() == filtered.window_index.tolist()
+    assert np.allclose(taken.vectors, filtered.vectors)
+    # A re-parsed video makes a new table version: the row ids are read again, not reused.
+    captions = ["a man cooking pasta", "a dog running on the beach"]
+    store.replace_video_rows(
+        store.video_parses,
+        COOKING,
+        [
+            {"video_id": COOKING, "window_index": w, "start": 30.0 * w, "end": 30.0 * (w + 1),
+             "caption": c, "parser": "test", "caption_embedding": v.tolist()}
+            for w, (c, v) in enumerate(zip(captions, embedder.embed(captions), strict=True))
+        ],
+    )  # fmt: skip
+    again = Library(store).window_matrix(ids)
+    rows = again.rows(COOKING)
+    assert again.window_index[rows].tolist() == [0, 1]
+    assert np.allclose(again.vectors[rows], embedder.embed(captions))
+    assert again.phi(embedder.embed(["beach"]))[again.position[COOKING], 0] == pytest.approx(3**-0.5)
+    # The whole search reads the same either way.
+    by_take = run(store, embedder, "a dog running on the beach", "veto")
+    monkeypatch.setattr(mavis, "TAKE_MIN_VIDEOS", 10_000)
+    by_filter = run(store, embedder, "a dog running on the beach", "veto")
+    assert by_take.model_dump(exclude={"seconds", "stages"}) == by_filter.model_dump(
+        exclude={"seconds", "stages"}
+    )
+
+
+def test_optimize_indexes_the_concepts_and_the_search_still_reads_them(
+    library: tuple[Store, WordEmbedder],
+) -> None:
+    store, embedder = library
+    done = store.optimize()
+    assert "btree(concept)" in done["concept_index"] and "btree(video_id)" in done["concept_index"]
+    assert "btree(concept)" not in done["video_parses"]
+    result = run(store, embedder, "a dog running on the beach", "veto")
+    assert {h.video_id for h in result.hits} == {TRUE_MATCH, PUPPY}
+
+
+def test_the_concept_floor_keeps_the_best_concept_and_drops_dissimilar_ones(
+    library: tuple[Store, WordEmbedder],
+) -> None:
+    store, embedder = library
+    vocabulary = Vocabulary.from_store(store)
+    # "puppy" is an alias of the concept dog (1.0); every other object concept is orthogonal (0.0).
+    loose = vocabulary.nearest("object", "puppy", 3, embedder)
+    assert loose[0] == ("dog", 1.0) and len(loose) == 3 and loose[1][1] == 0.0
+    assert vocabulary.nearest("object", "puppy", 3, embedder, min_similarity=0.6) == [("dog", 1.0)]
+    # An intent no concept resembles keeps its single best concept.
+    assert len(vocabulary.nearest("object", "pasta and sofa", 3, embedder, min_similarity=0.99)) == 1
+    result = run(store, embedder, "dogs running", "veto", concept_min_similarity=0.6)
+    assert result.concepts == {"object": ["dog"], "action": ["running"]}
+    assert {h.video_id for h in result.hits} == {TRUE_MATCH, PUPPY}
+
+
 # ============================================================================ the rule planner
 
 
@@ -303,9 +377,9 @@ def test_rule_planner_prefers_the_library_vocabulary(library: tuple[Store, WordE
     plan = plan_with_rules("sunbathing people in the living room", vocabulary)
     assert plan.intents == {"scene": "living room", "object": "people", "action": "sunbathing"}
     # An unknown phrase goes to the dimension of its nearest concept when it is close enough.
-    plan = plan_with_rules("couch", vocabulary, store=store, embedder=embedder)
+    plan = plan_with_rules("couch", vocabulary, embedder=embedder)
     assert plan.intents == {"object": "couch"}
-    plan = plan_with_rules("seaside", vocabulary, store=store, embedder=embedder)
+    plan = plan_with_rules("seaside", vocabulary, embedder=embedder)
     assert plan.intents == {"scene": "seaside"}
 
 
@@ -323,17 +397,11 @@ def test_parse_plan_accepts_the_asked_shape_only() -> None:
 
 
 def minilm_settings(tmp_path: Path, server: ScriptedLLMServer | None = None) -> Settings:
-    # MiniLM scores one-word intents against sentences lower than the defaults assume (0.3–0.45
-    # for a match, below 0.1 for a mismatch), so the flow tests use thresholds calibrated for it.
-    search = {"tau_soft": 0.3, "tau_hard": 0.15}
+    # The default thresholds are calibrated for MiniLM: these flow tests run on them.
     if server is None:
-        return Settings(data_dir=tmp_path / "data", models=ModelSettings(chat=None), search=search)
+        return Settings(data_dir=tmp_path / "data", models=ModelSettings(chat=None))
     options = {"openai": {"base_url": server.base_url, "timeout_s": 5, "max_retries": 0, "cache": False}}
-    return Settings(
-        data_dir=tmp_path / "data",
-        models=ModelSettings(chat="openai:scripted", options=options),
-        search=search,
-    )
+    return Settings(data_dir=tmp_path / "data", models=ModelSettings(chat="openai:scripted", options=options))
 
 
 def minilm_library(settings: Settings) -> Store:
@@ -386,14 +454,19 @@ def test_cli_search_json_and_an_empty_library(tmp_path: Path) -> None:
 
     settings = minilm_settings(tmp_path)
     minilm_library(settings)
-    args = ["--data-dir", str(tmp_path / "data"), "search", "dogs running", "--tau-soft", "0.3"]
-    result = runner.invoke(app, [*args, "--tau-hard", "0.15", "--k", "1", "--json"])
+    args = ["--data-dir", str(tmp_path / "data"), "search", "dogs running"]
+    result = runner.invoke(app, [*args, "--k", "1", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["plan"] == {"object": "dogs", "action": "running"}
     assert [h["video_id"] for h in data["hits"]] == [TRUE_MATCH]
-    table = runner.invoke(app, [*args, "--tau-hard", "0.15", "--dropped"])
+    table = runner.invoke(app, [*args, "--dropped"])
     assert table.exit_code == 0 and "dog_beach.mp4" in table.output and "dropped" in table.output
+    # The MAVIS paper's thresholds stay available; MiniLM scores no one-word intent 0.5 here.
+    paper = runner.invoke(app, [*args, "--tau-soft", "0.5", "--tau-hard", "0.3", "--json"])
+    assert paper.exit_code == 0, paper.output
+    data = json.loads(paper.output)
+    assert data["hits"] == [] and "no agent proposed a video" in data["notes"][0]
     bad = runner.invoke(app, [*args, "--fusion", "max"])
     assert bad.exit_code == 2 and "unknown fusion" in bad.output
 
@@ -412,7 +485,7 @@ def test_search_flow_reranks_with_a_real_image_text_model(tmp_path: Path) -> Non
             image_text="open-clip:ViT-B-32",
             options={"open-clip": {"random_weights": True}},
         ),
-        search={"tau_soft": 0.3, "tau_hard": 0.15, "frames_per_video": 2},
+        search={"frames_per_video": 2},
     )
     store = minilm_library(settings)
     model = registry.load(settings, "image_text")

@@ -87,10 +87,26 @@ class SearchSettings(BaseModel):
     """Corpus retrieval (``vidscope search``): thresholds and fusion of the per-dimension agents."""
 
     k: int = Field(10, ge=1, le=1000, description="Videos returned.")
-    tau_soft: float = Field(0.5, description="An agent proposes a video scoring at least this.")
-    tau_hard: float = Field(0.3, description="A video some agent scores below this is vetoed.")
+    # Thresholds on φ = cos(E(sub-intent), E(caption)), calibrated for the embedded MiniLM
+    # (`benchmarks/search_scale.py --calibrate`, in benchmarks/RESULTS.md): over 44 matching
+    # and 340 non-matching (sub-intent, caption) pairs a one- or two-word sub-intent scored 0.13–0.71
+    # (median 0.43) against a matching caption and at most 0.36 (median 0.06) against others, so
+    # τ_soft 0.3 proposes 80% of matching pairs and 1.5% of others, and τ_hard 0.15 vetoes 87% of
+    # non-matching pairs and 2 of the 44 matching ones ("man" 0.13–0.14).
+    # The MAVIS paper's 0.5 / 0.3 suit embedders that score matches higher (set them in [search]
+    # or with --tau-soft/--tau-hard); with MiniLM they propose a quarter of the true matches.
+    tau_soft: float = Field(0.3, description="An agent proposes a video scoring at least this.")
+    tau_hard: float = Field(0.15, description="A video some agent scores below this is vetoed.")
     fusion: Literal["veto", "union", "intersection", "average"] = "veto"
-    concepts_per_intent: int = Field(5, ge=1, description="Nearest concepts per sub-intent.")
+    concepts_per_intent: int = Field(5, ge=1, description="Nearest concepts per sub-intent (at most).")
+    # MiniLM word pairs: synonyms score 0.63–0.87 (dog/puppy 0.80, sofa/couch 0.86), related
+    # things 0.66–0.72 (dog/cat, car/truck; the veto sorts those out), distinct things 0.31–0.52
+    # (running/walking 0.50, beach/kitchen 0.39). Concepts below the floor add candidates to read
+    # but hardly any proposals (at 100k videos the floor cut the candidates ~5x at equal recall);
+    # the sub-intent's best concept is always kept.
+    concept_min_similarity: float = Field(
+        0.6, ge=0.0, le=1.0, description="Concepts after the nearest must be at least this similar."
+    )
     frames_per_video: int = Field(8, ge=1, description="Frames compared in the fine rerank.")
 
 
