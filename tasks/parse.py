@@ -12,9 +12,12 @@ parser that wrote them and an embedding of the caption (the text embedder's).
   unusable reply fails the stage for the video with a clear error. Rows are written only when
   every window parsed, so nothing is ever stored half-parsed.
 * **Without one** (the embedded default) the parse is built from the video's own signals and says
-  so (``parser = "signals"``): the caption quotes the speech and on-screen text, objects come from
-  the detector's labels and the nouns of that text, actions from its verbs, scenes from nouns
-  after "in"/"at"/… and a short list of place words.
+  so (``parser = "signals"``): objects come from the detector's labels and the nouns of the speech
+  and on-screen text, actions from its verbs (commands such as "heat the oven" included), scenes
+  from nouns after "in"/"at"/… and a short list of place words (:func:`text_keywords`). The
+  caption is a keyword summary of those tags ("kitchen: heating oven, mixing flour, sugar, …",
+  :func:`summary_caption`), which the text embedder places near short search intents; quoted
+  speech and text fill it only when too few tags were found.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ MAX_REPLY_TOKENS = 512
 #: A last window shorter than this fraction of the window length joins the one before it.
 TAIL_FRACTION = 0.25
 #: Bump when the signals parse changes, so the stage re-runs.
-SIGNALS_VERSION = 1
+SIGNALS_VERSION = 2
 
 SYSTEM_PROMPT = f"""\
 You index videos for search. For one window of a video you get a few frames in time order and, \
@@ -105,6 +108,13 @@ _DETERMINERS = word_set(
     "four five six seven eight nine ten"
 )
 _SUBJECT_PRONOUNS = word_set("i you he she it we they")
+_OBJECT_PRONOUNS = word_set("it them him her me us everything something")
+#: Words that may open a clause before a command ("First, heat the oven", "then bake it").
+_SEQUENCERS = word_set("then first next finally now and so also just please lastly afterwards")
+#: Clauses this short are signs and titles, where a bare noun may be a command's object ("MIX
+#: FLOUR"); longer ones read as noun compounds too often ("Stop sign ahead", "Water bottles here").
+_SHORT_CLAUSE = 2
+_CLAUSE_BREAK = re.compile(r"[.,;:!?\n]+")
 #: Words that follow a verb but rarely the second noun of a compound ("run over", "eat the").
 _VERB_FOLLOWERS = word_set(
     "over under around across through into onto off up down away out back along past after "
@@ -306,59 +316,140 @@ def _ranked(counter: Counter[str], first: dict[str, int]) -> list[str]:
     return sorted(counter, key=lambda k: (-counter[k], first[k]))[:MAX_TAGS]
 
 
+@dataclass
+class _Found:
+    """What :func:`_scan` found in running text: canonical tags per dimension, where each first
+    occurred, and the action phrases (``(position, "heating oven", "oven")``) for the caption."""
+
+    tags: dict[str, Counter[str]]
+    first: dict[str, int]
+    phrases: list[tuple[int, str, str]]
+
+    def ranked(self, dimension: str) -> list[str]:
+        return _ranked(self.tags[dimension], self.first)
+
+
+def clauses(text: str) -> list[list[str]]:
+    """The word tokens of each clause of ``text`` (split at sentence and comma punctuation)."""
+    return [words for part in _CLAUSE_BREAK.split(text) if (words := tokens(part))]
+
+
+def _opens_command(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` may be a command: only sequencers ("first", "then", …) are before it in
+    its clause, or it follows "then" ("make the cake and then bake it")."""
+    k = i
+    while k > 0 and words[k - 1] in _SEQUENCERS:
+        k -= 1
+    return k == 0 or "then" in words[k:i]
+
+
+def _imperative_object(words: list[str], i: int) -> tuple[int, bool] | None:
+    """Whether ``words[i]`` (a base-form verb at clause start) is an imperative, and where its
+    object noun is: ``(index or -1, bare)``; ``None`` when it does not read as a command.
+
+    It does when an object follows: a determiner or object pronoun ("heat the oven", "bake it"), a
+    number ("bake 40 min"), or, in a two-word clause such as a sign or title ("MIX FLOUR"), a
+    bare noun. The object noun is the first noun within three words after the verb.
+    """
+    after = words[i + 1] if i + 1 < len(words) else ""
+    bare = after not in _DETERMINERS and after not in _OBJECT_PRONOUNS and not after.isdigit()
+    if bare and not (len(words) <= _SHORT_CLAUSE and after and "NOUN" in lemmas(after)):
+        return None
+    for j in range(i + 1, min(len(words), i + 4)):
+        reading = lemmas(words[j])
+        if words[j].isdigit() or words[j] in _OBJECT_PRONOUNS:
+            break
+        if "NOUN" in reading and singular(words[j]) not in _VAGUE_NOUNS:
+            next_noun = j + 1 < len(words) and "NOUN" in lemmas(words[j + 1])
+            if not ("ADJ" in reading and next_noun):
+                return j, bare
+    return -1, bare
+
+
+def _scan(text: str) -> _Found:
+    """The tags and command phrases of running text (the rules are :func:`text_keywords`'s)."""
+    found = _Found({d: Counter() for d in ("scene", "object", "action")}, {}, [])
+
+    def add(dimension: str, word: str, position: int) -> str:
+        form = canonical_form(word, dimension)
+        if form and form not in STOP_WORDS:
+            found.tags[dimension][form] += 1
+            found.first.setdefault(form, position)
+        return form
+
+    offset = 0
+    for words in clauses(text):
+        last_object = -2
+        for i, word in enumerate(words):
+            if word in STOP_WORDS or word.isdigit():
+                continue
+            position = offset + i
+            reading = lemmas(word)
+            before = words[i - 1] if i else ""
+            before2 = words[i - 2] if i > 1 else ""
+            noun = "NOUN" in reading and singular(word) not in _VAGUE_NOUNS
+            after_place_word = before in _SCENE_PREPOSITIONS or (
+                before in _DETERMINERS and before2 in _SCENE_PREPOSITIONS
+            )
+            if noun and (singular(word) in SCENE_WORDS or after_place_word):
+                add("scene", word, position)
+                continue
+            lemma = verb_lemma(word)
+            if lemma:
+                clause_start = _opens_command(words, i)
+                command = (
+                    _imperative_object(words, i)
+                    if clause_start and word in reading["VERB"] and singular(word) not in SCENE_WORDS
+                    else None
+                )
+                if command is not None:
+                    j, bare = command
+                    thing = add("object", words[j], offset + j) if j >= 0 and bare else ""
+                    thing = thing or (canonical_form(words[j], "object") if j >= 0 else "")
+                    if lemma in LIGHT_VERBS:  # "make the cake": only with its object
+                        if thing:
+                            add("action", f"{gerund(word)} {thing}", position)
+                    else:
+                        add("action", gerund(word), position)
+                    if thing or lemma not in LIGHT_VERBS:
+                        found.phrases.append((position, f"{gerund(word)} {thing}".strip(), thing))
+                    continue
+            if lemma and lemma not in LIGHT_VERBS:
+                ing = word.endswith("ing") and before not in _DETERMINERS
+                after_subject = before in _SUBJECT_PRONOUNS or before == "to"
+                # Right after a subject noun: an inflected verb ("fox jumps"), or a base form that
+                # a preposition or determiner follows ("dogs run around", "fox jump over").
+                after = words[i + 1] if i + 1 < len(words) else ""
+                verb_form = word not in reading.get("VERB", ()) or after in _VERB_FOLLOWERS
+                after_object = last_object == i - 1 and verb_form
+                if ing or after_subject or after_object:
+                    add("action", gerund(word), position)
+                    continue
+            modifier = "ADJ" in reading and i + 1 < len(words) and "NOUN" in lemmas(words[i + 1])
+            if noun and not modifier and _after_determiner(words, i):
+                add("object", word, position)
+                last_object = i
+        offset += len(words) + 1
+    return found
+
+
 def text_keywords(text: str) -> tuple[list[str], list[str], list[str]]:
     """(scenes, objects, actions) found in running text, canonical, most frequent first.
 
-    Heuristics over the lexicon's parts of speech: a place word, or a noun after "in"/"at"/… is
-    a scene; a noun after a determiner (skipping adjectives) is an object; an -ing verb not after
-    a determiner, a verb after a subject pronoun or "to", or an inflected verb right after an
-    object noun is an action.
+    Heuristics over the lexicon's parts of speech, clause by clause (clauses end at ``. , ; : ! ?``
+    and line breaks): a place word, or a noun after "in"/"at"/… is a scene; a noun after a
+    determiner (skipping adjectives) is an object. Actions are
+
+    * a command: a base-form verb at clause start (after nothing but "then"/"first"/"finally"/…,
+      or right after "then": "… and then bake it") that an object follows (see
+      :func:`_imperative_object`): "First, heat the oven", "MIX FLOUR". Requiring the
+      object keeps nouns with a verb reading at clause start ("Tour of the kitchen", "Sign here")
+      out; a light verb ("make") counts only with its object, as "making cake";
+    * an -ing verb not after a determiner, a verb after a subject pronoun or "to", or an inflected
+      verb right after an object noun ("the fox jumps").
     """
-    words = tokens(text)
-    found: dict[str, Counter[str]] = {d: Counter() for d in ("scene", "object", "action")}
-    first: dict[str, int] = {}
-
-    def add(dimension: str, word: str, position: int) -> None:
-        form = canonical_form(word, dimension)
-        if form and form not in STOP_WORDS:
-            found[dimension][form] += 1
-            first.setdefault(form, position)
-
-    last_object = -2
-    for i, word in enumerate(words):
-        if word in STOP_WORDS or word.isdigit():
-            continue
-        reading = lemmas(word)
-        before = words[i - 1] if i else ""
-        before2 = words[i - 2] if i > 1 else ""
-        noun = "NOUN" in reading and singular(word) not in _VAGUE_NOUNS
-        after_place_word = before in _SCENE_PREPOSITIONS or (
-            before in _DETERMINERS and before2 in _SCENE_PREPOSITIONS
-        )
-        if noun and (singular(word) in SCENE_WORDS or after_place_word):
-            add("scene", word, i)
-            continue
-        lemma = verb_lemma(word)
-        if lemma and lemma not in LIGHT_VERBS:
-            ing = word.endswith("ing") and before not in _DETERMINERS
-            after_subject = before in _SUBJECT_PRONOUNS or before == "to"
-            # Right after a subject noun: an inflected verb ("fox jumps"), or a base form that
-            # a preposition or determiner follows ("dogs run around", "fox jump over").
-            after = words[i + 1] if i + 1 < len(words) else ""
-            verb_form = word not in reading.get("VERB", ()) or after in _VERB_FOLLOWERS
-            after_object = last_object == i - 1 and verb_form
-            if ing or after_subject or after_object:
-                add("action", gerund(word), i)
-                continue
-        modifier = "ADJ" in reading and i + 1 < len(words) and "NOUN" in lemmas(words[i + 1])
-        if noun and not modifier and _after_determiner(words, i):
-            add("object", word, i)
-            last_object = i
-    return (
-        _ranked(found["scene"], first),
-        _ranked(found["object"], first),
-        _ranked(found["action"], first),
-    )
+    found = _scan(text)
+    return found.ranked("scene"), found.ranked("object"), found.ranked("action")
 
 
 def _after_determiner(words: list[str], i: int) -> bool:
@@ -379,32 +470,76 @@ def _quote(text: str, words: int) -> str:
     return " ".join(kept[:words]) + ("…" if len(kept) > words else "")
 
 
+def summary_caption(found: _Found, detected: Sequence[str]) -> str:
+    """A keyword summary of a window within :data:`CAPTION_MAX_WORDS` words, e.g.
+    ``"kitchen: heating oven, mixing flour, sugar, bowl, making cake, baking"``.
+
+    The scenes lead (``"kitchen: "``); then, in the order the text mentions them, each command with
+    its object ("heating oven"), the other objects and the other actions; then detected objects the
+    text does not name. Items that would pass the word limit are left out whole. Such a caption
+    embeds close to short search intents ("mixing", "flour", "baking cake"), where quoted speech
+    would dilute them. ``""`` when nothing was found.
+    """
+    scenes = found.ranked("scene")[:2]
+    phrases: dict[str, int] = {}
+    for position, phrase, _ in found.phrases:
+        phrases.setdefault(phrase, position)
+    used_objects = {thing for _, _, thing in found.phrases if thing}
+    used_actions = {phrase.split()[0] for phrase in phrases} | set(phrases)
+    items = list(phrases.items())
+    items += [(a, found.first[a]) for a in found.ranked("action") if a not in used_actions]
+    items += [(o, found.first[o]) for o in found.ranked("object") if o not in used_objects]
+    ordered = [item for item, _ in sorted(items, key=lambda kv: kv[1])]
+    ordered += [d for d in detected if d not in used_objects and d not in found.tags["object"]]
+    words = len(" and ".join(scenes).split())
+    kept: list[str] = []
+    for item in ordered:
+        if words + len(item.split()) > CAPTION_MAX_WORDS:
+            continue
+        kept.append(item)
+        words += len(item.split())
+    body = ", ".join(kept)
+    if scenes:
+        return f"{' and '.join(scenes)}: {body}" if body else f"in the {' and '.join(scenes)}"
+    return body
+
+
 def signals_parse(window: Window, objects: Counter[str]) -> WindowParse:
-    """The parse of a window from its own signals only: what was said, shown and detected."""
+    """The parse of a window from its own signals only: what was said, shown and detected.
+
+    The caption is :func:`summary_caption` of the tags; when that has fewer than
+    :data:`CAPTION_MIN_WORDS` words, quoted speech and on-screen text fill it up to
+    :data:`CAPTION_MAX_WORDS`.
+    """
     model_captions = [
         c["caption"]
         for c in window.clips
         if c.get("caption") and c.get("caption_source") not in (None, SIGNALS_SUMMARY)
     ]
     speech = " ".join(c["transcript_text"] for c in window.clips if c.get("transcript_text"))
-    shown = " ".join(c["ocr_text"] for c in window.clips if c.get("ocr_text"))
-    scenes, nouns, actions = text_keywords(" . ".join([*model_captions, speech, shown]))
-    detected = [canonical_form(label, "object") for label, _ in objects.most_common()]
-    object_tags = list(dict.fromkeys([d for d in detected if d] + nouns))[:MAX_TAGS]
-    parts = []
-    if model_captions:
-        parts.append(trim_caption(model_captions[0]))
-    if speech:
-        parts.append(f'speech: "{_quote(speech, 12)}"')
-    if shown:
-        parts.append(f'on screen: "{_quote(shown, 6)}"')
-    if detected:
-        parts.append("seen: " + ", ".join(detected[:4]))
-    if parts:
+    # Each clip's on-screen text is a line of its own (a sign or title), never one run-on sentence.
+    shown = "\n".join(c["ocr_text"] for c in window.clips if c.get("ocr_text"))
+    found = _scan("\n".join([*model_captions, speech, shown]))
+    detected = [d for d in (canonical_form(label, "object") for label, _ in objects.most_common()) if d]
+    nouns = found.ranked("object")
+    object_tags = list(dict.fromkeys(detected + nouns))[:MAX_TAGS]
+    caption = summary_caption(found, detected)
+    if _word_count(caption) < CAPTION_MIN_WORDS:
+        parts = [caption] if caption else []
+        if model_captions:
+            parts.append(trim_caption(model_captions[0]))
+        if speech:
+            parts.append(f'speech: "{_quote(speech, 12)}"')
+        if shown:
+            parts.append(f'on screen: "{_quote(" ".join(shown.split()), 6)}"')
+        if not (model_captions or speech or shown) and detected:
+            parts = ["seen: " + ", ".join(detected[:8])]
         caption = " ".join("; ".join(parts).split()[:CAPTION_MAX_WORDS])
-    else:
+    if not caption:
         caption = "No speech, on-screen text or detected objects in this window."
-    return WindowParse.model_construct(caption=caption, scene=scenes, objects=object_tags, actions=actions)
+    return WindowParse.model_construct(
+        caption=caption, scene=found.ranked("scene"), objects=object_tags, actions=found.ranked("action")
+    )
 
 
 # ============================================================================ the stage
@@ -530,7 +665,7 @@ def _config(settings: Settings) -> dict[str, Any]:
 
 PARSE = Stage(
     name="parse",
-    version=1,
+    version=2,
     run=_run,
     config=_config,
     needs=("caption",),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,17 @@ from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.backends import registry
 from vidscope.tasks.frames import encode_jpeg
 from vidscope.tasks.open_store import open_store
-from vidscope.tasks.parse import PARSE, SIGNALS_PARSER, parse_reply, split_windows, text_keywords
+from vidscope.tasks.parse import (
+    CAPTION_MAX_WORDS,
+    CAPTION_MIN_WORDS,
+    PARSE,
+    SIGNALS_PARSER,
+    Window,
+    parse_reply,
+    signals_parse,
+    split_windows,
+    text_keywords,
+)
 from vidscope.tasks.stage import StageContext, execute, ledger_rows
 from vidscope.tasks.tags import (
     MERGE_THRESHOLD,
@@ -93,6 +104,59 @@ def test_signals_keywords_from_running_text() -> None:
     assert scenes == ["lake"]
     assert objects == ["fox", "dog"]  # adjectives before a noun are not objects
     assert actions == ["jumping", "swimming"]
+
+
+NARRATION = (
+    "Welcome to the kitchen. First, heat the oven to 200 degrees. Then mix the flour and the sugar "
+    "in a large bowl. Finally, make the cake and then bake it for 40 minutes."
+)
+
+
+def test_actions_from_imperative_narration() -> None:
+    scenes, objects, actions = text_keywords(NARRATION)
+    assert scenes == ["kitchen"]
+    assert objects == ["oven", "flour", "sugar", "bowl", "cake"]  # "heat" is a command, not a thing
+    # Commands at clause start with an object; a light verb ("make") only together with its object.
+    assert actions == ["heating", "mixing", "making cake", "baking"]
+    # Signs and titles: one short clause per line, a bare noun may be the object.
+    assert text_keywords("KITCHEN TOUR\nMIX FLOUR\nBAKE 40 MIN") == (
+        ["kitchen"],
+        ["flour"],
+        ["mixing", "baking"],
+    )
+    # Nouns with a verb reading are not commands without an object after them.
+    assert text_keywords("Tour of the kitchen. Sign here. Welcome to the show.")[2] == []
+    assert text_keywords("The sign on the water tower. Stop sign ahead.")[2] == []
+
+
+def clip_texts(*texts: tuple[str | None, str | None]) -> Window:
+    clips = [{"transcript_text": speech, "ocr_text": shown} for speech, shown in texts]
+    return Window(0, 0.0, 5.0 * len(clips), clips)
+
+
+def test_signals_caption_is_a_short_keyword_summary() -> None:
+    demo = clip_texts(
+        ("Welcome to the kitchen. First, heat the oven to 200 degrees.", "KITCHEN TOUR"),
+        ("Then mix the flour and the sugar in a large bowl. Finally, make the cake", "OVEN 200 C"),
+        ("for 40 minutes.", "MIX FLOUR"),
+        (None, "BAKE 40 MIN"),
+    )
+    parse = signals_parse(demo, Counter())
+    assert parse.caption == "kitchen: heating oven, mixing flour, sugar, bowl, making cake, baking"
+    assert parse.actions == ["mixing", "heating", "making cake", "baking"]
+    # Many tags: whole items are left out so that the caption stays within the limit.
+    long = clip_texts(*[(text["transcript_text"], text.get("ocr_text")) for text in SPOKEN * 3])
+    long.clips.append({"transcript_text": NARRATION + " The cat eats the fish.", "ocr_text": None})
+    caption = signals_parse(long, Counter({"person": 4, "chair": 1})).caption
+    assert CAPTION_MIN_WORDS <= len(caption.split()) <= CAPTION_MAX_WORDS
+    assert caption.startswith("kitchen: cooking, chopping, onion") and '"' not in caption
+    # Too few tags for a summary: quoted signals fill it; nothing at all is said so.
+    assert (
+        signals_parse(clip_texts((None, "BAKE 40 MIN")), Counter()).caption
+        == 'baking; on screen: "BAKE 40 MIN"'
+    )
+    assert signals_parse(clip_texts((None, None)), Counter({"person": 2})).caption == "seen: person"
+    assert signals_parse(clip_texts((None, None)), Counter()).caption.startswith("No speech")
 
 
 # ============================================================================ merging
@@ -327,8 +391,8 @@ def test_signals_parse_and_tags_make_a_video_searchable(tmp_path: Path) -> None:
     assert run(PARSE, settings, store, record).status == "done"
     (parse,) = store.rows(store.video_parses, video_id=VIDEO_ID).to_pylist()
     assert parse["parser"] == SIGNALS_PARSER
-    assert parse["caption"].startswith('speech: "Today we are cooking pasta')
-    assert len(parse["caption"].split()) <= 20
+    assert parse["caption"].startswith("kitchen: cooking, chopping, onion")
+    assert CAPTION_MIN_WORDS <= len(parse["caption"].split()) <= CAPTION_MAX_WORDS
     assert "kitchen" in parse["scene"]
     assert {"person", "onion", "phone", "dog", "table"} <= set(parse["objects"])
     assert {"cooking", "chopping", "talking"} <= set(parse["actions"])
@@ -505,3 +569,31 @@ def test_parse_reply_validates_and_repairs() -> None:
         parse_reply('{"objects": ["dog"]}')
     with pytest.raises(ValueError):
         parse_reply("[1, 2]")
+
+
+@pytest.mark.slow
+def test_the_narrated_demo_video_is_found_by_search(tmp_path: Path) -> None:
+    """End to end with the embedded default (no captioner, no chat): the demo-like narrated video
+    is the top hit for its content and no hit for an unrelated query, which finds a distractor."""
+    from media import speech_wav, text_video
+
+    from vidscope.flows.demo import DEMO_NARRATION, DEMO_TEXTS
+    from vidscope.flows.ingest import run_ingest
+    from vidscope.flows.search import run_search
+
+    wav = speech_wav(DEMO_NARRATION, tmp_path / "narration.wav", rate_wpm=150)
+    demo = text_video(tmp_path / "kitchen-tour.mp4", duration=20.0, texts=DEMO_TEXTS, audio=wav)
+    road = text_video(tmp_path / "road.mp4", duration=6.0, texts=[(0.0, 6.0, "A RED CAR ON THE ROAD")])
+    settings = embedded_settings(tmp_path)
+    reports = run_ingest([str(demo), str(road)], settings, optimize=False)
+    assert all({s.stage: s.status for s in r.stages}["tags"] == "done" for r in reports), reports
+    store = open_store(settings)
+    captions = {r["caption"] for r in store.rows(store.video_parses).to_pylist()}
+    assert any("mixing flour" in c for c in captions), captions
+
+    for query in ("mixing flour in the kitchen", "baking a cake", "heating the oven"):
+        hits = run_search(settings, query).hits
+        assert hits and hits[0].file_name == "kitchen-tour.mp4", (query, hits)
+    hits = run_search(settings, "a car on the road").hits
+    assert "kitchen-tour.mp4" not in {h.file_name for h in hits}
+    assert [h.file_name for h in hits] == ["road.mp4"]
