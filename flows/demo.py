@@ -22,6 +22,8 @@ DEMO_TEXTS = (
 )
 #: A question the demo answers over the synthetic video.
 DEMO_QUESTION = "What temperature should the oven be preheated to?"
+#: The corpus search the demo runs over everything it ingested.
+DEMO_SEARCH = "mixing flour in the kitchen"
 
 
 def demo_video(data_dir: Path) -> Path:

@@ -510,8 +510,8 @@ def demo(
         str | None, typer.Option(help="Ask this instead of the demo question.")
     ] = None,
 ) -> None:
-    """Ingest a synthetic narrated video and the sample videos, show what was found, ask a question."""
-    from vidscope.flows.demo import DEMO_QUESTION, demo_video, sample_videos
+    """Ingest a narrated video and the sample videos, show what was found, ask a question, search."""
+    from vidscope.flows.demo import DEMO_QUESTION, DEMO_SEARCH, demo_video, sample_videos
 
     cfg = settings()
     console.rule("[bold]1. making a narrated demo video with on-screen text")
@@ -527,13 +527,15 @@ def demo(
     console.rule("[bold]3. what was found in the demo video")
     show(str(video), limit=20)
     console.rule("[bold]4. asking a question")
-    try:
-        ask(str(video), question or DEMO_QUESTION, None, None, False, False)
-    except ImportError as exc:  # pragma: no cover - only while the ask flow is absent
-        errors.print(f"[yellow]question answering is not available: {exc}[/yellow]")
+    ask(str(video), question or DEMO_QUESTION, None, None, False, False)
+    console.rule("[bold]5. searching the whole library")
+    from vidscope.cli_search import search as search_command
+
+    search_command(DEMO_SEARCH, None, None, None, None, False, True)
     console.print(
-        '\nNext: [bold]vidscope ask VIDEO "your question"[/bold], '
-        '[bold]vidscope sql "SELECT * FROM clips LIMIT 5"[/bold], [bold]vidscope --help[/bold]'
+        '\nNext: [bold]vidscope ask VIDEO "your question"[/bold], [bold]vidscope search "…"[/bold], '
+        '[bold]vidscope sql "SELECT * FROM clips LIMIT 5"[/bold], [bold]vidscope api[/bold] (web page), '
+        "[bold]vidscope --help[/bold]"
     )
 
 
