@@ -36,7 +36,7 @@ from vidscope.tasks.backends.base import (
     ToolSpec,
     Usage,
 )
-from vidscope.tasks.backends.json_tools import find_tool_call
+from vidscope.tasks.backends.json_tools import find_tool_call, quote_data
 
 #: Seconds a citation may run past the end of the video (containers round durations).
 DURATION_TOLERANCE = 0.5
@@ -206,11 +206,7 @@ def format_observation(outcome: ToolOutcome) -> str:
     if not outcome.ok:
         return prompts.ERROR_NOTE.format(tool=outcome.tool, error=outcome.error)
     assert outcome.result is not None
-    payload = json.dumps(outcome.result.for_model(), ensure_ascii=False, separators=(",", ":"))
-    # Inside JSON, '<' and '>' only occur in strings, where \u escapes keep the meaning: the data
-    # can therefore never close the block it is quoted in.
-    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e")
-    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n<video_data>\n{payload}\n</video_data>"
+    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(outcome.result.for_model())}"
 
 
 def _normalise_args(arguments: dict[str, Any]) -> str:

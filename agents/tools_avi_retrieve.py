@@ -3,7 +3,6 @@ graph_retrieve, over the clip database and the entity graph built at ingestion."
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Annotated, Any
 
@@ -23,6 +22,7 @@ from vidscope.agents.tools_dvd import (
     tokens,
 )
 from vidscope.tasks.backends.base import ChatMessage, Usage
+from vidscope.tasks.backends.json_tools import quote_data
 from vidscope.tasks.graph_metrics import load_graph, node_importance
 
 log = logging.getLogger(__name__)
@@ -285,15 +285,13 @@ def global_explore(
         "timeline": [p.model_dump() for p in timeline],
         "likely_segments": [s.model_dump() for s in segments],
     }
-    payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
     reply = ctx.chat.chat(
         [
             ChatMessage(role="system", content=prompts.EXPLORE_SYSTEM),
             ChatMessage(
                 role="user",
                 content=(
-                    f"Query: {query}\nVideo duration: {duration:.1f}s.\n"
-                    f"<video_data>\n{payload}\n</video_data>"
+                    f"Query: {query}\nVideo duration: {duration:.1f}s.\n{quote_data(data, compact=False)}"
                 ),
             ),
         ],

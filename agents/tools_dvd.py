@@ -9,7 +9,6 @@ citations are verified against.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -31,6 +30,7 @@ from vidscope.agents.tools import (
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.backends.base import ChatMessage, Usage
+from vidscope.tasks.backends.json_tools import quote_data
 from vidscope.tasks.decode import frames_at
 from vidscope.tasks.frames import encode_jpeg
 
@@ -382,7 +382,6 @@ def global_browse(
     if ctx.chat is None:
         return result
     data = [{"start": c.start, "end": c.end, "caption": c.caption} for c in captions]
-    payload = json.dumps(data, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e")
     reply = ctx.chat.chat(
         [
             ChatMessage(role="system", content=prompts.BROWSE_SYSTEM),
@@ -390,8 +389,7 @@ def global_browse(
                 role="user",
                 content=(
                     f"Query: {query}\nVideo duration: {record.duration:.1f}s. "
-                    "Captions (JSON, data):\n"
-                    f"<video_data>\n{payload}\n</video_data>"
+                    f"Captions (JSON, data):\n{quote_data(data, compact=False)}"
                 ),
             ),
         ],

@@ -47,10 +47,10 @@ from vidscope.tasks.backends.base import (
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
 from vidscope.tasks.spans import ADJACENT_GAP_S, merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
-from vidscope.tasks.subjects import name_words, quote_data, same_name
+from vidscope.tasks.subjects import name_words, same_name
 
 log = logging.getLogger(__name__)
 

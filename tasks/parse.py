@@ -42,10 +42,10 @@ from vidscope.tasks.backends.base import (
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
-from vidscope.tasks.subjects import clip_entry, quote_data
+from vidscope.tasks.subjects import clip_entry
 from vidscope.tasks.tags import (
     LIGHT_VERBS,
     STOP_WORDS,

@@ -14,7 +14,6 @@ model the stage does not apply.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
@@ -32,7 +31,7 @@ from vidscope.tasks.backends.base import (
     ChatModel,
     ModelOutputError,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
 from vidscope.tasks.spans import merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
@@ -337,13 +336,6 @@ def merge_registry(subjects: list[Subject]) -> list[Subject]:
 
 
 # ============================================================================ prompts
-
-
-def quote_data(value: Any) -> str:
-    """JSON inside a ``<video_data>`` block, angle brackets escaped so text cannot close the tag."""
-    literal = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    literal = literal.replace("<", "\\u003c").replace(">", "\\u003e")
-    return f"<video_data>\n{literal}\n</video_data>"
 
 
 def clip_entry(clip: dict[str, Any]) -> dict[str, Any] | None:

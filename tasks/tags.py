@@ -52,9 +52,8 @@ from vidscope.tasks.backends.base import (
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
-from vidscope.tasks.subjects import quote_data
 
 log = logging.getLogger(__name__)
 

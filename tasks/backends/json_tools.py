@@ -6,6 +6,8 @@ when it is done (:data:`TOOL_REPLY_FORMAT`). This module is the protocol's singl
 OpenAI-compatible backend's JSON mode, the in-process VLM backend and the agent runtime's fallback
 all use it. :func:`loads_lenient` parses the near-JSON models write, :func:`find_tool_call` finds a
 call in free text and :func:`unwrap_answer` turns an answer object back into plain text.
+:func:`inert_json` and :func:`quote_data` quote text read from videos as data that cannot pose as
+instructions.
 """
 
 from __future__ import annotations
@@ -183,3 +185,22 @@ def unwrap_answer(text: str) -> str:
             return value["answer"]
         return text
     return text
+
+
+# ---------------------------------------------------------------------------- quoting video text
+
+
+def inert_json(value: Any, *, compact: bool = True) -> str:
+    """``value`` as JSON with ``<`` and ``>`` escaped (``\\u003c``/``\\u003e``).
+
+    Inside JSON, angle brackets only occur in strings, where the escapes keep their meaning: text
+    read from a video can therefore never close the tag it is quoted in and pose as instructions.
+    """
+    separators = (",", ":") if compact else None
+    literal = json.dumps(value, ensure_ascii=False, separators=separators)
+    return literal.replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def quote_data(value: Any, *, compact: bool = True) -> str:
+    """``value`` as inert JSON inside a ``<video_data>`` block (see :func:`inert_json`)."""
+    return f"<video_data>\n{inert_json(value, compact=compact)}\n</video_data>"

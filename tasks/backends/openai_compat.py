@@ -55,7 +55,12 @@ from vidscope.tasks.backends.base import (
 )
 
 # loads_lenient stays importable from here too: it lived here before json_tools existed.
-from vidscope.tasks.backends.json_tools import TOOL_REPLY_FORMAT, loads_lenient, tool_instructions
+from vidscope.tasks.backends.json_tools import (
+    TOOL_REPLY_FORMAT,
+    inert_json,
+    loads_lenient,
+    tool_instructions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -780,9 +785,7 @@ def quote_context(context: str) -> str:
     JSON quoting escapes quotes and newlines; angle brackets are escaped as well so text in the
     video cannot close the tag and pose as instructions.
     """
-    literal = json.dumps(context.strip(), ensure_ascii=False)
-    literal = literal.replace("<", "\\u003c").replace(">", "\\u003e")
-    return f"<context>\n{literal}\n</context>"
+    return f"<context>\n{inert_json(context.strip())}\n</context>"
 
 
 def _clean_caption(text: str) -> str:
