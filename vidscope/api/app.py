@@ -362,8 +362,6 @@ def create_app(settings: Settings) -> FastAPI:
         from vidscope.flows.ask import run_ask
         from vidscope.storage.videos import VideoNotFound
 
-        if "\x00" in body.video:  # no stored video is named so (and paths cannot hold NUL)
-            raise HTTPException(404, "no ingested video matches this reference")
         try:
             result = run_ask(settings, body.video, body.question, body.options, agent=body.agent)
         except VideoNotFound as exc:
