@@ -43,7 +43,9 @@ from vidscope.agents.runtime import (
     parse_citations,
     pick_choice,
     remember_call,
+    reply_cost,
     run_tool,
+    tool_step,
 )
 from vidscope.agents.tools import ToolContext, ToolRegistry
 from vidscope.tasks.backends.base import ChatMessage, ChatReply, ToolCall
@@ -265,14 +267,6 @@ class _AviRun:
             phase=phase,
         )
 
-    @staticmethod
-    def _cost(reply: ChatReply, first: bool = True) -> dict[str, Any]:
-        return {
-            "input_tokens": reply.usage.input_tokens if first else 0,
-            "output_tokens": reply.usage.output_tokens if first else 0,
-            "model_cache_hit": reply.usage.cache_hit,
-        }
-
     # ------------------------------------------------------------------ retrieve / perceive
 
     def _tool_turn(self, phase: Phase) -> bool:
@@ -299,7 +293,7 @@ class _AviRun:
                     reasoning=text or None,
                     observation=f"{phase} phase done",
                     latency_s=reply.usage.latency_s,
-                    **self._cost(reply),
+                    **reply_cost(reply),
                 )
             )
             return True
@@ -328,21 +322,7 @@ class _AviRun:
             return self._refuse(phase, owner, call, reply, first)
         outcome = run_tool(self.contexts[phase], self.state, call)
         remember_call(self.state, call)
-        self._record(
-            TraceStep(
-                index=0,
-                kind="tool",
-                phase=phase,
-                reasoning=reply.text if first else None,
-                tool=call.name,
-                arguments=outcome.arguments,
-                observation=outcome.result.summary() if outcome.result is not None else str(outcome.error),
-                ok=outcome.ok,
-                latency_s=outcome.latency_s + (reply.usage.latency_s if first else 0),
-                tool_cached=outcome.cached,
-                **self._cost(reply, first),
-            )
-        )
+        self._record(tool_step(0, call, outcome, reply, first=first, phase=phase))
         return format_observation(outcome)
 
     def _refuse(
@@ -367,7 +347,7 @@ class _AviRun:
                 observation=error,
                 ok=False,
                 latency_s=reply.usage.latency_s if first else 0.0,
-                **self._cost(reply, first),
+                **reply_cost(reply, first=first),
             )
         )
         return prompts.ERROR_NOTE.format(tool=call.name, error=error)
@@ -403,7 +383,7 @@ class _AviRun:
                     observation=f"unusable review: {exc}"[:300],
                     ok=False,
                     latency_s=reply.usage.latency_s,
-                    **self._cost(reply),
+                    **reply_cost(reply),
                 )
             )
             return REVIEW
@@ -420,7 +400,7 @@ class _AviRun:
                         arguments=review.model_dump(),
                         observation=f"back to perceive: {reason}"[:300],
                         latency_s=reply.usage.latency_s,
-                        **self._cost(reply),
+                        **reply_cost(reply),
                     )
                 )
                 return PERCEIVE
@@ -434,7 +414,7 @@ class _AviRun:
                         arguments=review.model_dump(),
                         observation="asked to go back again; no going back is left",
                         latency_s=reply.usage.latency_s,
-                        **self._cost(reply),
+                        **reply_cost(reply),
                     )
                 )
                 return REVIEW
@@ -485,7 +465,7 @@ class _AviRun:
                 arguments=review.model_dump(exclude={"verdict", "reason"}),
                 observation=observation,
                 latency_s=reply.usage.latency_s,
-                **self._cost(reply),
+                **reply_cost(reply),
             )
         )
         return Answer(

@@ -352,6 +352,41 @@ def ask_model(
     return reply
 
 
+def reply_cost(reply: ChatReply, *, first: bool = True) -> dict[str, Any]:
+    """The :class:`TraceStep` fields saying what ``reply`` cost. A turn's tokens belong to its
+    first step only, so totals over a trace count each reply once."""
+    return {
+        "input_tokens": reply.usage.input_tokens if first else 0,
+        "output_tokens": reply.usage.output_tokens if first else 0,
+        "model_cache_hit": reply.usage.cache_hit,
+    }
+
+
+def tool_step(
+    index: int,
+    call: ToolCall,
+    outcome: ToolOutcome,
+    reply: ChatReply,
+    *,
+    first: bool,
+    phase: str | None = None,
+) -> TraceStep:
+    """The trace step of one executed tool call (``first``: the first call of the model's turn)."""
+    return TraceStep(
+        index=index,
+        kind="tool",
+        phase=phase,
+        reasoning=reply.text if first else None,
+        tool=call.name,
+        arguments=outcome.arguments,
+        observation=outcome.result.summary() if outcome.result is not None else str(outcome.error),
+        ok=outcome.ok,
+        latency_s=outcome.latency_s + (reply.usage.latency_s if first else 0),
+        tool_cached=outcome.cached,
+        **reply_cost(reply, first=first),
+    )
+
+
 def run_tool(ctx: ToolContext, state: LoopState, call: ToolCall) -> ToolOutcome:
     """Execute ``call`` with ``ctx.registry`` and account for it: tool and model usage, evidence."""
     outcome = execute_tool(ctx, call.name, call.arguments)
@@ -380,11 +415,6 @@ def _handle_reply(
     if not calls:
         fallback = find_tool_call(reply.text, ctx.registry.names)
         calls = [fallback] if fallback else []
-    cost = {
-        "input_tokens": reply.usage.input_tokens,
-        "output_tokens": reply.usage.output_tokens,
-        "model_cache_hit": reply.usage.cache_hit,
-    }
     if not calls:
         text = (reply.text or "").strip()
         state.messages.append(ChatMessage(role="assistant", content=text))
@@ -399,7 +429,7 @@ def _handle_reply(
                 reasoning=text or None,
                 observation="no tool call; asked for finish",
                 latency_s=reply.usage.latency_s,
-                **cost,
+                **reply_cost(reply),
             )
         )
         return None
@@ -409,8 +439,6 @@ def _handle_reply(
     )
     fallback_results: list[str] = []
     for position, call in enumerate(calls):
-        if position:  # the model's cost belongs to the first call of a turn only
-            cost = {"input_tokens": 0, "output_tokens": 0, "model_cache_hit": reply.usage.cache_hit}
         if call.name == finish.name:
             answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
             if answer is not None:
@@ -424,20 +452,7 @@ def _handle_reply(
             )
         else:
             fallback_results.append(observation)
-        record(
-            TraceStep(
-                index=len(state.trace) + 1,
-                kind="tool",
-                reasoning=reply.text if position == 0 else None,
-                tool=call.name,
-                arguments=outcome.arguments,
-                observation=outcome.result.summary() if outcome.result is not None else str(outcome.error),
-                ok=outcome.ok,
-                latency_s=outcome.latency_s + (reply.usage.latency_s if position == 0 else 0),
-                tool_cached=outcome.cached,
-                **cost,
-            )
-        )
+        record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
         remember_call(state, call)
     if fallback_results:
         state.messages.append(ChatMessage(role="user", content="\n\n".join(fallback_results)))
