@@ -9,7 +9,6 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from vidscope.agents import prompts
 from vidscope.agents.grounding import CurveInterval, interval_from_curve, refine_edge, smooth
 from vidscope.agents.perception import (
     TimeRange,
@@ -20,10 +19,11 @@ from vidscope.agents.perception import (
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.agents.tools_dvd import (
+    ask_about_frames,
     sample_evenly,
 )
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.backends.base import BackendUnavailable, ChatMessage, Usage
+from vidscope.tasks.backends.base import BackendUnavailable, Usage
 from vidscope.tasks.frames import encode_jpeg
 from vidscope.tasks.onscreen_text import SAME_FRAME_DIFF, TextTracker, thumbnail
 from vidscope.tasks.tags import canonical_form
@@ -415,7 +415,7 @@ class FrameAnalysisResult(ToolResult):
         return self.model_dump(mode="json", exclude={"usage"})
 
 
-@tool(version=1, uses_chat=True)
+@tool(version=2, uses_chat=True)  # v2: the frame_inspect prompt (ask_about_frames)
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -445,21 +445,7 @@ def frame_analysis(
     quality = ctx.settings.ingest.jpeg_quality
     jpegs = [encode_jpeg(_downscaled(image, ANALYSIS_MAX_SIDE), quality) for image in found.images]
     times = [round(t, 2) for t in found.times]
-    reply = ctx.chat.chat(
-        [
-            ChatMessage(role="system", content=prompts.INSPECT_SYSTEM),
-            ChatMessage(
-                role="user",
-                images=jpegs,
-                content=(
-                    f"Question: {question}\nThe {len(jpegs)} images are frames at these times "
-                    f"(seconds), in order: {times}"
-                ),
-            ),
-        ],
-        max_tokens=ctx.config.max_tokens,
-        temperature=ctx.config.temperature,
-    )
+    reply = ask_about_frames(ctx, question, jpegs, times)
     return FrameAnalysisResult(
         video_id=video_id,
         question=question,

@@ -29,7 +29,7 @@ from vidscope.agents.tools import (
 )
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.subjects import SUBJECTS
-from vidscope.tasks.backends.base import ChatMessage, Usage
+from vidscope.tasks.backends.base import ChatMessage, ChatReply, Usage
 from vidscope.tasks.backends.json_tools import quote_data
 from vidscope.tasks.decode import frames_at
 from vidscope.tasks.frames import encode_jpeg
@@ -471,6 +471,27 @@ def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -
     return [frames[i] for i in sample_evenly(len(frames), ctx.config.max_frames)]
 
 
+def ask_about_frames(ctx: ToolContext, question: str, jpegs: list[bytes], times: list[float]) -> ChatReply:
+    """Ask the vision-language chat model ``question`` about frames (JPEG) taken at ``times``."""
+    assert ctx.chat is not None
+    return ctx.chat.chat(
+        [
+            ChatMessage(role="system", content=prompts.INSPECT_SYSTEM),
+            ChatMessage(
+                role="user",
+                images=jpegs,
+                content=(
+                    f"Question: {question}\nThe {len(jpegs)} images are frames at these "
+                    "times (seconds): "
+                    f"{times}"
+                ),
+            ),
+        ],
+        max_tokens=ctx.config.max_tokens,
+        temperature=ctx.config.temperature,
+    )
+
+
 @tool(version=2, uses_chat=True)
 def frame_inspect(
     ctx: ToolContext,
@@ -504,22 +525,7 @@ def frame_inspect(
         ranges.append([start, end])
     frames = _frames_from_video(ctx, record, ranges) or _stored_frames(ctx, video_id, ranges)
     times = [round(float(f["t"]), 2) for f in frames]
-    reply = ctx.chat.chat(
-        [
-            ChatMessage(role="system", content=prompts.INSPECT_SYSTEM),
-            ChatMessage(
-                role="user",
-                images=[f["jpeg"] for f in frames],
-                content=(
-                    f"Question: {question}\nThe {len(frames)} images are frames at these "
-                    "times (seconds): "
-                    f"{times}"
-                ),
-            ),
-        ],
-        max_tokens=ctx.config.max_tokens,
-        temperature=ctx.config.temperature,
-    )
+    reply = ask_about_frames(ctx, question, [f["jpeg"] for f in frames], times)
     return FrameInspectResult(
         video_id=video_id,
         question=question,
