@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import json
-import logging
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, get_args
 
@@ -31,11 +29,10 @@ from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, ru
 from vidscope.agents.tools import AgentConfig, ToolContext
 from vidscope.agents.tools_dvd import dvd_registry, fmt_time
 from vidscope.config import Settings, disable_telemetry
+from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.storage.videos import VideoNotFound, VideoRecord, find_video
 from vidscope.tasks.backends import registry
 from vidscope.tasks.open_store import open_store
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "AGENTS",
@@ -221,16 +218,7 @@ def trace_markdown(result: AskResult) -> str:
 
 def _publish(result: AskResult) -> None:
     """Store the trace as a Prefect artifact of this flow run (shown in the UI)."""
-    try:
-        from prefect.artifacts import create_markdown_artifact
-
-        create_markdown_artifact(
-            key=f"ask-{result.video_id[:12]}",
-            markdown=trace_markdown(result),
-            description=f"ask: {result.question[:80]}",
-        )
-    except Exception as exc:  # an artifact is a courtesy; never fail the answer over it
-        log.debug("could not publish the ask trace artifact: %s", exc)
+    publish_markdown(f"ask-{result.video_id[:12]}", trace_markdown(result), f"ask: {result.question[:80]}")
 
 
 # ============================================================================ entry points
@@ -260,17 +248,9 @@ def run_ask(
             raise ValueError(f"--options needs 2 to 26 options, got {len(options)}")
     store = open_store(settings)
     record = find_video(store, video_ref)
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    from vidscope.tasks.backends.usage import query_context
-
     token = _on_step.set(on_step)
     try:
-        # A sync flow joins its heartbeat thread at exit (~1.1 s); a question should not pay that.
-        with (
-            temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-            query_context(f"ask-{uuid.uuid4().hex[:12]}"),
-        ):
+        with query_run("ask"):
             return ask(record.video_id, question, options, settings, config, agent)
     finally:
         _on_step.reset(token)

@@ -13,19 +13,18 @@ store's indexes.
 from __future__ import annotations
 
 import glob
-import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from prefect import flow, task
-from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
 from vidscope.config import Settings, get_settings
+from vidscope.flows.runs import publish_table
 from vidscope.storage import Store
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.caption import CAPTION
@@ -45,8 +44,6 @@ from vidscope.tasks.speech import SPEECH
 from vidscope.tasks.stage import Stage, StageContext, StageResult, execute, ledger_rows
 from vidscope.tasks.subjects import SUBJECTS_STAGE
 from vidscope.tasks.tags import TAGS
-
-log = logging.getLogger(__name__)
 
 #: The ingestion stages in dependency order.
 STAGES: tuple[Stage, ...] = (
@@ -262,14 +259,11 @@ def _resolve(name: str, future: PrefectFuture[StageResult]) -> StageResult:
 
 def _publish(video_report: VideoReport) -> None:
     """A per-video table of stages as a Prefect artifact (shown in the UI)."""
-    try:
-        create_table_artifact(
-            key=f"ingest-{(video_report.video_id or 'unknown')[:12]}",
-            table=[s.model_dump() for s in video_report.stages],
-            description=f"Ingestion of {video_report.path}: {video_report.status}",
-        )
-    except Exception as exc:  # artifacts are a courtesy; never fail ingestion over them
-        log.debug("could not publish artifact: %s", exc)
+    publish_table(
+        f"ingest-{(video_report.video_id or 'unknown')[:12]}",
+        [s.model_dump() for s in video_report.stages],
+        f"Ingestion of {video_report.path}: {video_report.status}",
+    )
 
 
 @task(name="ingest", cache_policy=NO_CACHE, task_run_name="ingest · {path.name}")

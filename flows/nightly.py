@@ -13,11 +13,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from prefect import flow
-from prefect.artifacts import create_table_artifact
 from pydantic import BaseModel, Field
 
 from vidscope.config import Settings, get_settings
 from vidscope.flows.ingest import VideoReport, run_ingest
+from vidscope.flows.runs import publish_table
 from vidscope.tasks.open_store import open_store
 
 log = logging.getLogger(__name__)
@@ -95,11 +95,8 @@ def _publish(summary: NightlySummary) -> None:
     )
     if summary.missing_folders:
         counts += f"; missing folders: {', '.join(summary.missing_folders)}"
-    try:
-        create_table_artifact(
-            key="nightly-ingest",
-            table=summary.videos or [{"path": "", "result": "no videos found", "error": ""}],
-            description=f"Nightly ingestion of {', '.join(summary.folders) or '(no folders)'}: {counts}",
-        )
-    except Exception as exc:  # an artifact is a courtesy; never fail the run over it
-        log.debug("could not publish the nightly artifact: %s", exc)
+    publish_table(
+        "nightly-ingest",
+        summary.videos or [{"path": "", "result": "no videos found", "error": ""}],
+        f"Nightly ingestion of {', '.join(summary.folders) or '(no folders)'}: {counts}",
+    )

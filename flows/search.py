@@ -9,9 +9,7 @@ which would add ~1.1 s to every query.
 
 from __future__ import annotations
 
-import logging
 import time
-import uuid
 
 from prefect import flow
 
@@ -26,11 +24,10 @@ from vidscope.agents.mavis import (
 )
 from vidscope.agents.tools_dvd import fmt_time
 from vidscope.config import SearchSettings, Settings, disable_telemetry
+from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import BackendUnavailable
 from vidscope.tasks.open_store import open_store
-
-log = logging.getLogger(__name__)
 
 __all__ = [
     "DroppedVideo",
@@ -124,16 +121,7 @@ def _cell(text: str) -> str:
 
 def _publish(result: SearchResult) -> None:
     """Store the result as a Markdown artifact of this flow run (shown in the Prefect UI)."""
-    try:
-        from prefect.artifacts import create_markdown_artifact
-
-        create_markdown_artifact(
-            key="search-result",
-            markdown=result_markdown(result),
-            description=f"search: {result.query[:80]}",
-        )
-    except Exception as exc:  # an artifact is a courtesy; never fail the search over it
-        log.debug("could not publish the search artifact: %s", exc)
+    publish_markdown("search-result", result_markdown(result), f"search: {result.query[:80]}")
 
 
 def run_search(
@@ -160,13 +148,5 @@ def run_search(
         {**settings.search.model_dump(), **{key: v for key, v in updates.items() if v is not None}}
     )
     ensure_library(open_store(settings))  # before a flow run is made for nothing
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    from vidscope.tasks.backends.usage import query_context
-
-    # A sync flow joins its heartbeat thread at exit (~1.1 s); a search should not pay that.
-    with (
-        temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}),
-        query_context(f"search-{uuid.uuid4().hex[:12]}"),
-    ):
+    with query_run("search"):
         return search(query.strip(), settings, options)
