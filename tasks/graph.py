@@ -37,7 +37,7 @@ import numpy as np
 
 from vidscope.config import Settings, stable_hash
 from vidscope.storage import Store
-from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
+from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.tasks import graph_metrics
 from vidscope.tasks.backends import registry
 from vidscope.tasks.backends.base import (
@@ -50,7 +50,7 @@ from vidscope.tasks.backends.base import (
 from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
 from vidscope.tasks.spans import ADJACENT_GAP_S, merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
-from vidscope.tasks.subjects import name_words, same_name
+from vidscope.tasks.subjects import clean_text, clip_entry, name_words, same_name
 
 log = logging.getLogger(__name__)
 
@@ -106,19 +106,10 @@ when it holds for the whole clip.
 # ============================================================================ clip text
 
 
-def clip_entry(clip: dict[str, Any]) -> dict[str, Any] | None:
-    """What the model reads of a clip (``None`` when it has no caption or speech). A signals
-    summary only repeats speech and on-screen text, so it does not count as a caption."""
-    entry: dict[str, Any] = {
-        "clip": int(clip["clip_index"]),
-        "start": round(float(clip["start"]), 2),
-        "end": round(float(clip["end"]), 2),
-    }
-    if clip.get("caption") and clip.get("caption_source") != SIGNALS_SUMMARY:
-        entry["caption"] = _text(clip["caption"], FIELD_CHARS)
-    if clip.get("transcript_text"):
-        entry["speech"] = _text(clip["transcript_text"], FIELD_CHARS)
-    return entry if len(entry) > 3 else None
+def graph_clip_entry(clip: dict[str, Any]) -> dict[str, Any] | None:
+    """What the model reads of a clip: its index, span, caption and speech (``None`` without
+    either); the graph is built from what is said and described, not from on-screen text."""
+    return clip_entry(clip, with_index=True, on_screen_text=False, limit=FIELD_CHARS)
 
 
 def text_hash(entry: dict[str, Any]) -> str:
@@ -143,12 +134,6 @@ def batch_messages(entries: Sequence[dict[str, Any]]) -> list[ChatMessage]:
 # ============================================================================ validation
 
 
-def _text(value: Any, limit: int) -> str:
-    if value is None or isinstance(value, dict | list):
-        return ""
-    return " ".join(str(value).split())[:limit]
-
-
 def _strings(value: Any, what: str) -> list[str]:
     if value is None:
         return []
@@ -156,7 +141,7 @@ def _strings(value: Any, what: str) -> list[str]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str | int | float) for v in value):
         raise ValueError(f"{what} must be a list of strings")
-    return [t for t in (_text(v, 200) for v in value) if t][:MAX_LIST_ITEMS]
+    return [t for t in (clean_text(v, 200) for v in value) if t][:MAX_LIST_ITEMS]
 
 
 def _time(value: Any, what: str) -> float | None:
@@ -187,16 +172,16 @@ def parse_extraction(item: Any, span: tuple[float, float]) -> dict[str, Any]:
     for n, raw in enumerate(raw_entities):
         if not isinstance(raw, dict):
             raise ValueError(f"entity {n} must be an object")
-        name = _text(raw.get("name"), MAX_NAME_CHARS)
+        name = clean_text(raw.get("name"), MAX_NAME_CHARS)
         if not name:
             raise ValueError(f"entity {n} has no name")
         entities.append(
             {
                 "name": name,
-                "kind": _text(raw.get("kind"), 40).lower() or None,
+                "kind": clean_text(raw.get("kind"), 40).lower() or None,
                 "attributes": _strings(raw.get("attributes"), f"attributes of {name!r}"),
                 "actions": _strings(raw.get("actions"), f"actions of {name!r}"),
-                "appearance": _text(raw.get("appearance"), 400) or None,
+                "appearance": clean_text(raw.get("appearance"), 400) or None,
             }
         )
     known = {name_words(e["name"]) for e in entities}
@@ -205,7 +190,7 @@ def parse_extraction(item: Any, span: tuple[float, float]) -> dict[str, Any]:
     for n, raw in enumerate(raw_relations):
         if not isinstance(raw, dict):
             raise ValueError(f"relation {n} must be an object")
-        parts = {k: _text(raw.get(k), MAX_NAME_CHARS) for k in ("source", "relation", "target")}
+        parts = {k: clean_text(raw.get(k), MAX_NAME_CHARS) for k in ("source", "relation", "target")}
         missing = [k for k, v in parts.items() if not v]
         if missing:
             raise ValueError(f"relation {n} lacks {', '.join(missing)}")
@@ -624,7 +609,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     clips = store.rows(
         store.clips, video_id=video_id, order_by=["start"], columns=CLIP_TEXT_COLUMNS
     ).to_pylist()
-    entries = [e for e in (clip_entry(c) for c in clips) if e is not None]
+    entries = [e for e in (graph_clip_entry(c) for c in clips) if e is not None]
     spans = {int(c["clip_index"]): (float(c["start"]), float(c["end"])) for c in clips}
     hashes = {e["clip"]: text_hash(e) for e in entries}
     stored = {r["clip_index"]: r for r in store.rows(store.graph_extractions, video_id=video_id).to_pylist()}

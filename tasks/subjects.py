@@ -229,7 +229,8 @@ def parse_spans(raw: Any, duration: float) -> list[tuple[float, float]]:
     return spans
 
 
-def _text(value: Any, limit: int = 300) -> str:
+def clean_text(value: Any, limit: int = 300) -> str:
+    """``value`` as one line of at most ``limit`` characters ("" for nothing, lists and objects)."""
     if value is None or isinstance(value, dict | list):
         return ""
     return " ".join(str(value).split())[:limit]
@@ -242,20 +243,20 @@ def parse_subject(
 
     A subject reported without a usable span is given the window's range: the model saw it there.
     """
-    name = _text(item.get("name"), 120)
+    name = clean_text(item.get("name"), 120)
     if not name_words(name):
         return None
     raw_actions = item.get("actions")
     if isinstance(raw_actions, str):
         raw_actions = [raw_actions]
     actions = [
-        a for a in (_text(x, 160) for x in raw_actions or [] if not isinstance(x, dict)) if a
+        a for a in (clean_text(x, 160) for x in raw_actions or [] if not isinstance(x, dict)) if a
     ]
     spans = parse_spans(item.get("spans"), duration) or [window]
     return Subject(
         name=name,
-        appearance=_text(item.get("appearance")),
-        identity=_text(item.get("identity")),
+        appearance=clean_text(item.get("appearance")),
+        identity=clean_text(item.get("identity")),
         actions=actions,
         spans=spans,
     )
@@ -338,20 +339,27 @@ def merge_registry(subjects: list[Subject]) -> list[Subject]:
 # ============================================================================ prompts
 
 
-def clip_entry(clip: dict[str, Any]) -> dict[str, Any] | None:
-    """A clip's texts for the prompt (``None`` when it has none). A signals summary only repeats
-    the speech and on-screen text, so it is left out."""
-    entry: dict[str, Any] = {
-        "start": round(float(clip["start"]), 2),
-        "end": round(float(clip["end"]), 2),
-    }
+def clip_entry(
+    clip: dict[str, Any],
+    *,
+    with_index: bool = False,
+    on_screen_text: bool = True,
+    limit: int = FIELD_CHARS,
+) -> dict[str, Any] | None:
+    """A clip's texts for a prompt, with its span (and its index ``clip`` first, ``with_index``);
+    ``None`` when it has no text. A signals summary only repeats the speech and on-screen text, so
+    it is left out. Each text is cut at ``limit`` characters."""
+    entry: dict[str, Any] = {"clip": int(clip["clip_index"])} if with_index else {}
+    entry["start"] = round(float(clip["start"]), 2)
+    entry["end"] = round(float(clip["end"]), 2)
+    spans = len(entry)
     if clip.get("caption") and clip.get("caption_source") != SIGNALS_SUMMARY:
-        entry["caption"] = _text(clip["caption"], FIELD_CHARS)
+        entry["caption"] = clean_text(clip["caption"], limit)
     if clip.get("transcript_text"):
-        entry["speech"] = _text(clip["transcript_text"], FIELD_CHARS)
-    if clip.get("ocr_text"):
-        entry["on_screen_text"] = _text(clip["ocr_text"], FIELD_CHARS)
-    return entry if len(entry) > 2 else None
+        entry["speech"] = clean_text(clip["transcript_text"], limit)
+    if on_screen_text and clip.get("ocr_text"):
+        entry["on_screen_text"] = clean_text(clip["ocr_text"], limit)
+    return entry if len(entry) > spans else None
 
 
 def prompt_registry(subjects: list[Subject]) -> list[dict[str, Any]]:
