@@ -26,15 +26,12 @@ Everything here is pure over a :class:`~vidscope.storage.Store` and the model ba
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import BaseModel, Field
 
 from vidscope.agents.mavis_plan import (
@@ -75,16 +72,8 @@ __all__ = [
 
 FUSIONS: tuple[str, ...] = ("veto", "union", "intersection", "average")
 
-#: Ids per ``IN (...)`` filter. One filter over all candidates reads faster than several (measured
-#: at 100k videos: 6,000 ids in one filter 134 ms, in chunks of 2,000 151 ms); the cap only keeps
-#: a pathological candidate set from building one enormous SQL string.
-IN_CHUNK = 20_000
 #: Moments reported per hit (best windows or frames, for thumbnails).
 MOMENTS_PER_HIT = 3
-#: From this many candidate videos on, their windows are taken by row id (:class:`RowIds`) rather
-#: than filtered with ``video_id IN (...)``: at 100k videos a BTree ``IN`` costs ~13 µs per id on
-#: top of reading the row, a take by row id ~8–10 µs per row all told.
-TAKE_MIN_VIDEOS = 256
 
 
 class LibraryEmpty(LookupError):
@@ -182,49 +171,6 @@ class WindowMatrix:
         return [(int(self.window_index[rows][i]), float(sims[i])) for i in order]
 
 
-@dataclass(frozen=True)
-class RowIds:
-    """Video id -> Lance row ids of one version of a per-video table (a process-wide cache).
-
-    Row ids are only valid for the table version they were read from, so the map is keyed by the
-    version and rebuilt (one scan of the ``video_id`` column) the first time a query sees a newer
-    one; takes use the same table handle, hence the same version. Memory: one entry per video.
-    """
-
-    version: int
-    spans: dict[str, tuple[int, int]]  # video -> [start, stop) in ``row_ids``
-    row_ids: np.ndarray  # grouped by video
-
-    _cache: ClassVar[dict[tuple[str, str], RowIds]] = {}
-    _lock: ClassVar[threading.Lock] = threading.Lock()
-
-    @classmethod
-    def of(cls, table: Any, key: tuple[str, str]) -> RowIds:
-        """The map of ``table`` (a LanceDB table handle) at its version; ``key`` names the table."""
-        version = int(table.version)
-        with cls._lock:
-            cached = cls._cache.get(key)
-        if cached is not None and cached.version == version:
-            return cached
-        scan = table.search().select(["video_id"]).with_row_id(True).limit(None).to_arrow()
-        scan = scan.sort_by([("video_id", "ascending"), ("_rowid", "ascending")])
-        ids = np.asarray(scan.column("video_id").to_pylist(), dtype=object)
-        spans: dict[str, tuple[int, int]] = {}
-        if len(ids):
-            starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-            stops = np.r_[starts[1:], len(ids)]
-            spans = {str(ids[a]): (int(a), int(b)) for a, b in zip(starts, stops, strict=True)}
-        built = cls(version, spans, scan.column("_rowid").to_numpy())
-        with cls._lock:
-            cls._cache[key] = built
-        return built
-
-    def of_videos(self, video_ids: Iterable[str]) -> list[int]:
-        """The row ids of every row of ``video_ids`` (unknown videos have none)."""
-        picks = [self.row_ids[a:b] for a, b in (self.spans[v] for v in video_ids if v in self.spans)]
-        return np.concatenate(picks).tolist() if picks else []
-
-
 class Library:
     """Read access to the semantic library for one query."""
 
@@ -254,33 +200,18 @@ class Library:
     def window_matrix(self, video_ids: Iterable[str]) -> WindowMatrix:
         """The caption embeddings of every parsed window of ``video_ids``, shared by every agent.
 
-        One projected read: a take by row id (:class:`RowIds`) for many videos, else a filter on
-        ``video_id`` (BTree-indexed by ``Store.optimize``).
+        One projected read (:meth:`~vidscope.storage.store.Store.rows_of_videos`).
         """
-        wanted = sorted(set(video_ids))
-        columns = ["video_id", "window_index", "caption_embedding"]
-        if len(wanted) >= TAKE_MIN_VIDEOS:
-            table = self.store.table(self.store.video_parses)
-            row_ids = RowIds.of(table, (str(self.store.lance_dir), self.store.video_parses.name))
-            rows = row_ids.of_videos(wanted)
-            taken = table.take_row_ids(rows).select(columns).to_arrow() if rows else None
-            tables = [taken.filter(pc.is_valid(taken.column("caption_embedding")))] if taken else []
-        else:
-            tables = [
-                self.store.rows(
-                    self.store.video_parses,
-                    where=f"video_id IN ({', '.join(sql_quote(v) for v in chunk)}) "
-                    "AND caption_embedding IS NOT NULL",
-                    columns=columns,
-                    order_by=(),
-                )
-                for chunk in _chunks(wanted, IN_CHUNK)
-            ]
-        tables = [t for t in tables if t.num_rows]
-        if not tables:
+        table = self.store.rows_of_videos(
+            self.store.video_parses,
+            video_ids,
+            columns=["video_id", "window_index", "caption_embedding"],
+            not_null="caption_embedding",
+            order_by=("video_id", "window_index"),
+        )
+        if not table.num_rows:
             empty = np.zeros(0, dtype=np.int64)
             return WindowMatrix([], empty, empty, np.zeros((0, 1), dtype=np.float32), {})
-        table = pa.concat_tables(tables).sort_by([("video_id", "ascending"), ("window_index", "ascending")])
         ids = np.asarray(table.column("video_id").to_pylist(), dtype=object)
         first = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
         videos = [str(v) for v in ids[first]]
@@ -295,37 +226,19 @@ class Library:
     def window_details(self, video_ids: Sequence[str]) -> dict[tuple[str, int], tuple[float, float, str]]:
         """(video, window) -> (start, end, caption) of every window of ``video_ids``."""
         details: dict[tuple[str, int], tuple[float, float, str]] = {}
-        for chunk in _chunks(sorted(set(video_ids)), IN_CHUNK):
-            table = self.store.rows(
-                self.store.video_parses,
-                where=f"video_id IN ({', '.join(sql_quote(v) for v in chunk)})",
-                columns=["video_id", "window_index", "start", "end", "caption"],
-                order_by=(),
-            )
-            for row in table.to_pylist():
-                key = (row["video_id"], int(row["window_index"]))
-                details[key] = (float(row["start"]), float(row["end"]), str(row["caption"]))
+        columns = ["video_id", "window_index", "start", "end", "caption"]
+        table = self.store.rows_of_videos(self.store.video_parses, video_ids, columns=columns)
+        for row in table.to_pylist():
+            key = (row["video_id"], int(row["window_index"]))
+            details[key] = (float(row["start"]), float(row["end"]), str(row["caption"]))
         return details
 
     def file_names(self, video_ids: Sequence[str]) -> dict[str, str]:
         """Video id -> file name (the id's prefix when the video row is missing)."""
-        names: dict[str, str] = {}
-        for chunk in _chunks(sorted(set(video_ids)), IN_CHUNK):
-            table = self.store.rows(
-                self.store.videos,
-                where=f"video_id IN ({', '.join(sql_quote(v) for v in chunk)})",
-                columns=["video_id", "file_name"],
-                order_by=(),
-            )
-            names.update(
-                zip(table.column("video_id").to_pylist(), table.column("file_name").to_pylist(), strict=True)
-            )
+        table = self.store.rows_of_videos(self.store.videos, video_ids, columns=["video_id", "file_name"])
+        ids, files = table.column("video_id").to_pylist(), table.column("file_name").to_pylist()
+        names = dict(zip(ids, files, strict=True))
         return {v: names.get(v, v[:12]) for v in video_ids}
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 def _vectors(column: Any) -> np.ndarray:
@@ -511,15 +424,14 @@ def rerank_frames(
     if not survivors:
         return Fine({}, {}, method)
     frames: dict[str, list[tuple[float, np.ndarray]]] = {}
-    for chunk in _chunks(list(survivors), IN_CHUNK):
-        table = store.rows(
-            store.frames,
-            where=f"video_id IN ({', '.join(sql_quote(v) for v in chunk)}) AND image_embedding IS NOT NULL",
-            columns=["video_id", "t", "image_embedding"],
-            order_by=("video_id", "t"),
-        )
-        if not table.num_rows:
-            continue
+    table = store.rows_of_videos(
+        store.frames,
+        survivors,
+        columns=["video_id", "t", "image_embedding"],
+        not_null="image_embedding",
+        order_by=("video_id", "t"),
+    )
+    if table.num_rows:
         matrix = _unit(_vectors(table.column("image_embedding")))
         times = table.column("t").to_pylist()
         for row, vid in enumerate(table.column("video_id").to_pylist()):

@@ -20,7 +20,6 @@ import pytest
 from llm_server import ScriptedLLMServer, text
 from typer.testing import CliRunner
 
-from vidscope.agents import mavis
 from vidscope.agents.mavis import (
     Library,
     Vocabulary,
@@ -30,6 +29,7 @@ from vidscope.agents.mavis import (
     search_library,
 )
 from vidscope.config import ModelSettings, SearchSettings, Settings
+from vidscope.storage import store as store_module
 from vidscope.storage.store import Store
 
 # ============================================================================ a tiny known corpus
@@ -300,7 +300,7 @@ def test_candidate_windows_taken_by_row_id_equal_the_filtered_read(
     store, embedder = library
     ids = list(CORPUS)
     filtered = Library(store).window_matrix(ids)
-    monkeypatch.setattr(mavis, "TAKE_MIN_VIDEOS", 1)  # take by row id even for five videos
+    monkeypatch.setattr(store_module, "TAKE_MIN_VIDEOS", 1)  # take by row id even for five videos
     taken = Library(store).window_matrix(ids)
     assert taken.videos == filtered.videos == sorted(ids)
     assert taken.window_index.tolist() == filtered.window_index.tolist()
@@ -323,7 +323,7 @@ def test_candidate_windows_taken_by_row_id_equal_the_filtered_read(
     assert again.phi(embedder.embed(["beach"]))[again.position[COOKING], 0] == pytest.approx(3**-0.5)
     # The whole search reads the same either way.
     by_take = run(store, embedder, "a dog running on the beach", "veto")
-    monkeypatch.setattr(mavis, "TAKE_MIN_VIDEOS", 10_000)
+    monkeypatch.setattr(store_module, "TAKE_MIN_VIDEOS", 10_000)
     by_filter = run(store, embedder, "a dog running on the beach", "veto")
     assert by_take.model_dump(exclude={"seconds", "stages"}) == by_filter.model_dump(
         exclude={"seconds", "stages"}
