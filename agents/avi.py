@@ -48,8 +48,8 @@ from vidscope.agents.runtime import (
     tool_step,
 )
 from vidscope.agents.tools import ToolContext, ToolRegistry
-from vidscope.tasks.backends.base import ChatMessage, ChatReply, ToolCall
-from vidscope.tasks.backends.json_tools import find_tool_call, loads_lenient
+from vidscope.models.json_tools import find_tool_call, loads_lenient
+from vidscope.models.protocols import ChatMessage, ChatReply, ToolCall
 
 Phase = Literal["retrieve", "perceive", "review"]
 RETRIEVE: Phase = "retrieve"

@@ -46,10 +46,7 @@ def describe(hit: ClipHit) -> str:
         parts.append(f"on screen {_quote(hit.on_screen_text)}")
     if hit.caption and not parts:
         parts.append(f"caption {_quote(hit.caption)}")
-    return (
-        f"{fmt_time(hit.start)}–{fmt_time(hit.end)} ({hit.start:.1f}–{hit.end:.1f}s): "
-        + "; ".join(parts)
-    )
+    return f"{fmt_time(hit.start)}–{fmt_time(hit.end)} ({hit.start:.1f}–{hit.end:.1f}s): " + "; ".join(parts)
 
 
 def rank_options(
@@ -126,9 +123,7 @@ def answer_extractively(
         scores, best = rank_options(ctx, options, pool)
         winner = int(np.argmax(scores))
         choice = letters[winner]
-        lines.append(
-            f"Option {choice} ({_quote(options[winner], 120)}) agrees best with the evidence."
-        )
+        lines.append(f"Option {choice} ({_quote(options[winner], 120)}) agrees best with the evidence.")
         cited.append(pool[best[winner]])
         ranking = ", ".join(f"{letters[i]} {scores[i]:.2f}" for i in np.argsort(scores)[::-1])
         lines.append(f"Option agreement scores: {ranking}.")

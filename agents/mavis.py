@@ -43,10 +43,10 @@ from vidscope.agents.mavis_plan import (
     plan_with_chat,
     plan_with_rules,
 )
-from vidscope.config import SearchSettings
+from vidscope.core.settings import SearchSettings
+from vidscope.models.protocols import ChatModel, ImageTextEmbedder, TextEmbedder
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.semantic import DIMENSIONS
-from vidscope.tasks.backends.base import ChatModel, ImageTextEmbedder, TextEmbedder
 from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)

@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from vidscope.storage.semantic import DIMENSIONS
-from vidscope.tasks.backends.base import (
+from vidscope.models.json_tools import loads_lenient
+from vidscope.models.protocols import (
     BackendUnavailable,
     ChatMessage,
     ChatModel,
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient
+from vidscope.storage.semantic import DIMENSIONS
 from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)

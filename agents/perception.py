@@ -21,9 +21,9 @@ from vidscope.agents.tools_dvd import (
     inspection_times,
     sample_evenly,
 )
+from vidscope.models import registry
+from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import BackendUnavailable
 from vidscope.tasks.decode import frames_at
 from vidscope.tasks.frames import decode_jpeg
 

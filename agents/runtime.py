@@ -28,7 +28,8 @@ from vidscope.agents.tools import (
     execute_tool,
     validation_message,
 )
-from vidscope.tasks.backends.base import (
+from vidscope.models.json_tools import find_tool_call, quote_data
+from vidscope.models.protocols import (
     ChatMessage,
     ChatReply,
     ModelOutputError,
@@ -36,7 +37,6 @@ from vidscope.tasks.backends.base import (
     ToolSpec,
     Usage,
 )
-from vidscope.tasks.backends.json_tools import find_tool_call, quote_data
 
 #: Seconds a citation may run past the end of the video (containers round durations).
 DURATION_TOLERANCE = 0.5

@@ -23,12 +23,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from vidscope.config import AgentSettings, Settings, stable_hash
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import AgentSettings, Settings
+from vidscope.models.protocols import ChatModel, TextEmbedder, ToolSpec, Usage
 from vidscope.storage.files import managed_dir
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.backends.base import ChatModel, TextEmbedder, ToolSpec, Usage
 
 # ============================================================================ configuration
 
@@ -77,7 +78,7 @@ class ToolContext:
     def embedder(self) -> TextEmbedder:
         """The configured text embedder, loaded once per process by the registry."""
         if self._embedder is None:
-            from vidscope.tasks.backends import registry
+            from vidscope.models import registry
 
             loaded = registry.load(self.settings, "text_embedder")
             if loaded is None:
@@ -88,18 +89,13 @@ class ToolContext:
     def video(self, video_id: str) -> VideoRecord:
         """The ``videos`` row of ``video_id``; a :class:`ToolError` naming known ids if absent."""
         if video_id not in self._videos:
-            rows = self.store.rows(
-                self.store.videos, where=f"video_id = {sql_quote(video_id)}"
-            ).to_pylist()
+            rows = self.store.rows(self.store.videos, where=f"video_id = {sql_quote(video_id)}").to_pylist()
             if not rows:
                 known = (
-                    self.store.rows(self.store.videos, columns=["video_id"])
-                    .column("video_id")
-                    .to_pylist()
+                    self.store.rows(self.store.videos, columns=["video_id"]).column("video_id").to_pylist()
                 )
                 raise ToolError(
-                    f"unknown video_id {video_id!r}; known videos: "
-                    f"{', '.join(known[:10]) or 'none'}"
+                    f"unknown video_id {video_id!r}; known videos: {', '.join(known[:10]) or 'none'}"
                 )
             self._videos[video_id] = VideoRecord(**rows[0])
         return self._videos[video_id]
@@ -218,9 +214,7 @@ def tool(
                     elif isinstance(extra, str):
                         info = Field(description=extra)
             if info is None:
-                raise TypeError(
-                    f"tool {func.__name__}: parameter {name!r} needs an Annotated description"
-                )
+                raise TypeError(f"tool {func.__name__}: parameter {name!r} needs an Annotated description")
             fields[name] = (Annotated[base, info], default)
         args_model = create_model(  # type: ignore[call-overload]
             f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
@@ -314,9 +308,7 @@ def _retry_unexpected(_task: Any, _task_run: Any, state: Any) -> bool:
     return not isinstance(exc, (ToolError, ValidationError, ValueError, TypeError, KeyError))
 
 
-def _run_tool(
-    tool_name: str, arguments: dict[str, Any], cache_key: str, ctx: ToolContext
-) -> ToolResult:
+def _run_tool(tool_name: str, arguments: dict[str, Any], cache_key: str, ctx: ToolContext) -> ToolResult:
     """Body of the Prefect task that executes one tool call (``cache_key`` is only for caching)."""
     assert ctx.registry is not None
     spec = ctx.registry.get(tool_name)
@@ -363,9 +355,7 @@ def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> s
         spec.result_schema,
         json.dumps(arguments, sort_keys=True, default=str),
         video_version,
-        ctx.model_fingerprint(
-            chat=spec.uses_chat, embedder=spec.uses_embedder, roles=spec.uses_models
-        ),
+        ctx.model_fingerprint(chat=spec.uses_chat, embedder=spec.uses_embedder, roles=spec.uses_models),
         ctx.config.tool_fingerprint(),
     )
 

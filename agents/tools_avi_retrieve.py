@@ -21,8 +21,8 @@ from vidscope.agents.tools_dvd import (
     search_clips,
     tokens,
 )
-from vidscope.tasks.backends.base import ChatMessage, Usage
-from vidscope.tasks.backends.json_tools import quote_data
+from vidscope.models.json_tools import quote_data
+from vidscope.models.protocols import ChatMessage, Usage
 from vidscope.tasks.graph_metrics import load_graph, node_importance
 
 log = logging.getLogger(__name__)

@@ -27,10 +27,10 @@ from vidscope.agents.tools import (
     ToolResult,
     tool,
 )
+from vidscope.models.json_tools import quote_data
+from vidscope.models.protocols import ChatMessage, ChatReply, Usage
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.subjects import SUBJECTS
-from vidscope.tasks.backends.base import ChatMessage, ChatReply, Usage
-from vidscope.tasks.backends.json_tools import quote_data
 from vidscope.tasks.decode import frames_at
 from vidscope.tasks.frames import encode_jpeg
 
@@ -185,9 +185,7 @@ class BrowseResult(ToolResult):
     query: str
     duration: float
     total_clips: int
-    summary_text: str | None = Field(
-        None, description="The model's summary; absent without a chat model."
-    )
+    summary_text: str | None = Field(None, description="The model's summary; absent without a chat model.")
     captions: list[CaptionSample] = Field(default_factory=list)
     subjects: list[SubjectEntry] = Field(
         default_factory=list, description="Recurring subjects, most mentioned first."
@@ -245,14 +243,10 @@ class FinishResult(ToolResult):
 # ============================================================================ search logic
 
 
-def load_clips(
-    ctx: ToolContext, video_id: str, *, with_embeddings: bool = False
-) -> list[dict[str, Any]]:
+def load_clips(ctx: ToolContext, video_id: str, *, with_embeddings: bool = False) -> list[dict[str, Any]]:
     """The clips of ``video_id`` in time order."""
     columns = _CLIP_COLUMNS + (["text_embedding"] if with_embeddings else [])
-    return ctx.store.rows(
-        ctx.store.clips, video_id=video_id, columns=columns, order_by=["start"]
-    ).to_pylist()
+    return ctx.store.rows(ctx.store.clips, video_id=video_id, columns=columns, order_by=["start"]).to_pylist()
 
 
 def keyword_scores(query: str, texts: list[str]) -> list[float]:
@@ -287,9 +281,7 @@ def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> Cli
     clips = load_clips(ctx, video_id)
     if not clips:
         raise ToolError(f"video {video_id} has no clips yet; ingest it first (vidscope ingest)")
-    texts = [
-        " ".join(filter(None, (c["caption"], c["transcript_text"], c["ocr_text"]))) for c in clips
-    ]
+    texts = [" ".join(filter(None, (c["caption"], c["transcript_text"], c["ocr_text"]))) for c in clips]
     fused: dict[int, float] = {}
     for rank, clip_index in enumerate(vector_ranking(ctx, video_id, query, max(top_k * 4, 64))):
         fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
@@ -317,9 +309,7 @@ def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> Cli
     return ClipSearchResult(video_id=video_id, query=query, clips=hits, searched_clips=len(clips))
 
 
-def load_subjects(
-    ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS
-) -> list[SubjectEntry]:
+def load_subjects(ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS) -> list[SubjectEntry]:
     """The video's subject registry, most mentioned (then earliest seen) first; empty if none."""
     rows = ctx.store.rows(SUBJECTS, video_id=video_id).to_pylist()
     rows.sort(
@@ -345,11 +335,7 @@ def sample_evenly(count: int, limit: int) -> list[int]:
     """``limit`` indexes spread evenly over ``range(count)`` (all when ``count <= limit``)."""
     if count <= limit:
         return list(range(count))
-    return (
-        sorted({int(round(i * (count - 1) / (limit - 1))) for i in range(limit)})
-        if limit > 1
-        else [0]
-    )
+    return sorted({int(round(i * (count - 1) / (limit - 1))) for i in range(limit)}) if limit > 1 else [0]
 
 
 # ============================================================================ tools
@@ -455,11 +441,7 @@ def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -
     ).to_pylist()
     if not frames:
         # A range shorter than the frame interval may hold no sample: take the nearest frames.
-        times = (
-            ctx.store.rows(ctx.store.frames, video_id=video_id, columns=["t"])
-            .column("t")
-            .to_numpy()
-        )
+        times = ctx.store.rows(ctx.store.frames, video_id=video_id, columns=["t"]).column("t").to_numpy()
         if times.size == 0:
             raise ToolError(f"video {video_id} has no stored frames; ingest it first")
         mids = np.array([(a + b) / 2 for a, b in ranges])
@@ -509,9 +491,7 @@ def frame_inspect(
     """Look closely at frames sampled from the given time ranges and answer a visual question
     about them (appearance, colours, counts, positions, small details, text in the image)."""
     if ctx.chat is None:
-        raise ToolError(
-            "frame_inspect needs a vision-language chat model (models.chat); none is configured"
-        )
+        raise ToolError("frame_inspect needs a vision-language chat model (models.chat); none is configured")
     record = ctx.video(video_id)
     ranges: list[list[float]] = []
     for pair in time_ranges:
@@ -519,9 +499,7 @@ def frame_inspect(
             raise ToolError(f"each time range must be [start, end] with start <= end, got {pair}")
         start, end = max(0.0, float(pair[0])), min(float(pair[1]), record.duration)
         if start > end:
-            raise ToolError(
-                f"range {pair} lies outside the video (duration {record.duration:.1f}s)"
-            )
+            raise ToolError(f"range {pair} lies outside the video (duration {record.duration:.1f}s)")
         ranges.append([start, end])
     frames = _frames_from_video(ctx, record, ranges) or _stored_frames(ctx, video_id, ranges)
     times = [round(float(f["t"]), 2) for f in frames]
@@ -543,9 +521,7 @@ def finish(
         list[list[float]],
         Field(description="Time ranges [[start, end], ...] in seconds that support the answer."),
     ] = [],  # noqa: B006 - pydantic copies defaults
-    choice: Annotated[
-        str | None, "For multiple-choice questions: the letter of the chosen option."
-    ] = None,
+    choice: Annotated[str | None, "For multiple-choice questions: the letter of the chosen option."] = None,
 ) -> FinishResult:
     """Give the final answer with the time ranges (seconds) of the moments that support it. Cite
     only ranges your tools returned. This ends the conversation."""

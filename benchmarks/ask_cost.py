@@ -60,10 +60,10 @@ def _environment() -> None:
 
 def build_store(settings: Any) -> None:
     """A 30-minute video of 360 clips with varied captions; the answer sits at 20:00–20:05."""
+    from vidscope.models import registry
+    from vidscope.models.open_store import open_store
     from vidscope.storage.clips import SIGNALS_SUMMARY
     from vidscope.storage.ledger import STATUS_DONE
-    from vidscope.tasks.backends import registry
-    from vidscope.tasks.open_store import open_store
 
     store = open_store(settings)
     embedder = registry.load(settings, "text_embedder")
@@ -90,9 +90,7 @@ def build_store(settings: Any) -> None:
     for i in range(CLIPS):
         s, a, p = _SUBJECTS[i % 7], _ACTIONS[(i // 7) % 6], _PLACES[(i // 42) % 6]
         captions.append(f"{s.capitalize()} {a} {p} while the light changes (clip {i}).")
-        speech.append(
-            "The password is blue harbour." if i == 240 else f"Remark number {i} about {p}."
-        )
+        speech.append("The password is blue harbour." if i == 240 else f"Remark number {i} about {p}.")
     vectors = embedder.embed([f"{c} {t}" for c, t in zip(captions, speech, strict=True)])
     store.replace_video_rows(
         store.clips,
@@ -137,12 +135,8 @@ def session() -> list[Any]:
 
     return [
         tool_call("global_browse", {"video_id": VIDEO_ID, "query": QUESTION}, call_id="b"),
-        text(
-            "The presenter walks by a river, a barn and a market; around 20:00 a password is said."
-        ),
-        tool_call(
-            "clip_search", {"video_id": VIDEO_ID, "query": "password", "top_k": 16}, call_id="s"
-        ),
+        text("The presenter walks by a river, a barn and a market; around 20:00 a password is said."),
+        tool_call("clip_search", {"video_id": VIDEO_ID, "query": "password", "top_k": 16}, call_id="s"),
         tool_call(
             "finish",
             {
@@ -165,9 +159,7 @@ def run(
     if scripted:  # a repeat gets no script: any request reaching the server would fail loudly
         server.script(session())
     started = time.perf_counter()
-    result = run_ask(
-        settings, VIDEO_ID, QUESTION, config=AgentConfig(browse_captions=browse_captions)
-    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(browse_captions=browse_captions))
     seconds = time.perf_counter() - started
     requests = server.chat_requests[seen:]
     return {
@@ -189,7 +181,7 @@ def main() -> None:
     _environment()
     from llm_server import ScriptedLLMServer
 
-    from vidscope.config import Settings
+    from vidscope.core.settings import Settings
 
     server = ScriptedLLMServer().start()
     try:
@@ -208,9 +200,7 @@ def main() -> None:
                 build_store(settings)
                 return settings
 
-            warm = run(
-                "warm-up", fresh("warm"), server, 48
-            )  # starts Prefect's server, loads models
+            warm = run("warm-up", fresh("warm"), server, 48)  # starts Prefect's server, loads models
             ours, dvd = fresh("ours"), fresh("dvd")
             rows = [
                 run("ours", ours, server, 48),
@@ -230,10 +220,7 @@ def main() -> None:
             f"{r['tool_cache_hits']:>8}{r['seconds']:>7.2f}"
         )
     ratio = rows[1]["prompt_tokens"] / max(1, rows[0]["prompt_tokens"])
-    print(
-        f"dvd-like / ours prompt tokens: {ratio:.2f}x; "
-        f"repeat HTTP requests: {rows[2]['http_requests']}"
-    )
+    print(f"dvd-like / ours prompt tokens: {ratio:.2f}x; repeat HTTP requests: {rows[2]['http_requests']}")
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "ask_cost.json").write_text(json.dumps({"warm_up": warm, "runs": rows}, indent=2))
 

@@ -22,9 +22,9 @@ from pathlib import Path
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="vidscope-bench-prefect-"))
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-from vidscope.config import Settings, disable_telemetry  # noqa: E402
+from vidscope.core.settings import Settings, disable_telemetry  # noqa: E402
+from vidscope.core.synthetic import speech_wav  # noqa: E402
 from vidscope.flows.ingest import run_ingest  # noqa: E402
-from vidscope.synthetic import speech_wav  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -41,16 +41,58 @@ def make_video(minutes: int) -> Path:
     path = OUT / f"memory-{minutes}min-1080p.mp4"
     if path.exists():
         return path
-    wav = speech_wav("This hour-long recording checks how much memory ingestion needs. " * 6,
-                     OUT / "memory-narration.wav")
+    wav = speech_wav(
+        "This hour-long recording checks how much memory ingestion needs. " * 6, OUT / "memory-narration.wav"
+    )
     unit = OUT / "memory-unit-60s.mp4"
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=30",
-                    "-i", str(wav), "-af", "apad", "-t", "60", "-c:v", "libx264", "-preset", "veryfast",
-                    "-pix_fmt", "yuv420p", "-c:a", "aac", str(unit)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=1920x1080:rate=30",
+            "-i",
+            str(wav),
+            "-af",
+            "apad",
+            "-t",
+            "60",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "veryfast",
+            "-pix_fmt",
+            "yuv420p",
+            "-c:a",
+            "aac",
+            str(unit),
+        ],
+        check=True,
+    )
     listing = OUT / "memory-concat.txt"
     listing.write_text("".join(f"file '{unit.name}'\n" for _ in range(minutes)))
-    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "concat", "-safe", "0", "-i", str(listing),
-                    "-c", "copy", str(path)], check=True)
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "concat",
+            "-safe",
+            "0",
+            "-i",
+            str(listing),
+            "-c",
+            "copy",
+            str(path),
+        ],
+        check=True,
+    )
     return path
 
 
@@ -78,8 +120,10 @@ def main() -> None:
     print(f"video: {video.name}, {args.minutes} min, 1920x1080 30 fps, AAC narration")
     print(f"status: {report.status}; stages: " + ", ".join(f"{s.stage}={s.status}" for s in report.stages))
     print(f"wall: {wall:.0f} s = {args.minutes * 60 / wall:.2f} video-s per wall-s")
-    print(f"RSS: first sample {samples[0]:.0f} MB, median {sorted(samples)[len(samples) // 2]:.0f} MB, "
-          f"peak (VmHWM) {_status_mb('VmHWM'):.0f} MB (goal < 2048 MB)")
+    print(
+        f"RSS: first sample {samples[0]:.0f} MB, median {sorted(samples)[len(samples) // 2]:.0f} MB, "
+        f"peak (VmHWM) {_status_mb('VmHWM'):.0f} MB (goal < 2048 MB)"
+    )
 
 
 if __name__ == "__main__":

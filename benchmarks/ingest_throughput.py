@@ -29,11 +29,11 @@ from pathlib import Path
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="vidscope-bench-prefect-"))
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
-from vidscope.config import Settings, disable_telemetry  # noqa: E402
+from vidscope.core.settings import Settings, disable_telemetry  # noqa: E402
+from vidscope.core.synthetic import speech_wav, text_video  # noqa: E402
 from vidscope.flows.ingest import STAGES, run_ingest  # noqa: E402
-from vidscope.synthetic import speech_wav, text_video  # noqa: E402
-from vidscope.tasks.backends import registry  # noqa: E402
-from vidscope.tasks.open_store import open_store  # noqa: E402
+from vidscope.models import registry  # noqa: E402
+from vidscope.models.open_store import open_store  # noqa: E402
 from vidscope.tasks.probe import content_hash, register_video  # noqa: E402
 from vidscope.tasks.stage import StageContext, execute  # noqa: E402
 
@@ -127,9 +127,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(
-        f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, text changes every 10 s"
-    )
+    print(f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, text changes every 10 s")
     print(f"{'stage':<10}{'direct s':>10}{'flow s':>10}{'video-s per wall-s (flow)':>28}")
     for name in ["hash", *[s.name for s in STAGES]]:
         d = direct.get(name, 0.0)
@@ -144,9 +142,7 @@ def main() -> None:
         f"flow (Prefect, speech beside frames+ocr) wall: {flow_wall:.2f} s "
         f"= {duration / flow_wall:.2f} video-s per wall-s"
     )
-    print(
-        f"flow critical path (stage time inside tasks): {path:.2f} s, hashing {hash_seconds:.2f} s"
-    )
+    print(f"flow critical path (stage time inside tasks): {path:.2f} s, hashing {hash_seconds:.2f} s")
     print(
         f"Prefect overhead: {overhead:.2f} s = {100 * overhead / flow_wall:.1f}% of the flow's wall time "
         f"(goal < 10%)"
@@ -156,9 +152,7 @@ def main() -> None:
         f"not counted above: Prefect ephemeral server start {prefect_start:.1f} s (once per process "
         f"without a server), index rebuild after ingestion {optimize_seconds:.1f} s"
     )
-    print(
-        f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
-    )
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
 
 
 if __name__ == "__main__":

@@ -43,8 +43,8 @@ import numpy as np
 import pyarrow as pa
 
 from vidscope.agents.mavis import FUSIONS, Library, search_library
-from vidscope.config import SearchSettings
-from vidscope.metrics import recall_at_k
+from vidscope.core.metrics import recall_at_k
+from vidscope.core.settings import SearchSettings
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 
@@ -416,8 +416,8 @@ PAIRS = (
 
 def calibrate_minilm() -> None:
     """φ of short sub-intents against matching and other captions with the embedded MiniLM."""
-    from vidscope.config import ModelSettings, Settings
-    from vidscope.tasks.backends import registry
+    from vidscope.core.settings import ModelSettings, Settings
+    from vidscope.models import registry
 
     embedder = registry.load(Settings(models=ModelSettings(chat=None)), "text_embedder")
     assert embedder is not None

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from vidscope.config import OFFLINE_ENVIRONMENT, Settings
+from vidscope.core.settings import OFFLINE_ENVIRONMENT, Settings
 from vidscope.deployments.server import api_url
 
 

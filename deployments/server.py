@@ -21,7 +21,7 @@ from pathlib import Path
 
 import httpx
 
-from vidscope.config import OFFLINE_ENVIRONMENT, Settings
+from vidscope.core.settings import OFFLINE_ENVIRONMENT, Settings
 from vidscope.storage.files import managed_dir
 
 #: The two background processes, in start order (stopped in reverse).

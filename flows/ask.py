@@ -28,11 +28,11 @@ from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext
 from vidscope.agents.tools_dvd import dvd_registry, fmt_time
-from vidscope.config import Settings, disable_telemetry
+from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.flows.runs import publish_markdown, query_run
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
 from vidscope.storage.videos import VideoNotFound, VideoRecord, find_video
-from vidscope.tasks.backends import registry
-from vidscope.tasks.open_store import open_store
 
 __all__ = [
     "AGENTS",
@@ -103,7 +103,7 @@ def ask(
     agent: AgentName = "dvd",
 ) -> AskResult:
     """Answer ``question`` about ``video_id`` (``agent`` with a chat model, else extractive)."""
-    from vidscope.config import get_settings
+    from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
     config = config or settings.agent

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from vidscope.core.synthetic import speech_wav, text_video
 from vidscope.storage.files import managed_dir
-from vidscope.synthetic import speech_wav, text_video
 
 DEMO_NARRATION = (
     "Welcome to the kitchen. First, heat the oven to two hundred degrees. "

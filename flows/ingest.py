@@ -23,8 +23,9 @@ from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
-from vidscope.config import Settings, get_settings
+from vidscope.core.settings import Settings, get_settings
 from vidscope.flows.runs import publish_table
+from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.caption import CAPTION
@@ -35,7 +36,6 @@ from vidscope.tasks.frames import FRAMES
 from vidscope.tasks.graph import GRAPH
 from vidscope.tasks.memory import limit_malloc_arenas
 from vidscope.tasks.onscreen_text import OCR
-from vidscope.tasks.open_store import open_store
 from vidscope.tasks.parse import PARSE
 from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.progress import report
@@ -47,7 +47,18 @@ from vidscope.tasks.tags import TAGS
 
 #: The ingestion stages in dependency order.
 STAGES: tuple[Stage, ...] = (
-    PROBE, SEGMENT, FRAMES, SPEECH, OCR, DETECT, CAPTION, SUBJECTS_STAGE, GRAPH, PARSE, TAGS, EMBED,
+    PROBE,
+    SEGMENT,
+    FRAMES,
+    SPEECH,
+    OCR,
+    DETECT,
+    CAPTION,
+    SUBJECTS_STAGE,
+    GRAPH,
+    PARSE,
+    TAGS,
+    EMBED,
 )
 STAGES_BY_NAME = {s.name: s for s in STAGES}
 
@@ -138,17 +149,13 @@ def expand_paths(inputs: Iterable[str | Path]) -> tuple[list[Path], list[VideoRe
             matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
             if not matches:
                 notes.append(
-                    VideoReport(
-                        path=str(item), status="failed", error="no file matches this pattern"
-                    )
+                    VideoReport(path=str(item), status="failed", error="no file matches this pattern")
                 )
             for match in matches:
                 if match.is_file():
                     add(match)
         else:
-            notes.append(
-                VideoReport(path=str(item), status="failed", error="no such file or folder")
-            )
+            notes.append(VideoReport(path=str(item), status="failed", error="no such file or folder"))
     return files, notes
 
 
@@ -187,9 +194,7 @@ def _video_record(store: Store, video_id: str) -> VideoRecord:
 
 
 @flow(name="ingest_video", flow_run_name="ingest {path.name}", log_prints=False)
-def ingest_video(
-    path: Path, settings: Settings | None = None, video_id: str | None = None
-) -> VideoReport:
+def ingest_video(path: Path, settings: Settings | None = None, video_id: str | None = None) -> VideoReport:
     """Ingest one video file: every stage that is not current for it, in dependency order."""
     settings = settings or get_settings()
     path = Path(path)
@@ -211,17 +216,15 @@ def ingest_video(
         for dependency in (*stage.needs, *stage.reads):
             if dependency in futures and dependency not in results:
                 results[dependency] = _resolve(dependency, futures[dependency])
-        futures[stage.name] = stage_task.with_options(
-            retries=retries, retry_delay_seconds=1
-        ).submit(stage.name, video_id, path, settings)
+        futures[stage.name] = stage_task.with_options(retries=retries, retry_delay_seconds=1).submit(
+            stage.name, video_id, path, settings
+        )
     for name, future in futures.items():
         if name not in results:
             results[name] = _resolve(name, future)
 
     video_report.stages = [
-        StageReport(
-            stage=r.stage, status=r.status, rows=r.rows, seconds=round(r.seconds, 3), error=r.error
-        )
+        StageReport(stage=r.stage, status=r.status, rows=r.rows, seconds=round(r.seconds, 3), error=r.error)
         for r in (results[s.name] for s in STAGES)
     ]
     if any(s.status in ("failed", "blocked") for s in video_report.stages):
@@ -337,9 +340,7 @@ def optimize_task(settings: Settings) -> dict[str, str]:
     return open_store(settings).optimize()
 
 
-def run_ingest(
-    paths: Sequence[str], settings: Settings, *, optimize: bool = True
-) -> list[VideoReport]:
+def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = True) -> list[VideoReport]:
     """Entry point for the CLI: ``ingest_library`` on the configured task runner.
 
     ``[ingest] task_runner`` picks where the videos fan out: ``threads`` (this process, at most

@@ -15,10 +15,10 @@ from pathlib import Path
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from vidscope.config import Settings, get_settings
+from vidscope.core.settings import Settings, get_settings
 from vidscope.flows.ingest import VideoReport, run_ingest
 from vidscope.flows.runs import publish_table
-from vidscope.tasks.open_store import open_store
+from vidscope.models.open_store import open_store
 
 log = logging.getLogger(__name__)
 

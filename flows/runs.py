@@ -41,7 +41,7 @@ def query_run(kind: str) -> Iterator[str]:
     """The context a query flow runs in: no heartbeat thread, model calls tagged ``<kind>-<id>``."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
-    from vidscope.tasks.backends.usage import query_context
+    from vidscope.models.usage import query_context
 
     query_id = f"{kind}-{uuid.uuid4().hex[:12]}"
     with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), query_context(query_id):

@@ -23,11 +23,11 @@ from vidscope.agents.mavis import (
     search_library,
 )
 from vidscope.agents.tools_dvd import fmt_time
-from vidscope.config import SearchSettings, Settings, disable_telemetry
+from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.flows.runs import publish_markdown, query_run
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import BackendUnavailable
-from vidscope.tasks.open_store import open_store
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
+from vidscope.models.protocols import BackendUnavailable
 
 __all__ = [
     "DroppedVideo",
@@ -45,7 +45,7 @@ def search(
     query: str, settings: Settings | None = None, options: SearchSettings | None = None
 ) -> SearchResult:
     """Search the library for ``query`` with the MAVIS pipeline and publish the result."""
-    from vidscope.config import get_settings
+    from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
     options = options or settings.search

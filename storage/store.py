@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from lancedb.index import IvfPq
 
-from vidscope.config import stable_hash
+from vidscope.core.hashing import stable_hash
 from vidscope.storage.clips import clips_spec
 from vidscope.storage.detections import DETECTIONS
 from vidscope.storage.frames import frames_spec
@@ -171,9 +171,7 @@ class Store:
             )
         for field in spec.schema:
             if field.name not in actual.names:
-                raise StoreError(
-                    f"table '{spec.name}' lacks column '{field.name}'; the store is damaged"
-                )
+                raise StoreError(f"table '{spec.name}' lacks column '{field.name}'; the store is damaged")
             if actual.field(field.name).type != field.type:
                 raise StoreError(
                     f"table '{spec.name}' column '{field.name}' is {actual.field(field.name).type}, "

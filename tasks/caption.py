@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from vidscope.models import registry
+from vidscope.models.protocols import Captioner, ModelOutputError
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import Captioner, ModelOutputError
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 
@@ -41,9 +41,7 @@ def clip_texts(
                 continue
             if seg.get("words"):
                 words += [
-                    w["word"].strip()
-                    for w in seg["words"]
-                    if start <= (w["start"] + w["end"]) / 2 < end
+                    w["word"].strip() for w in seg["words"] if start <= (w["start"] + w["end"]) / 2 < end
                 ]
             else:
                 words.append(seg["text"].strip())
@@ -62,11 +60,7 @@ def clip_objects(clips: list[dict[str, Any]], detections: list[dict[str, Any]]) 
         seen: dict[str, set[Any]] = {}
         for det in detections:
             if clip["start"] <= det["t"] < clip["end"]:
-                key = (
-                    det["track_id"]
-                    if det["track_id"] is not None
-                    else (det["t"], tuple(det["box"]))
-                )
+                key = det["track_id"] if det["track_id"] is not None else (det["t"], tuple(det["box"]))
                 seen.setdefault(det["label"], set()).add(key)
         ranked = sorted(seen.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         result.append(", ".join(f"{label} x{len(keys)}" for label, keys in ranked[:10]))
@@ -83,9 +77,7 @@ def signals_summary(speech: str, onscreen: str, objects: str = "") -> str:
     if objects:
         parts.append(f"objects detected: {objects}")
     if not parts:
-        return (
-            f"{NO_CAPTIONER_PREFIX} No speech, on-screen text or objects were found in this clip."
-        )
+        return f"{NO_CAPTIONER_PREFIX} No speech, on-screen text or objects were found in this clip."
     return f"{NO_CAPTIONER_PREFIX} Signals in this clip: " + "; ".join(parts) + "."
 
 
@@ -98,9 +90,7 @@ def _clip_frames(ctx: StageContext, clip_index: int) -> list[np.ndarray]:
     ).to_pylist()
     if not rows:
         return []
-    picks = (
-        np.linspace(0, len(rows) - 1, num=min(FRAMES_PER_CAPTION, len(rows))).round().astype(int)
-    )
+    picks = np.linspace(0, len(rows) - 1, num=min(FRAMES_PER_CAPTION, len(rows))).round().astype(int)
     return [decode_jpeg(rows[i]["jpeg"]) for i in sorted(set(picks.tolist()))]
 
 
@@ -150,9 +140,7 @@ def _model_captions(
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    clips = store.rows(
-        store.clips, video_id=video_id, columns=["clip_index", "start", "end"]
-    ).to_pylist()
+    clips = store.rows(store.clips, video_id=video_id, columns=["clip_index", "start", "end"]).to_pylist()
     segments = store.rows(
         store.transcripts, video_id=video_id, columns=["start", "end", "text", "words"]
     ).to_pylist()
@@ -165,8 +153,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     captioner: Captioner | None = registry.load(ctx.settings, "captioner")
     if captioner is not None:
         contexts = [
-            _caption_context(sp, on, ob)
-            for (sp, on), ob in zip(texts, objects_per_clip, strict=True)
+            _caption_context(sp, on, ob) for (sp, on), ob in zip(texts, objects_per_clip, strict=True)
         ]
         model_captions = _model_captions(ctx, captioner, clips, contexts)
     else:
@@ -175,9 +162,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     for clip, (speech, onscreen), objects, caption in zip(
         clips, texts, objects_per_clip, model_captions, strict=True
     ):
-        source = (
-            captioner.name if caption is not None and captioner is not None else SIGNALS_SUMMARY
-        )
+        source = captioner.name if caption is not None and captioner is not None else SIGNALS_SUMMARY
         if caption is None:
             caption = signals_summary(speech, onscreen, objects)
         updates.append(

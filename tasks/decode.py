@@ -432,12 +432,7 @@ def sample_frames(
             if prev is not None and t <= prev.t:
                 continue  # duplicate or re-decoded frame after a seek back
             cur = _Candidate(frame, t)
-            if (
-                skip
-                and prev is not None
-                and t - prev.t > 2.0 * interval * 1.01
-                and prev.t < grid <= t
-            ):
+            if skip and prev is not None and t - prev.t > 2.0 * interval * 1.01 and prev.t < grid <= t:
                 # This stream has runs of non-reference frames: a grid point fell into a gap
                 # wider than we promised. Decode everything from here on, re-reading this gap.
                 skip = False
@@ -450,9 +445,7 @@ def sample_frames(
                 chosen = prev if prev is not None and grid - prev.t <= t - grid else cur
                 if not chosen.used:
                     chosen.used = True
-                    yield SampledFrame(
-                        index, chosen.t, _to_rgb(chosen.frame, max_side, info.rotation)
-                    )
+                    yield SampledFrame(index, chosen.t, _to_rgb(chosen.frame, max_side, info.rotation))
                     index += 1
                 k += 1
                 grid = k / fps
@@ -489,8 +482,7 @@ def frames_at(path: Path, times: Sequence[float], *, max_side: int = 640) -> lis
     for t in times:
         if not (0.0 <= t <= info.duration) or math.isnan(t):
             raise ValueError(
-                f"{path}: time {t} s is outside the video; valid range is "
-                f"[0, {info.duration:.3f}] s"
+                f"{path}: time {t} s is outside the video; valid range is [0, {info.duration:.3f}] s"
             )
     if not times:
         return []
@@ -504,9 +496,7 @@ class _DecordUnavailable(Exception):
     """decord is missing or cannot read this file."""
 
 
-def _frames_at_decord(
-    path: Path, times: list[float], max_side: int, info: VideoInfo
-) -> list[np.ndarray]:
+def _frames_at_decord(path: Path, times: list[float], max_side: int, info: VideoInfo) -> list[np.ndarray]:
     try:
         import decord
     except ImportError as exc:  # optional fast path
@@ -640,9 +630,7 @@ class _ForwardReader:
             return cur
 
 
-def _frames_at_pyav(
-    path: Path, times: list[float], max_side: int, info: VideoInfo
-) -> list[np.ndarray]:
+def _frames_at_pyav(path: Path, times: list[float], max_side: int, info: VideoInfo) -> list[np.ndarray]:
     """Seek to the keyframe before each time and decode forward to the nearest frame."""
     out: list[np.ndarray] = [np.empty(0, np.uint8)] * len(times)
     reader = _ForwardReader(path, info)

@@ -11,8 +11,8 @@ import threading
 import weakref
 from typing import Any
 
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import ObjectDetector
+from vidscope.models import registry
+from vidscope.models.protocols import ObjectDetector
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 

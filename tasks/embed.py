@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from vidscope.models import registry
+from vidscope.models.protocols import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import TextEmbedder
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 BATCH = 256

@@ -59,9 +59,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     written += store.upsert(store.frames, batch)
     if written == 0:
         raise RuntimeError(f"{ctx.path}: no frame could be decoded")
-    store.delete_rows(
-        store.frames, f"video_id = {sql_quote(video.video_id)} AND frame_index >= {written}"
-    )
+    store.delete_rows(store.frames, f"video_id = {sql_quote(video.video_id)} AND frame_index >= {written}")
     return StageOutcome(rows=written, details={"fps": settings.frame_fps})
 
 

@@ -35,19 +35,20 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.config import Settings, stable_hash
-from vidscope.storage import Store
-from vidscope.storage.clips import CLIP_TEXT_COLUMNS
-from vidscope.tasks import graph_metrics
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import (
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+from vidscope.models.json_tools import loads_lenient, quote_data
+from vidscope.models.protocols import (
     BackendUnavailable,
     ChatMessage,
     ChatModel,
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
+from vidscope.storage import Store
+from vidscope.storage.clips import CLIP_TEXT_COLUMNS
+from vidscope.tasks import graph_metrics
 from vidscope.tasks.spans import ADJACENT_GAP_S, merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 from vidscope.tasks.subjects import clean_text, clip_entry, name_words, same_name

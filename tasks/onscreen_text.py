@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from vidscope.config import Settings
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import TextLine, TextReader
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+from vidscope.models.protocols import TextLine, TextReader
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
@@ -74,9 +74,7 @@ class TextTracker:
                 None,
             )
             if match is None:
-                match = _OpenItem(
-                    line.text.strip(), norm, t, t, tuple(line.box), line.score, read_index
-                )
+                match = _OpenItem(line.text.strip(), norm, t, t, tuple(line.box), line.score, read_index)
             else:
                 self.open.remove(match)
                 if line.score > match.score:  # keep the most confident reading of the text
@@ -117,10 +115,7 @@ def _run(ctx: StageContext) -> StageOutcome:
         for row in batch:
             image = decode_jpeg(row["jpeg"])
             thumb = thumbnail(image)
-            if (
-                previous_thumb is not None
-                and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF
-            ):
+            if previous_thumb is not None and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF:
                 lines = previous_lines
                 reused += 1
             else:

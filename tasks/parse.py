@@ -32,17 +32,18 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, field_validator
 
-from vidscope.config import Settings, stable_hash
-from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import (
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+from vidscope.models.json_tools import loads_lenient, quote_data
+from vidscope.models.protocols import (
     Captioner,
     ChatMessage,
     ChatModel,
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
+from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 from vidscope.tasks.subjects import clip_entry

@@ -12,7 +12,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from vidscope.config import Settings
+from vidscope.core.settings import Settings
 from vidscope.storage import Store
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.decode import UndecodableVideo, VideoInfo, probe

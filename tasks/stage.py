@@ -20,7 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vidscope.config import Settings, stable_hash
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage import Store
 from vidscope.storage.ledger import (
     STATUS_DONE,
@@ -29,7 +31,6 @@ from vidscope.storage.ledger import (
     STATUS_SKIPPED,
 )
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.backends.base import BackendUnavailable
 from vidscope.tasks.memory import release_free_memory
 from vidscope.tasks.progress import report
 
@@ -87,9 +88,7 @@ class Stage:
     def fingerprint(self, settings: Settings, upstream: dict[str, dict[str, Any]]) -> str:
         """The cache key: this stage's version and settings plus the upstream ledger rows it uses."""
         used = {
-            name: {
-                k: upstream[name].get(k) for k in ("config_hash", "status", "rows", "finished_at")
-            }
+            name: {k: upstream[name].get(k) for k in ("config_hash", "status", "rows", "finished_at")}
             for name in (*self.needs, *self.reads)
             if name in upstream
         }

@@ -21,17 +21,18 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from vidscope.config import Settings, stable_hash
-from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
-from vidscope.storage.subjects import SUBJECTS
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import (
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+from vidscope.models.json_tools import loads_lenient, quote_data
+from vidscope.models.protocols import (
     BackendUnavailable,
     ChatMessage,
     ChatModel,
     ModelOutputError,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
+from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
+from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.spans import merge_spans
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
@@ -236,9 +237,7 @@ def clean_text(value: Any, limit: int = 300) -> str:
     return " ".join(str(value).split())[:limit]
 
 
-def parse_subject(
-    item: dict[str, Any], window: tuple[float, float], duration: float
-) -> Subject | None:
+def parse_subject(item: dict[str, Any], window: tuple[float, float], duration: float) -> Subject | None:
     """A :class:`Subject` from one reply item (``None`` without a usable name).
 
     A subject reported without a usable span is given the window's range: the model saw it there.
@@ -249,9 +248,7 @@ def parse_subject(
     raw_actions = item.get("actions")
     if isinstance(raw_actions, str):
         raw_actions = [raw_actions]
-    actions = [
-        a for a in (clean_text(x, 160) for x in raw_actions or [] if not isinstance(x, dict)) if a
-    ]
+    actions = [a for a in (clean_text(x, 160) for x in raw_actions or [] if not isinstance(x, dict)) if a]
     spans = parse_spans(item.get("spans"), duration) or [window]
     return Subject(
         name=name,
@@ -448,9 +445,7 @@ def _run(ctx: StageContext) -> StageOutcome:
                 span[1],
                 exc,
             )
-            skipped.append(
-                {"start": span[0], "end": span[1], "error": f"{type(exc).__name__}: {exc}"[:300]}
-            )
+            skipped.append({"start": span[0], "end": span[1], "error": f"{type(exc).__name__}: {exc}"[:300]})
             ctx.progress("subjects", number, len(windows))
             continue
         reported += apply_updates(subjects, items, span, duration)

@@ -40,19 +40,20 @@ from typing import Any
 import lemminflect
 import numpy as np
 
-from vidscope.config import Settings, stable_hash
-from vidscope.storage import Store
-from vidscope.storage.schema import sql_quote
-from vidscope.storage.semantic import DIMENSIONS
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import (
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+from vidscope.models.json_tools import loads_lenient, quote_data
+from vidscope.models.protocols import (
     BackendUnavailable,
     ChatMessage,
     ChatModel,
     ModelOutputError,
     TextEmbedder,
 )
-from vidscope.tasks.backends.json_tools import loads_lenient, quote_data
+from vidscope.storage import Store
+from vidscope.storage.schema import sql_quote
+from vidscope.storage.semantic import DIMENSIONS
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 
 log = logging.getLogger(__name__)

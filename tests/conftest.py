@@ -49,8 +49,12 @@ def _untracked_files(root: Path) -> set[str] | None:
 
     try:
         out = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
-            capture_output=True, text=True, check=True, timeout=60,
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
@@ -63,7 +67,7 @@ def _tests_leave_the_working_tree_alone():
     root = Path(__file__).resolve().parents[1]
     before = _untracked_files(root)
     yield
-    from vidscope.tasks.backends.usage import flush_all
+    from vidscope.models.usage import flush_all
 
     flush_all()  # buffered model-call records are written late; write them before looking
     after = _untracked_files(root)

@@ -47,13 +47,9 @@ class Reply:
     completion_tokens: int | None = None
 
 
-def text(
-    content: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None
-) -> Reply:
+def text(content: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None) -> Reply:
     """A plain assistant message."""
-    return Reply(
-        "text", content=content, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
-    )
+    return Reply("text", content=content, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
 def empty() -> Reply:
@@ -70,9 +66,7 @@ def tool_call(name: str, arguments: dict[str, Any] | str, *, call_id: str | None
     )
 
 
-def error(
-    status: int, message: str = "scripted error", headers: dict[str, str] | None = None
-) -> Reply:
+def error(status: int, message: str = "scripted error", headers: dict[str, str] | None = None) -> Reply:
     """An HTTP error with an OpenAI-style error body."""
     return Reply("error", content=message, status=status, headers=dict(headers or {}))
 
@@ -174,9 +168,7 @@ class ScriptedLLMServer:
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 if self.path.rstrip("/").endswith("/models"):
-                    self._send(
-                        200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]}
-                    )
+                    self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -239,9 +231,7 @@ class ScriptedLLMServer:
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         reply = self._next()
         if reply is None:
-            handler._send(
-                418, {"error": {"message": "llm_server: script exhausted", "type": "test"}}
-            )
+            handler._send(418, {"error": {"message": "llm_server: script exhausted", "type": "test"}})
             return
         if reply.kind == "error":
             handler._send(

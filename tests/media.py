@@ -1,6 +1,6 @@
-"""Synthetic test media; the generators live in :mod:`vidscope.synthetic` (the demo uses them too)."""
+"""Synthetic test media; the generators live in :mod:`vidscope.core.synthetic` (the demo uses them too)."""
 
-from vidscope.synthetic import (  # noqa: F401
+from vidscope.core.synthetic import (  # noqa: F401
     first_frame_at,
     noise_file,
     silent_video,

@@ -39,11 +39,11 @@ from vidscope.agents.tools_dvd import (
     keyword_scores,
     sample_evenly,
 )
-from vidscope.config import Settings
+from vidscope.core.settings import Settings
+from vidscope.models import registry
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.store import Store
-from vidscope.tasks.backends import registry
 
 VIDEO_ID = "ab12cd34" + "0" * 56
 DURATION = 60.0
@@ -86,7 +86,7 @@ def _jpeg(shade: int) -> bytes:
 
 def build_store(settings: Settings) -> Store:
     """A store with one ingested-looking video (videos, clips, frames, transcript, OCR, ledger)."""
-    from vidscope.tasks.open_store import open_store
+    from vidscope.models.open_store import open_store
 
     store = open_store(settings)
     embedder = registry.load(settings, "text_embedder")
@@ -307,9 +307,7 @@ def test_a_crashing_tool_is_retried_then_reported(world: tuple[Settings, Store])
         raise RuntimeError("disk on fire")
 
     settings, store = world
-    ctx = ToolContext(
-        settings, store, config=AgentConfig(tool_retries=2), registry=ToolRegistry([flaky])
-    )
+    ctx = ToolContext(settings, store, config=AgentConfig(tool_retries=2), registry=ToolRegistry([flaky]))
     outcome = execute_tool(ctx, "flaky", {"video_id": VIDEO_ID})
     assert not outcome.ok and "disk on fire" in outcome.error
     assert len(calls) == 3  # one run and two retries
@@ -368,9 +366,7 @@ def test_citations_are_checked_against_the_video_and_the_trace(
 ) -> None:
     ctx = context(world)
     evidence = Evidence()
-    outcome = execute_tool(
-        ctx, "clip_search", {"video_id": VIDEO_ID, "query": "secret code", "top_k": 1}
-    )
+    outcome = execute_tool(ctx, "clip_search", {"video_id": VIDEO_ID, "query": "secret code", "top_k": 1})
     evidence.add(outcome.result)
     assert evidence.check(ctx, VIDEO_ID, 36, 38).verified
     inside_not_seen = evidence.check(ctx, VIDEO_ID, 0, 5)

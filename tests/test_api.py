@@ -30,8 +30,8 @@ from PIL import Image
 
 from vidscope.api import create_app
 from vidscope.api.security import SESSION_COOKIE, is_loopback
-from vidscope.config import ApiSettings, Settings
-from vidscope.tasks.open_store import open_store
+from vidscope.core.settings import ApiSettings, Settings
+from vidscope.models.open_store import open_store
 
 #: What the synthetic video shows, by clip (clips are 5 s): the answer to "blue ocean" is clip 1.
 TEXTS = [(0.0, 5.0, "RED APPLE"), (5.0, 8.0, "BLUE OCEAN")]

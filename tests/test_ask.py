@@ -16,7 +16,7 @@ from test_agent_runtime import ANSWER_CLIP, VIDEO_ID, build_store, make_settings
 
 from vidscope.agents import prompts
 from vidscope.agents.tools import AgentConfig
-from vidscope.config import Settings
+from vidscope.core.settings import Settings
 from vidscope.flows.ask import VideoNotFound, render_answer, render_step, run_ask
 from vidscope.storage.store import Store
 
@@ -30,23 +30,17 @@ def agent_settings(data_dir: Path, server: ScriptedLLMServer) -> Settings:
 
 
 @pytest.fixture
-def world(
-    tmp_path: Path, llm_server: ScriptedLLMServer
-) -> tuple[Settings, Store, ScriptedLLMServer]:
+def world(tmp_path: Path, llm_server: ScriptedLLMServer) -> tuple[Settings, Store, ScriptedLLMServer]:
     settings = agent_settings(tmp_path / "data", llm_server)
     return settings, build_store(settings), llm_server
 
 
 def search(query: str, top_k: int = 3, call_id: str = "call_search") -> object:
-    return tool_call(
-        "clip_search", {"video_id": VIDEO_ID, "query": query, "top_k": top_k}, call_id=call_id
-    )
+    return tool_call("clip_search", {"video_id": VIDEO_ID, "query": query, "top_k": top_k}, call_id=call_id)
 
 
 def finish_call(answer: str, citations: list[list[float]], **extra: object) -> object:
-    return tool_call(
-        "finish", {"answer": answer, "citations": citations, **extra}, call_id="call_finish"
-    )
+    return tool_call("finish", {"answer": answer, "citations": citations, **extra}, call_id="call_finish")
 
 
 def tool_names(request: dict) -> list[str]:
@@ -59,9 +53,7 @@ def counts(store: Store) -> dict[str, int]:
 
 def test_tools_run_with_the_models_arguments_and_a_repeat_costs_nothing(world) -> None:
     settings, _, server = world
-    server.script(
-        [search("secret code vault"), finish_call("The code is purple elephant.", [ANSWER_RANGE])]
-    )
+    server.script([search("secret code vault"), finish_call("The code is purple elephant.", [ANSWER_RANGE])])
     steps = []
     first = run_ask(settings, VIDEO_ID[:8], QUESTION, on_step=steps.append)
 
@@ -98,9 +90,7 @@ def test_the_step_limit_forces_a_final_answer(world) -> None:
             finish_call("It is about baking bread.", [[0, 5]]),
         ]
     )
-    result = run_ask(
-        settings, VIDEO_ID, "What is this video about?", config=AgentConfig(max_steps=2)
-    )
+    result = run_ask(settings, VIDEO_ID, "What is this video about?", config=AgentConfig(max_steps=2))
     assert result.forced and result.answer == "It is about baking bread."
     requests = server.chat_requests
     assert len(requests) == 3
@@ -113,9 +103,7 @@ def test_a_malformed_tool_call_is_recovered(world) -> None:
     server.script(
         [
             tool_call("clip_search", '{"video_id": "' + VIDEO_ID + '", "query": ', call_id="bad1"),
-            tool_call(
-                "clip_search", "{not json at all", call_id="bad2"
-            ),  # the backend's re-ask fails too
+            tool_call("clip_search", "{not json at all", call_id="bad2"),  # the backend's re-ask fails too
             search("secret code"),
             finish_call("purple elephant", [ANSWER_RANGE]),
         ]
@@ -126,9 +114,7 @@ def test_a_malformed_tool_call_is_recovered(world) -> None:
     assert kinds == ["model-error", "tool", "finish"]
     assert "not valid JSON" in result.trace[0].observation
     # After the failure the model was told what went wrong, then continued normally.
-    assert any(
-        "could not be used" in (m.get("content") or "") for m in server.chat_requests[2]["messages"]
-    )
+    assert any("could not be used" in (m.get("content") or "") for m in server.chat_requests[2]["messages"])
 
 
 def test_fabricated_citations_are_flagged(world) -> None:
@@ -204,9 +190,7 @@ def test_browse_and_frame_inspect_use_the_model_within_limits(world) -> None:
     settings, _, server = world
     server.script(
         [
-            tool_call(
-                "global_browse", {"video_id": VIDEO_ID, "query": "steps of the recipe"}, call_id="b"
-            ),
+            tool_call("global_browse", {"video_id": VIDEO_ID, "query": "steps of the recipe"}, call_id="b"),
             text("Flour is weighed (5 s), dough rests (15 s), bread bakes (45 s)."),
             tool_call(
                 "frame_inspect",
@@ -253,9 +237,7 @@ def test_extractive_ask_resolves_names_and_renders_json(tmp_path: Path) -> None:
 
 
 def test_json_tool_calling_for_models_without_native_tools(tmp_path: Path, llm_server) -> None:
-    options = {
-        "openai": {"base_url": llm_server.base_url, "max_retries": 0, "tool_calling": "json"}
-    }
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "tool_calling": "json"}}
     settings = make_settings(tmp_path / "data", chat="openai:scripted", options=options)
     build_store(settings)
     search_args = {"video_id": VIDEO_ID, "query": "secret code", "top_k": 2}
@@ -280,17 +262,13 @@ def test_multiple_choice_returns_the_letter_and_publishes_the_trace(world) -> No
 
     settings, _, server = world
     options = ["red tiger", "blue whale", "purple elephant"]
-    server.script(
-        [search("secret code"), finish_call("purple elephant", [ANSWER_RANGE], choice="C")]
-    )
+    server.script([search("secret code"), finish_call("purple elephant", [ANSWER_RANGE], choice="C")])
     result = run_ask(settings, VIDEO_ID, QUESTION, options=options)
     assert (result.choice, result.choice_text) == ("C", "purple elephant")
     assert "C. purple elephant" in server.chat_requests[0]["messages"][1]["content"]
     key = f"ask-{VIDEO_ID[:12]}"
     with get_client(sync_client=True) as client:
-        artifacts = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key]))
-        )
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])))
     assert any("purple elephant" in str(a.data) and "clip_search" in str(a.data) for a in artifacts)
 
 
@@ -322,18 +300,27 @@ def test_frame_inspect_decodes_short_ranges_from_the_file_and_falls_back_to_stor
 
     video = text_video(tmp_path / "door.mp4", duration=4.0, fps=25, texts=[(0.0, 4.0, "DOOR 7")])
     settings = agent_settings(tmp_path / "data", llm_server)
-    (report,) = run_ingest([str(video)], settings.model_copy(
-        update={"models": settings.models.model_copy(update={"chat": "", "speech_recognizer": ""})}))
+    (report,) = run_ingest(
+        [str(video)],
+        settings.model_copy(
+            update={"models": settings.models.model_copy(update={"chat": "", "speech_recognizer": ""})}
+        ),
+    )
     assert report.status == "ok", report
     config = AgentConfig(max_frames=6)
 
     def inspect(question: str) -> list[float]:
-        llm_server.script([
-            tool_call("frame_inspect", {"video_id": report.video_id, "question": question,
-                                        "time_ranges": [[1.0, 1.5]]}, call_id="f"),
-            text("A door with a number."),
-            finish_call("Door 7.", [[1.0, 1.5]]),
-        ])
+        llm_server.script(
+            [
+                tool_call(
+                    "frame_inspect",
+                    {"video_id": report.video_id, "question": question, "time_ranges": [[1.0, 1.5]]},
+                    call_id="f",
+                ),
+                text("A door with a number."),
+                finish_call("Door 7.", [[1.0, 1.5]]),
+            ]
+        )
         run_ask(settings, report.video_id, question, config=config)
         request = [r for r in llm_server.chat_requests if "images are frames" in str(r)][-1]
         content = request["messages"][-1]["content"]

@@ -24,9 +24,9 @@ from vidscope.agents.avi import (
 )
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry
 from vidscope.agents.tools_dvd import clip_search, finish, frame_inspect
-from vidscope.config import Settings
+from vidscope.core.settings import Settings
+from vidscope.models import registry
 from vidscope.storage.store import Store
-from vidscope.tasks.backends import registry
 
 QUESTION = "What is the secret code for the vault?"
 ANSWER_RANGE = [ANSWER_CLIP * 5.0, ANSWER_CLIP * 5.0 + 5]

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vidscope.config import Settings, disable_telemetry
-from vidscope.tasks.backends import clip, registry
-from vidscope.tasks.backends.base import BackendUnavailable, ImageTextEmbedder
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.models import clip, registry
+from vidscope.models.protocols import BackendUnavailable, ImageTextEmbedder
 
 disable_telemetry()
 
@@ -17,9 +17,7 @@ disable_telemetry()
 def images(count: int, seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng(seed)
     # Different sizes on purpose: the preprocessing must bring them to one input size.
-    return [
-        rng.integers(0, 256, (60 + 10 * i, 80 + 7 * i, 3), dtype=np.uint8) for i in range(count)
-    ]
+    return [rng.integers(0, 256, (60 + 10 * i, 80 + 7 * i, 3), dtype=np.uint8) for i in range(count)]
 
 
 def assert_unit_rows(vectors: np.ndarray, rows: int, dim: int) -> None:
@@ -33,9 +31,7 @@ def open_clip_b32() -> clip.OpenClipEmbedder:
     import torch
 
     torch.manual_seed(0)
-    return clip.from_spec(
-        "image_text", "ViT-B-32", {"random_weights": True, "batch_size": 2}, Path("unused")
-    )
+    return clip.from_spec("image_text", "ViT-B-32", {"random_weights": True, "batch_size": 2}, Path("unused"))
 
 
 def test_open_clip_vit_b32_random_weights_shapes_and_norms(open_clip_b32) -> None:
@@ -49,9 +45,7 @@ def test_open_clip_vit_b32_random_weights_shapes_and_norms(open_clip_b32) -> Non
     assert not np.allclose(text_vectors[0], text_vectors[1])
     assert embedder.embed_texts([]).shape == (0, 512)
     # Batching must not change results: one at a time equals three in two batches.
-    single = np.concatenate(
-        [embedder.embed_texts([t]) for t in ["a red car", "a person reading a book"]]
-    )
+    single = np.concatenate([embedder.embed_texts([t]) for t in ["a red car", "a person reading a book"]])
     np.testing.assert_allclose(single, text_vectors[:2], atol=1e-5)
 
 
@@ -75,9 +69,7 @@ def test_open_clip_loads_a_local_checkpoint(open_clip_b32, tmp_path: Path) -> No
     torch.save(open_clip_b32._model.state_dict(), checkpoint)
     loaded = clip.from_spec("image_text", "ViT-B-32", {"checkpoint": str(checkpoint)}, tmp_path)
     texts = ["a dog on a beach", "traffic at night"]
-    np.testing.assert_allclose(
-        loaded.embed_texts(texts), open_clip_b32.embed_texts(texts), atol=1e-5
-    )
+    np.testing.assert_allclose(loaded.embed_texts(texts), open_clip_b32.embed_texts(texts), atol=1e-5)
 
 
 def build_tiny_hf_clip(directory: Path) -> None:
@@ -91,9 +83,7 @@ def build_tiny_hf_clip(directory: Path) -> None:
     # Every byte, alone or word-final, is a token; no merges needed for a working tokenizer.
     tokens = specials + alphabet + [ch + "</w>" for ch in alphabet]
     tokenizer = CLIPTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=[])
-    image_processor = CLIPImageProcessor(
-        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}
-    )
+    image_processor = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
     CLIPProcessor(image_processor=image_processor, tokenizer=tokenizer).save_pretrained(directory)
     config = CLIPConfig(
         text_config={

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vidscope.config import Settings, disable_telemetry
-from vidscope.tasks.backends import paddle_reader, registry
-from vidscope.tasks.backends.base import BackendUnavailable, TextLine
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.models import paddle_reader, registry
+from vidscope.models.protocols import BackendUnavailable, TextLine
 
 disable_telemetry()
 

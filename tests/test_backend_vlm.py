@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vidscope.config import Settings, disable_telemetry
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import (
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.models import registry
+from vidscope.models.protocols import (
     BackendUnavailable,
     Captioner,
     ChatMessage,
@@ -137,9 +137,7 @@ def build_tiny_qwen_vl(directory: Path, family: str = "qwen2_vl") -> None:
         max_pixels=patch * patch * 16,
     )
     video_processor_cls = (
-        transformers.Qwen3VLVideoProcessor
-        if family == "qwen3_vl"
-        else transformers.Qwen2VLVideoProcessor
+        transformers.Qwen3VLVideoProcessor if family == "qwen3_vl" else transformers.Qwen2VLVideoProcessor
     )
     processor = processor_cls(
         image_processor=image_processor,
@@ -169,11 +167,13 @@ def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def vlm(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    from vidscope.tasks.backends import transformers_vlm
+    from vidscope.models import transformers_vlm
 
     # Calls are logged to the data dir's model_calls table: keep it out of the working tree.
     return transformers_vlm.from_spec(
-        "captioner", str(tiny_vlm_dir), {"max_new_tokens": 6, "batch_size": 2},
+        "captioner",
+        str(tiny_vlm_dir),
+        {"max_new_tokens": 6, "batch_size": 2},
         tmp_path_factory.mktemp("vlm-data"),
     )
 
@@ -224,9 +224,7 @@ def test_chat_with_images_and_tool_history_respects_max_tokens(vlm) -> None:
     messages = [
         ChatMessage(role="system", content="You answer questions about videos."),
         ChatMessage(role="user", content="What is shown?", images=[jpeg(image)]),
-        ChatMessage(
-            role="assistant", tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "car"})]
-        ),
+        ChatMessage(role="assistant", tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "car"})]),
         ChatMessage(role="tool", tool_call_id="c1", name="search", content='{"hits": []}'),
         ChatMessage(role="user", content="And now?"),
     ]
@@ -248,9 +246,7 @@ def test_chat_with_images_and_tool_history_respects_max_tokens(vlm) -> None:
 
 def test_template_messages_render_tools_as_text(vlm) -> None:
     messages = [
-        ChatMessage(
-            role="assistant", tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "x"})]
-        ),
+        ChatMessage(role="assistant", tool_calls=[ToolCall(id="c1", name="search", arguments={"q": "x"})]),
         ChatMessage(role="tool", tool_call_id="c1", name="search", content="3 hits"),
         ChatMessage(role="user", content="Summarise."),
     ]
@@ -281,7 +277,7 @@ def test_registry_builds_it_from_settings(tiny_vlm_dir: Path, tmp_path: Path) ->
 
 
 def test_missing_directory_names_the_path_and_fix(tmp_path: Path) -> None:
-    from vidscope.tasks.backends import transformers_vlm
+    from vidscope.models import transformers_vlm
 
     missing = tmp_path / "no-such-model"
     with pytest.raises(BackendUnavailable) as info:
@@ -291,7 +287,7 @@ def test_missing_directory_names_the_path_and_fix(tmp_path: Path) -> None:
 
 
 def test_uncached_hub_name_is_refused_without_downloading(tmp_path: Path) -> None:
-    from vidscope.tasks.backends import transformers_vlm
+    from vidscope.models import transformers_vlm
 
     # No hub here and the name is not cached: the refusal must come from the cache check.
     with pytest.raises(BackendUnavailable) as info:
@@ -301,7 +297,7 @@ def test_uncached_hub_name_is_refused_without_downloading(tmp_path: Path) -> Non
 
 
 def test_directory_that_is_not_a_vlm_is_refused(tmp_path: Path) -> None:
-    from vidscope.tasks.backends import transformers_vlm
+    from vidscope.models import transformers_vlm
 
     (tmp_path / "config.json").write_text('{"model_type": "not-a-real-architecture"}')
     with pytest.raises(BackendUnavailable, match="AutoModelForImageTextToText"):
@@ -315,10 +311,8 @@ def test_directory_that_is_not_a_vlm_is_refused(tmp_path: Path) -> None:
         ("qwen3_vl", "Qwen3VLForConditionalGeneration"),
     ],
 )
-def test_newer_qwen_vl_families_load_and_caption(
-    tmp_path: Path, family: str, model_class: str
-) -> None:
-    from vidscope.tasks.backends import transformers_vlm
+def test_newer_qwen_vl_families_load_and_caption(tmp_path: Path, family: str, model_class: str) -> None:
+    from vidscope.models import transformers_vlm
 
     build_tiny_qwen_vl(tmp_path, family)
     vlm = transformers_vlm.from_spec("captioner", str(tmp_path), {"max_new_tokens": 4}, tmp_path)
@@ -342,13 +336,9 @@ def test_tools_without_template_support_are_described_in_the_system_message(vlm)
     ]
     converted, _ = vlm._template_messages(with_system, False, [SEARCH_TOOL])
     system_text = converted[0]["content"][-1]["text"]
-    assert (
-        system_text.startswith("Be brief.") and "- search_transcript: Find moments" in system_text
-    )
+    assert system_text.startswith("Be brief.") and "- search_transcript: Find moments" in system_text
     assert '"query": {"type": "string"}' in system_text and '{"tool": "<tool name>"' in system_text
-    converted, _ = vlm._template_messages(
-        [ChatMessage(role="user", content="q")], False, [SEARCH_TOOL]
-    )
+    converted, _ = vlm._template_messages([ChatMessage(role="user", content="q")], False, [SEARCH_TOOL])
     assert [m["role"] for m in converted] == ["system", "user"]
     plain = vlm.chat([ChatMessage(role="user", content="q")], max_tokens=1)
     offered = vlm.chat([ChatMessage(role="user", content="q")], tools=[SEARCH_TOOL], max_tokens=1)
@@ -365,14 +355,10 @@ def test_tools_go_through_a_template_that_renders_them(vlm) -> None:
     vlm.processor.chat_template = tools_template
     vlm.template_renders_tools = True
     try:
-        converted, _ = vlm._template_messages(
-            [ChatMessage(role="user", content="q")], False, [SEARCH_TOOL]
-        )
+        converted, _ = vlm._template_messages([ChatMessage(role="user", content="q")], False, [SEARCH_TOOL])
         assert [m["role"] for m in converted] == ["user"]  # no instructions of our own
         plain = vlm.chat([ChatMessage(role="user", content="q")], max_tokens=1)
-        offered = vlm.chat(
-            [ChatMessage(role="user", content="q")], tools=[SEARCH_TOOL], max_tokens=1
-        )
+        offered = vlm.chat([ChatMessage(role="user", content="q")], tools=[SEARCH_TOOL], max_tokens=1)
         # Exactly the system block the template rendered from the tool list was added.
         block = "<|im_start|>system\nTOOL search_transcript<|im_end|>\n"
         added = len(vlm.tokenizer.encode(block, add_special_tokens=False))
@@ -385,13 +371,16 @@ def test_tools_go_through_a_template_that_renders_them(vlm) -> None:
 def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Path, tmp_path: Path) -> None:
     from media import text_video
 
-    from vidscope.config import ModelSettings
+    from vidscope.core.settings import ModelSettings
     from vidscope.flows.ingest import run_ingest
-    from vidscope.tasks.open_store import open_store
+    from vidscope.models.open_store import open_store
 
     video = text_video(tmp_path / "v.mp4", duration=12.0, texts=[(0.0, 12.0, "HELLO")])
-    models = ModelSettings(captioner=f"transformers-vlm:{tiny_vlm_dir}", speech_recognizer="",
-                           options={"transformers-vlm": {"max_new_tokens": 6}})
+    models = ModelSettings(
+        captioner=f"transformers-vlm:{tiny_vlm_dir}",
+        speech_recognizer="",
+        options={"transformers-vlm": {"max_new_tokens": 6}},
+    )
     # No Prefect retry of a failed stage, so the model calls below are counted exactly.
     settings = Settings(data_dir=tmp_path / "data", models=models, ingest={"stage_retries": 0})
     (report,) = run_ingest([str(video)], settings)
@@ -408,7 +397,7 @@ def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Pa
     assert all(c["caption_source"].startswith("transformers-vlm:") for c in clips)
     assert all(c["caption"] and "no captioning model" not in c["caption"] for c in clips)
     assert "HELLO" in (clips[0]["ocr_text"] or "")
-    from vidscope.tasks.backends.usage import totals
+    from vidscope.models.usage import totals
 
     logged = totals(store)  # every clip's generate call is logged like any model call
     assert logged["calls"] == 3 + 2 and logged["images"] >= 3  # 3 captions, the parse asked twice

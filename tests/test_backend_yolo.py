@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vidscope.config import Settings, disable_telemetry
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import BackendUnavailable, Detection, ObjectDetector
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.models import registry
+from vidscope.models.protocols import BackendUnavailable, Detection, ObjectDetector
 
 disable_telemetry()
 os.environ.setdefault("YOLO_OFFLINE", "1")
@@ -55,7 +55,7 @@ def eager_weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def detector(eager_weights: Path):
-    from vidscope.tasks.backends import yolo
+    from vidscope.models import yolo
 
     return yolo.from_spec("object_detector", str(eager_weights), OPTIONS, Path("unused"))
 
@@ -103,9 +103,7 @@ def test_track_over_ten_consecutive_frames_gives_persistent_int_ids(detector, vi
     first_again = detector.detect(video_frames[:2], track=True)
     ids_again = {d.track_id for frame in first_again for d in frame if d.track_id is not None}
     assert ids_again and min(ids_again) == 1
-    assert all(
-        i == j for i, j in zip(sorted(ids_again), range(1, len(ids_again) + 1), strict=False)
-    )
+    assert all(i == j for i, j in zip(sorted(ids_again), range(1, len(ids_again) + 1), strict=False))
 
 
 def test_prompts_need_open_vocabulary_weights(detector, video_frames) -> None:
@@ -114,11 +112,9 @@ def test_prompts_need_open_vocabulary_weights(detector, video_frames) -> None:
 
 
 def test_classes_option_filters_by_name_or_index(eager_weights: Path, video_frames) -> None:
-    from vidscope.tasks.backends import yolo
+    from vidscope.models import yolo
 
-    names = yolo.from_spec(
-        "object_detector", str(eager_weights), OPTIONS, Path("unused")
-    ).model.names
+    names = yolo.from_spec("object_detector", str(eager_weights), OPTIONS, Path("unused")).model.names
     keep = [str(names[0]), 5]
     filtered = yolo.from_spec(
         "object_detector", str(eager_weights), {**OPTIONS, "classes": keep}, Path("unused")
@@ -127,9 +123,7 @@ def test_classes_option_filters_by_name_or_index(eager_weights: Path, video_fram
     labels = {d.label for d in filtered.detect(video_frames[:1])[0]}
     assert labels <= {str(names[0]), str(names[5])}
     with pytest.raises(ValueError, match="'zebra-unicorn' is not a class"):
-        yolo.from_spec(
-            "object_detector", str(eager_weights), {"classes": ["zebra-unicorn"]}, Path("unused")
-        )
+        yolo.from_spec("object_detector", str(eager_weights), {"classes": ["zebra-unicorn"]}, Path("unused"))
 
 
 def test_random_yaml_model_through_the_registry(tmp_path: Path, video_frames) -> None:
@@ -151,7 +145,7 @@ def test_random_yaml_model_through_the_registry(tmp_path: Path, video_frames) ->
 
 
 def test_missing_weights_file_is_refused_before_any_download(tmp_path: Path) -> None:
-    from vidscope.tasks.backends import yolo
+    from vidscope.models import yolo
 
     missing = tmp_path / "yolo11n.pt"
     with pytest.raises(BackendUnavailable) as info:
@@ -163,7 +157,7 @@ def test_missing_weights_file_is_refused_before_any_download(tmp_path: Path) -> 
 def test_open_vocabulary_weights_accept_prompts_or_name_the_missing_text_encoder(
     tmp_path: Path, video_frames
 ) -> None:
-    from vidscope.tasks.backends import yolo
+    from vidscope.models import yolo
 
     world = yolo.from_spec("object_detector", "yolov8s-worldv2.yaml", OPTIONS, tmp_path)
     assert world.open_vocabulary

@@ -49,9 +49,7 @@ def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:
     result = cli("sql", "--json", "SELECT text FROM ocr_items")
     assert result.exit_code == 0
     assert any(
-        "OPEN" in json.loads(line)["text"]
-        for line in result.output.splitlines()
-        if line.startswith("{")
+        "OPEN" in json.loads(line)["text"] for line in result.output.splitlines() if line.startswith("{")
     )
 
     result = cli("sql", f"COPY clips TO '{tmp_path / 'x.csv'}'")
@@ -88,10 +86,11 @@ def test_a_missing_config_file_is_a_clear_error(cli, tmp_path) -> None:
 def test_ask_takes_options_after_one_flag_and_refuses_stray_words(cli, tmp_path) -> None:
     video = text_video(tmp_path / "menu.mp4", duration=6.0, texts=[(0.0, 6.0, "SOUP OF THE DAY: TOMATO")])
     assert cli("ingest", str(video)).exit_code == 0
-    result = cli("ask", "menu.mp4", "What is the soup of the day?", "--json",
-                 "--options", "Onion", "Tomato", "Pea")
+    result = cli(
+        "ask", "menu.mp4", "What is the soup of the day?", "--json", "--options", "Onion", "Tomato", "Pea"
+    )
     assert result.exit_code == 0, result.output
-    answer = json.loads(result.output[result.output.index("{"):])
+    answer = json.loads(result.output[result.output.index("{") :])
     assert answer["options"] == ["Onion", "Tomato", "Pea"] and answer["choice"] == "B"
     result = cli("ask", "menu.mp4", "What", "is", "the", "soup?")
     assert result.exit_code == 2 and "unexpected arguments" in result.output

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from vidscope.config import Settings, stable_hash
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
 
 
 def test_defaults_are_the_embedded_offline_profile(monkeypatch, tmp_path) -> None:

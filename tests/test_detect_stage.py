@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from vidscope.config import ModelSettings, Settings
+from vidscope.core.settings import ModelSettings, Settings
 from vidscope.flows.ingest import run_ingest
-from vidscope.tasks.open_store import open_store
+from vidscope.models.open_store import open_store
 
 
 def test_detections_are_stored_tracked_and_summarised(tmp_path, shared_videos) -> None:

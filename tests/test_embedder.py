@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vidscope.tasks.backends.sentence_embedder import from_spec
+from vidscope.models.sentence_embedder import from_spec
 
 TEXTS = ["a dog runs on the grass", "a puppy running in a field", "quarterly stock market report", ""]
 

@@ -16,7 +16,8 @@ from llm_server import ScriptedLLMServer, error, text
 from typer.testing import CliRunner
 
 from vidscope.cli import _overrides, app
-from vidscope.config import ModelSettings, Settings
+from vidscope.core.settings import ModelSettings, Settings
+from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.videos import VideoRecord
@@ -38,7 +39,6 @@ from vidscope.tasks.graph_metrics import (
     supernodes,
     within_hops,
 )
-from vidscope.tasks.open_store import open_store
 from vidscope.tasks.stage import StageContext, execute, ledger_rows
 
 VIDEO_ID = "a" * 64

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from media import noise_file, silent_video, speech_wav, text_video, truncated_copy
 
-from vidscope.config import IngestSettings, Settings
+from vidscope.core.settings import IngestSettings, Settings
 from vidscope.flows.ingest import run_ingest
+from vidscope.models.open_store import open_store
 from vidscope.storage import Store
-from vidscope.tasks.open_store import open_store
 
 
 def make_settings(tmp_path: Path, **ingest: object) -> Settings:
@@ -46,9 +46,7 @@ def speech_text_video(tmp_path_factory) -> Path:
     )
 
 
-def test_sample_videos_give_expected_clips_and_frames_and_rerun_adds_nothing(
-    tmp_path, shared_videos
-):
+def test_sample_videos_give_expected_clips_and_frames_and_rerun_adds_nothing(tmp_path, shared_videos):
     settings = make_settings(tmp_path)
     inputs = [str(shared_videos / "car-detection.mp4"), str(shared_videos / "milk.mkv")]
     reports = by_name(run_ingest(inputs, settings))
@@ -63,11 +61,7 @@ def test_sample_videos_give_expected_clips_and_frames_and_rerun_adds_nothing(
         assert all(a["end"] == b["start"] for a, b in zip(clips, clips[1:], strict=False))
         frames = store.count(store.frames, report.video_id)
         assert abs(frames - video["duration"] * 2.0) <= 1.5, (name, frames, video["duration"])
-        times = (
-            store.rows(store.frames, video_id=report.video_id, columns=["t"])
-            .column("t")
-            .to_pylist()
-        )
+        times = store.rows(store.frames, video_id=report.video_id, columns=["t"]).column("t").to_pylist()
         assert times == sorted(times)
         # Speech recognition runs only where there is an audio track (car-detection has one).
         expected_speech = {"done", "unavailable"} if video["has_audio"] else {"skipped"}
@@ -98,9 +92,7 @@ def test_speech_and_onscreen_text_reach_the_clips(tmp_path, speech_text_video):
     assert all("no captioning model configured" in c["caption"] for c in clips)
     assert clips[0]["text_embedding"] is not None and clips[0]["embed_model"] == "minilm:embedded"
     if stage_status(report)["speech"] == "done":
-        spoken = " ".join(
-            store.rows(store.transcripts, video_id=report.video_id).column("text").to_pylist()
-        )
+        spoken = " ".join(store.rows(store.transcripts, video_id=report.video_id).column("text").to_pylist())
         assert "fox" in spoken.lower() and "dog" in spoken.lower()
         assert "fox" in " ".join((c["transcript_text"] or "") for c in clips).lower()
     else:
@@ -128,9 +120,7 @@ def test_a_stage_failing_midway_then_succeeding_leaves_one_copy_of_every_row(
     assert first.failed
     statuses = stage_status(first)
     assert statuses["frames"] == "failed" and statuses["ocr"] == "blocked"
-    assert (
-        statuses["segment"] == "done" and statuses["caption"] == "done"
-    )  # independent work went on
+    assert statuses["segment"] == "done" and statuses["caption"] == "done"  # independent work went on
     assert "decoder crashed" in next(s.error for s in first.stages if s.stage == "frames")
     store = open_store(settings)
     assert 0 < store.count(store.frames, first.video_id) < 61  # partial batches were written
@@ -254,9 +244,7 @@ def test_huge_odd_sized_rotated_and_variable_rate_videos(tmp_path):
     assert sizes and all(max(s["width"], s["height"]) <= 640 for s in sizes)
     video = store.rows(store.videos, video_id=reports["rotated.mp4"].video_id).to_pylist()[0]
     assert (video["width"], video["height"], video["rotation"] % 180) == (360, 640, 90)
-    frame = store.rows(
-        store.frames, video_id=video["video_id"], columns=["width", "height"]
-    ).to_pylist()[0]
+    frame = store.rows(store.frames, video_id=video["video_id"], columns=["width", "height"]).to_pylist()[0]
     assert frame["height"] > frame["width"]
     assert store.count(store.frames, reports["vfr.mp4"].video_id) >= 4
 

@@ -84,7 +84,7 @@ def test_other_agents_can_list_the_tools_ask_and_search(library: Library, tmp_pa
     except ImportError:
         assert search.is_error and "not available" in search.content[0].text
         return
-    from vidscope.tasks.open_store import open_store
+    from vidscope.models.open_store import open_store
 
     store = open_store(library.settings())
     if store.count(store.video_parses) == 0:

@@ -26,10 +26,10 @@ from llm_server import (
 )
 from PIL import Image as PILImage
 
-from vidscope.config import ModelSettings, Settings
-from vidscope.storage.store import Store
-from vidscope.tasks.backends import openai_compat, registry, usage
-from vidscope.tasks.backends.base import (
+from vidscope.core.settings import ModelSettings, Settings
+from vidscope.models import openai_compat, registry, usage
+from vidscope.models.openai_compat import EndpointError, EndpointTimeout, loads_lenient
+from vidscope.models.protocols import (
     BackendUnavailable,
     Captioner,
     ChatMessage,
@@ -39,7 +39,7 @@ from vidscope.tasks.backends.base import (
     ToolCall,
     ToolSpec,
 )
-from vidscope.tasks.backends.openai_compat import EndpointError, EndpointTimeout, loads_lenient
+from vidscope.storage.store import Store
 
 #: The loopback-server fixture (tests/conftest.py may provide it to every module instead).
 llm_server = scripted.llm_server
@@ -96,9 +96,7 @@ def sent_images(body: dict[str, Any]) -> list[PILImage.Image]:
 # ---------------------------------------------------------------------------- tool calling
 
 
-def test_native_tool_call_is_parsed(
-    llm_server: ScriptedLLMServer, tmp_path: Path, monkeypatch
-) -> None:
+def test_native_tool_call_is_parsed(llm_server: ScriptedLLMServer, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("VLLM_KEY", "secret-123")
     chat = backend("chat", llm_server, tmp_path, api_key_env="VLLM_KEY")
     assert isinstance(chat, ChatModel)
@@ -123,9 +121,7 @@ def test_native_tool_call_is_parsed(
     assert llm_server.requests[0].headers["authorization"] == "Bearer secret-123"
 
 
-def test_native_tool_history_is_sent_in_openai_format(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_native_tool_history_is_sent_in_openai_format(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     chat = backend("chat", llm_server, tmp_path)
     llm_server.script([text("Clip 4 shows a red car.")])
     history = [
@@ -146,9 +142,7 @@ def test_native_tool_history_is_sent_in_openai_format(
     assert messages[3] == {"role": "tool", "tool_call_id": "c1", "content": '[{"clip": 4}]'}
 
 
-def test_json_fallback_mode_parses_tool_call_from_text(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_json_fallback_mode_parses_tool_call_from_text(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     chat = backend("chat", llm_server, tmp_path, tool_calling="json")
     llm_server.script(
         [
@@ -199,9 +193,7 @@ def test_malformed_tool_call_is_reasked_once_with_the_error(
 ) -> None:
     chat = backend("chat", llm_server, tmp_path)
     bad = '{"query": "cats", "k": }'
-    llm_server.script(
-        [tool_call("search_clips", bad), tool_call("search_clips", {"query": "cats", "k": 2})]
-    )
+    llm_server.script([tool_call("search_clips", bad), tool_call("search_clips", {"query": "cats", "k": 2})])
     reply = chat.chat(ask(), tools=[SEARCH])
     assert reply.tool_calls[0].arguments == {"query": "cats", "k": 2}
     first, second = llm_server.chat_requests
@@ -213,13 +205,9 @@ def test_malformed_tool_call_is_reasked_once_with_the_error(
     assert second["tools"] == first["tools"]
 
 
-def test_malformed_twice_raises_model_output_error(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_malformed_twice_raises_model_output_error(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     chat = backend("chat", llm_server, tmp_path)
-    llm_server.script(
-        [tool_call("search_clips", '{"query": '), tool_call("search_clips", "not json at all")]
-    )
+    llm_server.script([tool_call("search_clips", '{"query": '), tool_call("search_clips", "not json at all")])
     with pytest.raises(ModelOutputError, match="unusable reply twice"):
         chat.chat(ask(), tools=[SEARCH])
     assert len(llm_server.chat_requests) == 2
@@ -236,9 +224,7 @@ def test_empty_answer_is_reasked(llm_server: ScriptedLLMServer, tmp_path: Path) 
 
 def test_unknown_tool_name_is_reasked(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     chat = backend("chat", llm_server, tmp_path)
-    llm_server.script(
-        [tool_call("delete_everything", {}), tool_call("search_clips", {"query": "x"})]
-    )
+    llm_server.script([tool_call("delete_everything", {}), tool_call("search_clips", {"query": "x"})])
     reply = chat.chat(ask(), tools=[SEARCH])
     assert reply.tool_calls[0].name == "search_clips"
     assert "delete_everything" in llm_server.chat_requests[1]["messages"][-1]["content"]
@@ -346,15 +332,11 @@ def test_concurrency_is_limited_per_endpoint(llm_server: ScriptedLLMServer, tmp_
 # ---------------------------------------------------------------------------- images
 
 
-def test_oversized_image_is_downscaled_before_sending(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_oversized_image_is_downscaled_before_sending(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     chat = backend("chat", llm_server, tmp_path, max_image_side=512, max_images=2)
     small = jpeg(320, 200)
     llm_server.script([text("a gradient")])
-    reply = chat.chat(
-        [ChatMessage(role="user", content="What is this?", images=[jpeg(3000, 2000), small])]
-    )
+    reply = chat.chat([ChatMessage(role="user", content="What is this?", images=[jpeg(3000, 2000), small])])
     assert reply.usage.images == 2
     big_sent, small_sent = sent_images(llm_server.chat_requests[0])
     assert max(big_sent.size) <= 512 and big_sent.size == (512, 341)
@@ -370,20 +352,14 @@ def test_oversized_image_is_downscaled_before_sending(
 # ---------------------------------------------------------------------------- cache and usage
 
 
-def test_identical_request_is_answered_from_the_cache(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_identical_request_is_answered_from_the_cache(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     chat = backend("chat", llm_server, tmp_path)
     llm_server.script([tool_call("search_clips", {"query": "red car"}), text("other")])
     messages = [*ask(), ChatMessage(role="user", content="look", images=[jpeg(64, 48)])]
     first = chat.chat(messages, tools=[SEARCH])
     second = chat.chat(messages, tools=[SEARCH])
     assert len(llm_server.chat_requests) == 1
-    assert (
-        second.tool_calls == first.tool_calls
-        and second.usage.cache_hit
-        and not first.usage.cache_hit
-    )
+    assert second.tool_calls == first.tool_calls and second.usage.cache_hit and not first.usage.cache_hit
 
     # Persistent: a new backend object (empty in-memory cache) on the same data dir hits too.
     fresh = backend("chat", llm_server, tmp_path)
@@ -437,9 +413,7 @@ def test_usage_totals_per_query_with_prices(llm_server: ScriptedLLMServer, tmp_p
     assert everything["calls"] == 5 and everything["input_tokens"] == 1300
     assert usage.current_query_id() is None
     rows = store.rows(usage.MODEL_CALLS).to_pylist()
-    assert {r["role"] for r in rows} == {"chat"} and all(
-        r["endpoint"] == llm_server.base_url for r in rows
-    )
+    assert {r["role"] for r in rows} == {"chat"} and all(r["endpoint"] == llm_server.base_url for r in rows)
     assert all(r["flow_run_id"] is None for r in rows)
 
 
@@ -465,9 +439,7 @@ def test_embeddings_dims_and_normalisation(llm_server: ScriptedLLMServer, tmp_pa
     assert len(llm_server.embedding_requests) == 3
 
 
-def test_embedding_dim_is_discovered_or_checked(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_embedding_dim_is_discovered_or_checked(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     llm_server.embed_dim = 24
     probe = backend("text_embedder", llm_server, tmp_path, cache=False)
     assert probe.dim == 24 and len(llm_server.embedding_requests) == 1
@@ -480,9 +452,7 @@ def test_embedding_dim_is_discovered_or_checked(
 # ---------------------------------------------------------------------------- captioning
 
 
-def test_captioner_passes_context_as_quoted_data(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_captioner_passes_context_as_quoted_data(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     captioner = backend("captioner", llm_server, tmp_path, caption_frames=3)
     assert isinstance(captioner, Captioner)
     llm_server.script([text('Caption: "A man reads a sign by a road."')])
@@ -514,9 +484,7 @@ def test_configuration_errors(tmp_path: Path, monkeypatch) -> None:
         openai_compat.from_spec("object_detector", MODEL, {"base_url": "http://x/v1"}, tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(BackendUnavailable, match="OPENAI_API_KEY"):
-        openai_compat.from_spec(
-            "chat", "gpt-4o", {"base_url": "https://api.openai.com/v1"}, tmp_path
-        )
+        openai_compat.from_spec("chat", "gpt-4o", {"base_url": "https://api.openai.com/v1"}, tmp_path)
 
 
 def test_registry_builds_the_backend_with_role_overrides(
@@ -562,9 +530,7 @@ def test_loads_lenient() -> None:
 
 
 @pytest.mark.slow
-def test_flow_run_id_is_recorded_inside_a_flow(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
+def test_flow_run_id_is_recorded_inside_a_flow(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
     from prefect import flow
 
     chat = backend("chat", llm_server, tmp_path)

@@ -31,14 +31,14 @@ from prefect.client.schemas.objects import FlowRun, StateType, TaskRun
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from typer.testing import CliRunner
 
-from vidscope.config import IngestSettings, ServerSettings, Settings
+from vidscope.core.settings import IngestSettings, ServerSettings, Settings
 from vidscope.deployments import server
 from vidscope.deployments.deploy import apply_deployments, check_schedule
 from vidscope.flows.ask import run_ask
 from vidscope.flows.ingest import STAGES, ingest_video, run_ingest
 from vidscope.flows.nightly import nightly
+from vidscope.models.open_store import open_store
 from vidscope.storage import Store
-from vidscope.tasks.open_store import open_store
 
 
 def free_port() -> int:

@@ -8,12 +8,12 @@ import pytest
 from llm_server import error, text
 from media import text_video
 
-from vidscope.config import ModelSettings, Settings
+from vidscope.core.settings import ModelSettings, Settings
 from vidscope.flows.ingest import run_ingest
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
+from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import BackendUnavailable
-from vidscope.tasks.open_store import open_store
 
 
 def server_settings(tmp_path, base_url: str, **models: object) -> Settings:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from media import first_frame_at, text_video
 
-from vidscope.tasks.backends.base import BackendUnavailable, TextLine, TextReader
-from vidscope.tasks.backends.rapidocr_reader import RapidOcrReader, from_spec
+from vidscope.models.protocols import BackendUnavailable, TextLine, TextReader
+from vidscope.models.rapidocr_reader import RapidOcrReader, from_spec
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +36,8 @@ def test_reader_satisfies_protocol(reader: RapidOcrReader) -> None:
     assert reader.name == "rapidocr:embedded"
 
 
-@pytest.mark.parametrize(
-    ("t", "expected"), [(0.5, {"HELLO", "WORLD"}), (1.5, {"VIDSCOPE", "2024"})]
-)
-def test_reads_drawn_words(
-    reader: RapidOcrReader, video: Path, t: float, expected: set[str]
-) -> None:
+@pytest.mark.parametrize(("t", "expected"), [(0.5, {"HELLO", "WORLD"}), (1.5, {"VIDSCOPE", "2024"})])
+def test_reads_drawn_words(reader: RapidOcrReader, video: Path, t: float, expected: set[str]) -> None:
     frame = first_frame_at(video, t)
     lines = reader.read(frame)
     assert expected <= _words(lines), lines

@@ -28,7 +28,7 @@ from vidscope.agents.mavis import (
     plan_with_rules,
     search_library,
 )
-from vidscope.config import ModelSettings, SearchSettings, Settings
+from vidscope.core.settings import ModelSettings, SearchSettings, Settings
 from vidscope.storage import store as store_module
 from vidscope.storage.store import Store
 
@@ -405,8 +405,8 @@ def minilm_settings(tmp_path: Path, server: ScriptedLLMServer | None = None) -> 
 
 
 def minilm_library(settings: Settings) -> Store:
-    from vidscope.tasks.backends import registry
-    from vidscope.tasks.open_store import open_store
+    from vidscope.models import registry
+    from vidscope.models.open_store import open_store
 
     store = open_store(settings)
     fill_library(store, registry.load(settings, "text_embedder"), windows=2)
@@ -476,7 +476,7 @@ def test_search_flow_reranks_with_a_real_image_text_model(tmp_path: Path) -> Non
     """open_clip ViT-B-32 with random weights (no download): the ranking is arbitrary, but the
     fine stage must use the stored frame embeddings and score with the model's text side."""
     from vidscope.flows.search import run_search
-    from vidscope.tasks.backends import registry
+    from vidscope.models import registry
 
     settings = Settings(
         data_dir=tmp_path / "data",

@@ -15,14 +15,14 @@ from llm_server import ScriptedLLMServer, text
 from typer.testing import CliRunner
 
 from vidscope.cli import app
-from vidscope.config import IngestSettings, ModelSettings, Settings
+from vidscope.core.settings import IngestSettings, ModelSettings, Settings
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.storage.ledger import STATUS_DONE, STATUS_FAILED
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.backends import registry
 from vidscope.tasks.frames import encode_jpeg
-from vidscope.tasks.open_store import open_store
 from vidscope.tasks.parse import (
     CAPTION_MAX_WORDS,
     CAPTION_MIN_WORDS,

@@ -219,9 +219,15 @@ def _random_clips(n_videos: int, per_video: int, dim: int, seed: int = 0) -> lis
     vectors = (topics[rng.integers(0, 50, n)] + 0.35 * rng.normal(size=(n, dim))).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return [
-        {"video_id": f"v{v:03d}", "clip_index": i, "start": 5.0 * i, "end": 5.0 * i + 5,
-         "text_embedding": vectors[v * per_video + i].tolist()}
-        for v in range(n_videos) for i in range(per_video)
+        {
+            "video_id": f"v{v:03d}",
+            "clip_index": i,
+            "start": 5.0 * i,
+            "end": 5.0 * i + 5,
+            "text_embedding": vectors[v * per_video + i].tolist(),
+        }
+        for v in range(n_videos)
+        for i in range(per_video)
     ]
 
 

@@ -11,13 +11,13 @@ from llm_server import ScriptedLLMServer, text
 
 from vidscope.agents.tools import ToolContext
 from vidscope.agents.tools_dvd import global_browse
-from vidscope.config import ModelSettings, Settings
+from vidscope.core.settings import ModelSettings, Settings
+from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.open_store import open_store
 from vidscope.tasks.spans import merge_spans
 from vidscope.tasks.stage import StageContext, execute, ledger_rows
 from vidscope.tasks.subjects import (
@@ -37,12 +37,8 @@ def settings_for(tmp_path: Path, server: ScriptedLLMServer | None) -> Settings:
     """Embedded-profile settings; the chat model is the loopback server when one is given."""
     if server is None:
         return Settings(data_dir=tmp_path / "data", models=ModelSettings(chat=None))
-    options = {
-        "openai": {"base_url": server.base_url, "timeout_s": 5, "max_retries": 0, "cache": False}
-    }
-    return Settings(
-        data_dir=tmp_path / "data", models=ModelSettings(chat="openai:scripted", options=options)
-    )
+    options = {"openai": {"base_url": server.base_url, "timeout_s": 5, "max_retries": 0, "cache": False}}
+    return Settings(data_dir=tmp_path / "data", models=ModelSettings(chat="openai:scripted", options=options))
 
 
 def captioned_video(settings: Settings, windows: int) -> tuple[Store, VideoRecord]:
@@ -186,9 +182,7 @@ def test_two_windows_build_one_registry_with_merged_and_clamped_spans(
     assert len(llm_server.chat_requests) == 2
 
 
-def test_a_malformed_window_is_skipped_and_counted(
-    tmp_path: Path, llm_server: ScriptedLLMServer
-) -> None:
+def test_a_malformed_window_is_skipped_and_counted(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
     settings = settings_for(tmp_path, llm_server)
     store, record = captioned_video(settings, windows=3)
     llm_server.script(
@@ -209,9 +203,7 @@ def test_a_malformed_window_is_skipped_and_counted(
         result.details["skipped"][0]["start"] == 60
         and "ModelOutputError" in result.details["skipped"][0]["error"]
     )
-    assert (
-        json.loads(ledger_rows(store, VIDEO_ID)["subjects"]["details_json"])["skipped_windows"] == 1
-    )
+    assert json.loads(ledger_rows(store, VIDEO_ID)["subjects"]["details_json"])["skipped_windows"] == 1
     rows = {r["name"]: r for r in stored(store)}
     assert set(rows) == {"the cyclist", "a bus driver"}
     assert [(s["start"], s["end"]) for s in rows["the cyclist"]["spans"]] == [(5, 15), (150, 160)]
@@ -260,9 +252,12 @@ def test_names_merge_only_when_they_denote_the_same_subject() -> None:
 
 
 def test_spans_are_clamped_ordered_and_joined() -> None:
-    assert parse_spans(
-        [[-3, 5], [50, 999], [700, 800], [9, 2], ["0:40", "0:45"], ["x", 3]], 60.0
-    ) == [(0.0, 5.0), (50.0, 60.0), (2.0, 9.0), (40.0, 45.0)]
+    assert parse_spans([[-3, 5], [50, 999], [700, 800], [9, 2], ["0:40", "0:45"], ["x", 3]], 60.0) == [
+        (0.0, 5.0),
+        (50.0, 60.0),
+        (2.0, 9.0),
+        (40.0, 45.0),
+    ]
     assert parse_spans({"start": 1, "end": 2}, 10.0) == [(1.0, 2.0)]
     assert parse_spans([3, 4], 10.0) == [(3.0, 4.0)]
     assert merge_spans([(10, 12), (0, 5), (5.3, 6), (11, 11.5)]) == [(0, 6), (10, 12)]

@@ -44,15 +44,15 @@ from vidscope.agents.tools_avi_perceive import (
     matching_object,
 )
 from vidscope.agents.tools_avi_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
-from vidscope.config import Settings
-from vidscope.metrics import temporal_iou
+from vidscope.core.metrics import temporal_iou
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
+from vidscope.models.protocols import ImageTextEmbedder
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.store import Store
-from vidscope.tasks.backends import registry
-from vidscope.tasks.backends.base import ImageTextEmbedder
 from vidscope.tasks.decode import probe, sample_frames
 from vidscope.tasks.frames import encode_jpeg
-from vidscope.tasks.open_store import open_store
 
 COLOUR_ID = "c0" * 32
 MOVED_ID = "d0" * 32
@@ -357,7 +357,7 @@ def test_object_detect_runs_a_yolo_detector_over_the_frames(world, tmp_path: Pat
     import torch
     from ultralytics import YOLO
 
-    from vidscope.tasks.backends import yolo
+    from vidscope.models import yolo
 
     torch.manual_seed(0)
     model = YOLO("yolov8n.yaml")

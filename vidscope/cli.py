@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vidscope.config import Settings, disable_telemetry
+from vidscope.core.settings import Settings, disable_telemetry
 
 app = typer.Typer(
     name="vidscope",
@@ -62,7 +62,7 @@ def settings() -> Settings:
 
 
 def _store():  # type: ignore[no-untyped-def]
-    from vidscope.tasks.open_store import open_store
+    from vidscope.models.open_store import open_store
 
     return open_store(settings())
 
@@ -151,9 +151,7 @@ def _print_reports(reports: list[Any]) -> None:
         if unavailable and not note:
             note = "; ".join(f"{s.stage}: {s.error}" for s in unavailable)
         style = STATUS_STYLE.get(r.status, "white")
-        table.add_row(
-            Path(r.path).name, (r.video_id or "")[:12], f"[{style}]{r.status}[/]", stages, note
-        )
+        table.add_row(Path(r.path).name, (r.video_id or "")[:12], f"[{style}]{r.status}[/]", stages, note)
     console.print(table)
     for r in reports:
         if r.failed:
@@ -301,9 +299,7 @@ def remove(
     """Remove a video and every row derived from it (the file itself is not touched)."""
     store, record = _find(video)
     if not yes and sys.stdin.isatty():
-        typer.confirm(
-            f"Remove {record.file_name} ({record.video_id[:12]}) from the store?", abort=True
-        )
+        typer.confirm(f"Remove {record.file_name} ({record.video_id[:12]}) from the store?", abort=True)
     store.delete_video(record.video_id)
     console.print(f"removed {record.file_name} ({record.video_id[:12]})")
 
@@ -405,8 +401,8 @@ def models(
     ] = True,
 ) -> None:
     """List each model role, the backend serving it, and whether it loads."""
-    from vidscope.tasks.backends import registry
-    from vidscope.tasks.backends.base import BackendUnavailable
+    from vidscope.models import registry
+    from vidscope.models.protocols import BackendUnavailable
 
     cfg = settings()
     table = Table(title=f"models (profile: {cfg.profile})")
@@ -448,12 +444,10 @@ def _unconfigured_note(role: str) -> str:
 
 @app.command()
 def usage(
-    query: Annotated[
-        str | None, typer.Option("--query", help="Only the calls of this query id.")
-    ] = None,
+    query: Annotated[str | None, typer.Option("--query", help="Only the calls of this query id.")] = None,
 ) -> None:
     """Model calls, tokens, images, cache hits and cost, in total or for one query."""
-    from vidscope.tasks.backends.usage import totals
+    from vidscope.models.usage import totals
 
     result = totals(_store(), query_id=query)
     table = Table(title="model usage" + (f" for query {query}" if query else ""))
@@ -506,9 +500,7 @@ def _print_ingestion_cost() -> None:
 
 @app.command()
 def demo(
-    question: Annotated[
-        str | None, typer.Option(help="Ask this instead of the demo question.")
-    ] = None,
+    question: Annotated[str | None, typer.Option(help="Ask this instead of the demo question.")] = None,
 ) -> None:
     """Ingest a narrated video and the sample videos, show what was found, ask a question, search."""
     from vidscope.flows.demo import DEMO_QUESTION, DEMO_SEARCH, demo_video, sample_videos

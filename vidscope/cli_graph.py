@@ -119,7 +119,7 @@ def graph(
     ] = None,
 ) -> None:
     """The entity graph of a video: its most important entities, their relations, super-nodes."""
-    from vidscope.tasks.backends import registry
+    from vidscope.models import registry
     from vidscope.tasks.graph_metrics import load_graph, node_importance
 
     store, record = _find(video)

@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from vidscope.api.models import SearchResponse, search_response
-from vidscope.config import Settings, disable_telemetry
+from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.flows.ask import AgentName, AskResult
 
 INSTRUCTIONS = (
@@ -26,7 +26,7 @@ INSTRUCTIONS = (
 
 def build_server(settings: Settings | None = None) -> MCPServer:
     """The MCP server over the store ``settings`` configure (default: the process settings)."""
-    from vidscope.config import get_settings
+    from vidscope.core.settings import get_settings
 
     disable_telemetry()
     cfg = settings or get_settings()
@@ -68,7 +68,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
             from vidscope.flows.search import LibraryEmpty, run_search
         except ImportError as exc:
             raise ToolError(f"library search is not available: {exc}") from exc
-        from vidscope.tasks.backends.base import BackendUnavailable
+        from vidscope.models.protocols import BackendUnavailable
 
         try:
             return search_response(run_search(cfg, query.strip(), k=k))

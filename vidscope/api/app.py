@@ -49,7 +49,7 @@ from vidscope.api.security import (
     VideoRoots,
     session_value,
 )
-from vidscope.config import Settings, disable_telemetry
+from vidscope.core.settings import Settings, disable_telemetry
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -122,7 +122,7 @@ def create_app(settings: Settings) -> FastAPI:
     api = APIRouter(prefix="/api", dependencies=[Depends(auth)], responses=guarded)
 
     def store():  # type: ignore[no-untyped-def]
-        from vidscope.tasks.open_store import open_store
+        from vidscope.models.open_store import open_store
 
         return open_store(settings)
 
@@ -409,7 +409,7 @@ def create_app(settings: Settings) -> FastAPI:
             from vidscope.flows.search import LibraryEmpty, run_search
         except ImportError as exc:
             raise HTTPException(501, f"library search is not available: {exc}") from exc
-        from vidscope.tasks.backends.base import BackendUnavailable
+        from vidscope.models.protocols import BackendUnavailable
 
         try:
             return search_response(run_search(settings, q.strip(), k=k))

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from vidscope.config import Settings
+from vidscope.core.settings import Settings
 
 JobState = Literal["queued", "running", "done", "failed"]
 

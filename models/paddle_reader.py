@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.tasks.backends.base import BackendUnavailable, Image, TextLine
+from vidscope.models.protocols import BackendUnavailable, Image, TextLine
 
 KIND = "paddleocr"
 DIR_OPTIONS = ("text_detection_model_dir", "text_recognition_model_dir")
@@ -128,9 +128,7 @@ def lines_from_result(result: Any) -> list[TextLine]:
         if not str(text).strip() or len(corners) < 4:
             continue
         lines.append(
-            TextLine(
-                text=str(text), box=tuple(float(v) for v in corners.reshape(-1)), score=float(score)
-            )
+            TextLine(text=str(text), box=tuple(float(v) for v in corners.reshape(-1)), score=float(score))
         )
     return lines
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import threading
 
-from vidscope.config import Settings
+from vidscope.core.settings import Settings
+from vidscope.models import registry
 from vidscope.storage import Store
 from vidscope.storage.store import DEFAULT_IMAGE_DIM, DEFAULT_TEXT_DIM
-from vidscope.tasks.backends import registry
 
 #: Embedding sizes of specs that need not be loaded to be known.
 KNOWN_DIMS = {

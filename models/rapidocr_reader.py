@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.tasks.backends.base import BackendUnavailable, TextLine
+from vidscope.models.protocols import BackendUnavailable, TextLine
 
 DEFAULT_MIN_SCORE = 0.5
 
 
 class RapidOcrReader:
-    """A :class:`~vidscope.tasks.backends.base.TextReader` over RapidOCR's default PP-OCR models."""
+    """A :class:`~vidscope.models.protocols.TextReader` over RapidOCR's default PP-OCR models."""
 
     def __init__(self, role: str = "text_reader", *, min_score: float = DEFAULT_MIN_SCORE) -> None:
         self.role = role
@@ -61,9 +61,7 @@ class RapidOcrReader:
         """The text lines in an RGB uint8 image with score >= ``min_score``, top to bottom."""
         if not isinstance(image, np.ndarray) or image.ndim != 3 or image.shape[2] != 3:
             shape = getattr(image, "shape", None)
-            raise ValueError(
-                f"expected an RGB image of shape (height, width, 3), got shape {shape}"
-            )
+            raise ValueError(f"expected an RGB image of shape (height, width, 3), got shape {shape}")
         if image.dtype != np.uint8:
             raise ValueError(f"expected a uint8 image, got dtype {image.dtype}")
         # RapidOCR treats a 3-channel ndarray as BGR (OpenCV order) and passes it through as is.

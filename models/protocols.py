@@ -1,7 +1,7 @@
 """Typed protocols for every model role, and the values they exchange.
 
 A backend is any object that satisfies the protocol of its role; the registry
-(:mod:`vidscope.tasks.backends.registry`) builds one from a ``kind:target`` spec in the settings.
+(:mod:`vidscope.models.registry`) builds one from a ``kind:target`` spec in the settings.
 Images are RGB ``uint8`` numpy arrays of shape (height, width, 3) throughout.
 """
 

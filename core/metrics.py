@@ -62,7 +62,4 @@ def recall_at_k(
     if missing:
         raise ValueError(f"no ranking for {len(missing)} queries, e.g. {missing[0]!r}")
     golds = {q: {g} if isinstance(g, str) else set(g) for q, g in gold.items()}
-    return {
-        f"R@{k}": sum(bool(golds[q] & set(rankings[q][:k])) for q in golds) / len(golds)
-        for k in cutoffs
-    }
+    return {f"R@{k}": sum(bool(golds[q] & set(rankings[q][:k])) for q in golds) / len(golds) for k in cutoffs}

@@ -40,9 +40,7 @@ FLUSH_EVERY = 32
 #: … or when the oldest pending row is older than this (checked when a new row arrives).
 FLUSH_AFTER_S = 5.0
 
-_query_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "vidscope_query_id", default=None
-)
+_query_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("vidscope_query_id", default=None)
 
 # ---------------------------------------------------------------------------- context
 
@@ -135,9 +133,7 @@ class UsageLog:
             if not self._pending:
                 self._oldest = time.monotonic()
             self._pending.append(row)
-            due = (
-                len(self._pending) >= FLUSH_EVERY or time.monotonic() - self._oldest > FLUSH_AFTER_S
-            )
+            due = len(self._pending) >= FLUSH_EVERY or time.monotonic() - self._oldest > FLUSH_AFTER_S
         if due:
             self.flush()
 
@@ -223,9 +219,7 @@ def record_call(
     return row
 
 
-def totals(
-    store: Store, query_id: str | None = None, *, flow_run_id: str | None = None
-) -> dict[str, Any]:
+def totals(store: Store, query_id: str | None = None, *, flow_run_id: str | None = None) -> dict[str, Any]:
     """Sums over ``model_calls`` (all of them, or one query's / one flow run's).
 
     Keys: ``calls``, ``errors``, ``requests``, ``input_tokens``, ``output_tokens``, ``images``,
@@ -307,9 +301,7 @@ class ResponseCache:
                 RESPONSE_CACHE, where=f"key = {sql_quote(key)}", columns=["key", "response_json"]
             )
         except Exception as exc:  # noqa: BLE001 - a broken cache means a miss, not a failure
-            log.warning(
-                "response cache in %s unreadable (%s); asking the model", self.data_dir, exc
-            )
+            log.warning("response cache in %s unreadable (%s); asking the model", self.data_dir, exc)
             return None
         if table.num_rows == 0:
             return None

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.tasks.backends.base import BackendUnavailable, Image
-from vidscope.tasks.backends.transformers_vlm import resolve_local_model
+from vidscope.models.protocols import BackendUnavailable, Image
+from vidscope.models.transformers_vlm import resolve_local_model
 
 OPEN_CLIP_EXTRA = "pip install 'vidscope[clip]'"
 
@@ -33,9 +33,7 @@ def _pil(image: Image) -> Any:
 
     array = np.asarray(image)
     if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-        raise ValueError(
-            f"expected an RGB uint8 image of shape (h, w, 3), got {array.shape} {array.dtype}"
-        )
+        raise ValueError(f"expected an RGB uint8 image of shape (h, w, 3), got {array.shape} {array.dtype}")
     return PILImage.fromarray(array)
 
 
@@ -69,9 +67,7 @@ class _BatchedEmbedder:
     def _encode_texts(self, texts: list[str]) -> np.ndarray:
         raise NotImplementedError
 
-    def _batched(
-        self, items: Sequence[Any], encode: Callable[[list[Any]], np.ndarray]
-    ) -> np.ndarray:
+    def _batched(self, items: Sequence[Any], encode: Callable[[list[Any]], np.ndarray]) -> np.ndarray:
         import torch
 
         if len(items) == 0:
@@ -151,8 +147,7 @@ class OpenClipEmbedder(_BatchedEmbedder):
                 role,
                 self.name,
                 f"open_clip.create_model_and_transforms with pretrained={pretrained!r} ({exc})",
-                "Check that the checkpoint matches the architecture and that its tokenizer is "
-                "local.",
+                "Check that the checkpoint matches the architecture and that its tokenizer is local.",
             ) from exc
         self._model = model.eval()
         self._preprocess = preprocess
@@ -237,9 +232,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
     are bare names; transformers models are existing directories or ``org/name`` hub ids. An option
     ``kind = "open-clip"`` or ``"hf-clip"`` overrides the guess.
     """
-    kind = str(options.get("kind", "")) or (
-        "open-clip" if _is_open_clip_architecture(target) else "hf-clip"
-    )
+    kind = str(options.get("kind", "")) or ("open-clip" if _is_open_clip_architecture(target) else "hf-clip")
     if kind == "open-clip":
         return OpenClipEmbedder(role, target, options)
     spec = f"hf-clip:{target}"

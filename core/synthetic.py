@@ -141,9 +141,7 @@ def text_video(
             block = 1024  # the AAC encoder's frame size
             for start in range(0, samples.size, block):
                 chunk = samples[start : start + block]
-                aframe = av.AudioFrame.from_ndarray(
-                    chunk.reshape(1, -1), format="flt", layout="mono"
-                )
+                aframe = av.AudioFrame.from_ndarray(chunk.reshape(1, -1), format="flt", layout="mono")
                 aframe.sample_rate = _AUDIO_RATE
                 aframe.pts = start
                 aframe.time_base = Fraction(1, _AUDIO_RATE)
@@ -154,9 +152,7 @@ def text_video(
     return path
 
 
-def silent_video(
-    path: Path, duration: float, size: tuple[int, int] = (640, 360), fps: int = 25
-) -> Path:
+def silent_video(path: Path, duration: float, size: tuple[int, int] = (640, 360), fps: int = 25) -> Path:
     """A video without text or audio track (only the moving square)."""
     return text_video(path, duration=duration, size=size, fps=fps)
 
@@ -165,9 +161,7 @@ def noise_file(path: Path, n_bytes: int = 4096) -> Path:
     """A file of random bytes (seeded, so reruns are identical) that no decoder accepts."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(
-        np.random.default_rng(1234).integers(0, 256, n_bytes, dtype=np.uint8).tobytes()
-    )
+    path.write_bytes(np.random.default_rng(1234).integers(0, 256, n_bytes, dtype=np.uint8).tobytes())
     return path
 
 

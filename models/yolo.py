@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.tasks.backends.base import BackendUnavailable, Detection, Image
+from vidscope.models.protocols import BackendUnavailable, Detection, Image
 
 KIND = "yolo"
 #: Config suffixes that build an untrained network instead of loading weights.
@@ -171,11 +171,7 @@ class YoloDetector:
         xyxy = boxes.xyxy.cpu().numpy().astype(float)
         scores = boxes.conf.cpu().numpy().astype(float)
         classes = boxes.cls.cpu().numpy().astype(int)
-        ids = (
-            boxes.id.cpu().numpy().astype(int).tolist()
-            if boxes.id is not None
-            else [None] * len(xyxy)
-        )
+        ids = boxes.id.cpu().numpy().astype(int).tolist() if boxes.id is not None else [None] * len(xyxy)
         names = result.names
         return [
             Detection(
@@ -184,9 +180,7 @@ class YoloDetector:
                 score=float(s),
                 track_id=None if t is None else int(t),
             )
-            for b, s, c, t in zip(
-                xyxy.tolist(), scores.tolist(), classes.tolist(), ids, strict=True
-            )
+            for b, s, c, t in zip(xyxy.tolist(), scores.tolist(), classes.tolist(), ids, strict=True)
         ]
 
     def detect(
@@ -228,9 +222,7 @@ class YoloDetector:
 def _check_image(image: Image) -> np.ndarray:
     array = np.asarray(image)
     if array.ndim != 3 or array.shape[2] != 3 or array.dtype != np.uint8:
-        raise ValueError(
-            f"expected an RGB uint8 image of shape (h, w, 3), got {array.shape} {array.dtype}"
-        )
+        raise ValueError(f"expected an RGB uint8 image of shape (h, w, 3), got {array.shape} {array.dtype}")
     return array
 
 

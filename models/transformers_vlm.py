@@ -5,7 +5,7 @@ from a local directory or the local Hugging Face cache; nothing is ever download
 model serves both the ``captioner`` role (batched clip captions) and the ``chat`` role. It has no
 native tool-call output: when ``chat`` is offered tools they are described in the prompt (through
 the chat template when it renders tools, as Qwen3-VL's does, else in the system message with the
-reply format of :mod:`vidscope.tasks.backends.json_tools`) and the model writes the call as JSON
+reply format of :mod:`vidscope.models.json_tools`) and the model writes the call as JSON
 text, which the agent runtime's JSON fallback parses; a final ``{"answer": ...}`` object is
 unwrapped to its plain text.
 
@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.tasks.backends import usage
-from vidscope.tasks.backends.base import (
+from vidscope.models import usage
+from vidscope.models.json_tools import tool_instructions, unwrap_answer
+from vidscope.models.protocols import (
     BackendUnavailable,
     ChatMessage,
     ChatReply,
@@ -36,7 +37,6 @@ from vidscope.tasks.backends.base import (
     ToolSpec,
     Usage,
 )
-from vidscope.tasks.backends.json_tools import tool_instructions, unwrap_answer
 
 KIND = "transformers-vlm"
 
@@ -105,8 +105,7 @@ def pick_device_and_dtype(options: dict[str, Any]) -> tuple[str, Any]:
     dtype = getattr(torch, dtype_name, None)
     if not isinstance(dtype, torch.dtype):
         raise ValueError(
-            f"unknown dtype {dtype_name!r} in [models.options.{KIND}]; "
-            "use auto, float32, bfloat16 or float16"
+            f"unknown dtype {dtype_name!r} in [models.options.{KIND}]; use auto, float32, bfloat16 or float16"
         )
     return device, dtype
 
@@ -280,9 +279,16 @@ class TransformersVLM:
         if self.data_dir is None:
             return
         usage.record_call(
-            self.data_dir, role=self.role, backend=KIND, model=self.name,
-            endpoint=f"local:{self.model_dir}", input_tokens=input_tokens,
-            output_tokens=output_tokens, images=images, latency_s=latency_s, requests=0,
+            self.data_dir,
+            role=self.role,
+            backend=KIND,
+            model=self.name,
+            endpoint=f"local:{self.model_dir}",
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            images=images,
+            latency_s=latency_s,
+            requests=0,
             prices=self.prices,
         )
 
@@ -306,9 +312,7 @@ class TransformersVLM:
                 prompt = self.caption_prompt
                 if context.strip():
                     prompt += f"\n\nWhat is said or written during the clip:\n{context.strip()}"
-                content = [{"type": "image"} for _ in pil_frames] + [
-                    {"type": "text", "text": prompt}
-                ]
+                content = [{"type": "image"} for _ in pil_frames] + [{"type": "text", "text": prompt}]
                 conversations.append([{"role": "user", "content": content}])
             results = self._generate(conversations, images, self.max_new_tokens, 0.0)
             captions.extend(text for text, *_ in results)
@@ -339,10 +343,7 @@ class TransformersVLM:
                 role = "user"
                 text = f"Result of tool {message.name or message.tool_call_id or ''}:\n{text}"
             elif role == "assistant" and message.tool_calls:
-                calls = [
-                    json.dumps({"tool": c.name, "arguments": c.arguments})
-                    for c in message.tool_calls
-                ]
+                calls = [json.dumps({"tool": c.name, "arguments": c.arguments}) for c in message.tool_calls]
                 text = "\n".join([text, *calls] if text else calls)
             content: list[dict[str, Any]] = []
             for blob in message.images:
@@ -356,15 +357,11 @@ class TransformersVLM:
                 first = converted[0]["content"][-1]
                 first["text"] = f"{first['text']}\n\n{instructions}".strip()
             else:
-                converted.insert(
-                    0, {"role": "system", "content": [{"type": "text", "text": instructions}]}
-                )
+                converted.insert(0, {"role": "system", "content": [{"type": "text", "text": instructions}]})
         if json_output:
             for item in reversed(converted):
                 if item["role"] == "user":
-                    item["content"][-1]["text"] += (
-                        "\n\nAnswer with a single JSON object and nothing else."
-                    )
+                    item["content"][-1]["text"] += "\n\nAnswer with a single JSON object and nothing else."
                     break
         return converted, images
 
@@ -383,9 +380,7 @@ class TransformersVLM:
         started = time.perf_counter()
         conversation, images = self._template_messages(messages, json_output, tools)
         limit = int(max_tokens or self.chat_max_new_tokens)
-        text, n_in, n_out, stopped = self._generate(
-            [conversation], [images], limit, temperature, tools
-        )[0]
+        text, n_in, n_out, stopped = self._generate([conversation], [images], limit, temperature, tools)[0]
         if tools and not json_output:
             # The tool protocol asks for {"answer": ...} when done; the agent expects plain text.
             text = unwrap_answer(text)

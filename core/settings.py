@@ -11,8 +11,6 @@ weights. Any role can be overridden individually under ``[models]``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +23,8 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from vidscope.core.hashing import stable_hash
 
 Profile = Literal["embedded", "server", "local-gpu"]
 
@@ -51,20 +51,14 @@ def disable_telemetry() -> None:
 class IngestSettings(BaseModel):
     """How videos are cut, sampled and read during ingestion."""
 
-    clip_seconds: float = Field(
-        5.0, gt=0, description="Length of a retrieval clip; the last is shorter."
-    )
+    clip_seconds: float = Field(5.0, gt=0, description="Length of a retrieval clip; the last is shorter.")
     frame_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
-    max_frame_side: int = Field(
-        640, ge=32, description="Longest side of a stored frame, in pixels."
-    )
+    max_frame_side: int = Field(640, ge=32, description="Longest side of a stored frame, in pixels.")
     jpeg_quality: int = Field(85, ge=30, le=100)
     ocr_fps: float = Field(
         1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."
     )
-    ocr_min_score: float = Field(
-        0.5, ge=0, le=1, description="OCR lines below this confidence are dropped."
-    )
+    ocr_min_score: float = Field(0.5, ge=0, le=1, description="OCR lines below this confidence are dropped.")
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")
@@ -262,20 +256,6 @@ class Settings(BaseSettings):
     def fingerprint(self, *parts: Any) -> str:
         """A short stable hash of the given settings parts (models are dumped to JSON first)."""
         return stable_hash(*parts)
-
-
-def stable_hash(*parts: Any) -> str:
-    """SHA-256 (16 hex chars) of a JSON rendering of ``parts``; pydantic models are dumped first."""
-
-    def render(value: Any) -> Any:
-        if isinstance(value, BaseModel):
-            return value.model_dump(mode="json")
-        if isinstance(value, Path):
-            return str(value)
-        return value
-
-    payload = json.dumps([render(p) for p in parts], sort_keys=True, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)

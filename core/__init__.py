@@ -1,0 +1,4 @@
+"""The ground floor: settings, hashing, errors and other pieces every layer may import.
+
+Nothing here imports any other vidscope layer.
+"""
