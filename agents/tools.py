@@ -216,7 +216,7 @@ def tool(
             if info is None:
                 raise TypeError(f"tool {func.__name__}: parameter {name!r} needs an Annotated description")
             fields[name] = (Annotated[base, info], default)
-        args_model = create_model(  # type: ignore[call-overload]
+        args_model = create_model(
             f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
         doc = inspect.getdoc(func)
@@ -247,7 +247,7 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     if isinstance(schema, dict):
         return {k: _clean_schema(v) for k, v in schema.items() if k != "title"}
     if isinstance(schema, list):
-        return [_clean_schema(v) for v in schema]  # type: ignore[return-value]
+        return [_clean_schema(v) for v in schema]
     return schema
 
 

@@ -25,7 +25,7 @@ from vidscope.agents.tools_dvd import (
 from vidscope.models.protocols import BackendUnavailable, Usage
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.frames import encode_jpeg
-from vidscope.tasks.onscreen_text import SAME_FRAME_DIFF, TextTracker, thumbnail
+from vidscope.tasks.ocr import SAME_FRAME_DIFF, TextTracker, thumbnail
 from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)

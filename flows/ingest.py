@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import Task, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -27,23 +27,22 @@ from vidscope.core.settings import Settings, get_settings
 from vidscope.flows.runs import publish_table
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
-from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.caption import CAPTION
+from vidscope.tasks.caption import CAPTION, caption_task
 from vidscope.tasks.decode import UndecodableVideo
-from vidscope.tasks.detect import DETECT
-from vidscope.tasks.embed import EMBED
-from vidscope.tasks.frames import FRAMES
-from vidscope.tasks.graph import GRAPH
+from vidscope.tasks.detect import DETECT, detect_task
+from vidscope.tasks.embed import EMBED, embed_task
+from vidscope.tasks.frames import FRAMES, frames_task
+from vidscope.tasks.graph import GRAPH, graph_task
 from vidscope.tasks.memory import limit_malloc_arenas
-from vidscope.tasks.onscreen_text import OCR
-from vidscope.tasks.parse import PARSE
-from vidscope.tasks.probe import PROBE, content_hash, register_video
+from vidscope.tasks.ocr import OCR, ocr_task
+from vidscope.tasks.parse import PARSE, parse_task
+from vidscope.tasks.probe import PROBE, content_hash, probe_task, register_video
 from vidscope.tasks.progress import report
-from vidscope.tasks.segment import SEGMENT
-from vidscope.tasks.speech import SPEECH
-from vidscope.tasks.stage import Stage, StageContext, StageResult, execute, ledger_rows
-from vidscope.tasks.subjects import SUBJECTS_STAGE
-from vidscope.tasks.tags import TAGS
+from vidscope.tasks.segment import SEGMENT, segment_task
+from vidscope.tasks.speech import SPEECH, speech_task
+from vidscope.tasks.stage import Stage, StageResult, ledger_rows
+from vidscope.tasks.subjects import SUBJECTS_STAGE, subjects_task
+from vidscope.tasks.tags import TAGS, tags_task
 
 #: The ingestion stages in dependency order.
 STAGES: tuple[Stage, ...] = (
@@ -60,7 +59,21 @@ STAGES: tuple[Stage, ...] = (
     TAGS,
     EMBED,
 )
-STAGES_BY_NAME = {s.name: s for s in STAGES}
+#: Each stage's Prefect task (declared beside the stage, in its tasks/ module), by stage name.
+STAGE_TASKS: dict[str, Task[[str, Path, Settings], StageResult]] = {
+    PROBE.name: probe_task,
+    SEGMENT.name: segment_task,
+    FRAMES.name: frames_task,
+    SPEECH.name: speech_task,
+    OCR.name: ocr_task,
+    DETECT.name: detect_task,
+    CAPTION.name: caption_task,
+    SUBJECTS_STAGE.name: subjects_task,
+    GRAPH.name: graph_task,
+    PARSE.name: parse_task,
+    TAGS.name: tags_task,
+    EMBED.name: embed_task,
+}
 
 #: File extensions picked up when a folder is given.
 VIDEO_EXTENSIONS = {
@@ -168,28 +181,6 @@ def hash_task(path: Path) -> str:
     return content_hash(path)
 
 
-def _run_stage(stage_name: str, video_id: str, path: Path, settings: Settings) -> StageResult:
-    store = open_store(settings)
-    record = _video_record(store, video_id)
-    ctx = StageContext(settings=settings, store=store, video=record, path=path)
-    return execute(STAGES_BY_NAME[stage_name], ctx)
-
-
-stage_task = task(
-    _run_stage,
-    name="stage",
-    cache_policy=NO_CACHE,
-    task_run_name="{stage_name} · {path.name}",
-)
-
-
-def _video_record(store: Store, video_id: str) -> VideoRecord:
-    rows = store.rows(store.videos, video_id=video_id).to_pylist()
-    if not rows:
-        raise LookupError(f"video {video_id[:12]} is not registered (probe first)")
-    return VideoRecord(**rows[0])
-
-
 # ---------------------------------------------------------------------------- flows
 
 
@@ -216,9 +207,8 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
         for dependency in (*stage.needs, *stage.reads):
             if dependency in futures and dependency not in results:
                 results[dependency] = _resolve(dependency, futures[dependency])
-        futures[stage.name] = stage_task.with_options(retries=retries, retry_delay_seconds=1).submit(
-            stage.name, video_id, path, settings
-        )
+        stage_task = STAGE_TASKS[stage.name].with_options(retries=retries, retry_delay_seconds=1)
+        futures[stage.name] = stage_task.submit(video_id, path, settings)
     for name, future in futures.items():
         if name not in results:
             results[name] = _resolve(name, future)

@@ -8,15 +8,19 @@ invented description. A clip the model fails on gets that summary too, and the f
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols import Captioner, ModelOutputError
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.frames import decode_jpeg
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 
 log = logging.getLogger(__name__)
 
@@ -192,3 +196,9 @@ CAPTION = Stage(
     reads=("frames", "speech", "ocr", "detect"),
     description="clip captions from the captioning model, or a labelled summary of the clip's signals",
 )
+
+
+@task(name="caption", cache_policy=NO_CACHE, task_run_name="caption · {path.name}")
+def caption_task(video_id: str, path: Path, settings: Settings) -> StageResult:
+    """Prefect task: the ``caption`` stage for one registered video (a no-op when it is current)."""
+    return run_stage(CAPTION, video_id, path, settings)

@@ -28,8 +28,11 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ValidationError, field_validator
 
 from vidscope.core.hashing import stable_hash
@@ -45,7 +48,7 @@ from vidscope.models.protocols import (
 )
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.frames import decode_jpeg
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 from vidscope.tasks.subjects import clip_entry
 from vidscope.tasks.tags import (
     LIGHT_VERBS,
@@ -569,7 +572,7 @@ def _chat_of(captioner: Captioner) -> ChatModel | None:
     """The chat interface of a captioning backend, if it has one."""
     inner = getattr(captioner, "chat_model", None)
     if inner is not None and callable(getattr(inner, "chat", None)):
-        return inner  # type: ignore[no-any-return]
+        return inner
     if callable(getattr(captioner, "chat", None)):
         return captioner  # type: ignore[return-value]
     return None
@@ -673,3 +676,9 @@ PARSE = Stage(
     reads=("frames", "detect"),
     description="per-window caption and scene/object/action keywords (captioning model or signals)",
 )
+
+
+@task(name="parse", cache_policy=NO_CACHE, task_run_name="parse · {path.name}")
+def parse_task(video_id: str, path: Path, settings: Settings) -> StageResult:
+    """Prefect task: the ``parse`` stage for one registered video (a no-op when it is current)."""
+    return run_stage(PARSE, video_id, path, settings)

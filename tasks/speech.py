@@ -7,9 +7,23 @@ next run tries again.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols import SpeechRecognizer
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
+from vidscope.tasks.stage import (
+    Stage,
+    StageContext,
+    StageNotApplicable,
+    StageOutcome,
+    StageResult,
+    role_config,
+    run_stage,
+)
 
 
 def _run(ctx: StageContext) -> StageOutcome:
@@ -50,3 +64,9 @@ SPEECH = Stage(
     needs=("probe",),
     description="speech to text with word timings (faster-whisper; VAD, language detection)",
 )
+
+
+@task(name="speech", cache_policy=NO_CACHE, task_run_name="speech · {path.name}")
+def speech_task(video_id: str, path: Path, settings: Settings) -> StageResult:
+    """Prefect task: the ``speech`` stage for one registered video (a no-op when it is current)."""
+    return run_stage(SPEECH, video_id, path, settings)

@@ -22,6 +22,7 @@ from typing import Any
 
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
+from vidscope.models.open_store import open_store
 from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage import Store
 from vidscope.storage.ledger import (
@@ -238,3 +239,16 @@ def execute(stage: Stage, ctx: StageContext) -> StageResult:
     return StageResult(
         stage.name, outcome.status, rows=outcome.rows, seconds=seconds, details=outcome.details
     )
+
+
+def run_stage(stage: Stage, video_id: str, path: Path, settings: Settings) -> StageResult:
+    """The body of every stage's Prefect task: run ``stage`` for a registered video.
+
+    Opens the process-wide store itself (a task may run in a Dask or Ray worker that has none yet).
+    """
+    store = open_store(settings)
+    rows = store.rows(store.videos, video_id=video_id).to_pylist()
+    if not rows:
+        raise LookupError(f"video {video_id[:12]} is not registered (probe first)")
+    ctx = StageContext(settings=settings, store=store, video=VideoRecord(**rows[0]), path=path)
+    return execute(stage, ctx)

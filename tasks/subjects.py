@@ -19,7 +19,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from pathlib import Path
 from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
@@ -34,7 +38,15 @@ from vidscope.models.protocols import (
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.spans import merge_spans
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
+from vidscope.tasks.stage import (
+    Stage,
+    StageContext,
+    StageNotApplicable,
+    StageOutcome,
+    StageResult,
+    role_config,
+    run_stage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -487,3 +499,9 @@ SUBJECTS_STAGE = Stage(
     needs=("caption",),
     description="registry of the video's subjects (who/what, looks, actions, when) from captions",
 )
+
+
+@task(name="subjects", cache_policy=NO_CACHE, task_run_name="subjects · {path.name}")
+def subjects_task(video_id: str, path: Path, settings: Settings) -> StageResult:
+    """Prefect task: the ``subjects`` stage for one registered video (a no-op when it is current)."""
+    return run_stage(SUBJECTS_STAGE, video_id, path, settings)

@@ -35,10 +35,13 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import lemminflect
 import numpy as np
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
@@ -54,7 +57,7 @@ from vidscope.models.protocols import (
 from vidscope.storage import Store
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.semantic import DIMENSIONS
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 
 log = logging.getLogger(__name__)
 
@@ -568,3 +571,9 @@ TAGS = Stage(
     needs=("parse",),
     description="scene/object/action tags mapped to the shared vocabulary; the concept index",
 )
+
+
+@task(name="tags", cache_policy=NO_CACHE, task_run_name="tags · {path.name}")
+def tags_task(video_id: str, path: Path, settings: Settings) -> StageResult:
+    """Prefect task: the ``tags`` stage for one registered video (a no-op when it is current)."""
+    return run_stage(TAGS, video_id, path, settings)

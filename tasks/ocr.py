@@ -10,16 +10,27 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
+from prefect import task
+from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols import TextLine, TextReader
 from vidscope.tasks.frames import decode_jpeg
-from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
+from vidscope.tasks.stage import (
+    Stage,
+    StageContext,
+    StageNotApplicable,
+    StageOutcome,
+    StageResult,
+    role_config,
+    run_stage,
+)
 
 READ_BATCH = 64
 #: Mean absolute difference (0–255) of 64x36 grey thumbnails under which a frame is "the same".
@@ -160,3 +171,9 @@ OCR = Stage(
     needs=("frames",),
     description="on-screen text (PP-OCR via rapidocr), merged across frames while it stays on screen",
 )
+
+
+@task(name="ocr", cache_policy=NO_CACHE, task_run_name="ocr · {path.name}")
+def ocr_task(video_id: str, path: Path, settings: Settings) -> StageResult:
+    """Prefect task: the ``ocr`` stage for one registered video (a no-op when it is current)."""
+    return run_stage(OCR, video_id, path, settings)
