@@ -22,7 +22,8 @@ measures the library's work at scale.
 
 Run: ``.venv/bin/python benchmarks/search_scale.py [--videos 100000] [--queries 30] [--windows 1]``
 (``--windows``: parsed windows per video; the full scan grows with windows, the library's look-up
-with candidate videos). ``--calibrate`` instead prints how the embedded MiniLM scores short
+with candidate videos). ``--clips 1000000`` instead measures corpus-wide clip ANN against an exact
+scan (``benchmarks/clip_ann.py``). ``--calibrate`` instead prints how the embedded MiniLM scores short
 sub-intents against matching and other captions (what the default thresholds are set from).
 """
 
@@ -269,10 +270,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "search_scale")
     parser.add_argument("--calibrate", action="store_true", help="Only the MiniLM threshold calibration.")
+    parser.add_argument(
+        "--clips",
+        type=int,
+        default=0,
+        help="Instead: corpus clip ANN vs exact at this many clips (clip_ann.py).",
+    )
     args = parser.parse_args(argv)
     if args.calibrate:
         calibrate_minilm()
         return 0
+    if args.clips:
+        from clip_ann import run as clip_ann_run  # a sibling script (benchmarks/ is not a package)
+
+        return clip_ann_run(args.clips, args.queries, args.seed, args.out.parent / "clip_ann")
 
     space = ConceptSpace(args.seed)
     embedder = SyntheticEmbedder(space)

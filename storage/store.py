@@ -367,30 +367,33 @@ class Store:
         video_id: str | None = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
+        nprobes: int = ANN_NPROBES,
+        refine_factor: int = ANN_REFINE_FACTOR,
     ) -> list[dict[str, Any]]:
         """The ``k`` rows whose vector is closest (cosine) to ``vector``, nearest first.
 
         Within one video, or under a Lance SQL filter ``where``, the search is exact: an ANN index
         with a selective filter can return fewer than ``k`` rows, so the index is bypassed and the
         matching rows are scanned (fast with the BTree index on ``video_id``). Across the corpus
-        the ANN index is used when one exists, with a refine step that re-ranks candidates by exact
-        distance.
+        the ANN index is used when one exists (``nprobes`` partitions, candidates re-ranked by exact
+        distance ``refine_factor`` x ``k`` deep), with no filter at all: rows without a vector
+        (clips not embedded yet) never match a vector query, and a ``IS NOT NULL`` prefilter made
+        Lance scan every row, which cost the index nearly all of its speed at 1M clips.
         """
         if spec.vector_column is None:
             raise ValueError(f"table {spec.name} has no vector column")
         column = spec.vector_column
         query = self.table(spec).search(list(map(float, vector)), vector_column_name=column)
         query = query.distance_type("cosine")
-        filters = [f"{column} IS NOT NULL"]
-        if video_id is not None:
-            filters.append(f"video_id = {sql_quote(video_id)}")
-        if where:
-            filters.append(f"({where})")
         if video_id is not None or where:
+            filters = [f"{column} IS NOT NULL"]
+            if video_id is not None:
+                filters.append(f"video_id = {sql_quote(video_id)}")
+            if where:
+                filters.append(f"({where})")
             query = query.where(" AND ".join(filters), prefilter=True).bypass_vector_index()
         else:
-            query = query.where(f"{column} IS NOT NULL", prefilter=True).nprobes(ANN_NPROBES)
-            query = query.refine_factor(ANN_REFINE_FACTOR)
+            query = query.nprobes(nprobes).refine_factor(refine_factor)
         if columns is not None:
             query = query.select([*columns, "_distance"])
         return query.limit(k).to_list()
@@ -443,18 +446,46 @@ class Store:
                     table.create_scalar_index(column, index_type="BTREE", replace=True)
                     actions.append(f"btree({column})")
             if spec.vector_column and spec is self.clips and rows >= ann_min_rows:
-                non_null = table.count_rows(f"{spec.vector_column} IS NOT NULL")
-                if non_null >= ann_min_rows and (spec.vector_column,) not in indexed:
-                    table.create_index(
-                        spec.vector_column,
-                        config=IvfPq(distance_type="cosine", num_partitions=max(1, int(non_null**0.5))),
-                        replace=True,
-                    )
-                    actions.append(f"ivf_pq({spec.vector_column})")
+                action = self._ann_index(table, spec.vector_column, ann_min_rows)
+                if action:
+                    actions.append(action)
             _retry_conflicts(table.optimize, f"optimize {spec.name}")
             actions.append("optimize")
             done[spec.name] = ", ".join(actions)
         return done
+
+    @staticmethod
+    def _ann_index(table: Any, column: str, min_rows: int) -> str | None:
+        """Build the corpus ANN index on ``column``, or rebuild it once the corpus has grown.
+
+        ``table.optimize()`` (run right after) adds new rows to an existing index, but its
+        partitions stay those trained on the corpus it was built for; once the vectors have doubled
+        since, the index is trained again so partitions keep their size. The index's name records
+        how many vectors it was trained on (``text_embedding_ivfpq_<n>``).
+        """
+        vectors = table.count_rows(f"{column} IS NOT NULL")
+        if vectors < min_rows:
+            return None
+        existing = next((ix for ix in table.list_indices() if list(ix.columns) == [column]), None)
+        if existing is not None:
+            trained = existing.name.rpartition("_")[2]
+            trained_on = (
+                int(trained) if trained.isdigit() else table.index_stats(existing.name).num_indexed_rows
+            )
+            if vectors < 2 * trained_on:
+                return None
+            table.drop_index(existing.name)
+        table.create_index(
+            column,
+            config=IvfPq(distance_type="cosine", num_partitions=ann_partitions(vectors)),
+            name=f"{column}_ivfpq_{vectors}",
+        )
+        return f"ivf_pq({column}, {vectors:,} vectors)" + (" rebuilt" if existing is not None else "")
+
+
+def ann_partitions(vectors: int) -> int:
+    """IVF partitions for a corpus of ``vectors``: its square root (see ``benchmarks/clip_ann.py``)."""
+    return max(1, int(vectors**0.5))
 
 
 def _retry_conflicts(write: Callable[[], T], what: str, attempts: int = 8) -> T:

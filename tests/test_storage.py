@@ -236,7 +236,7 @@ def test_per_video_search_is_exact_and_corpus_search_uses_the_ann_index(tmp_path
     rows = _random_clips(n_videos=40, per_video=100, dim=64)
     store.upsert(store.clips, rows)
     done = store.optimize(ann_min_rows=1000)
-    assert "ivf_pq(text_embedding)" in done["clips"]
+    assert "ivf_pq(text_embedding, 4,000 vectors)" in done["clips"]
     assert "text_embedding" in {c for ix in store.table(store.clips).list_indices() for c in ix.columns}
 
     matrix = np.array([r["text_embedding"] for r in rows])
@@ -252,3 +252,24 @@ def test_per_video_search_is_exact_and_corpus_search_uses_the_ann_index(tmp_path
         order = [i for i in np.argsort(-(matrix @ query)) if rows[i]["video_id"] == "v007"][:16]
         assert [r["clip_index"] for r in mine] == [rows[i]["clip_index"] for i in order]
     assert np.mean(recalls) >= 0.9, recalls
+
+
+def test_corpus_ann_skips_clips_without_vectors_and_is_retrained_when_the_corpus_doubles(tmp_path) -> None:
+    store = Store(tmp_path / "data", text_dim=64)
+    rows = _random_clips(n_videos=20, per_video=100, dim=64)
+    for row in rows[::5]:
+        row["text_embedding"] = None  # clips not embedded yet
+    store.upsert(store.clips, rows)
+    assert "ivf_pq(text_embedding, 1,600 vectors)" in store.optimize(ann_min_rows=1000)["clips"]
+    query = next(r["text_embedding"] for r in rows if r["text_embedding"] is not None)
+    found = store.nearest(store.clips, query, 50, columns=["video_id", "clip_index"])
+    unembedded = {(r["video_id"], r["clip_index"]) for r in rows[::5]}
+    assert len(found) == 50 and not unembedded & {(r["video_id"], r["clip_index"]) for r in found}
+
+    # A little growth is added to the existing index; doubling the vectors retrains it.
+    store.upsert(store.clips, _random_clips(n_videos=25, per_video=100, dim=64, seed=3)[2000:])
+    assert "ivf_pq" not in store.optimize(ann_min_rows=1000)["clips"]
+    store.upsert(store.clips, _random_clips(n_videos=40, per_video=100, dim=64, seed=4)[2500:])
+    assert "ivf_pq(text_embedding, 3,600 vectors) rebuilt" in store.optimize(ann_min_rows=1000)["clips"]
+    names = [ix.name for ix in store.table(store.clips).list_indices() if ix.columns == ["text_embedding"]]
+    assert names == ["text_embedding_ivfpq_3600"]

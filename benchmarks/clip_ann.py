@@ -1,0 +1,169 @@
+"""Corpus-wide clip ANN at scale: ``Store.nearest`` (IVF-PQ + refine) against an exact scan.
+
+Writes ``--clips`` synthetic clip rows (384-d, MiniLM's size) into a real
+:class:`~vidscope.storage.Store` under ``benchmarks/out/clip_ann`` (gitignored), builds the index the
+way ingestion does (``Store.optimize``), then for ``--queries`` queries prints, side by side in one
+run, the latency of the exact scan and of the ANN search and the ANN's recall@16 against the exact
+top 16, for the default probe/refine settings and a sweep of others (what the defaults are chosen
+from). Every query runs the exact scan right before the ANN search, so both see the same load.
+
+The vectors are **synthetic**: clustered (``clips / 400`` centres, each clip a centre plus noise, one
+in ten clips without a vector, like clips not yet embedded) and queries are noisy copies of stored
+vectors. Real caption embeddings cluster too, but recall here says nothing about embedding quality;
+it measures what the index loses against an exact search of the same vectors.
+
+Run: ``.venv/bin/python benchmarks/search_scale.py --clips 1000000`` (or this file directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from vidscope.storage.store import ANN_NPROBES, ANN_REFINE_FACTOR, Store
+
+DIM = 384
+TOP_K = 16
+#: Clips written per Lance commit while generating.
+BATCH = 100_000
+#: (nprobes, refine_factor) pairs measured beside the defaults.
+SWEEP = ((16, 20), (32, 10), (32, 20), (32, 50), (64, 20), (64, 50))
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def generate(store: Store, clips: int, seed: int) -> np.ndarray:
+    """Write ``clips`` rows (10 % without a vector); returns the centres the vectors came from."""
+    rng = np.random.default_rng(seed)
+    centres = _unit(rng.normal(size=(max(1, clips // 400), DIM))).astype(np.float32)
+    table = store.table(store.clips)
+    vector_type = store.clips.schema.field("text_embedding").type
+    written = 0
+    while written < clips:
+        n = min(BATCH, clips - written)
+        owners = rng.integers(0, len(centres), size=n)
+        vectors = _unit(centres[owners] + rng.normal(scale=0.06, size=(n, DIM)).astype(np.float32))
+        index = np.arange(written, written + n)
+        embedded = index % 10 != 0
+        flat = pa.array(vectors.astype(np.float32).ravel())
+        column = pa.FixedSizeListArray.from_arrays(flat, DIM, mask=pa.array(~embedded))
+        clip_index = (index % 720).astype(np.int32)  # an hour of 5 s clips per video
+        columns = {
+            "video_id": pa.array([f"v{i // 720:07d}" for i in index]),
+            "clip_index": pa.array(clip_index),
+            "start": pa.array(clip_index * 5.0),
+            "end": pa.array(clip_index * 5.0 + 5.0),
+            "text_embedding": column.cast(vector_type),
+            "embed_model": pa.array(["synthetic"] * n),
+        }
+        schema = store.clips.schema
+        rows = pa.table(
+            [columns.get(f.name, pa.nulls(n, type=f.type)).cast(f.type) for f in schema], schema=schema
+        )
+        table.add(rows)
+        written += n
+        print(f"\r  {written:,} clips written", end="", flush=True)
+    print()
+    return centres
+
+
+def exact(store: Store, vector: np.ndarray) -> tuple[float, list[tuple[str, int]]]:
+    """Seconds and ids of the exact top ``TOP_K`` (the index bypassed: a flat scan)."""
+    started = time.perf_counter()
+    rows = (
+        store.table(store.clips)
+        .search(vector.tolist(), vector_column_name="text_embedding")
+        .distance_type("cosine")
+        .bypass_vector_index()
+        .select(["video_id", "clip_index", "_distance"])
+        .limit(TOP_K)
+        .to_list()
+    )
+    return time.perf_counter() - started, [(r["video_id"], r["clip_index"]) for r in rows]
+
+
+def ann(store: Store, vector: np.ndarray, nprobes: int, refine: int) -> tuple[float, list[tuple[str, int]]]:
+    """Seconds and ids of ``Store.nearest`` across the corpus with these index settings."""
+    started = time.perf_counter()
+    rows = store.nearest(
+        store.clips,
+        vector.tolist(),
+        TOP_K,
+        columns=["video_id", "clip_index"],
+        nprobes=nprobes,
+        refine_factor=refine,
+    )
+    return time.perf_counter() - started, [(r["video_id"], r["clip_index"]) for r in rows]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clips", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "clip_ann")
+    parser.add_argument("--reuse", action="store_true", help="Keep an existing store of this size.")
+    args = parser.parse_args(argv)
+    return run(args.clips, args.queries, args.seed, args.out, reuse=args.reuse)
+
+
+def run(clips: int, queries: int, seed: int, out: Path, *, reuse: bool = False) -> int:
+    """Generate (or reuse), index, and print exact vs ANN latency and recall@16."""
+    print(f"clip ANN: {clips:,} synthetic clips, {DIM}-d clustered vectors, in {out}")
+    store = Store(out, text_dim=DIM) if reuse and out.exists() else None
+    if store is None or store.count(store.clips) != clips:
+        shutil.rmtree(out, ignore_errors=True)
+        store = Store(out, text_dim=DIM)
+        started = time.perf_counter()
+        generate(store, clips, seed)
+        print(f"  written in {time.perf_counter() - started:.0f} s")
+    started = time.perf_counter()
+    done = store.optimize()
+    print(f"  optimize: {done.get('clips', 'nothing')} in {time.perf_counter() - started:.0f} s")
+
+    rng = np.random.default_rng(seed + 1)
+    stored = store.table(store.clips).search().select(["text_embedding"]).limit(50_000).to_arrow()
+    pool = [v for v in stored.column("text_embedding").to_pylist() if v is not None]
+    picks = rng.choice(len(pool), size=queries, replace=False)
+    vectors = _unit(np.asarray([pool[i] for i in picks]) + rng.normal(scale=0.03, size=(queries, DIM)))
+    exact(store, vectors[0])  # warm the files and caches of both paths once
+    ann(store, vectors[0], ANN_NPROBES, ANN_REFINE_FACTOR)
+
+    print(f"\n{queries} queries, top {TOP_K}; exact = flat scan of every vector (index bypassed)")
+    print(f"{'nprobes':>8}{'refine':>8}{'exact ms':>10}{'ANN ms':>9}{'exact/ANN':>11}{'recall@16':>11}")
+    settings = [
+        (ANN_NPROBES, ANN_REFINE_FACTOR),
+        *(s for s in SWEEP if s != (ANN_NPROBES, ANN_REFINE_FACTOR)),
+    ]
+    for nprobes, refine in settings:
+        exact_s, ann_s, recalls = [], [], []
+        for vector in vectors:
+            seconds, truth = exact(store, vector)
+            exact_s.append(seconds)
+            seconds, found = ann(store, vector, nprobes, refine)
+            ann_s.append(seconds)
+            recalls.append(len(set(truth) & set(found)) / len(truth))
+        ratio = statistics.median(e / a for e, a in zip(exact_s, ann_s, strict=True))
+        label = " (default)" if (nprobes, refine) == (ANN_NPROBES, ANN_REFINE_FACTOR) else ""
+        print(
+            f"{nprobes:>8}{refine:>8}{statistics.median(exact_s) * 1000:>10.1f}"
+            f"{statistics.median(ann_s) * 1000:>9.1f}{ratio:>10.1f}x{statistics.mean(recalls):>11.3f}{label}"
+        )
+    print(
+        "\nms = median per query; exact/ANN = median of the per-query ratios; recall = mean overlap of top 16"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
