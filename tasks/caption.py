@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from vidscope.core.images import decode_jpeg
 from vidscope.models import registry
 from vidscope.models.protocols import Captioner, ModelOutputError
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 
 log = logging.getLogger(__name__)

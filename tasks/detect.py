@@ -11,9 +11,9 @@ import threading
 import weakref
 from typing import Any
 
+from vidscope.core.images import decode_jpeg
 from vidscope.models import registry
 from vidscope.models.protocols import ObjectDetector
-from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 CHUNK = 32

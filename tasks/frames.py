@@ -8,30 +8,13 @@ duplicates.
 
 from __future__ import annotations
 
-import io
-
-import numpy as np
-from PIL import Image
-
+from vidscope.core.images import encode_jpeg
 from vidscope.storage.schema import sql_quote
 from vidscope.tasks.decode import sample_frames
 from vidscope.tasks.segment import clip_bounds, clip_index_at
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome
 
 WRITE_BATCH = 128
-
-
-def encode_jpeg(image: np.ndarray, quality: int) -> bytes:
-    """JPEG bytes of an RGB uint8 image."""
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
-
-
-def decode_jpeg(data: bytes) -> np.ndarray:
-    """An RGB uint8 image from JPEG bytes."""
-    with Image.open(io.BytesIO(data)) as image:
-        return np.asarray(image.convert("RGB"))
 
 
 def _run(ctx: StageContext) -> StageOutcome:

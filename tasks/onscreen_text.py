@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols import TextLine, TextReader
-from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 READ_BATCH = 64
