@@ -15,9 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from vidscope.agents import prompts
+from vidscope.agents.evidence import ClipHit, ClipSearchResult
 from vidscope.agents.runtime import Answer, Evidence, StepCallback, TraceStep, UsageTotals
 from vidscope.agents.tools import ToolContext, execute_tool
-from vidscope.agents.tools_dvd import ClipHit, ClipSearchResult, fmt_time, tokens
+from vidscope.core.lexicon import keywords
+from vidscope.core.timecodes import fmt_time
 
 #: Clips reported as evidence (and used to rank options).
 EVIDENCE_CLIPS = 3
@@ -62,10 +64,10 @@ def rank_options(
     similarity = opt_vecs @ ev_vecs.T  # rows are L2-normalised: cosine
     top = max(hit.score for hit in evidence) or 1.0
     relevance = np.array([0.5 + 0.5 * hit.score / top for hit in evidence])
-    ev_tokens = [set(tokens(t)) for t in texts]
+    ev_tokens = [set(keywords(t)) for t in texts]
     scores, best = [], []
     for i, option in enumerate(options):
-        opt_tokens = set(tokens(option))
+        opt_tokens = set(keywords(option))
         overlap = np.array(
             [len(opt_tokens & et) / len(opt_tokens) if opt_tokens else 0.0 for et in ev_tokens]
         )

@@ -36,31 +36,30 @@ from pydantic import BaseModel, Field
 
 from vidscope.agents.mavis_plan import (
     PLANNER_SYSTEM,
+    ConceptSnapshot,
     Plan,
-    Vocabulary,
     make_plan,
     parse_plan,
     plan_with_chat,
     plan_with_rules,
 )
+from vidscope.core.lexicon import DIMENSIONS, canonical_form
 from vidscope.core.settings import SearchSettings
 from vidscope.models.protocols import ChatModel, ImageTextEmbedder, TextEmbedder
 from vidscope.storage.schema import sql_quote
-from vidscope.storage.semantic import DIMENSIONS
-from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "FUSIONS",
     "PLANNER_SYSTEM",
+    "ConceptSnapshot",
     "DroppedVideo",
     "Library",
     "LibraryEmpty",
     "Plan",
     "SearchHit",
     "SearchResult",
-    "Vocabulary",
     "ensure_library",
     "fuse",
     "make_plan",
@@ -293,7 +292,7 @@ class DimensionAgent:
 def build_agents(
     plan: Plan,
     *,
-    vocabulary: Vocabulary,
+    vocabulary: ConceptSnapshot,
     embedder: TextEmbedder,
     concepts_per_intent: int,
     concept_min_similarity: float | None = None,
@@ -495,7 +494,7 @@ def search_library(
     ensure_library(store)
     library = Library(store)
     embedder = MemoEmbedder(embedder)
-    vocabulary = Vocabulary.from_store(store)
+    vocabulary = ConceptSnapshot.from_store(store)
     plan = make_plan(query, vocabulary=vocabulary, embedder=embedder, chat=chat)
     plan.query = query
     notes = list(plan.notes)

@@ -16,16 +16,13 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import Field
 
+from vidscope.agents.evidence import inspection_times, sample_evenly
 from vidscope.agents.tools import ToolContext, ToolError
-from vidscope.agents.tools_dvd import (
-    inspection_times,
-    sample_evenly,
-)
+from vidscope.core.images import decode_jpeg
 from vidscope.models import registry
 from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.decode import frames_at
-from vidscope.tasks.frames import decode_jpeg
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import AgentSettings, Settings
 from vidscope.models.protocols import ChatModel, TextEmbedder, ToolSpec, Usage
 from vidscope.storage.files import managed_dir
-from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 from vidscope.storage.videos import VideoRecord
 
@@ -89,15 +88,15 @@ class ToolContext:
     def video(self, video_id: str) -> VideoRecord:
         """The ``videos`` row of ``video_id``; a :class:`ToolError` naming known ids if absent."""
         if video_id not in self._videos:
-            rows = self.store.rows(self.store.videos, where=f"video_id = {sql_quote(video_id)}").to_pylist()
-            if not rows:
+            record = self.store.video_record(video_id)
+            if record is None:
                 known = (
                     self.store.rows(self.store.videos, columns=["video_id"]).column("video_id").to_pylist()
                 )
                 raise ToolError(
                     f"unknown video_id {video_id!r}; known videos: {', '.join(known[:10]) or 'none'}"
                 )
-            self._videos[video_id] = VideoRecord(**rows[0])
+            self._videos[video_id] = record
         return self._videos[video_id]
 
     def model_fingerprint(self, *, chat: bool, embedder: bool, roles: Sequence[str] = ()) -> str:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.evidence import ask_about_frames, sample_evenly
 from vidscope.agents.grounding import CurveInterval, interval_from_curve, refine_edge, smooth
 from vidscope.agents.perception import (
     TimeRange,
@@ -18,15 +19,11 @@ from vidscope.agents.perception import (
     range_frames,
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
-from vidscope.agents.tools_dvd import (
-    ask_about_frames,
-    sample_evenly,
-)
+from vidscope.core.images import encode_jpeg
+from vidscope.core.lexicon import canonical_form
 from vidscope.models.protocols import BackendUnavailable, Usage
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.frames import encode_jpeg
 from vidscope.tasks.ocr import SAME_FRAME_DIFF, TextTracker, thumbnail
-from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +109,8 @@ def _detected_frames(
             found = detector.detect(frames.images, prompts=prompts_ if open_vocabulary and prompts_ else None)
         except (ValueError, BackendUnavailable) as exc:
             raise ToolError(f"object detection failed: {exc}") from exc
-        per_frame = [[(d.label, tuple(d.box)) for d in dets] for dets in found]
-        return f"detector {detector.name} on {frames.source}", frames.times, per_frame
+        detected = [[(d.label, tuple(d.box)) for d in dets] for dets in found]
+        return f"detector {detector.name} on {frames.source}", frames.times, detected
     store = ctx.store
     if store.count(store.detections, record.video_id) == 0:
         raise ToolError(
@@ -194,14 +191,14 @@ def object_detect(
         )
     summaries.sort(key=lambda s: (-s.frames_seen, s.label))
     with_objects = [i for i, c in enumerate(counts) if c]
-    shown = [with_objects[i] for i in sample_evenly(len(with_objects), DETECT_SHOWN_FRAMES)]
+    shown_frames = [with_objects[i] for i in sample_evenly(len(with_objects), DETECT_SHOWN_FRAMES)]
     return ObjectDetectResult(
         video_id=video_id,
         time_range=[start, end],
         source=source,
         frames_checked=len(times),
         objects=summaries,
-        frames=[FrameObjects(t=round(times[i], 2), counts=counts[i], boxes=boxes[i]) for i in shown],
+        frames=[FrameObjects(t=round(times[i], 2), counts=counts[i], boxes=boxes[i]) for i in shown_frames],
         not_found=[o for o in wanted if o not in labels],
     )
 

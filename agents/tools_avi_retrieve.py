@@ -10,20 +10,16 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from vidscope.agents import prompts
+from vidscope.agents.evidence import ClipSearchResult, load_clips, search_clips
+from vidscope.agents.graph_importance import load_graph, node_importance
 from vidscope.agents.perception import (
     checked_range,
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
-from vidscope.agents.tools_dvd import (
-    ClipSearchResult,
-    fmt_time,
-    load_clips,
-    search_clips,
-    tokens,
-)
+from vidscope.core.lexicon import keywords
+from vidscope.core.timecodes import fmt_time
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols import ChatMessage, Usage
-from vidscope.tasks.graph_metrics import load_graph, node_importance
 
 log = logging.getLogger(__name__)
 
@@ -370,11 +366,11 @@ def graph_retrieve(
     vector = np.asarray(ctx.embedder().embed([entity_query])[0], dtype=np.float64)
     importance = node_importance(nodes, edges, ctx.store.count(ctx.store.clips, video_id), vector)
     by_id = {n["node_id"]: n for n in nodes}
-    words = set(tokens(entity_query))
+    words = set(keywords(entity_query))
 
     def match(node: dict[str, Any]) -> float:
         names = [node["name"], *(node.get("aliases") or [])]
-        lexical = max(len(words & set(tokens(n))) / max(1, len(words)) for n in names)
+        lexical = max(len(words & set(keywords(n))) / max(1, len(words)) for n in names)
         semantic = _cosine(
             vector,
             None

@@ -27,8 +27,9 @@ from vidscope.agents.avi import avi_registries, run_avi_agent
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext
-from vidscope.agents.tools_dvd import dvd_registry, fmt_time
+from vidscope.agents.tools_dvd import dvd_registry
 from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.models import registry
 from vidscope.models.open_store import open_store

@@ -229,11 +229,11 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
 
 def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) -> None:
     """Register the video (probe) so every stage has its record; keep its path current."""
-    existing = store.rows(store.videos, video_id=video_id).to_pylist()
+    existing = store.video_record(video_id)
     probe_row = ledger_rows(store, video_id).get("probe")
-    if not existing or probe_row is None:
+    if existing is None or probe_row is None:
         register_video(store, settings, path, video_id)
-    elif existing[0]["path"] != str(path.resolve()):
+    elif existing.path != str(path.resolve()):
         # Same content at a new place (renamed, moved, copied): remember where it is now.
         store.update_columns(
             store.videos,

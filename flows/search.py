@@ -22,8 +22,8 @@ from vidscope.agents.mavis import (
     ensure_library,
     search_library,
 )
-from vidscope.agents.tools_dvd import fmt_time
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
+from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.models import registry
 from vidscope.models.open_store import open_store

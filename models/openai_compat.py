@@ -136,8 +136,11 @@ def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def prepare_jpeg(data: bytes, max_side: int) -> bytes:
     """JPEG bytes whose longer side is at most ``max_side`` (re-encoded only when needed)."""
+    # PIL is imported when the first image is sent: text-only use never pays for it.
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
+
+    from vidscope.core.images import encode_jpeg
 
     try:
         with PILImage.open(io.BytesIO(data)) as img:
@@ -149,29 +152,17 @@ def prepare_jpeg(data: bytes, max_side: int) -> bytes:
             rgb = img.convert("RGB")
     except (UnidentifiedImageError, OSError) as exc:
         raise ValueError(f"an image attached to a chat message cannot be decoded: {exc}") from exc
-    return encode_jpeg(rgb, max_side)
-
-
-def encode_jpeg(img: Any, max_side: int, quality: int = 90) -> bytes:
-    """Encode a PIL image (downscaled to ``max_side``) as JPEG."""
-    from PIL import Image as PILImage
-
-    if max(img.size) > max_side:
-        img = img.copy()
-        img.thumbnail((max_side, max_side), PILImage.Resampling.BICUBIC)
-    buf = io.BytesIO()
-    img.save(buf, "JPEG", quality=quality)
-    return buf.getvalue()
+    return encode_jpeg(rgb, max_side=max_side)
 
 
 def frame_to_jpeg(frame: Image, max_side: int) -> bytes:
     """An RGB uint8 frame (H, W, 3) as JPEG bytes, downscaled to ``max_side``."""
-    from PIL import Image as PILImage
+    from vidscope.core.images import encode_jpeg
 
     array = np.asarray(frame)
     if array.ndim != 3 or array.shape[2] != 3:
         raise ValueError(f"frames must be RGB arrays of shape (H, W, 3), got {array.shape}")
-    return encode_jpeg(PILImage.fromarray(array.astype(np.uint8, copy=False)), max_side)
+    return encode_jpeg(array.astype(np.uint8, copy=False), max_side=max_side)
 
 
 def _data_url(jpeg: bytes) -> str:

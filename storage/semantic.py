@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from vidscope.core.lexicon import DIMENSIONS
 from vidscope.storage.schema import TableSpec, vector_type, versioned
 
-#: The three sub-libraries.
-DIMENSIONS = ("scene", "object", "action")
+# DIMENSIONS is defined with the lexicon (canonical forms depend on it) and named here too:
+# the sub-libraries are the `dimension` column of these tables.
+__all__ = ["CONCEPT_INDEX", "DIMENSIONS", "concepts_spec", "video_parses_spec"]
 
 
 def video_parses_spec(text_dim: int) -> TableSpec:

@@ -40,7 +40,7 @@ from vidscope.storage.semantic import CONCEPT_INDEX, concepts_spec, video_parses
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.storage.transcripts import TRANSCRIPT_SEGMENTS
 from vidscope.storage.usage import USAGE_SPECS
-from vidscope.storage.videos import VIDEOS
+from vidscope.storage.videos import VIDEOS, VideoRecord
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +316,11 @@ class Store:
         if sort_keys and result.num_rows:
             result = result.sort_by([(k, "ascending") for k in sort_keys])
         return result
+
+    def video_record(self, video_id: str) -> VideoRecord | None:
+        """The ``videos`` row of ``video_id`` as a record; ``None`` when it is not registered."""
+        rows = self.rows(self.videos, video_id=video_id).to_pylist()
+        return VideoRecord(**rows[0]) if rows else None
 
     def rows_of_videos(
         self,

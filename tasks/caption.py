@@ -15,11 +15,11 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols import Captioner, ModelOutputError
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 
 log = logging.getLogger(__name__)

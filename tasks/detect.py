@@ -15,10 +15,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols import ObjectDetector
-from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import (
     Stage,
     StageContext,

@@ -8,14 +8,12 @@ duplicates.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.images import encode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.storage.schema import sql_quote
 from vidscope.tasks.decode import sample_frames
@@ -23,19 +21,6 @@ from vidscope.tasks.segment import clip_bounds, clip_index_at
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, run_stage
 
 WRITE_BATCH = 128
-
-
-def encode_jpeg(image: np.ndarray, quality: int) -> bytes:
-    """JPEG bytes of an RGB uint8 image."""
-    buffer = io.BytesIO()
-    Image.fromarray(image).save(buffer, format="JPEG", quality=quality)
-    return buffer.getvalue()
-
-
-def decode_jpeg(data: bytes) -> np.ndarray:
-    """An RGB uint8 image from JPEG bytes."""
-    with Image.open(io.BytesIO(data)) as image:
-        return np.asarray(image.convert("RGB"))
 
 
 def _run(ctx: StageContext) -> StageOutcome:

@@ -19,7 +19,7 @@
    ("left hand" / "right hand": close embeddings, different things), are merged when their kinds
    agree. One entity is one node, its spans the union of the clips that mention it.
 4. *Tables.* Nodes, edges (same relation in touching intervals joined), node↔clip mentions and
-   super-nodes (:mod:`vidscope.tasks.graph_metrics`) replace the video's rows atomically per table.
+   super-nodes (:mod:`vidscope.tasks.graph_supernodes`) replace the video's rows atomically per table.
 
 Without a chat model the stage does not apply and the video's graph rows are cleared.
 """
@@ -51,7 +51,7 @@ from vidscope.models.protocols import (
 )
 from vidscope.storage import Store
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
-from vidscope.tasks import graph_metrics
+from vidscope.tasks import graph_supernodes
 from vidscope.tasks.spans import ADJACENT_GAP_S, merge_spans
 from vidscope.tasks.stage import (
     Stage,
@@ -571,7 +571,7 @@ def supernode_rows(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> 
     members mentioned in the most clips."""
     by_id = {n["node_id"]: n for n in nodes}
     rows = []
-    for index, cluster in enumerate(graph_metrics.supernodes(nodes, edges)):
+    for index, cluster in enumerate(graph_supernodes.supernodes(nodes, edges)):
         top = sorted(cluster["members"], key=lambda m: (-(by_id[m]["clip_count"] or 0), by_id[m]["name"]))
         rows.append(
             {

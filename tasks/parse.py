@@ -36,6 +36,20 @@ from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ValidationError, field_validator
 
 from vidscope.core.hashing import stable_hash
+from vidscope.core.images import decode_jpeg
+from vidscope.core.lexicon import (
+    LIGHT_VERBS,
+    PLACE_NOUNS,
+    SCENE_PREPOSITIONS,
+    STOP_WORDS,
+    canonical_form,
+    gerund,
+    lemmas,
+    singular,
+    tokens,
+    verb_lemma,
+    word_set,
+)
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
@@ -47,20 +61,8 @@ from vidscope.models.protocols import (
     TextEmbedder,
 )
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 from vidscope.tasks.subjects import clip_entry
-from vidscope.tasks.tags import (
-    LIGHT_VERBS,
-    STOP_WORDS,
-    canonical_form,
-    gerund,
-    lemmas,
-    singular,
-    tokens,
-    verb_lemma,
-    word_set,
-)
 
 log = logging.getLogger(__name__)
 
@@ -97,16 +99,6 @@ about ("woman", "dog", "laptop").
 - actions: up to {MAX_TAGS} short gerund phrases for what is done ("talking", "riding bicycle").
 Use lower case. Do not guess names."""
 
-#: Place words recognised as scenes in running text (the signals parse).
-SCENE_WORDS = word_set("""
-    kitchen bedroom bathroom office classroom school street road highway city town village park
-    garden yard beach sea ocean lake river forest wood mountain desert field farm stadium gym
-    restaurant cafe bar shop store supermarket market mall hospital church airport station
-    studio stage theater theatre library museum home house apartment room hall lobby corridor
-    garage parking factory warehouse lab laboratory court pool playground bridge tunnel harbor
-    port island countryside downtown campus hotel
-    """)
-_SCENE_PREPOSITIONS = word_set("in at inside outside into near")
 _DETERMINERS = word_set(
     "a an the this that these those my your his her its our their some many several two three "
     "four five six seven eight nine ten"
@@ -392,10 +384,10 @@ def _scan(text: str) -> _Found:
             before = words[i - 1] if i else ""
             before2 = words[i - 2] if i > 1 else ""
             noun = "NOUN" in reading and singular(word) not in _VAGUE_NOUNS
-            after_place_word = before in _SCENE_PREPOSITIONS or (
-                before in _DETERMINERS and before2 in _SCENE_PREPOSITIONS
+            after_place_word = before in SCENE_PREPOSITIONS or (
+                before in _DETERMINERS and before2 in SCENE_PREPOSITIONS
             )
-            if noun and (singular(word) in SCENE_WORDS or after_place_word):
+            if noun and (singular(word) in PLACE_NOUNS or after_place_word):
                 add("scene", word, position)
                 continue
             lemma = verb_lemma(word)
@@ -403,7 +395,7 @@ def _scan(text: str) -> _Found:
                 clause_start = _opens_command(words, i)
                 command = (
                     _imperative_object(words, i)
-                    if clause_start and word in reading["VERB"] and singular(word) not in SCENE_WORDS
+                    if clause_start and word in reading["VERB"] and singular(word) not in PLACE_NOUNS
                     else None
                 )
                 if command is not None:

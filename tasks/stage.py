@@ -247,8 +247,8 @@ def run_stage(stage: Stage, video_id: str, path: Path, settings: Settings) -> St
     Opens the process-wide store itself (a task may run in a Dask or Ray worker that has none yet).
     """
     store = open_store(settings)
-    rows = store.rows(store.videos, video_id=video_id).to_pylist()
-    if not rows:
+    record = store.video_record(video_id)
+    if record is None:
         raise LookupError(f"video {video_id[:12]} is not registered (probe first)")
-    ctx = StageContext(settings=settings, store=store, video=VideoRecord(**rows[0]), path=path)
+    ctx = StageContext(settings=settings, store=store, video=record, path=path)
     return execute(stage, ctx)

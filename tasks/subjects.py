@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -26,6 +25,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.hashing import stable_hash
+from vidscope.core.lexicon import ARTICLES, tokens
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
@@ -64,8 +64,6 @@ WORD_SIMILARITY = 0.8
 #: Skipped windows listed in the ledger details.
 MAX_REPORTED_ERRORS = 10
 
-_ARTICLES = frozenset({"a", "an", "the"})
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 SYSTEM_PROMPT = """\
 You keep a registry of the subjects of a video (people, animals, vehicles, and objects that \
@@ -96,7 +94,7 @@ as "the man in the red jacket". Keep the registry's name unless you learn a prop
 
 def name_words(name: str) -> tuple[str, ...]:
     """A name's lower-case words without articles: "The man in red" -> ("man", "in", "red")."""
-    return tuple(w for w in _WORD.findall(name.lower()) if w not in _ARTICLES)
+    return tuple(w for w in tokens(name, any_script=True) if w not in ARTICLES)
 
 
 def _similar_word(a: str, b: str) -> bool:

@@ -4,9 +4,9 @@ The ``parse`` stage leaves per window of a video free-form scene, object and act
 stage maps each one to a *concept* of the library-wide vocabulary (the ``concepts`` table) and
 writes the video's rows of the inverted index (``concept_index``):
 
-1. **Canonical form** (:func:`canonical_form`): lower case, stop-words dropped, nouns singular
-   ("dogs" -> "dog"), the verb of an action as a gerund ("runs"/"ran"/"run" -> "running"). Word
-   forms come from ``lemminflect``'s bundled English lexicon (no download, no model).
+1. **Canonical form** (:func:`vidscope.core.lexicon.canonical_form`): lower case, stop-words
+   dropped, nouns singular ("dogs" -> "dog"), the verb of an action as a gerund
+   ("runs"/"ran"/"run" -> "running").
 2. **Known form**: a canonical form that is a concept or one of its aliases maps to it.
 3. **Synonym merge**: an unknown form is embedded with the text embedder and compared (cosine) with
    the concepts of the same dimension. At or above :data:`MERGE_THRESHOLD` it becomes an alias of
@@ -29,21 +29,19 @@ the concept itself, so it stays correct; the vocabulary just holds one more conc
 
 from __future__ import annotations
 
-import functools
 import logging
-import re
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lemminflect
 import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.hashing import stable_hash
+from vidscope.core.lexicon import DIMENSIONS, canonical_form
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
@@ -56,7 +54,6 @@ from vidscope.models.protocols import (
 )
 from vidscope.storage import Store
 from vidscope.storage.schema import sql_quote
-from vidscope.storage.semantic import DIMENSIONS
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 
 log = logging.getLogger(__name__)
@@ -67,41 +64,11 @@ MERGE_THRESHOLD = 0.80
 CONFIRM_THRESHOLD = 0.70
 #: Chat confirmations per stage run; beyond it the embedding rule decides (keeps ingestion bounded).
 MAX_CONFIRMATIONS = 48
-#: Words kept of a canonical concept ("man riding red bicycle" is already long).
-MAX_CONCEPT_WORDS = 4
 #: Times a dimension's forms are mapped again when another process changed the vocabulary meanwhile.
 VOCABULARY_ATTEMPTS = 3
 #: Bump when canonicalisation or merging changes, so the stage re-runs.
 NORMALISER_VERSION = 1
 
-
-def word_set(text: str) -> frozenset[str]:
-    """The whitespace-separated words of ``text`` as a set (keeps long word lists readable)."""
-    return frozenset(text.split())
-
-
-STOP_WORDS = word_set("""
-    a an the this that these those some any each every all both either neither no none another other
-    such own same so than too very just only also even still then now here there where when while
-    i me my mine myself we us our ours you your yours he him his she her hers it its they them their
-    theirs one ones someone something anything everything nothing somebody anybody everybody
-    who whom whose which what whatever
-    am is are was were be been being have has had having do does did doing done
-    will would shall should can could may might must ought
-    and or but nor if because as of at by for with about against between into through during before
-    after above below to from up down in out on off over under again further once onto upon within
-    without near inside outside across around along toward towards behind beside beyond among via
-    not don't doesn't didn't isn't aren't wasn't weren't can't won't let's it's that's there's
-    oh ok okay yes yeah hey hi hello please thanks thank uh um well like really actually maybe
-    """)
-
-#: Verbs too general to index as actions when found in running text (the signals parse).
-LIGHT_VERBS = word_set(
-    "be have do get go let know think want need mean guess say tell make seem become use try "
-    "like love hope feel come give take put keep begin start show call ask find"
-)
-
-_TOKEN = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 
 CONFIRM_PROMPT = """\
 You maintain the vocabulary of a video search index. You are shown two tags of one kind (scene, \
@@ -111,96 +78,6 @@ other. Synonyms and variants are the same ("chatting"/"talking", "sofa"/"couch",
 Related but different things are not ("dog"/"cat", "running"/"swimming", "car"/"truck", \
 "living room"/"bedroom", a thing and a part or kind of it).
 Reply with one JSON object and nothing else: {"same": true} or {"same": false}."""
-
-
-# ============================================================================ word forms
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-case word tokens of ``text`` (hyphenated words stay one token, possessives dropped)."""
-    words = _TOKEN.findall(text.lower().replace("\u2019", "'"))
-    return [w[:-2] if w.endswith("'s") else w for w in words]
-
-
-@functools.lru_cache(maxsize=65_536)
-def _lemma_items(word: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    return tuple(lemminflect.getAllLemmas(word).items())
-
-
-def lemmas(word: str) -> dict[str, tuple[str, ...]]:
-    """The lexicon's lemmas of ``word`` by part of speech (``{}`` when it does not know it)."""
-    return dict(_lemma_items(word))
-
-
-#: Plurals the lexicon lists as lemmas of their own but detectors and people use as plurals.
-_SUPPLETIVE_PLURALS = {"people": "person", "persons": "person"}
-
-
-def singular(word: str) -> str:
-    """The singular of a noun ("dogs" -> "dog", "people" -> "person"); unknown and uncountable
-    words are kept."""
-    if word in _SUPPLETIVE_PLURALS:
-        return _SUPPLETIVE_PLURALS[word]
-    nouns = lemmas(word).get("NOUN")
-    if nouns:
-        return word if word in nouns else nouns[0]
-    if not lemmas(word) and len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        guess = lemminflect.getAllLemmasOOV(word, "NOUN").get("NOUN")
-        if guess:
-            return guess[0]
-    return word
-
-
-def verb_lemma(word: str) -> str | None:
-    """The verb a word is a form of ("ran" -> "run"), or ``None`` when it has no verb reading."""
-    verbs = lemmas(word).get("VERB")
-    return verbs[0] if verbs else None
-
-
-def gerund(word: str) -> str:
-    """The -ing form of a verb form ("runs", "ran", "run" -> "running"); other words unchanged."""
-    lemma = verb_lemma(word)
-    if lemma is None:
-        return word
-    forms = lemminflect.getInflection(lemma, tag="VBG")
-    return forms[0] if forms else word
-
-
-def _action_verb_index(words: list[str]) -> int | None:
-    """Which word of an action phrase is its verb: an -ing form first, then a word that is only a
-    verb ("ran"), then an inflected verb form ("walks"), then any word with a verb reading."""
-    readings = [lemmas(w) for w in words]
-    for i, (w, r) in enumerate(zip(words, readings, strict=True)):
-        if w.endswith("ing") and "VERB" in r:
-            return i
-    for i, r in enumerate(readings):
-        if "VERB" in r and "NOUN" not in r and "ADJ" not in r:
-            return i
-    for i, (w, r) in enumerate(zip(words, readings, strict=True)):
-        if "VERB" in r and w not in r["VERB"]:
-            return i
-    return next((i for i, r in enumerate(readings) if "VERB" in r), None)
-
-
-def canonical_form(word_or_phrase: str, dimension: str) -> str:
-    """The canonical form of a tag: lower case, stop-words dropped, at most
-    :data:`MAX_CONCEPT_WORDS` words; for scenes and objects the head (last) noun singular, for
-    actions the verb as a gerund followed by its (singular) object ("walks the dogs" ->
-    "walking dog"). Returns ``""`` when nothing is left."""
-    if dimension not in DIMENSIONS:
-        raise ValueError(f"unknown dimension {dimension!r}; one of {', '.join(DIMENSIONS)}")
-    words = [w for w in tokens(word_or_phrase) if w not in STOP_WORDS and not w.isdigit()]
-    if not words:
-        return ""
-    if dimension == "action":
-        verb = _action_verb_index(words)
-        if verb is not None:
-            words = [gerund(words[verb])] + [singular(w) for w in words[verb + 1 :]]
-        else:
-            words = [*words[:-1], singular(words[-1])]
-    else:
-        words = [*words[:-1], singular(words[-1])]
-    return " ".join(words[:MAX_CONCEPT_WORDS])
 
 
 # ============================================================================ the vocabulary
@@ -258,7 +135,7 @@ def vocabulary_lock(store: Store) -> threading.Lock:
         return _locks.setdefault(str(store.data_dir), threading.Lock())
 
 
-class Vocabulary:
+class ConceptVocabulary:
     """The concepts of one dimension, loaded from the store, extended in memory, written back."""
 
     def __init__(self, store: Store, dimension: str) -> None:
@@ -369,7 +246,7 @@ def confirm_same(chat: ChatModel, dimension: str, a: str, b: str) -> bool:
 
 
 def map_forms(
-    vocabulary: Vocabulary,
+    vocabulary: ConceptVocabulary,
     forms: Sequence[str],
     embedder: TextEmbedder | None,
     chat: ChatModel | None,
@@ -516,7 +393,7 @@ def map_parses(
             forms = [form for p in parses for _, form in window_forms(p, dimension)]
             for attempt in range(1, VOCABULARY_ATTEMPTS + 1):
                 version = store.table_version(store.concepts)
-                vocabulary = Vocabulary(store, dimension)
+                vocabulary = ConceptVocabulary(store, dimension)
                 attempt_stats = MergeStats()
                 mapping = map_forms(vocabulary, forms, embedder, chat, attempt_stats)
                 # Another process extended the vocabulary meanwhile: decide again against it.

@@ -14,6 +14,7 @@ from typing import Annotated
 import pytest
 from PIL import Image
 
+from vidscope.agents.evidence import ClipSearchResult, keyword_scores, sample_evenly
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import (
     Evidence,
@@ -32,12 +33,9 @@ from vidscope.agents.tools import (
 )
 from vidscope.agents.tools_dvd import (
     BrowseResult,
-    ClipSearchResult,
     clip_search,
     dvd_registry,
     finish,
-    keyword_scores,
-    sample_evenly,
 )
 from vidscope.core.settings import Settings
 from vidscope.models import registry

@@ -15,6 +15,7 @@ import pytest
 from llm_server import ScriptedLLMServer, error, text
 from typer.testing import CliRunner
 
+from vidscope.agents.graph_importance import load_graph, node_importance
 from vidscope.cli import _overrides, app
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.models.open_store import open_store
@@ -29,13 +30,11 @@ from vidscope.tasks.graph import (
     parse_extraction,
     resolve,
 )
-from vidscope.tasks.graph_metrics import (
+from vidscope.tasks.graph_supernodes import (
     affinity_matrix,
     cluster_range,
     eigengap_k,
     laplacian_spectrum,
-    load_graph,
-    node_importance,
     supernodes,
     within_hops,
 )

@@ -21,8 +21,8 @@ from llm_server import ScriptedLLMServer, text
 from typer.testing import CliRunner
 
 from vidscope.agents.mavis import (
+    ConceptSnapshot,
     Library,
-    Vocabulary,
     fuse,
     parse_plan,
     plan_with_rules,
@@ -345,7 +345,7 @@ def test_the_concept_floor_keeps_the_best_concept_and_drops_dissimilar_ones(
     library: tuple[Store, WordEmbedder],
 ) -> None:
     store, embedder = library
-    vocabulary = Vocabulary.from_store(store)
+    vocabulary = ConceptSnapshot.from_store(store)
     # "puppy" is an alias of the concept dog (1.0); every other object concept is orthogonal (0.0).
     loose = vocabulary.nearest("object", "puppy", 3, embedder)
     assert loose[0] == ("dog", 1.0) and len(loose) == 3 and loose[1][1] == 0.0
@@ -361,18 +361,18 @@ def test_the_concept_floor_keeps_the_best_concept_and_drops_dissimilar_ones(
 
 
 def test_rule_planner_without_a_vocabulary_uses_word_shapes_and_places() -> None:
-    plan = plan_with_rules("show me a red car driving in the city at night", Vocabulary())
+    plan = plan_with_rules("show me a red car driving in the city at night", ConceptSnapshot())
     assert plan.intents == {"scene": "city and night", "object": "red car", "action": "driving"}
-    plan = plan_with_rules("a man with a dog in the park", Vocabulary())
+    plan = plan_with_rules("a man with a dog in the park", ConceptSnapshot())
     assert plan.intents == {"scene": "park", "object": "man and dog"}
     # Nothing to split: every agent gets the query, and that is noted.
-    plan = plan_with_rules("the", Vocabulary())
+    plan = plan_with_rules("the", ConceptSnapshot())
     assert set(plan.intents) == {"scene", "object", "action"} and plan.notes
 
 
 def test_rule_planner_prefers_the_library_vocabulary(library: tuple[Store, WordEmbedder]) -> None:
     store, embedder = library
-    vocabulary = Vocabulary.from_store(store)
+    vocabulary = ConceptSnapshot.from_store(store)
     # "sunbathing" is an action of the library; "living room" a scene (two words, one concept).
     plan = plan_with_rules("sunbathing people in the living room", vocabulary)
     assert plan.intents == {"scene": "living room", "object": "people", "action": "sunbathing"}

@@ -15,6 +15,8 @@ from llm_server import ScriptedLLMServer, text
 from typer.testing import CliRunner
 
 from vidscope.cli import app
+from vidscope.core.images import encode_jpeg
+from vidscope.core.lexicon import canonical_form
 from vidscope.core.settings import IngestSettings, ModelSettings, Settings
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
@@ -22,7 +24,6 @@ from vidscope.storage import Store
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.storage.ledger import STATUS_DONE, STATUS_FAILED
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.frames import encode_jpeg
 from vidscope.tasks.parse import (
     CAPTION_MAX_WORDS,
     CAPTION_MIN_WORDS,
@@ -38,9 +39,8 @@ from vidscope.tasks.stage import StageContext, execute, ledger_rows
 from vidscope.tasks.tags import (
     MERGE_THRESHOLD,
     TAGS,
+    ConceptVocabulary,
     MergeStats,
-    Vocabulary,
-    canonical_form,
     map_forms,
     map_parses,
     nearest_concepts,
@@ -164,7 +164,7 @@ def test_signals_caption_is_a_short_keyword_summary() -> None:
 
 def test_synonyms_merge_and_distinct_concepts_stay_apart(tmp_path: Path, embedder: Any) -> None:
     store = Store(tmp_path / "data")
-    vocabulary = Vocabulary(store, "action")
+    vocabulary = ConceptVocabulary(store, "action")
     forms = ["talking", "running", "chatting", "swimming", "talking"]
     mapping = map_forms(vocabulary, forms, embedder, None, stats := MergeStats())
     assert mapping == {
@@ -176,7 +176,7 @@ def test_synonyms_merge_and_distinct_concepts_stay_apart(tmp_path: Path, embedde
     assert (stats.new, stats.merged) == (3, 1)
     vocabulary.save()
 
-    objects = Vocabulary(store, "object")
+    objects = ConceptVocabulary(store, "object")
     assert map_forms(objects, ["dog", "cat", "bicycle"], embedder, None, MergeStats()) == {
         "dog": "dog",
         "cat": "cat",  # 0.66: related, not the same
@@ -185,8 +185,8 @@ def test_synonyms_merge_and_distinct_concepts_stay_apart(tmp_path: Path, embedde
     objects.save()
 
     # The stored vocabulary only grows: new tags map to existing concepts without rebuilding.
-    assert Vocabulary(store, "action").known("chatting").concept == "talking"  # type: ignore[union-attr]
-    reloaded = Vocabulary(store, "object")
+    assert ConceptVocabulary(store, "action").known("chatting").concept == "talking"  # type: ignore[union-attr]
+    reloaded = ConceptVocabulary(store, "object")
     stats = MergeStats()
     assert map_forms(reloaded, ["cat", "bike"], embedder, None, stats) == {
         "cat": "cat",
@@ -215,7 +215,7 @@ def test_chat_model_confirms_or_refuses_merges(
     settings = embedded_settings(tmp_path, chat="openai:judge", options=loopback(llm_server))
     chat = registry.load(settings, "chat")
     store = open_store(settings)
-    vocabulary = Vocabulary(store, "action")
+    vocabulary = ConceptVocabulary(store, "action")
     map_forms(vocabulary, ["talking"], embedder, chat, MergeStats())
     assert llm_server.chat_requests == []  # nothing to compare with yet
     # "chatting" (0.82) would merge on the embedding alone: the model says no, so it stays apart.
@@ -234,7 +234,7 @@ def test_chat_model_confirms_or_refuses_merges(
     # An unusable answer (after the backend's re-ask) leaves the decision to the embedding rule.
     llm_server.script([text("maybe"), text("hard to say")])
     stats = MergeStats()
-    assert map_forms(Vocabulary(store, "action"), ["conversing"], embedder, chat, stats) == {
+    assert map_forms(ConceptVocabulary(store, "action"), ["conversing"], embedder, chat, stats) == {
         "conversing": "conversing"  # nearest is chatting at 0.76: below the embedding threshold
     }
     assert stats.asked == 1 and len(stats.confirm_errors) == 1

@@ -44,6 +44,7 @@ from vidscope.agents.tools_avi_perceive import (
     matching_object,
 )
 from vidscope.agents.tools_avi_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
+from vidscope.core.images import encode_jpeg
 from vidscope.core.metrics import temporal_iou
 from vidscope.core.settings import Settings
 from vidscope.models import registry
@@ -52,7 +53,6 @@ from vidscope.models.protocols import ImageTextEmbedder
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.store import Store
 from vidscope.tasks.decode import probe, sample_frames
-from vidscope.tasks.frames import encode_jpeg
 
 COLOUR_ID = "c0" * 32
 MOVED_ID = "d0" * 32

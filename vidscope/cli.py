@@ -242,12 +242,6 @@ def _ledger_note(details_json: str | None) -> str:
     return str(details.get("reason", ""))
 
 
-def _video_record(row: dict[str, Any]):  # type: ignore[no-untyped-def]
-    from vidscope.storage.videos import VideoRecord
-
-    return VideoRecord(**row)
-
-
 @app.command()
 def show(
     video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],

@@ -119,8 +119,8 @@ def graph(
     ] = None,
 ) -> None:
     """The entity graph of a video: its most important entities, their relations, super-nodes."""
+    from vidscope.agents.graph_importance import load_graph, node_importance
     from vidscope.models import registry
-    from vidscope.tasks.graph_metrics import load_graph, node_importance
 
     store, record = _find(video)
     entity_graph = load_graph(store, record.video_id)

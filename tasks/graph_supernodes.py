@@ -1,10 +1,10 @@
-"""Measures over a video's entity graph: super-nodes (spectral clustering) and node importance.
+"""Super-nodes of a video's entity graph (spectral clustering), for the ``graph`` stage.
 
 Pure functions over graph rows as the store returns them (``graph_nodes`` / ``graph_edges`` rows as
-dicts), plus :func:`load_graph` to get a video's graph as a networkx ``MultiDiGraph``. Nothing here
-calls a model; the query embedding for :func:`node_importance` is computed by the caller.
+dicts); nothing here calls a model. The query-time measures over the same graph (node importance)
+are in :mod:`vidscope.agents.graph_importance`.
 
-Super-nodes. The affinity of two entities is ``S_ij = sim(n_i, n_j) · 1[path(n_i, n_j) ≤ 2 hops]``
+The affinity of two entities is ``S_ij = sim(n_i, n_j) · 1[path(n_i, n_j) ≤ 2 hops]``
 over the *undirected* edges, ``sim`` the cosine of their name embeddings clipped at 0 (1 when either
 has no embedding: without an embedder, structure alone decides), and ``S_ii = 1``. The number of
 clusters ``k`` is the eigengap of the normalised Laplacian ``I − D^-½ S D^-½`` searched in
@@ -15,28 +15,17 @@ groups of 5 would be forced into 3 clusters and one of them lost — and the upp
 ``n − 1`` (the gap after ``k`` needs eigenvalue ``k + 1``). A graph of fewer than 4 entities has no
 super-nodes. Clusters are found by k-means on the row-normalised first ``k`` eigenvectors (Ng–Jordan–
 Weiss) with a deterministic farthest-point start, so the same graph always gives the same result.
-
-Importance. ``w(n) = 0.4·freq + 0.3·centrality + 0.3·query_rel`` with
-``freq = clip_count / total_clips · log(1 + appearance_seconds)``,
-``centrality = 0.5·degree / max degree + 0.5·betweenness`` (distinct neighbours and normalised
-betweenness on the undirected simple graph, self-loops ignored) and ``query_rel`` the cosine of the
-node's name embedding and the query embedding (0 without a query or an embedding).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from vidscope.tasks.spans import merge_spans
-
-if TYPE_CHECKING:
-    import networkx as nx
-
-    from vidscope.storage import Store
 
 #: Eigengap search range for the number of clusters (the issue's 3–8).
 K_MIN = 3
@@ -45,8 +34,6 @@ K_MAX = 8
 MIN_SUPERNODE_SIZE = 4
 #: Two entities are related for clustering when an undirected path of at most this many edges joins them.
 MAX_HOPS = 2
-#: Importance weights: frequency, centrality, query relevance.
-W_FREQ, W_CENTRALITY, W_QUERY = 0.4, 0.3, 0.3
 _KMEANS_ITERATIONS = 100
 
 
@@ -61,7 +48,7 @@ def _unit(vector: Sequence[float] | np.ndarray | None) -> np.ndarray | None:
     return array / norm if norm > 0 else None
 
 
-def cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
+def cosine(a: Sequence[float] | np.ndarray | None, b: Sequence[float] | np.ndarray | None) -> float:
     """Cosine similarity of two vectors; 0 when either is missing or zero."""
     ua, ub = _unit(a), _unit(b)
     if ua is None or ub is None or ua.shape != ub.shape:
@@ -74,7 +61,7 @@ def row_spans(row: dict[str, Any]) -> list[tuple[float, float]]:
     return [(float(s["start"]), float(s["end"])) for s in row.get("spans") or []]
 
 
-def _undirected_pairs(node_ids: Sequence[str], edges: Iterable[dict[str, Any]]) -> set[tuple[int, int]]:
+def undirected_pairs(node_ids: Sequence[str], edges: Iterable[dict[str, Any]]) -> set[tuple[int, int]]:
     """Index pairs (i < j) joined by at least one edge, self-loops and unknown nodes ignored."""
     index = {n: i for i, n in enumerate(node_ids)}
     pairs: set[tuple[int, int]] = set()
@@ -94,7 +81,7 @@ def within_hops(node_ids: Sequence[str], edges: Iterable[dict[str, Any]], hops: 
     (the diagonal is true: a node is 0 hops from itself)."""
     n = len(node_ids)
     adjacency = np.zeros((n, n), dtype=np.int64)
-    for i, j in _undirected_pairs(node_ids, edges):
+    for i, j in undirected_pairs(node_ids, edges):
         adjacency[i, j] = adjacency[j, i] = 1
     reach = np.eye(n, dtype=bool)
     frontier = np.eye(n, dtype=np.int64)
@@ -215,92 +202,3 @@ def supernodes(nodes: Sequence[dict[str, Any]], edges: Iterable[dict[str, Any]])
         result.append({"members": members, "spans": spans})
     result.sort(key=lambda s: (s["spans"][0][0] if s["spans"] else math.inf, s["members"][0]))
     return result
-
-
-# ============================================================================ importance
-
-
-def centrality(nodes: Sequence[dict[str, Any]], edges: Iterable[dict[str, Any]]) -> dict[str, float]:
-    """``0.5 · degree / max degree + 0.5 · betweenness`` per node_id on the undirected simple graph."""
-    import networkx as nx
-
-    ids = [r["node_id"] for r in nodes]
-    graph = nx.Graph()
-    graph.add_nodes_from(ids)
-    graph.add_edges_from((ids[i], ids[j]) for i, j in _undirected_pairs(ids, edges))
-    degrees = dict(graph.degree())
-    top = max(degrees.values(), default=0)
-    betweenness = nx.betweenness_centrality(graph, normalized=True)
-    return {n: 0.5 * (degrees[n] / top if top else 0.0) + 0.5 * float(betweenness.get(n, 0.0)) for n in ids}
-
-
-def frequency(node: dict[str, Any], total_clips: int) -> float:
-    """``clips mentioning n / all clips · log(1 + appearance seconds)``."""
-    if total_clips <= 0:
-        return 0.0
-    share = float(node.get("clip_count") or 0) / total_clips
-    return share * math.log1p(max(0.0, float(node.get("appearance_seconds") or 0.0)))
-
-
-def node_importance(
-    nodes: list[dict[str, Any]],
-    edges: list[dict[str, Any]],
-    total_clips: int,
-    query_embedding: Sequence[float] | None = None,
-) -> dict[str, float]:
-    """Importance ``w(n) = 0.4·freq + 0.3·centrality + 0.3·query_rel`` of every node, by node_id.
-
-    ``nodes`` are ``graph_nodes`` rows (``node_id``, ``clip_count``, ``appearance_seconds``,
-    ``name_embedding``), ``edges`` ``graph_edges`` rows (``source``, ``target``), ``total_clips``
-    the number of clips of the video. ``query_rel`` is the cosine of the node's name embedding and
-    ``query_embedding`` (0 when either is missing). See the module docstring for each term.
-    """
-    central = centrality(nodes, edges)
-    weights = {}
-    for node in nodes:
-        query_rel = (
-            cosine(node.get("name_embedding"), query_embedding) if query_embedding is not None else 0.0
-        )
-        weights[node["node_id"]] = (
-            W_FREQ * frequency(node, total_clips)
-            + W_CENTRALITY * central[node["node_id"]]
-            + W_QUERY * query_rel
-        )
-    return weights
-
-
-# ============================================================================ loading
-
-
-def load_graph(store: Store, video_id: str) -> nx.MultiDiGraph:
-    """The stored graph of ``video_id`` as a networkx ``MultiDiGraph``.
-
-    Nodes are keyed by ``node_id`` and carry their ``graph_nodes`` row as attributes (``name``,
-    ``kind``, ``aliases``, ``attributes``, ``actions``, ``appearance``, ``spans``,
-    ``appearance_seconds``, ``clip_count``, ``name_embedding``); edges are keyed by ``edge_id`` and
-    carry ``relation``, ``t_start``, ``t_end`` and ``clip_index``. ``graph.graph`` holds
-    ``video_id`` and ``supernodes`` (the ``graph_supernodes`` rows). Empty when the video has none.
-    """
-    import networkx as nx
-
-    graph = nx.MultiDiGraph(video_id=video_id)
-    for row in store.rows(store.graph_nodes, video_id=video_id).to_pylist():
-        row.pop("video_id", None)
-        graph.add_node(row["node_id"], **row)
-    for row in store.rows(store.graph_edges, video_id=video_id).to_pylist():
-        if row["source"] not in graph or row["target"] not in graph:
-            continue
-        graph.add_edge(
-            row["source"],
-            row["target"],
-            key=row["edge_id"],
-            relation=row["relation"],
-            t_start=row["t_start"],
-            t_end=row["t_end"],
-            clip_index=row["clip_index"],
-        )
-    graph.graph["supernodes"] = [
-        {k: v for k, v in row.items() if k != "video_id"}
-        for row in store.rows(store.graph_supernodes, video_id=video_id).to_pylist()
-    ]
-    return graph

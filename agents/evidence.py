@@ -1,0 +1,175 @@
+"""Evidence from a video for the agents: clips found by a query, frames asked about.
+
+Shared by the Deep-Video-Discovery tools (:mod:`vidscope.agents.tools_dvd`), the AVI tools, the
+extractive answerer and the flows. Clip search fuses two rankings of one video's clips with
+reciprocal-rank fusion: text-embedding similarity to the query (exact, per video) and a BM25-like
+keyword score over the clip's caption, speech transcript and on-screen text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from vidscope.agents import prompts
+from vidscope.agents.tools import ToolContext, ToolError, ToolResult
+from vidscope.core.lexicon import keywords
+from vidscope.core.timecodes import fmt_time
+from vidscope.models.protocols import ChatMessage, ChatReply
+from vidscope.storage.clips import CLIP_TEXT_COLUMNS
+
+#: Reciprocal-rank-fusion constant: damps the weight of top ranks so both rankings count.
+RRF_K = 60
+
+
+# ============================================================================ clip search
+
+
+class ClipHit(BaseModel):
+    """A clip found by :func:`search_clips` (the ``clip_search`` tool's hits)."""
+
+    start: float
+    end: float
+    clip_index: int
+    score: float = Field(description="Fused relevance (reciprocal-rank fusion); higher is better.")
+    caption: str | None = None
+    speech: str | None = None
+    on_screen_text: str | None = None
+
+    def text(self) -> str:
+        """The clip's caption, speech and on-screen text in one string."""
+        return " ".join(p for p in (self.caption, self.speech, self.on_screen_text) if p)
+
+
+class ClipSearchResult(ToolResult):
+    """Clips of one video ranked by relevance to a query, returned in time order."""
+
+    video_id: str
+    query: str
+    clips: list[ClipHit]
+    searched_clips: int
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [(self.video_id, c.start, c.end) for c in self.clips]
+
+    def summary(self) -> str:
+        best = sorted(self.clips, key=lambda c: -c.score)[:3]
+        where = ", ".join(f"{fmt_time(c.start)}-{fmt_time(c.end)}" for c in best)
+        return f"{len(self.clips)} of {self.searched_clips} clips; best at {where or 'none'}"
+
+    def by_relevance(self) -> list[ClipHit]:
+        """The clips, most relevant first."""
+        return sorted(self.clips, key=lambda c: (-c.score, c.start))
+
+
+def load_clips(ctx: ToolContext, video_id: str, *, with_embeddings: bool = False) -> list[dict[str, Any]]:
+    """The clips of ``video_id`` in time order."""
+    columns = list(CLIP_TEXT_COLUMNS) + (["text_embedding"] if with_embeddings else [])
+    return ctx.store.rows(ctx.store.clips, video_id=video_id, columns=columns, order_by=["start"]).to_pylist()
+
+
+def keyword_scores(query: str, texts: list[str]) -> list[float]:
+    """BM25-like scores of ``query`` over ``texts`` (idf-weighted, length-normalised overlap)."""
+    q = set(keywords(query))
+    if not q or not texts:
+        return [0.0] * len(texts)
+    docs = [Counter(keywords(t)) for t in texts]
+    n = len(docs)
+    avg_len = max(1.0, sum(sum(d.values()) for d in docs) / n)
+    idf = {}
+    for term in q:
+        df = sum(1 for d in docs if term in d)
+        idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    scores = []
+    for doc in docs:
+        norm = 1.2 * (0.25 + 0.75 * sum(doc.values()) / avg_len)
+        scores.append(sum(idf[t] * doc[t] * 2.2 / (doc[t] + norm) for t in q if doc.get(t)))
+    return scores
+
+
+def vector_ranking(ctx: ToolContext, video_id: str, query: str, limit: int) -> list[int]:
+    """Clip indexes of ``video_id`` by text-embedding similarity to ``query`` (exact, per video)."""
+    vector = ctx.embedder().embed([query])[0]
+    store = ctx.store
+    rows = store.nearest(store.clips, vector, limit, video_id=video_id, columns=["clip_index"])
+    return [int(r["clip_index"]) for r in rows]
+
+
+def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> ClipSearchResult:
+    """Vector and keyword rankings fused (reciprocal-rank fusion); top ``top_k`` in time order."""
+    clips = load_clips(ctx, video_id)
+    if not clips:
+        raise ToolError(f"video {video_id} has no clips yet; ingest it first (vidscope ingest)")
+    texts = [" ".join(filter(None, (c["caption"], c["transcript_text"], c["ocr_text"]))) for c in clips]
+    fused: dict[int, float] = {}
+    for rank, clip_index in enumerate(vector_ranking(ctx, video_id, query, max(top_k * 4, 64))):
+        fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
+    kw = keyword_scores(query, texts)
+    by_kw = sorted((i for i, s in enumerate(kw) if s > 0), key=lambda i: (-kw[i], i))
+    for rank, i in enumerate(by_kw):
+        clip_index = int(clips[i]["clip_index"])
+        fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
+    best = sorted(fused, key=lambda k: (-fused[k], k))[:top_k]
+    by_index = {int(c["clip_index"]): c for c in clips}
+    hits = [
+        ClipHit(
+            start=float(by_index[k]["start"]),
+            end=float(by_index[k]["end"]),
+            clip_index=k,
+            score=round(fused[k] * 1000, 3),
+            caption=by_index[k]["caption"],
+            speech=by_index[k]["transcript_text"] or None,
+            on_screen_text=by_index[k]["ocr_text"] or None,
+        )
+        for k in best
+        if k in by_index
+    ]
+    hits.sort(key=lambda h: h.start)
+    return ClipSearchResult(video_id=video_id, query=query, clips=hits, searched_clips=len(clips))
+
+
+# ============================================================================ frames
+
+
+def sample_evenly(count: int, limit: int) -> list[int]:
+    """``limit`` indexes spread evenly over ``range(count)`` (all when ``count <= limit``)."""
+    if count <= limit:
+        return list(range(count))
+    return sorted({int(round(i * (count - 1) / (limit - 1))) for i in range(limit)}) if limit > 1 else [0]
+
+
+def inspection_times(ranges: list[list[float]], budget: int, fps: float) -> list[float]:
+    """Up to ``budget`` times spread over ``ranges`` in proportion to their lengths, never denser
+    than the video's own frame rate (a zero-length range gets its one instant)."""
+    times: list[float] = []
+    total = sum(b - a for a, b in ranges)
+    for a, b in ranges:
+        share = budget * (b - a) / total if total > 0 else budget / len(ranges)
+        count = max(1, min(int(round(share)), int((b - a) * fps) + 1))
+        step = (b - a) / count
+        times += [a + step * (i + 0.5) for i in range(count)]
+    return sorted(times)[:budget] if len(times) > budget else sorted(times)
+
+
+def ask_about_frames(ctx: ToolContext, question: str, jpegs: list[bytes], times: list[float]) -> ChatReply:
+    """Ask the vision-language chat model ``question`` about frames (JPEG) taken at ``times``."""
+    assert ctx.chat is not None
+    return ctx.chat.chat(
+        [
+            ChatMessage(role="system", content=prompts.INSPECT_SYSTEM),
+            ChatMessage(
+                role="user",
+                images=jpegs,
+                content=(
+                    f"Question: {question}\nThe {len(jpegs)} images are frames at these "
+                    "times (seconds): "
+                    f"{times}"
+                ),
+            ),
+        ],
+        max_tokens=ctx.config.max_tokens,
+        temperature=ctx.config.temperature,
+    )
