@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from vidscope.cli import _find, _ts, app, console, errors, settings
+from vidscope.cli.common import app, console, errors, find, settings, timestamp
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -122,7 +122,7 @@ def graph(
     from vidscope.models import registry
     from vidscope.tasks.graph_metrics import load_graph, node_importance
 
-    store, record = _find(video)
+    store, record = find(video)
     entity_graph = load_graph(store, record.video_id)
     if entity_graph.number_of_nodes() == 0:
         errors.print(
@@ -177,11 +177,14 @@ def graph(
         table.add_column(column, overflow="fold")
     for e in relations[:top]:
         table.add_row(
-            f"{_ts(e['t_start'])}–{_ts(e['t_end'])}", names[e["source"]], e["relation"], names[e["target"]]
+            f"{timestamp(e['t_start'])}–{timestamp(e['t_end'])}",
+            names[e["source"]],
+            e["relation"],
+            names[e["target"]],
         )
     console.print(table)
     for s in entity_graph.graph["supernodes"]:
-        spans = ", ".join(f"{_ts(p['start'])}–{_ts(p['end'])}" for p in s["spans"][:4])
+        spans = ", ".join(f"{timestamp(p['start'])}–{timestamp(p['end'])}" for p in s["spans"][:4])
         console.print(
             f"[bold]super-node {s['supernode_index']}[/bold] {s['label']} "
             f"({len(s['members'])} entities; {spans})"
