@@ -103,55 +103,23 @@ def _failed_clips(store: Any, video_id: str) -> int:
     return int(json.loads(row["details_json"]).get("failed_clips", 0))
 
 
-@app.command()
-def graph(
-    video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
-    top: Annotated[int, typer.Option(help="Entities and relations to list.", min=1)] = 15,
-    query: Annotated[
-        str | None, typer.Option(help="Rank entities by relevance to this text too (query_rel).")
-    ] = None,
-    export: Annotated[
-        str | None,
-        typer.Option(
-            help="Write the graph to PATH.graphml or PATH.json; the bare word 'graphml' or 'json' "
-            "writes it under <data-dir>/exports/."
-        ),
-    ] = None,
-) -> None:
-    """The entity graph of a video: its most important entities, their relations, super-nodes."""
+def _query_vector(query: str) -> list[float] | None:
+    """``query`` embedded by the configured text embedder (None, with a warning, without one)."""
     from vidscope.models import registry
-    from vidscope.tasks.graph_metrics import load_graph, node_importance
 
-    store, record = find(video)
-    entity_graph = load_graph(store, record.video_id)
-    if entity_graph.number_of_nodes() == 0:
-        errors.print(
-            f"[yellow]{record.file_name} has no entity graph:[/yellow] {_why_empty(store, record.video_id)}"
-        )
-        raise typer.Exit(1)
-    query_vector = None
-    if query:
-        embedder = registry.load(settings(), "text_embedder")
-        if embedder is None:
-            errors.print("[yellow]no text embedder configured: --query is ignored[/yellow]")
-        else:
-            query_vector = [float(x) for x in embedder.embed([query])[0]]
-    nodes = [dict(attrs) for _, attrs in entity_graph.nodes(data=True)]
-    edges = [{"source": s, "target": t, **attrs} for s, t, attrs in entity_graph.edges(data=True)]
-    importance = node_importance(
-        nodes, edges, store.count(store.clips, record.video_id), query_embedding=query_vector
-    )
-    ranked = sorted(nodes, key=lambda n: -importance[n["node_id"]])
+    embedder = registry.load(settings(), "text_embedder")
+    if embedder is None:
+        errors.print("[yellow]no text embedder configured: --query is ignored[/yellow]")
+        return None
+    return [float(x) for x in embedder.embed([query])[0]]
 
-    console.print(
-        f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  "
-        f"{len(nodes)} entities, {len(edges)} relations, "
-        f"{len(entity_graph.graph['supernodes'])} super-nodes"
-    )
+
+def _print_entities(ranked: list[dict[str, Any]], importance: dict[str, float]) -> None:
+    """The entities in ``ranked`` order with their importance, kind, clips, screen time, actions."""
     table = Table(title="top entities")
     for column in ("importance", "entity", "kind", "clips", "seen", "actions"):
         table.add_column(column, overflow="fold")
-    for n in ranked[:top]:
+    for n in ranked:
         table.add_row(
             f"{importance[n['node_id']]:.3f}",
             n["name"],
@@ -161,7 +129,12 @@ def graph(
             "; ".join((n.get("actions") or [])[:3]),
         )
     console.print(table)
-    names = {n["node_id"]: n["name"] for n in nodes}
+
+
+def _print_relations(
+    edges: list[dict[str, Any]], names: dict[str, str], importance: dict[str, float], top: int
+) -> None:
+    """The ``top`` relations: between the most important entities first, then by time."""
     relations = sorted(
         edges,
         key=lambda e: (
@@ -183,6 +156,48 @@ def graph(
             names[e["target"]],
         )
     console.print(table)
+
+
+@app.command()
+def graph(
+    video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
+    top: Annotated[int, typer.Option(help="Entities and relations to list.", min=1)] = 15,
+    query: Annotated[
+        str | None, typer.Option(help="Rank entities by relevance to this text too (query_rel).")
+    ] = None,
+    export: Annotated[
+        str | None,
+        typer.Option(
+            help="Write the graph to PATH.graphml or PATH.json; the bare word 'graphml' or 'json' "
+            "writes it under <data-dir>/exports/."
+        ),
+    ] = None,
+) -> None:
+    """The entity graph of a video: its most important entities, their relations, super-nodes."""
+    from vidscope.tasks.graph_metrics import load_graph, node_importance
+
+    store, record = find(video)
+    entity_graph = load_graph(store, record.video_id)
+    if entity_graph.number_of_nodes() == 0:
+        errors.print(
+            f"[yellow]{record.file_name} has no entity graph:[/yellow] {_why_empty(store, record.video_id)}"
+        )
+        raise typer.Exit(1)
+    query_vector = _query_vector(query) if query else None
+    nodes = [dict(attrs) for _, attrs in entity_graph.nodes(data=True)]
+    edges = [{"source": s, "target": t, **attrs} for s, t, attrs in entity_graph.edges(data=True)]
+    importance = node_importance(
+        nodes, edges, store.count(store.clips, record.video_id), query_embedding=query_vector
+    )
+    ranked = sorted(nodes, key=lambda n: -importance[n["node_id"]])
+
+    console.print(
+        f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  "
+        f"{len(nodes)} entities, {len(edges)} relations, "
+        f"{len(entity_graph.graph['supernodes'])} super-nodes"
+    )
+    _print_entities(ranked[:top], importance)
+    _print_relations(edges, {n["node_id"]: n["name"] for n in nodes}, importance, top)
     for s in entity_graph.graph["supernodes"]:
         spans = ", ".join(f"{timestamp(p['start'])}–{timestamp(p['end'])}" for p in s["spans"][:4])
         console.print(
