@@ -8,7 +8,8 @@ so in its ``note``. The flow is built for latency: no heartbeat thread per run, 
 per process by the backend registry, and tool results and model replies cached, so asking the same
 question again costs no model or tool work.
 
-``run_ask`` is the entry point the CLI calls; ``render_answer`` prints its result.
+``run_ask`` is the entry point of the CLI, the HTTP API and the MCP server; it returns an
+:class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import contextvars
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from prefect import flow
 from pydantic import BaseModel, Field
@@ -41,8 +42,6 @@ __all__ = [
     "AskResult",
     "VideoNotFound",
     "ask",
-    "render_answer",
-    "render_step",
     "run_ask",
 ]
 
@@ -255,76 +254,3 @@ def run_ask(
             return ask(record.video_id, question, options, settings, config, agent)
     finally:
         _on_step.reset(token)
-
-
-def render_step(step: TraceStep, console: Any) -> None:
-    """One live line per step (the CLI passes ``lambda s: render_step(s, console)`` as on_step)."""
-    args = ", ".join(
-        f"{k}={json.dumps(v, ensure_ascii=False)[:60]}" for k, v in step.arguments.items() if k != "video_id"
-    )
-    what = f"{step.tool}({args})" if step.tool else step.kind
-    if step.phase:
-        what = f"[{step.phase}] {what}"
-    cached = " [dim](cached)[/dim]" if step.tool_cached or step.model_cache_hit else ""
-    mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
-    console.print(f"{mark} step {step.index}: {_escape(what)} → {_escape(step.observation[:120])}{cached}")
-
-
-def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
-
-
-def render_answer(result: AskResult, console: Any, as_json: bool = False, show_trace: bool = False) -> None:
-    """Print ``result``: JSON, or the answer, choice and citations (trace with ``show_trace``)."""
-    if as_json:
-        data = result.model_dump(mode="json")
-        if not show_trace:
-            data.pop("trace")
-        console.print_json(json.dumps(data, ensure_ascii=False))
-        return
-    from rich.panel import Panel
-    from rich.table import Table
-
-    title = "extractive answer" if result.extractive else f"answer ({result.model})"
-    if result.agent == "avi":
-        title += " — AVI agent"
-    if result.forced:
-        title += " — forced at the step limit"
-    console.print(Panel(_escape(result.answer), title=title, subtitle=result.file_name))
-    if result.note:
-        console.print(f"[yellow]note:[/yellow] {_escape(result.note)}")
-    if result.choice:
-        console.print(f"[bold]Choice:[/bold] {result.choice}. {_escape(result.choice_text or '')}")
-    if result.interval:
-        i = result.interval
-        flag = "[green]verified[/green]" if i.verified else f"[red]unverified[/red] ({_escape(i.note)})"
-        console.print(
-            f"[bold]When:[/bold] {fmt_time(i.start)}–{fmt_time(i.end)}  ({i.start:.1f}–{i.end:.1f}s)  {flag}"
-        )
-    for c in result.citations:
-        flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({_escape(c.note)})"
-        console.print(f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
-    if show_trace:
-        table = Table(title="trace")
-        for column in ("#", "kind", "tool", "observation", "tokens", "s", "cached"):
-            table.add_column(column)
-        for s in result.trace:
-            cached = "tool" if s.tool_cached else ("model" if s.model_cache_hit else "")
-            table.add_row(
-                str(s.index),
-                f"{s.phase}/{s.kind}" if s.phase else s.kind,
-                s.tool or "",
-                _escape(s.observation[:100]),
-                f"{s.input_tokens}/{s.output_tokens}",
-                f"{s.latency_s:.2f}",
-                cached,
-            )
-        console.print(table)
-    u = result.usage
-    console.print(
-        f"[dim]{result.seconds:.2f}s · model calls {u.model_calls} (HTTP {u.model_http_calls}) · "
-        f"tokens {u.input_tokens}/{u.output_tokens} · tools {u.tool_calls} "
-        f"({u.tool_cache_hits} cached)[/dim]"
-    )

@@ -387,13 +387,14 @@ def test_oversized_bodies_are_refused_with_413(server: str) -> None:
 def test_cli_refuses_a_public_bind_without_a_token(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from vidscope.cli import _overrides, app
+    from vidscope.cli import app
+    from vidscope.cli.common import overrides
 
-    _overrides.clear()
+    overrides.clear()
     try:
         result = CliRunner().invoke(app, ["--data-dir", str(tmp_path), "api", "--host", "0.0.0.0"])
     finally:
-        _overrides.clear()
+        overrides.clear()
     assert result.exit_code == 2
     assert "refusing to bind 0.0.0.0 without a token" in result.output
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")

@@ -16,8 +16,9 @@ from test_agent_runtime import ANSWER_CLIP, VIDEO_ID, build_store, make_settings
 
 from vidscope.agents import prompts
 from vidscope.agents.tools import AgentConfig
+from vidscope.cli.render import render_answer, render_step
 from vidscope.core.settings import Settings
-from vidscope.flows.ask import VideoNotFound, render_answer, render_step, run_ask
+from vidscope.flows.ask import VideoNotFound, run_ask
 from vidscope.storage.store import Store
 
 QUESTION = "What is the secret code for the vault?"

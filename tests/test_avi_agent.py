@@ -305,7 +305,8 @@ def test_review_replies_are_read_leniently() -> None:
 
 
 def test_run_ask_with_agent_avi_uses_the_avi_tools_and_grounds_when(world) -> None:
-    from vidscope.flows.ask import render_answer, run_ask, trace_markdown
+    from vidscope.cli.render import render_answer
+    from vidscope.flows.ask import run_ask, trace_markdown
 
     settings, _, server = world
     server.script(
@@ -357,11 +358,12 @@ def test_ask_agent_avi_without_a_chat_model_answers_extractively_with_a_note(
 ) -> None:
     from typer.testing import CliRunner
 
-    from vidscope.cli import _overrides, app
+    from vidscope.cli import app
+    from vidscope.cli.common import overrides
 
     build_store(make_settings(tmp_path / "data"))
     monkeypatch.chdir(tmp_path)
-    _overrides.clear()
+    overrides.clear()
     try:
         runner = CliRunner()
         args = ["--data-dir", str(tmp_path / "data"), "ask", "kitchen.mp4", QUESTION, "--json"]
@@ -374,7 +376,7 @@ def test_ask_agent_avi_without_a_chat_model_answers_extractively_with_a_note(
         wrong = runner.invoke(app, [*args, "--agent", "mavis"])
         assert wrong.exit_code == 2 and "dvd" in wrong.output
     finally:
-        _overrides.clear()
+        overrides.clear()
     from vidscope.flows.ask import run_ask
 
     with pytest.raises(ValueError, match="unknown agent"):

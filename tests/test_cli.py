@@ -8,7 +8,8 @@ import pytest
 from media import text_video
 from typer.testing import CliRunner
 
-from vidscope.cli import _overrides, app
+from vidscope.cli import app
+from vidscope.cli.common import overrides
 
 runner = CliRunner()
 
@@ -16,14 +17,14 @@ runner = CliRunner()
 @pytest.fixture()
 def cli(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.chdir(tmp_path)
-    _overrides.clear()
+    overrides.clear()
 
     def invoke(*args: str):  # type: ignore[no-untyped-def]
         result = runner.invoke(app, ["--data-dir", str(tmp_path / "data"), *args])
         return result
 
     yield invoke
-    _overrides.clear()
+    overrides.clear()
 
 
 def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vidscope.cli import _overrides, app, console
+from vidscope.cli import app
+from vidscope.cli.common import console, overrides
 
 
 @pytest.mark.slow
@@ -15,9 +16,9 @@ def test_demo_ingests_answers_and_finds_the_demo_video_by_search(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(console, "width", 200)  # wide enough that no table folds a file name
-    _overrides.clear()
+    overrides.clear()
     result = CliRunner().invoke(app, ["--data-dir", str(tmp_path / "data"), "demo"])
-    _overrides.clear()
+    overrides.clear()
     assert result.exit_code == 0, result.output
     answer, _, searched = result.output.partition("5. searching the whole library")
     assert "Extractive answer" in answer and "200 degrees" in answer  # the oven's temperature

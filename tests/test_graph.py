@@ -16,7 +16,8 @@ from llm_server import ScriptedLLMServer, error, text
 from typer.testing import CliRunner
 
 from vidscope.agents.graph_importance import load_graph, node_importance
-from vidscope.cli import _overrides, app
+from vidscope.cli import app
+from vidscope.cli.common import overrides
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
@@ -561,7 +562,7 @@ def test_graph_command_prints_and_exports(
     settings = settings_for(tmp_path, llm_server)
     store, record = stored_video(settings, [f"Clip {i}." for i in range(5)])
     monkeypatch.chdir(tmp_path)
-    _overrides.clear()
+    overrides.clear()
     runner = CliRunner()
     data = str(settings.data_dir)
     result = runner.invoke(app, ["--data-dir", data, "graph", "kitchen.mp4"])
@@ -608,4 +609,4 @@ def test_graph_command_prints_and_exports(
         result = runner.invoke(app, ["--data-dir", data, "graph", VIDEO_ID[:8], "--export", "g.txt"])
         assert result.exit_code == 1 and ".graphml or .json" in result.output
     finally:
-        _overrides.clear()
+        overrides.clear()

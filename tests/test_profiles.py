@@ -91,7 +91,8 @@ def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> N
 def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    from vidscope.cli import _overrides, app
+    from vidscope.cli import app
+    from vidscope.cli.common import overrides
 
     video = text_video(tmp_path / "clip.mp4", duration=4.0, texts=[(0.0, 4.0, "SALE")])
     parse = '{"caption": "a shop sign announcing a sale", "scene": [], "objects": ["sign"], "actions": []}'
@@ -108,7 +109,7 @@ def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch
         "[models.options.openai.prices.scripted]\ninput_per_mtok = 2.0\noutput_per_mtok = 10.0\n"
     )
     monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
-    _overrides.clear()
+    overrides.clear()
     (report,) = run_ingest([str(video)], Settings())
     assert report.status == "ok", report
     result = CliRunner().invoke(app, ["usage"])

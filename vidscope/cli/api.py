@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from vidscope.cli import app, console, errors, settings
+from vidscope.cli.common import app, console, errors, settings
 
 
 @app.command()

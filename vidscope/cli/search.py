@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from vidscope.cli import app, console, errors, quiet_prefect, settings
+from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.cli.render import render_search
 
 
 @app.command()
@@ -44,34 +43,4 @@ def search(
     except ValueError as exc:
         errors.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
-    if as_json:
-        console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
-        return
-    plan = "; ".join(f"{d}: {escape(i)}" for d, i in result.plan.items())
-    console.print(f"[bold]plan[/bold] ({escape(result.planner)}) {plan}")
-    dims = list(result.plan)
-    table = Table(title=f"{len(result.hits)} videos for {escape(result.query)!r}")
-    for column in ("#", "video", "score", *dims, "caption", "moments"):
-        table.add_column(column, overflow="fold")
-    for rank, hit in enumerate(result.hits, 1):
-        table.add_row(
-            str(rank),
-            escape(hit.file_name),
-            f"{hit.score:.3f}",
-            *[f"{hit.scores.get(d, 0.0):.2f}" for d in dims],
-            escape(hit.caption[:80]),
-            ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments),
-        )
-    if result.hits:
-        console.print(table)
-    else:
-        console.print("[yellow]no video matches[/yellow]")
-    if show_dropped:
-        for dropped in result.dropped:
-            console.print(f"  [dim]dropped[/dim] {escape(dropped.file_name)}: {escape(dropped.reason)}")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    console.print(
-        f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
-        f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
-    )
+    render_search(result, console, as_json, show_dropped)

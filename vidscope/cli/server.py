@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from vidscope.cli import app, console, errors, settings
+from vidscope.cli.common import app, console, errors, settings
+
+if TYPE_CHECKING:
+    from vidscope.deployments.server import ServerStatus
 
 server_app = typer.Typer(
     help="Run the local Prefect server (UI, schedules) and its worker in the background.",
@@ -16,7 +19,7 @@ server_app = typer.Typer(
 app.add_typer(server_app, name="server")
 
 
-def _print_status(state) -> None:  # type: ignore[no-untyped-def]
+def _print_status(state: ServerStatus) -> None:
     table = Table(show_header=True)
     for column in ("process", "pid", "alive", "log"):
         table.add_column(column)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from vidscope.cli import _find, _ts, app, console, errors, settings
+from vidscope.cli.common import app, console, errors, find, settings, timestamp
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -103,6 +103,61 @@ def _failed_clips(store: Any, video_id: str) -> int:
     return int(json.loads(row["details_json"]).get("failed_clips", 0))
 
 
+def _query_vector(query: str) -> list[float] | None:
+    """``query`` embedded by the configured text embedder (None, with a warning, without one)."""
+    from vidscope.models import registry
+
+    embedder = registry.load(settings(), "text_embedder")
+    if embedder is None:
+        errors.print("[yellow]no text embedder configured: --query is ignored[/yellow]")
+        return None
+    return [float(x) for x in embedder.embed([query])[0]]
+
+
+def _print_entities(ranked: list[dict[str, Any]], importance: dict[str, float]) -> None:
+    """The entities in ``ranked`` order with their importance, kind, clips, screen time, actions."""
+    table = Table(title="top entities")
+    for column in ("importance", "entity", "kind", "clips", "seen", "actions"):
+        table.add_column(column, overflow="fold")
+    for n in ranked:
+        table.add_row(
+            f"{importance[n['node_id']]:.3f}",
+            n["name"],
+            n.get("kind") or "",
+            str(n.get("clip_count") or 0),
+            f"{n.get('appearance_seconds') or 0:.1f}s",
+            "; ".join((n.get("actions") or [])[:3]),
+        )
+    console.print(table)
+
+
+def _print_relations(
+    edges: list[dict[str, Any]], names: dict[str, str], importance: dict[str, float], top: int
+) -> None:
+    """The ``top`` relations: between the most important entities first, then by time."""
+    relations = sorted(
+        edges,
+        key=lambda e: (
+            -(importance.get(e["source"], 0.0) + importance.get(e["target"], 0.0)),
+            e["t_start"],
+            names[e["source"]],
+            e["relation"],
+            names[e["target"]],
+        ),
+    )
+    table = Table(title="relations")
+    for column in ("when", "source", "relation", "target"):
+        table.add_column(column, overflow="fold")
+    for e in relations[:top]:
+        table.add_row(
+            f"{timestamp(e['t_start'])}–{timestamp(e['t_end'])}",
+            names[e["source"]],
+            e["relation"],
+            names[e["target"]],
+        )
+    console.print(table)
+
+
 @app.command()
 def graph(
     video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
@@ -120,22 +175,15 @@ def graph(
 ) -> None:
     """The entity graph of a video: its most important entities, their relations, super-nodes."""
     from vidscope.agents.graph_importance import load_graph, node_importance
-    from vidscope.models import registry
 
-    store, record = _find(video)
+    store, record = find(video)
     entity_graph = load_graph(store, record.video_id)
     if entity_graph.number_of_nodes() == 0:
         errors.print(
             f"[yellow]{record.file_name} has no entity graph:[/yellow] {_why_empty(store, record.video_id)}"
         )
         raise typer.Exit(1)
-    query_vector = None
-    if query:
-        embedder = registry.load(settings(), "text_embedder")
-        if embedder is None:
-            errors.print("[yellow]no text embedder configured: --query is ignored[/yellow]")
-        else:
-            query_vector = [float(x) for x in embedder.embed([query])[0]]
+    query_vector = _query_vector(query) if query else None
     nodes = [dict(attrs) for _, attrs in entity_graph.nodes(data=True)]
     edges = [{"source": s, "target": t, **attrs} for s, t, attrs in entity_graph.edges(data=True)]
     importance = node_importance(
@@ -148,40 +196,10 @@ def graph(
         f"{len(nodes)} entities, {len(edges)} relations, "
         f"{len(entity_graph.graph['supernodes'])} super-nodes"
     )
-    table = Table(title="top entities")
-    for column in ("importance", "entity", "kind", "clips", "seen", "actions"):
-        table.add_column(column, overflow="fold")
-    for n in ranked[:top]:
-        table.add_row(
-            f"{importance[n['node_id']]:.3f}",
-            n["name"],
-            n.get("kind") or "",
-            str(n.get("clip_count") or 0),
-            f"{n.get('appearance_seconds') or 0:.1f}s",
-            "; ".join((n.get("actions") or [])[:3]),
-        )
-    console.print(table)
-    names = {n["node_id"]: n["name"] for n in nodes}
-    relations = sorted(
-        edges,
-        key=lambda e: (
-            -(importance.get(e["source"], 0.0) + importance.get(e["target"], 0.0)),
-            e["t_start"],
-            names[e["source"]],
-            e["relation"],
-            names[e["target"]],
-        ),
-    )
-    table = Table(title="relations")
-    for column in ("when", "source", "relation", "target"):
-        table.add_column(column, overflow="fold")
-    for e in relations[:top]:
-        table.add_row(
-            f"{_ts(e['t_start'])}–{_ts(e['t_end'])}", names[e["source"]], e["relation"], names[e["target"]]
-        )
-    console.print(table)
+    _print_entities(ranked[:top], importance)
+    _print_relations(edges, {n["node_id"]: n["name"] for n in nodes}, importance, top)
     for s in entity_graph.graph["supernodes"]:
-        spans = ", ".join(f"{_ts(p['start'])}–{_ts(p['end'])}" for p in s["spans"][:4])
+        spans = ", ".join(f"{timestamp(p['start'])}–{timestamp(p['end'])}" for p in s["spans"][:4])
         console.print(
             f"[bold]super-node {s['supernode_index']}[/bold] {s['label']} "
             f"({len(s['members'])} entities; {spans})"

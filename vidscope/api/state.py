@@ -1,0 +1,91 @@
+"""What the API holds between requests, and the dependencies that hand it to the routes.
+
+:func:`~vidscope.api.app.create_app` builds one :class:`ApiState` per app and keeps it on
+``app.state``; a route asks for it with a :data:`State` parameter, and every guarded router
+depends on :func:`require_token`. Neither adds a parameter to the OpenAPI schema.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import Depends, FastAPI, Request
+
+from vidscope.api.jobs import IngestJobs
+from vidscope.api.models import AskResponse
+from vidscope.api.security import TokenAuth, VideoRoots
+from vidscope.core.settings import Settings
+
+if TYPE_CHECKING:
+    from vidscope.storage import Store
+
+
+class TraceStore:
+    """The last ``keep`` answers by query id, so a trace can be fetched after the answer."""
+
+    def __init__(self, keep: int = 256) -> None:
+        self.keep = keep
+        self._items: OrderedDict[str, AskResponse] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, item: AskResponse) -> None:
+        """Remember ``item`` under its query id, forgetting the oldest beyond ``keep``."""
+        with self._lock:
+            self._items[item.query_id] = item
+            while len(self._items) > self.keep:
+                self._items.popitem(last=False)
+
+    def get(self, query_id: str) -> AskResponse | None:
+        """The answer to ``query_id``, if it is still remembered."""
+        with self._lock:
+            return self._items.get(query_id)
+
+
+@dataclass
+class ApiState:
+    """The settings of one app and what it builds from them once: auth, roots, jobs, traces."""
+
+    settings: Settings
+    auth: TokenAuth
+    roots: VideoRoots
+    jobs: IngestJobs
+    traces: TraceStore = field(default_factory=TraceStore)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ApiState:
+        """The state of an app serving the store and the ``[api]`` section of ``settings``."""
+        return cls(
+            settings=settings,
+            auth=TokenAuth(settings.api.token),
+            roots=VideoRoots(settings.api.video_roots),
+            jobs=IngestJobs(settings),
+        )
+
+    def store(self) -> Store:
+        """The store the settings configure (opened once per process, then shared)."""
+        from vidscope.models.open_store import open_store
+
+        return open_store(self.settings)
+
+
+def app_state(app: FastAPI) -> ApiState:
+    """The :class:`ApiState` that :func:`~vidscope.api.app.create_app` put on ``app``."""
+    state: ApiState = app.state.vidscope
+    return state
+
+
+def request_state(request: Request) -> ApiState:
+    """The dependency behind :data:`State`: the state of the app serving ``request``."""
+    return app_state(request.app)
+
+
+def require_token(request: Request) -> None:
+    """The guarded routers' dependency: the app's :class:`~vidscope.api.security.TokenAuth`."""
+    request_state(request).auth(request)
+
+
+#: A route parameter that receives the app's :class:`ApiState`.
+State = Annotated[ApiState, Depends(request_state)]

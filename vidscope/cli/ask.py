@@ -1,0 +1,53 @@
+"""``vidscope ask``: answer a question about one video, showing each agent step as it happens."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import typer
+
+from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.cli.render import render_answer, render_step
+
+
+@app.command()
+def ask(
+    video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    more_options: Annotated[
+        list[str] | None,
+        typer.Argument(help="The rest of the options after --options A.", show_default=False),
+    ] = None,
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--options", help="Multiple-choice options: --options A B C D (or repeat it)."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
+    agent: Annotated[
+        Literal["dvd", "avi"],
+        typer.Option(
+            "--agent",
+            case_sensitive=False,
+            help="dvd: Deep-Video-Discovery agent (one tool loop); avi: three phases (retrieve, "
+            "perceive, review), gives 'when' questions a (start, end) interval. Both need "
+            "a chat model (models.chat), else the answer is extractive.",
+        ),
+    ] = "dvd",
+) -> None:
+    """Answer a question about an ingested video, citing the moments that support it."""
+    if more_options and not options:
+        errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
+        raise typer.Exit(2)
+    options = [*(options or []), *(more_options or [])] or None
+    quiet_prefect()
+    from vidscope.flows.ask import run_ask
+    from vidscope.storage.videos import VideoNotFound
+
+    show_steps = None if as_json else (lambda step: render_step(step, console))
+    try:
+        result = run_ask(settings(), video, question, options or None, show_steps, agent=agent)
+    except VideoNotFound as exc:
+        errors.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    render_answer(result, console, as_json, trace)

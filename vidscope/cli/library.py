@@ -1,0 +1,176 @@
+"""The library commands: ``videos``, ``status``, ``show``, ``remove`` and ``sql`` over the store."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from vidscope.cli.common import STATUS_STYLE, app, console, errors, find, store, timestamp
+
+if TYPE_CHECKING:
+    pass
+
+
+@app.command()
+def videos() -> None:
+    """List ingested videos."""
+    opened = store()
+    rows = opened.rows(opened.videos).to_pylist()
+    table = Table(title=f"{len(rows)} videos")
+    for column in ("id", "file", "duration", "size", "fps", "audio", "clips"):
+        table.add_column(column)
+    for r in sorted(rows, key=lambda r: r["added_at"]):
+        table.add_row(
+            r["video_id"][:12],
+            r["file_name"],
+            f"{r['duration']:.1f}s",
+            f"{r['width']}x{r['height']}",
+            f"{r['fps']:.1f}",
+            "yes" if r["has_audio"] else "no",
+            str(opened.count(opened.clips, r["video_id"])),
+        )
+    console.print(table)
+
+
+@app.command()
+def status(
+    video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None,
+) -> None:
+    """Per-stage ingestion status of one video (with errors), or an overview of all."""
+    # The order of the stages is the ingestion flow's, so this imports the flow (and Prefect).
+    from vidscope.flows.ingest import STAGES
+    from vidscope.tasks.stage import ledger_rows
+
+    opened = store()
+    stage_names = [s.name for s in STAGES]
+    if video:
+        record = find(video)[1]
+        ledger = ledger_rows(opened, record.video_id)
+        table = Table(title=f"{record.file_name} ({record.video_id[:12]})")
+        for column in ("stage", "status", "rows", "seconds", "error / note"):
+            table.add_column(column, overflow="fold")
+        for name in stage_names:
+            row = ledger.get(name)
+            if row is None:
+                table.add_row(name, "[dim]pending[/dim]", "", "", "")
+                continue
+            style = STATUS_STYLE.get(row["status"], "white")
+            note = row["error"] or _ledger_note(row["details_json"])
+            seconds = f"{row['seconds']:.2f}" if row["seconds"] is not None else ""
+            rows = "" if row["rows"] is None else str(row["rows"])
+            table.add_row(name, f"[{style}]{row['status']}[/]", rows, seconds, note)
+        console.print(table)
+        return
+    table = Table(title="stage status (vidscope status VIDEO for details)")
+    table.add_column("video", overflow="fold")
+    table.add_column("stages", overflow="fold")
+    for row in opened.rows(opened.videos).to_pylist():
+        ledger = ledger_rows(opened, row["video_id"])
+        cells = []
+        for name in stage_names:
+            state = ledger.get(name, {}).get("status", "pending")
+            cells.append(f"[{STATUS_STYLE.get(state, 'dim')}]{name}:{state}[/]")
+        table.add_row(f"{row['video_id'][:12]} {row['file_name']}", " ".join(cells))
+    console.print(table)
+
+
+def _ledger_note(details_json: str | None) -> str:
+    if not details_json:
+        return ""
+    details = json.loads(details_json)
+    return str(details.get("reason", ""))
+
+
+@app.command()
+def show(
+    video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
+    limit: Annotated[int, typer.Option(help="Show at most this many clips.")] = 200,
+) -> None:
+    """The clips of a video with their times, captions, speech and on-screen text."""
+    from vidscope.storage.clips import CLIP_TEXT_COLUMNS
+
+    opened, record = find(video)
+    console.print(
+        f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  {record.duration:.1f}s  "
+        f"{record.width}x{record.height}  audio: {'yes' if record.has_audio else 'no'}"
+    )
+    clips = opened.rows(
+        opened.clips,
+        video_id=record.video_id,
+        columns=CLIP_TEXT_COLUMNS,
+    ).to_pylist()
+    table = Table(show_lines=True)
+    for column in ("#", "time", "caption", "speech", "on-screen text"):
+        table.add_column(column, overflow="fold")
+    for c in clips[:limit]:
+        caption = c["caption"] or ""
+        if c["caption_source"] == "signals-summary":
+            caption = "[dim](no caption model)[/dim]"
+        table.add_row(
+            str(c["clip_index"]),
+            f"{timestamp(c['start'])}–{timestamp(c['end'])}",
+            caption,
+            c["transcript_text"] or "",
+            c["ocr_text"] or "",
+        )
+    console.print(table)
+    if len(clips) > limit:
+        console.print(f"[dim]… {len(clips) - limit} more clips (--limit)[/dim]")
+
+
+@app.command()
+def remove(
+    video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Remove a video and every row derived from it (the file itself is not touched)."""
+    opened, record = find(video)
+    if not yes and sys.stdin.isatty():
+        typer.confirm(f"Remove {record.file_name} ({record.video_id[:12]}) from the store?", abort=True)
+    opened.delete_video(record.video_id)
+    console.print(f"removed {record.file_name} ({record.video_id[:12]})")
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="A DuckDB SELECT over the store's tables.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print rows as JSON lines.")] = False,
+) -> None:
+    """Run read-only SQL (DuckDB) over the store: videos, clips, frames, transcript_segments, …"""
+    from vidscope.storage.sql import SqlError
+    from vidscope.storage.sql import query as run_query
+
+    try:
+        columns, rows = run_query(store(), query)
+    except SqlError as exc:
+        errors.print(f"[red]SQL error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    if as_json:
+        for row in rows:
+            print(json.dumps(dict(zip(columns, row, strict=True)), default=_json_default))
+        return
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*[_cell(v) for v in row])
+    console.print(table)
+    console.print(f"[dim]{len(rows)} rows[/dim]")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, list) and len(value) > 8:
+        return f"[{len(value)} values]"
+    return "" if value is None else str(value)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return f"<{len(value)} bytes>"
+    return str(value)

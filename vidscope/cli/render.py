@@ -1,0 +1,131 @@
+"""Terminal rendering of the query flows' results: ``ask`` steps and answers, ``search`` hits.
+
+The flows return data (:class:`~vidscope.flows.ask.AskResult`,
+:class:`~vidscope.agents.mavis.SearchResult`); how it looks in a terminal is decided here. Text
+that came from a video or a model is escaped, so brackets in it are never read as Rich markup.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from vidscope.agents.mavis import SearchResult
+    from vidscope.agents.runtime import TraceStep
+    from vidscope.flows.ask import AskResult
+
+
+def render_step(step: TraceStep, console: Console) -> None:
+    """One live line per agent step (``ask`` passes ``lambda s: render_step(s, console)`` as on_step)."""
+    args = ", ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False)[:60]}" for k, v in step.arguments.items() if k != "video_id"
+    )
+    what = f"{step.tool}({args})" if step.tool else step.kind
+    if step.phase:
+        what = f"[{step.phase}] {what}"
+    cached = " [dim](cached)[/dim]" if step.tool_cached or step.model_cache_hit else ""
+    mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
+    console.print(f"{mark} step {step.index}: {escape(what)} → {escape(step.observation[:120])}{cached}")
+
+
+def render_answer(
+    result: AskResult, console: Console, as_json: bool = False, show_trace: bool = False
+) -> None:
+    """Print ``result``: JSON, or the answer, choice and citations (trace with ``show_trace``)."""
+    if as_json:
+        data = result.model_dump(mode="json")
+        if not show_trace:
+            data.pop("trace")
+        console.print_json(json.dumps(data, ensure_ascii=False))
+        return
+    # The answers' time format, so the terminal and the agent's own citations agree.
+    from vidscope.agents.tools_dvd import fmt_time
+
+    title = "extractive answer" if result.extractive else f"answer ({result.model})"
+    if result.agent == "avi":
+        title += " — AVI agent"
+    if result.forced:
+        title += " — forced at the step limit"
+    console.print(Panel(escape(result.answer), title=title, subtitle=result.file_name))
+    if result.note:
+        console.print(f"[yellow]note:[/yellow] {escape(result.note)}")
+    if result.choice:
+        console.print(f"[bold]Choice:[/bold] {result.choice}. {escape(result.choice_text or '')}")
+    if result.interval:
+        i = result.interval
+        flag = "[green]verified[/green]" if i.verified else f"[red]unverified[/red] ({escape(i.note)})"
+        console.print(
+            f"[bold]When:[/bold] {fmt_time(i.start)}–{fmt_time(i.end)}  ({i.start:.1f}–{i.end:.1f}s)  {flag}"
+        )
+    for c in result.citations:
+        flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({escape(c.note)})"
+        console.print(f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
+    if show_trace:
+        _render_trace(result, console)
+    u = result.usage
+    console.print(
+        f"[dim]{result.seconds:.2f}s · model calls {u.model_calls} (HTTP {u.model_http_calls}) · "
+        f"tokens {u.input_tokens}/{u.output_tokens} · tools {u.tool_calls} "
+        f"({u.tool_cache_hits} cached)[/dim]"
+    )
+
+
+def _render_trace(result: AskResult, console: Console) -> None:
+    table = Table(title="trace")
+    for column in ("#", "kind", "tool", "observation", "tokens", "s", "cached"):
+        table.add_column(column)
+    for s in result.trace:
+        cached = "tool" if s.tool_cached else ("model" if s.model_cache_hit else "")
+        table.add_row(
+            str(s.index),
+            f"{s.phase}/{s.kind}" if s.phase else s.kind,
+            s.tool or "",
+            escape(s.observation[:100]),
+            f"{s.input_tokens}/{s.output_tokens}",
+            f"{s.latency_s:.2f}",
+            cached,
+        )
+    console.print(table)
+
+
+def render_search(
+    result: SearchResult, console: Console, as_json: bool = False, show_dropped: bool = False
+) -> None:
+    """Print ``result``: JSON, or the plan, the ranked videos, notes (the dropped with ``show_dropped``)."""
+    if as_json:
+        console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+        return
+    plan = "; ".join(f"{d}: {escape(i)}" for d, i in result.plan.items())
+    console.print(f"[bold]plan[/bold] ({escape(result.planner)}) {plan}")
+    dims = list(result.plan)
+    table = Table(title=f"{len(result.hits)} videos for {escape(result.query)!r}")
+    for column in ("#", "video", "score", *dims, "caption", "moments"):
+        table.add_column(column, overflow="fold")
+    for rank, hit in enumerate(result.hits, 1):
+        table.add_row(
+            str(rank),
+            escape(hit.file_name),
+            f"{hit.score:.3f}",
+            *[f"{hit.scores.get(d, 0.0):.2f}" for d in dims],
+            escape(hit.caption[:80]),
+            ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments),
+        )
+    if result.hits:
+        console.print(table)
+    else:
+        console.print("[yellow]no video matches[/yellow]")
+    if show_dropped:
+        for dropped in result.dropped:
+            console.print(f"  [dim]dropped[/dim] {escape(dropped.file_name)}: {escape(dropped.reason)}")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    console.print(
+        f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
+        f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
+    )
