@@ -45,7 +45,7 @@ def render_answer(
         console.print_json(json.dumps(data, ensure_ascii=False))
         return
     # The answers' time format, so the terminal and the agent's own citations agree.
-    from vidscope.agents.tools_dvd import fmt_time
+    from vidscope.core.timecodes import fmt_time
 
     title = "extractive answer" if result.extractive else f"answer ({result.model})"
     if result.agent == "avi":
