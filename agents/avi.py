@@ -49,7 +49,7 @@ from vidscope.agents.runtime import (
 )
 from vidscope.agents.tools import ToolContext, ToolRegistry
 from vidscope.models.json_tools import find_tool_call, loads_lenient
-from vidscope.models.protocols import ChatMessage, ChatReply, ToolCall
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall
 
 Phase = Literal["retrieve", "perceive", "review"]
 RETRIEVE: Phase = "retrieve"

@@ -44,7 +44,9 @@ from vidscope.agents.mavis_plan import (
     plan_with_rules,
 )
 from vidscope.core.settings import SearchSettings
-from vidscope.models.protocols import ChatModel, ImageTextEmbedder, TextEmbedder
+from vidscope.models.protocols.chat import ChatModel
+from vidscope.models.protocols.image_text import ImageTextEmbedder
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.semantic import DIMENSIONS
 from vidscope.tasks.tags import canonical_form

@@ -19,14 +19,10 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.models.json_tools import loads_lenient
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.semantic import DIMENSIONS
 from vidscope.tasks.tags import canonical_form
 

@@ -21,8 +21,8 @@ from vidscope.agents.tools_dvd import (
     inspection_times,
     sample_evenly,
 )
+from vidscope.core.errors import BackendUnavailable
 from vidscope.models import registry
-from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.decode import frames_at
 from vidscope.tasks.frames import decode_jpeg

@@ -28,15 +28,9 @@ from vidscope.agents.tools import (
     execute_tool,
     validation_message,
 )
+from vidscope.core.errors import ModelOutputError
 from vidscope.models.json_tools import find_tool_call, quote_data
-from vidscope.models.protocols import (
-    ChatMessage,
-    ChatReply,
-    ModelOutputError,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
 
 #: Seconds a citation may run past the end of the video (containers round durations).
 DURATION_TOLERANCE = 0.5

@@ -25,7 +25,8 @@ from pydantic.fields import FieldInfo
 
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import AgentSettings, Settings
-from vidscope.models.protocols import ChatModel, TextEmbedder, ToolSpec, Usage
+from vidscope.models.protocols.chat import ChatModel, ToolSpec, Usage
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.files import managed_dir
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store

@@ -22,7 +22,8 @@ from vidscope.agents.tools_dvd import (
     ask_about_frames,
     sample_evenly,
 )
-from vidscope.models.protocols import BackendUnavailable, Usage
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.chat import Usage
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.frames import encode_jpeg
 from vidscope.tasks.onscreen_text import SAME_FRAME_DIFF, TextTracker, thumbnail

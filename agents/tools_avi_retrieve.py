@@ -22,7 +22,7 @@ from vidscope.agents.tools_dvd import (
     tokens,
 )
 from vidscope.models.json_tools import quote_data
-from vidscope.models.protocols import ChatMessage, Usage
+from vidscope.models.protocols.chat import ChatMessage, Usage
 from vidscope.tasks.graph_metrics import load_graph, node_importance
 
 log = logging.getLogger(__name__)

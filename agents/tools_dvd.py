@@ -28,7 +28,7 @@ from vidscope.agents.tools import (
     tool,
 )
 from vidscope.models.json_tools import quote_data
-from vidscope.models.protocols import ChatMessage, ChatReply, Usage
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, Usage
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.decode import frames_at

@@ -23,11 +23,11 @@ from vidscope.agents.mavis import (
     search_library,
 )
 from vidscope.agents.tools_dvd import fmt_time
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import BackendUnavailable
 
 __all__ = [
     "DroppedVideo",

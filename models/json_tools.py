@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from vidscope.core.hashing import stable_hash
-from vidscope.models.protocols import ToolCall, ToolSpec
+from vidscope.models.protocols.chat import ToolCall, ToolSpec
 
 TOOL_REPLY_FORMAT = (
     'Reply with exactly one JSON object and nothing else: {"tool": "<tool name>", "arguments": '

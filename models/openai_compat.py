@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.models import usage
 
 # loads_lenient stays importable from here too: it lived here before json_tools existed.
@@ -51,16 +52,8 @@ from vidscope.models.json_tools import (
     loads_lenient,
     tool_instructions,
 )
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatReply,
-    Image,
-    ModelOutputError,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
+from vidscope.models.protocols.image import Image
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
-from vidscope.models.protocols import BackendUnavailable
 
 #: Model roles, in the order ``vidscope models`` lists them.
 ROLES = (

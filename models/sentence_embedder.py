@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models.protocols import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable
 
 EMBEDDED_MINILM = "embedded"
 
@@ -34,7 +34,7 @@ def _embedded_minilm_path(role: str) -> str:
 
 
 class SentenceEmbedder:
-    """A :class:`~vidscope.models.protocols.TextEmbedder` over a sentence-transformers model."""
+    """A :class:`~vidscope.models.protocols.text_embedder.TextEmbedder` over a sentence-transformers model."""
 
     def __init__(
         self,

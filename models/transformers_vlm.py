@@ -27,16 +27,11 @@ from typing import Any
 
 import numpy as np
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.models import usage
 from vidscope.models.json_tools import tool_instructions, unwrap_answer
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatReply,
-    Image,
-    ToolSpec,
-    Usage,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolSpec, Usage
+from vidscope.models.protocols.image import Image
 
 KIND = "transformers-vlm"
 

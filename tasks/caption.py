@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from vidscope.core.errors import ModelOutputError
 from vidscope.models import registry
-from vidscope.models.protocols import Captioner, ModelOutputError
+from vidscope.models.protocols.captioner import Captioner
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config

@@ -12,7 +12,7 @@ import weakref
 from typing import Any
 
 from vidscope.models import registry
-from vidscope.models.protocols import ObjectDetector
+from vidscope.models.protocols.object_detector import ObjectDetector
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from vidscope.models import registry
-from vidscope.models.protocols import TextEmbedder
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 

@@ -17,7 +17,7 @@ from PIL import Image
 
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols import TextLine, TextReader
+from vidscope.models.protocols.text_reader import TextLine, TextReader
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 

@@ -32,17 +32,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, field_validator
 
+from vidscope.core.errors import ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    Captioner,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.frames import decode_jpeg
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config

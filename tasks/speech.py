@@ -8,7 +8,7 @@ next run tries again.
 from __future__ import annotations
 
 from vidscope.models import registry
-from vidscope.models.protocols import SpeechRecognizer
+from vidscope.models.protocols.speech_recognizer import SpeechRecognizer
 from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageOutcome, role_config
 
 

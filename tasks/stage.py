@@ -20,9 +20,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
-from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage import Store
 from vidscope.storage.ledger import (
     STATUS_DONE,

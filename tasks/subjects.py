@@ -21,16 +21,12 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.spans import merge_spans

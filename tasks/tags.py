@@ -40,17 +40,13 @@ from typing import Any
 import lemminflect
 import numpy as np
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage import Store
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.semantic import DIMENSIONS

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import clip, registry
-from vidscope.models.protocols import BackendUnavailable, ImageTextEmbedder
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 
 disable_telemetry()
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import paddle_reader, registry
-from vidscope.models.protocols import BackendUnavailable, TextLine
+from vidscope.models.protocols.text_reader import TextLine
 
 disable_telemetry()
 

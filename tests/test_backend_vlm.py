@@ -8,16 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import registry
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    Captioner,
-    ChatMessage,
-    ChatModel,
-    ToolCall,
-    ToolSpec,
-)
+from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ToolCall, ToolSpec
 
 disable_telemetry()
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import registry
-from vidscope.models.protocols import BackendUnavailable, Detection, ObjectDetector
+from vidscope.models.protocols.object_detector import Detection, ObjectDetector
 
 disable_telemetry()
 os.environ.setdefault("YOLO_OFFLINE", "1")

@@ -13,7 +13,7 @@ from vidscope.models.json_tools import (
     tool_instructions,
     unwrap_answer,
 )
-from vidscope.models.protocols import ToolSpec
+from vidscope.models.protocols.chat import ToolSpec
 
 SEARCH = ToolSpec(
     name="clip_search",

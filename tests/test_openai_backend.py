@@ -26,19 +26,13 @@ from llm_server import (
 )
 from PIL import Image as PILImage
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.models import openai_compat, registry, usage
 from vidscope.models.openai_compat import EndpointError, EndpointTimeout, loads_lenient
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    Captioner,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-    ToolCall,
-    ToolSpec,
-)
+from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ToolCall, ToolSpec
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.store import Store
 
 #: The loopback-server fixture (tests/conftest.py may provide it to every module instead).

@@ -8,11 +8,11 @@ import pytest
 from llm_server import error, text
 from media import text_video
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.flows.ingest import run_ingest
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage.clips import SIGNALS_SUMMARY
 
 

@@ -48,7 +48,7 @@ from vidscope.core.metrics import temporal_iou
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import ImageTextEmbedder
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.store import Store
 from vidscope.tasks.decode import probe, sample_frames

@@ -401,8 +401,8 @@ def models(
     ] = True,
 ) -> None:
     """List each model role, the backend serving it, and whether it loads."""
+    from vidscope.core.errors import BackendUnavailable
     from vidscope.models import registry
-    from vidscope.models.protocols import BackendUnavailable
 
     cfg = settings()
     table = Table(title=f"models (profile: {cfg.profile})")
