@@ -49,6 +49,7 @@ from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.semantic import DIMENSIONS
+from vidscope.storage.store import Store
 from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ class WindowMatrix:
 class Library:
     """Read access to the semantic library for one query."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def videos_for(self, wanted: dict[str, Sequence[str]]) -> dict[str, dict[str, set[int]]]:
@@ -408,7 +409,7 @@ def rerank_captions(
 
 
 def rerank_frames(
-    store: Any,
+    store: Store,
     image_text: ImageTextEmbedder,
     query: str,
     survivors: Sequence[str],
@@ -464,7 +465,7 @@ def rerank_frames(
 # ============================================================================ the pipeline
 
 
-def ensure_library(store: Any) -> None:
+def ensure_library(store: Store) -> None:
     """Raise :class:`LibraryEmpty` when no video window has been parsed into the library."""
     if int(store.count(store.video_parses)) == 0:
         raise LibraryEmpty(
@@ -474,7 +475,7 @@ def ensure_library(store: Any) -> None:
 
 
 def search_library(
-    store: Any,
+    store: Store,
     query: str,
     *,
     embedder: TextEmbedder,

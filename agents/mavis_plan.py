@@ -14,7 +14,6 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -24,6 +23,7 @@ from vidscope.models.json_tools import loads_lenient
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.semantic import DIMENSIONS
+from vidscope.storage.store import Store
 from vidscope.tasks.tags import canonical_form
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ class Vocabulary:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def from_store(cls, store: Any) -> Vocabulary:
+    def from_store(cls, store: Store) -> Vocabulary:
         """The vocabulary as stored in the ``concepts`` table (one read)."""
         vocab = cls()
         table = store.rows(

@@ -65,6 +65,13 @@ class SentenceEmbedder:
             if hasattr(self._model, "get_embedding_dimension")
             else self._model.get_sentence_embedding_dimension()
         )
+        if dim is None:  # the store's vector columns have a fixed width; this model has none
+            raise BackendUnavailable(
+                role,
+                name,
+                f"reading the embedding size of '{model_path}'",
+                "Use a sentence-embedding model with a fixed output dimension.",
+            )
         self.dim = int(dim)
         self._lock = threading.Lock()
 

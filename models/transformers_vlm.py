@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
-from vidscope.models import usage
+from vidscope.models import registry, usage
 from vidscope.models.json_tools import read_tool_reply, tool_instructions
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
 from vidscope.models.protocols.image import Image
@@ -53,7 +53,7 @@ def resolve_local_model(role: str, spec: str, target: str) -> str:
             role,
             spec,
             "an empty model target",
-            f"Name a model directory, e.g. {spec.partition(':')[0]}:/models/<model-name>.",
+            f"Name a model directory, e.g. {registry.parse_spec(spec)[0]}:/models/<model-name>.",
         )
     path = Path(target).expanduser()
     if path.is_dir():

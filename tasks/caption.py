@@ -151,7 +151,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     ).to_pylist()
     objects_per_clip = clip_objects(clips, detections)
     texts = clip_texts(clips, segments, ocr_items)
-    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
+    captioner: Captioner | None = registry.captioner(ctx.settings)
     if captioner is not None:
         contexts = [
             _caption_context(sp, on, ob) for (sp, on), ob in zip(texts, objects_per_clip, strict=True)

@@ -29,7 +29,7 @@ def _lock_for(detector: object) -> threading.Lock:
 
 
 def _run(ctx: StageContext) -> StageOutcome:
-    detector: ObjectDetector | None = registry.load(ctx.settings, "object_detector")
+    detector: ObjectDetector | None = registry.object_detector(ctx.settings)
     if detector is None:
         raise StageNotApplicable("no object detector configured (models.object_detector)")
     store, video_id = ctx.store, ctx.video.video_id

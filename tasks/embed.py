@@ -25,7 +25,7 @@ def clip_search_text(clip: dict[str, Any]) -> str:
 
 
 def _run(ctx: StageContext) -> StageOutcome:
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
     if embedder is None:
         raise StageNotApplicable("no text embedder configured (models.text_embedder)")
     if embedder.dim != ctx.store.text_dim:

@@ -586,7 +586,7 @@ def clear_graph(store: Store, video_id: str) -> None:
 
 def _embed_function(ctx: StageContext) -> tuple[Any | None, str | None]:
     """A names → vectors function from the text embedder, or (None, why not)."""
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
     if embedder is None:
         return None, "no text embedder configured: entities resolved by name only"
     if embedder.dim != ctx.store.text_dim:
@@ -599,7 +599,7 @@ def _embed_function(ctx: StageContext) -> tuple[Any | None, str | None]:
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    chat: ChatModel | None = registry.load(ctx.settings, "chat")
+    chat: ChatModel | None = registry.chat_model(ctx.settings)
     if chat is None:
         clear_graph(store, video_id)  # rows a previously configured model wrote are stale now
         raise StageNotApplicable("no chat model configured")

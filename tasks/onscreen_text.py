@@ -94,7 +94,7 @@ class TextTracker:
 
 
 def _run(ctx: StageContext) -> StageOutcome:
-    reader: TextReader | None = registry.load(ctx.settings, "text_reader")
+    reader: TextReader | None = registry.text_reader(ctx.settings)
     if reader is None:
         raise StageNotApplicable("no text reader configured (models.text_reader)")
     settings, store, video = ctx.settings.ingest, ctx.store, ctx.video

@@ -616,8 +616,8 @@ def _run(ctx: StageContext) -> StageOutcome:
     ).to_pylist()
     detections = store.rows(store.detections, video_id=video_id, columns=["t", "label"]).to_pylist()
     windows = split_windows(clips, float(ctx.settings.ingest.parse_window_seconds))
-    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
+    captioner: Captioner | None = registry.captioner(ctx.settings)
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
     parsed: list[tuple[WindowParse, str]] = []
     for window in windows:
         objects = window_detections(window, detections)

@@ -15,7 +15,7 @@ from vidscope.tasks.stage import Stage, StageContext, StageNotApplicable, StageO
 def _run(ctx: StageContext) -> StageOutcome:
     if not ctx.video.has_audio:
         raise StageNotApplicable("the video has no audio track")
-    recognizer: SpeechRecognizer | None = registry.load(ctx.settings, "speech_recognizer")
+    recognizer: SpeechRecognizer | None = registry.speech_recognizer(ctx.settings)
     if recognizer is None:
         raise StageNotApplicable("no speech recogniser configured (models.speech_recognizer)")
     transcript = recognizer.transcribe(ctx.path)

@@ -404,7 +404,7 @@ def _row(video_id: str, index: int, subject: Subject) -> dict[str, Any]:
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    chat: ChatModel | None = registry.load(ctx.settings, "chat")
+    chat: ChatModel | None = registry.chat_model(ctx.settings)
     if chat is None:
         # Rows a previously configured model wrote no longer match the configuration.
         store.replace_video_rows(SUBJECTS, video_id, [])

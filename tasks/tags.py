@@ -528,8 +528,8 @@ def _run(ctx: StageContext) -> StageOutcome:
         video_id=video_id,
         columns=["window_index", "scene", "objects", "actions"],
     ).to_pylist()
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
-    chat: ChatModel | None = registry.load(ctx.settings, "chat")
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
+    chat: ChatModel | None = registry.chat_model(ctx.settings)
     stats = MergeStats()
     mappings, saved = map_parses(store, parses, embedder, chat, stats)
     rows = index_rows(video_id, parses, mappings)

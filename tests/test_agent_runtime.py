@@ -89,7 +89,7 @@ def build_store(settings: Settings) -> Store:
     from vidscope.models.open_store import open_store
 
     store = open_store(settings)
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     now = datetime.now(UTC)
     store.upsert(
         store.videos,

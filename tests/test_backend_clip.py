@@ -129,7 +129,7 @@ def test_hf_clip_tiny_random_model_from_directory(tiny_clip_dir: Path, tmp_path:
     )
     registry.clear_cache()
     try:
-        embedder = registry.load(settings, "image_text")
+        embedder = registry.image_text(settings)
     finally:
         registry.clear_cache()
     assert isinstance(embedder, clip.HFClipEmbedder) and isinstance(embedder, ImageTextEmbedder)

@@ -26,7 +26,7 @@ def test_missing_model_dirs_name_both_options(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, models={"text_reader": "paddleocr:ppocrv5-server"})
     registry.clear_cache()
     with pytest.raises(BackendUnavailable) as info:
-        registry.load(settings, "text_reader")
+        registry.text_reader(settings)
     message = str(info.value)
     assert "text_detection_model_dir (not set)" in message
     assert "text_recognition_model_dir (not set)" in message

@@ -263,8 +263,8 @@ def test_registry_builds_it_from_settings(tiny_vlm_dir: Path, tmp_path: Path) ->
     )
     registry.clear_cache()
     try:
-        captioner = registry.load(settings, "captioner")
-        assert captioner is registry.load(settings, "captioner")  # loaded once per process
+        captioner = registry.captioner(settings)
+        assert captioner is registry.captioner(settings)  # loaded once per process
         assert captioner.max_new_tokens == 3
         assert len(captioner.caption(frames(1, seed=6), "")) <= 3
     finally:

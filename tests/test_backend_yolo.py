@@ -137,7 +137,7 @@ def test_random_yaml_model_through_the_registry(tmp_path: Path, video_frames) ->
     )
     registry.clear_cache()
     try:
-        detector = registry.load(settings, "object_detector")
+        detector = registry.object_detector(settings)
     finally:
         registry.clear_cache()
     assert detector.name == "yolo:yolov8n.yaml" and detector.imgsz == 320

@@ -498,8 +498,8 @@ def test_registry_builds_the_backend_with_role_overrides(
             },
         ),
     )
-    chat = registry.load(settings, "chat")
-    embedder = registry.load(settings, "text_embedder")
+    chat = registry.chat_model(settings)
+    embedder = registry.text_embedder(settings)
     assert chat.endpoint.base_url == "http://127.0.0.1:9/v1"
     assert embedder.endpoint.base_url == llm_server.base_url
     assert embedder.embed(["x"]).shape == (1, 16)

@@ -418,7 +418,7 @@ def models(
             table.add_row(role, spec, "?", "")
             continue
         try:
-            backend = registry.load(cfg, role)
+            backend = registry.LOADERS[role](cfg)
             load = getattr(backend, "load", None)
             if callable(load):  # some backends load lazily; make the check real
                 load()

@@ -131,7 +131,7 @@ def graph(
         raise typer.Exit(1)
     query_vector = None
     if query:
-        embedder = registry.load(settings(), "text_embedder")
+        embedder = registry.text_embedder(settings())
         if embedder is None:
             errors.print("[yellow]no text embedder configured: --query is ignored[/yellow]")
         else:
