@@ -49,7 +49,7 @@ from vidscope.agents.runtime import (
 )
 from vidscope.agents.tools import ToolContext, ToolRegistry
 from vidscope.models.json_tools import find_tool_call, loads_lenient
-from vidscope.models.protocols import ChatMessage, ChatReply, ToolCall
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall
 
 Phase = Literal["retrieve", "perceive", "review"]
 RETRIEVE: Phase = "retrieve"
@@ -274,14 +274,15 @@ class _AviRun:
         reply = self._ask(phase)
         if reply is None:
             return False
-        native = bool(reply.tool_calls)
         calls = list(reply.tool_calls)
+        native = bool(calls)
         if not calls:
-            # A call written as JSON text is recognised for every phase's tools, so that one of
-            # the wrong phase is refused explicitly rather than taken for the phase's summary.
-            known = self.tools[RETRIEVE] + self.tools[PERCEIVE]
-            fallback = find_tool_call(reply.text, known)
-            calls = [fallback] if fallback else []
+            # The backend returns calls to this phase's tools only and leaves a call to another
+            # phase's tool, written as JSON text, in the text: refuse it explicitly rather than
+            # take it for the phase's summary.
+            other_phase = PERCEIVE if phase == RETRIEVE else RETRIEVE
+            misplaced = find_tool_call(reply.text, self.tools[other_phase])
+            calls = [misplaced] if misplaced else []
         if not calls:
             text = (reply.text or "").strip()
             self.state.messages.append(ChatMessage(role="assistant", content=text))
@@ -300,7 +301,7 @@ class _AviRun:
         self.state.messages.append(
             ChatMessage(role="assistant", content=reply.text, tool_calls=calls if native else [])
         )
-        fallback_results: list[str] = []
+        written_results: list[str] = []
         for position, call in enumerate(calls):
             observation = self._perform(phase, call, reply, position)
             if native:
@@ -308,9 +309,9 @@ class _AviRun:
                     ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
                 )
             else:
-                fallback_results.append(observation)
-        if fallback_results:
-            self._say("\n\n".join(fallback_results))
+                written_results.append(observation)
+        if written_results:
+            self._say("\n\n".join(written_results))
         nudge_if_looping(self.ctx, self.state, self._record, message=prompts.AVI_LOOP_NUDGE, phase=phase)
         return False
 

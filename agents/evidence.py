@@ -18,7 +18,7 @@ from vidscope.agents import prompts
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
-from vidscope.models.protocols import ChatMessage, ChatReply
+from vidscope.models.protocols.chat import ChatMessage, ChatReply
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 
 #: Reciprocal-rank-fusion constant: damps the weight of top ranks so both rankings count.

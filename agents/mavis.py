@@ -45,8 +45,11 @@ from vidscope.agents.mavis_plan import (
 )
 from vidscope.core.lexicon import DIMENSIONS, canonical_form
 from vidscope.core.settings import SearchSettings
-from vidscope.models.protocols import ChatModel, ImageTextEmbedder, TextEmbedder
+from vidscope.models.protocols.chat import ChatModel
+from vidscope.models.protocols.image_text import ImageTextEmbedder
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.schema import sql_quote
+from vidscope.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +176,7 @@ class WindowMatrix:
 class Library:
     """Read access to the semantic library for one query."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def videos_for(self, wanted: dict[str, Sequence[str]]) -> dict[str, dict[str, set[int]]]:
@@ -405,7 +408,7 @@ def rerank_captions(
 
 
 def rerank_frames(
-    store: Any,
+    store: Store,
     image_text: ImageTextEmbedder,
     query: str,
     survivors: Sequence[str],
@@ -461,7 +464,7 @@ def rerank_frames(
 # ============================================================================ the pipeline
 
 
-def ensure_library(store: Any) -> None:
+def ensure_library(store: Store) -> None:
     """Raise :class:`LibraryEmpty` when no video window has been parsed into the library."""
     if int(store.count(store.video_parses)) == 0:
         raise LibraryEmpty(
@@ -471,7 +474,7 @@ def ensure_library(store: Any) -> None:
 
 
 def search_library(
-    store: Any,
+    store: Store,
     query: str,
     *,
     embedder: TextEmbedder,

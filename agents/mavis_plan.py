@@ -13,11 +13,11 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.lexicon import (
     COMMON_VERBS,
     DIMENSIONS,
@@ -29,13 +29,9 @@ from vidscope.core.lexicon import (
     tokens,
 )
 from vidscope.models.json_tools import loads_lenient
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.storage.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +79,7 @@ class ConceptSnapshot:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def from_store(cls, store: Any) -> ConceptSnapshot:
+    def from_store(cls, store: Store) -> ConceptSnapshot:
         """The vocabulary as stored in the ``concepts`` table (one read)."""
         vocab = cls()
         table = store.rows(

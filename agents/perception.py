@@ -8,23 +8,26 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
 from pydantic import Field
 
 from vidscope.agents.evidence import inspection_times, sample_evenly
 from vidscope.agents.tools import ToolContext, ToolError
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.images import decode_jpeg
-from vidscope.models import registry
-from vidscope.models.protocols import BackendUnavailable
+from vidscope.core.settings import Settings
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.decode import frames_at
 
 log = logging.getLogger(__name__)
+
+#: The protocol type of one perception role (object detector, text reader, image–text embedder).
+Backend = TypeVar("Backend")
 
 #: How far past the end of the video a range may reach (rounding in the model's numbers).
 RANGE_SLACK = 1.0
@@ -51,13 +54,16 @@ class PerceptionContext(ToolContext):
         self.backends = dict(backends or {})
 
 
-def perception_backend(ctx: ToolContext, role: str) -> Any | None:
-    """The backend for ``role``: one handed to a :class:`PerceptionContext`, else the configured one."""
+def perception_backend(
+    ctx: ToolContext, role: str, load: Callable[[Settings], Backend | None]
+) -> Backend | None:
+    """The backend for ``role``: one handed to a :class:`PerceptionContext`, else the configured
+    one, loaded with ``load`` (the role's loader in :mod:`vidscope.models.registry`)."""
     given: Mapping[str, Any] = getattr(ctx, "backends", {})
     if role in given:
         return given[role]
     try:
-        return registry.load(ctx.settings, role)
+        return load(ctx.settings)
     except BackendUnavailable as exc:
         raise ToolError(str(exc)) from exc
 

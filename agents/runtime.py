@@ -1,9 +1,10 @@
 """The agent runtime: the observe–reason–act loop, its trace and the checking of citations.
 
-:func:`run_agent` offers the tools (see :mod:`vidscope.agents.tools`) natively, falls back to JSON
-tool calls written in plain text, limits steps (forcing a final answer at the limit), nudges the
-model out of repetitive calls, records a trace of every step and checks the citations of the final
-answer against the video and against what the tools returned in this conversation.
+:func:`run_agent` offers the tools (see :mod:`vidscope.agents.tools`) to the chat model, runs the
+calls its backend returns (natively or read from JSON text, the backend's job), limits steps
+(forcing a final answer at the limit), nudges the model out of repetitive calls, records a trace of
+every step and checks the citations of the final answer against the video and against what the
+tools returned in this conversation.
 """
 
 from __future__ import annotations
@@ -28,15 +29,9 @@ from vidscope.agents.tools import (
     execute_tool,
     validation_message,
 )
-from vidscope.models.json_tools import find_tool_call, quote_data
-from vidscope.models.protocols import (
-    ChatMessage,
-    ChatReply,
-    ModelOutputError,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from vidscope.core.errors import ModelOutputError
+from vidscope.models.json_tools import quote_data
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
 
 #: Seconds a citation may run past the end of the video (containers round durations).
 DURATION_TOLERANCE = 0.5
@@ -228,10 +223,6 @@ def _near_identical(a: tuple[str, str], b: tuple[str, str]) -> bool:
     return a[0] == b[0] and (a[1] == b[1] or difflib.SequenceMatcher(None, a[1], b[1]).ratio() >= 0.9)
 
 
-# The runtime's public name for the JSON-in-text fallback scanner, which lives with the protocol.
-parse_text_tool_call = find_tool_call
-
-
 def run_agent(
     ctx: ToolContext,
     question: str,
@@ -280,8 +271,7 @@ def run_agent(
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="step limit reached"))
     reply = ask_model(ctx, state, [finish.spec()], record)
     if reply is not None:
-        calls = reply.tool_calls or [c for c in [find_tool_call(reply.text, [finish.name])] if c]
-        for call in calls:
+        for call in reply.tool_calls:
             if call.name == finish.name:
                 answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
                 if answer is not None:
@@ -410,11 +400,7 @@ def _handle_reply(
     record: StepCallback,
 ) -> Answer | None:
     assert ctx.registry is not None
-    native = bool(reply.tool_calls)
     calls = list(reply.tool_calls)
-    if not calls:
-        fallback = find_tool_call(reply.text, ctx.registry.names)
-        calls = [fallback] if fallback else []
     if not calls:
         text = (reply.text or "").strip()
         state.messages.append(ChatMessage(role="assistant", content=text))
@@ -434,10 +420,7 @@ def _handle_reply(
         )
         return None
 
-    state.messages.append(
-        ChatMessage(role="assistant", content=reply.text, tool_calls=calls if native else [])
-    )
-    fallback_results: list[str] = []
+    state.messages.append(ChatMessage(role="assistant", content=reply.text, tool_calls=calls))
     for position, call in enumerate(calls):
         if call.name == finish.name:
             answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
@@ -445,17 +428,13 @@ def _handle_reply(
                 return answer
             continue  # _finish appended the error observation
         outcome = run_tool(ctx, state, call)
-        observation = format_observation(outcome)
-        if native:
-            state.messages.append(
-                ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
+        state.messages.append(
+            ChatMessage(
+                role="tool", content=format_observation(outcome), tool_call_id=call.id, name=call.name
             )
-        else:
-            fallback_results.append(observation)
+        )
         record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
         remember_call(state, call)
-    if fallback_results:
-        state.messages.append(ChatMessage(role="user", content="\n\n".join(fallback_results)))
     nudge_if_looping(ctx, state, record)
     return None
 

@@ -25,7 +25,9 @@ from pydantic.fields import FieldInfo
 
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import AgentSettings, Settings
-from vidscope.models.protocols import ChatModel, TextEmbedder, ToolSpec, Usage
+from vidscope.models import registry as model_registry
+from vidscope.models.protocols.chat import ChatModel, ToolSpec, Usage
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.files import managed_dir
 from vidscope.storage.store import Store
 from vidscope.storage.videos import VideoRecord
@@ -77,9 +79,7 @@ class ToolContext:
     def embedder(self) -> TextEmbedder:
         """The configured text embedder, loaded once per process by the registry."""
         if self._embedder is None:
-            from vidscope.models import registry
-
-            loaded = registry.load(self.settings, "text_embedder")
+            loaded = model_registry.text_embedder(self.settings)
             if loaded is None:
                 raise ToolError("no text embedder is configured (models.text_embedder)")
             self._embedder = loaded
@@ -106,12 +106,10 @@ class ToolContext:
         parts: list[Any] = []
         for used, spec in ((chat, models.chat), (embedder, models.text_embedder)):
             if used:
-                kind = (spec or "").partition(":")[0]
-                parts.append([spec, models.options.get(kind, {})])
+                parts.append([spec, model_registry.backend_options(self.settings, spec)])
         for role in roles:
             spec = getattr(models, role)
-            kind = (spec or "").partition(":")[0]
-            parts.append([role, spec, models.options.get(kind, {})])
+            parts.append([role, spec, model_registry.backend_options(self.settings, spec)])
         return stable_hash(parts)
 
 

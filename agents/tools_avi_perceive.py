@@ -19,9 +19,11 @@ from vidscope.agents.perception import (
     range_frames,
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.images import encode_jpeg
 from vidscope.core.lexicon import canonical_form
-from vidscope.models.protocols import BackendUnavailable, Usage
+from vidscope.models import registry
+from vidscope.models.protocols.chat import Usage
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.ocr import SAME_FRAME_DIFF, TextTracker, thumbnail
 
@@ -99,7 +101,7 @@ def _detected_frames(
     ctx: ToolContext, record: VideoRecord, start: float, end: float, prompts_: list[str] | None
 ) -> tuple[str, list[float], list[list[tuple[str, tuple[float, ...]]]]]:
     """(source, frame times, per-frame (label, box)) from the detector or the stored detections."""
-    detector = perception_backend(ctx, "object_detector")
+    detector = perception_backend(ctx, "object_detector", registry.object_detector)
     if detector is not None:
         frames = range_frames(
             ctx, record, start, end, budget=DETECT_FRAMES, fps=DETECT_FPS, prefer_file=False
@@ -169,9 +171,9 @@ def object_detect(
             if name is None:
                 continue
             frame_counts[name] = frame_counts.get(name, 0) + 1
-            shown = frame_boxes.setdefault(name, [])
-            if len(shown) < DETECT_BOXES_PER_LABEL:
-                shown.append([int(round(v)) for v in box])
+            label_boxes = frame_boxes.setdefault(name, [])
+            if len(label_boxes) < DETECT_BOXES_PER_LABEL:
+                label_boxes.append([int(round(v)) for v in box])
         counts.append(frame_counts)
         boxes.append(frame_boxes)
     labels = sorted({name for c in counts for name in c})
@@ -240,7 +242,7 @@ def text_extract(
     each distinct line with the times it is visible."""
     record = ctx.video(video_id)
     start, end = checked_range(record, time_range)
-    reader = perception_backend(ctx, "text_reader")
+    reader = perception_backend(ctx, "text_reader", registry.text_reader)
     if reader is None:
         where = f"t <= {end!r} AND t_end >= {start!r}"
         rows = ctx.store.rows(ctx.store.ocr, video_id=video_id, where=where, order_by=["t"]).to_pylist()
@@ -363,7 +365,7 @@ def boundary_detect(
     matching frames gives [t_start, t_end] in seconds. Narrow the range first (clip_retrieve)."""
     record = ctx.video(video_id)
     start, end = checked_range(record, time_range, instant=False)
-    embedder = perception_backend(ctx, "image_text")
+    embedder = perception_backend(ctx, "image_text", registry.image_text)
     if embedder is None:
         raise ToolError("boundary_detect needs an image-text model (models.image_text); none is configured")
     frames = range_frames(ctx, record, start, end, budget=BOUNDARY_FRAMES, fps=BOUNDARY_FPS, prefer_file=True)

@@ -19,7 +19,7 @@ from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
 from vidscope.models.json_tools import quote_data
-from vidscope.models.protocols import ChatMessage, Usage
+from vidscope.models.protocols.chat import ChatMessage, Usage
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from vidscope.agents.tools import (
 )
 from vidscope.core.images import encode_jpeg
 from vidscope.models.json_tools import quote_data
-from vidscope.models.protocols import ChatMessage, Usage
+from vidscope.models.protocols.chat import ChatMessage, Usage
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.decode import frames_at
 

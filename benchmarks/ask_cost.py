@@ -66,7 +66,7 @@ def build_store(settings: Any) -> None:
     from vidscope.storage.ledger import STATUS_DONE
 
     store = open_store(settings)
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     now = datetime.now(UTC)
     store.upsert(
         store.videos,

@@ -64,9 +64,9 @@ def warm_up(settings: Settings) -> None:
     """Load every embedded model once so neither run pays for loading."""
     import numpy as np
 
-    registry.load(settings, "text_embedder").embed(["warm up"])
-    registry.load(settings, "text_reader").read(np.zeros((64, 64, 3), dtype=np.uint8))
-    recognizer = registry.load(settings, "speech_recognizer")
+    registry.text_embedder(settings).embed(["warm up"])
+    registry.text_reader(settings).read(np.zeros((64, 64, 3), dtype=np.uint8))
+    recognizer = registry.speech_recognizer(settings)
     if hasattr(recognizer, "load"):
         recognizer.load()
 

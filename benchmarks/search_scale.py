@@ -430,7 +430,7 @@ def calibrate_minilm() -> None:
     from vidscope.core.settings import ModelSettings, Settings
     from vidscope.models import registry
 
-    embedder = registry.load(Settings(models=ModelSettings(chat=None)), "text_embedder")
+    embedder = registry.text_embedder(Settings(models=ModelSettings(chat=None)))
     assert embedder is not None
     names = list(CAPTIONS)
     captions = np.stack([_unit(v) for v in np.asarray(embedder.embed([CAPTIONS[n] for n in names]))])

@@ -109,7 +109,7 @@ def ask(
     config = config or settings.agent
     started = time.perf_counter()
     store = open_store(settings)
-    chat = registry.load(settings, "chat")
+    chat = registry.chat_model(settings)
     ctx = ToolContext(settings, store, chat=chat, config=config, registry=dvd_registry())
     record = ctx.video(video_id)
     on_step = _on_step.get()

@@ -22,12 +22,12 @@ from vidscope.agents.mavis import (
     ensure_library,
     search_library,
 )
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import BackendUnavailable
 
 __all__ = [
     "DroppedVideo",
@@ -51,7 +51,7 @@ def search(
     options = options or settings.search
     started = time.perf_counter()
     store = open_store(settings)
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     if embedder is None:
         raise BackendUnavailable(
             "text_embedder",
@@ -61,12 +61,12 @@ def search(
         )
     notes: list[str] = []
     try:
-        chat = registry.load(settings, "chat")
+        chat = registry.chat_model(settings)
     except BackendUnavailable as exc:
         chat = None
         notes.append(f"the chat model is unavailable ({exc}); the rule-based planner was used")
     try:
-        image_text = registry.load(settings, "image_text")
+        image_text = registry.image_text(settings)
     except BackendUnavailable as exc:
         image_text = None
         notes.append(f"the image-text model is unavailable ({exc}); captions were compared instead")

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models.protocols import BackendUnavailable, Image
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.image import Image
 from vidscope.models.transformers_vlm import resolve_local_model
 
 OPEN_CLIP_EXTRA = "pip install 'vidscope[clip]'"

@@ -2,23 +2,26 @@
 
 Tools are described in the prompt (:func:`tool_instructions`) and the model replies with one JSON
 object: ``{"tool": "<name>", "arguments": {...}}`` to call a tool, or ``{"answer": "<answer>"}``
-when it is done (:data:`TOOL_REPLY_FORMAT`). This module is the protocol's single home: the
-OpenAI-compatible backend's JSON mode, the in-process VLM backend and the agent runtime's fallback
-all use it. :func:`loads_lenient` parses the near-JSON models write, :func:`find_tool_call` finds a
-call in free text and :func:`unwrap_answer` turns an answer object back into plain text.
-:func:`inert_json` and :func:`quote_data` quote text read from videos as data that cannot pose as
-instructions.
+when it is done (:data:`TOOL_REPLY_FORMAT`). This module is the protocol's single home, and the
+backends are its only readers (a :class:`~vidscope.models.protocols.chat.ChatModel` returns every
+call as a ``ToolCall``): :func:`parse_tool_reply` reads a reply strictly, for a backend that can
+re-ask, and :func:`read_tool_reply` leniently, for one that cannot or that asked for native calls.
+:func:`loads_lenient` parses the near-JSON models write and :func:`find_tool_call` finds a call in
+free text. :func:`inert_json` and :func:`quote_data` quote text read from videos as data that
+cannot pose as instructions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from vidscope.core.hashing import stable_hash
-from vidscope.models.protocols import ToolCall, ToolSpec
+from vidscope.models.protocols.chat import ToolCall, ToolSpec
 
 TOOL_REPLY_FORMAT = (
     'Reply with exactly one JSON object and nothing else: {"tool": "<tool name>", "arguments": '
@@ -162,25 +165,82 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
     return None
 
 
-def unwrap_answer(text: str) -> str:
-    """The string inside a reply that is exactly ``{"answer": "<string>"}`` (possibly in a code
-    fence); any other text, including an answer object with more fields, is returned unchanged."""
-    body = text.strip()
-    fenced = re.fullmatch(r"```[A-Za-z0-9_-]*\s*\n?(.*?)\s*```", body, re.S)
-    if fenced:
-        body = fenced.group(1).strip()
-    # Only a whole-reply object counts: an answer object quoted inside prose is part of the prose.
-    if not (body.startswith("{") and body.endswith("}")):
-        return text
-    for variant in (body, _repair(body)):
-        try:
-            value = json.loads(variant)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and set(value) == {"answer"} and isinstance(value["answer"], str):
-            return value["answer"]
-        return text
-    return text
+class UnusableReply(Exception):
+    """A reply that cannot be used. ``fix`` tells the model what to do instead; ``echo`` is the
+    reply as the model should see it when it is re-asked (None: nothing worth showing)."""
+
+    def __init__(self, problem: str, fix: str, echo: str | None) -> None:
+        super().__init__(problem)
+        self.problem, self.fix, self.echo = problem, fix, echo
+
+
+def check_offered(name: str, offered: Collection[str], echo: str | None) -> None:
+    """Raise :class:`UnusableReply` when a call names a tool that was not offered."""
+    if offered and name not in offered:
+        raise UnusableReply(
+            f"there is no tool named '{name}'",
+            f"Use one of these tools: {', '.join(sorted(offered))}, or answer in text.",
+            echo,
+        )
+
+
+def parse_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | None, list[ToolCall]]:
+    """``(answer text, tool calls)`` from a reply that follows :data:`TOOL_REPLY_FORMAT`.
+
+    The reply is read leniently as JSON (:func:`loads_lenient`); a list of call objects is several
+    calls. ``{"answer": ...}`` gives the answer and no calls (a non-string answer as JSON text); a
+    call gives no text. Raises :class:`UnusableReply` saying what is wrong otherwise, including a
+    call to a tool not in ``offered``.
+    """
+    if not (text or "").strip():
+        raise UnusableReply("the reply was empty", TOOL_REPLY_FORMAT, None)
+    try:
+        parsed = loads_lenient(text)
+    except ValueError as exc:
+        raise UnusableReply(f"the reply is not a JSON object: {exc}", TOOL_REPLY_FORMAT, text) from None
+    items = parsed if isinstance(parsed, list) else [parsed]
+    calls: list[ToolCall] = []
+    for item in items:
+        if not isinstance(item, dict):
+            raise UnusableReply(f"the reply is not a JSON object: {text}", TOOL_REPLY_FORMAT, text)
+        if "answer" in item and "tool" not in item and "name" not in item:
+            answer = item["answer"]
+            return (answer if isinstance(answer, str) else json.dumps(answer)), []
+        name = item.get("tool", item.get("name"))
+        if not isinstance(name, str):
+            raise UnusableReply(
+                'the reply has neither a "tool" nor an "answer" field', TOOL_REPLY_FORMAT, text
+            )
+        check_offered(name, offered, text)
+        args = item.get("arguments", item.get("parameters", {}))
+        if isinstance(args, str):
+            try:
+                args = loads_lenient(args) if args.strip() else {}
+            except ValueError as exc:
+                raise UnusableReply(
+                    f"the arguments of tool '{name}' are not valid JSON: {exc}", TOOL_REPLY_FORMAT, text
+                ) from None
+        if not isinstance(args, dict):
+            raise UnusableReply(
+                f"the arguments of tool '{name}' must be a JSON object", TOOL_REPLY_FORMAT, text
+            )
+        calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=args))
+    return None, calls
+
+
+def read_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | None, list[ToolCall]]:
+    """``(text, tool calls)`` from a reply that may or may not follow the protocol; never raises.
+
+    A reply that is JSON (an object or a code fence) is read with :func:`parse_tool_reply`; failing
+    that, the first call to an offered tool written anywhere in the text is taken
+    (:func:`find_tool_call`) and the text kept as the model's reasoning. Anything else, including a
+    call to a tool that was not offered, stays text.
+    """
+    if (text or "").lstrip().startswith(("{", "```")):
+        with contextlib.suppress(UnusableReply):
+            return parse_tool_reply(text, offered)
+    call = find_tool_call(text, offered)
+    return text, [call] if call else []
 
 
 # ---------------------------------------------------------------------------- quoting video text

@@ -7,9 +7,12 @@ know them: known model specs have their size listed here; any other embedder is 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from vidscope.core.settings import Settings
 from vidscope.models import registry
+from vidscope.models.protocols.image_text import ImageTextEmbedder
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage import Store
 from vidscope.storage.store import DEFAULT_IMAGE_DIM, DEFAULT_TEXT_DIM
 
@@ -24,21 +27,24 @@ _stores: dict[tuple[str, int, int], Store] = {}
 _lock = threading.Lock()
 
 
-def _dim(settings: Settings, role: str, default: int) -> int:
-    """Vector size of the model serving ``role``: the default when none, listed, or loaded."""
-    spec = getattr(settings.models, role)
+def _dim(spec: str | None, load: Callable[[], TextEmbedder | ImageTextEmbedder | None], default: int) -> int:
+    """Vector size of the model ``spec`` names: the default when none, listed, or loaded."""
     if not spec:
         return default
     if spec in KNOWN_DIMS:
         return KNOWN_DIMS[spec]
-    return int(registry.load(settings, role).dim)
+    model = load()
+    # A configured spec never loads as None: the registry raises BackendUnavailable instead.
+    assert model is not None
+    return int(model.dim)
 
 
 def embedding_dims(settings: Settings) -> tuple[int, int]:
     """(text_dim, image_dim) of the configured text embedder and image–text model."""
+    models = settings.models
     return (
-        _dim(settings, "text_embedder", DEFAULT_TEXT_DIM),
-        _dim(settings, "image_text", DEFAULT_IMAGE_DIM),
+        _dim(models.text_embedder, lambda: registry.text_embedder(settings), DEFAULT_TEXT_DIM),
+        _dim(models.image_text, lambda: registry.image_text(settings), DEFAULT_IMAGE_DIM),
     )
 
 

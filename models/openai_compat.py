@@ -24,7 +24,6 @@ persistent cache (see :mod:`vidscope.models.usage`).
 from __future__ import annotations
 
 import base64
-import contextlib
 import email.utils
 import io
 import json
@@ -34,7 +33,6 @@ import random
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,25 +40,22 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.models import usage
 
 # loads_lenient stays importable from here too: it lived here before json_tools existed.
 from vidscope.models.json_tools import (
     TOOL_REPLY_FORMAT,
+    UnusableReply,
+    check_offered,
     inert_json,
     loads_lenient,
+    parse_tool_reply,
+    read_tool_reply,
     tool_instructions,
 )
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatReply,
-    Image,
-    ModelOutputError,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
+from vidscope.models.protocols.image import Image
 
 log = logging.getLogger(__name__)
 
@@ -368,14 +363,6 @@ def _describe(exc: Exception | None) -> str:
 # ---------------------------------------------------------------------------- chat
 
 
-class _Unusable(Exception):
-    """A reply that cannot be used; ``fix`` tells the model what to do instead."""
-
-    def __init__(self, problem: str, fix: str, echo: str | None) -> None:
-        super().__init__(problem)
-        self.problem, self.fix, self.echo = problem, fix, echo
-
-
 class OpenAIChat:
     """A chat model behind an OpenAI-compatible server; satisfies :class:`ChatModel`."""
 
@@ -489,13 +476,13 @@ class OpenAIChat:
     ) -> tuple[str | None, list[ToolCall]]:
         choices = getattr(response, "choices", None) or []
         if not choices:
-            raise _Unusable("the reply had no choices", "Answer the last message.", None)
+            raise UnusableReply("the reply had no choices", "Answer the last message.", None)
         message = choices[0].message
         text = message.content
         names = {t.name for t in tools or ()}
         calls: list[ToolCall] = []
         if self.json_tools and tools:
-            text, calls = self._parse_json_tools(text, names)
+            text, calls = parse_tool_reply(text, names)
         else:
             for i, raw_call in enumerate(message.tool_calls or []):
                 fn = raw_call.function
@@ -504,26 +491,25 @@ class OpenAIChat:
                 try:
                     args = loads_lenient(raw_args) if raw_args.strip() else {}
                 except ValueError as exc:
-                    raise _Unusable(
+                    raise UnusableReply(
                         f"the arguments of tool call '{fn.name}' are not valid JSON: {exc}; "
                         f"they were: {raw_args}",
                         "Call the tool again with its arguments as one valid JSON object.",
                         echo,
                     ) from None
                 if not isinstance(args, dict):
-                    raise _Unusable(
+                    raise UnusableReply(
                         f"the arguments of tool call '{fn.name}' must be a JSON object, got: {raw_args}",
                         "Call the tool again with its arguments as one JSON object.",
                         echo,
                     )
-                self._check_tool_name(fn.name, names, echo)
+                check_offered(fn.name, names, echo)
                 calls.append(ToolCall(id=raw_call.id or f"call_{i}", name=fn.name, arguments=args))
-            if not calls and tools and text and text.lstrip().startswith(("{", "```")):
+            if not calls and tools:
                 # Servers without a tool-call parser hand the call back as text; accept it.
-                with contextlib.suppress(_Unusable):
-                    text, calls = self._parse_json_tools(text, names)
+                text, calls = read_tool_reply(text, names)
         if not calls and not (text or "").strip():
-            raise _Unusable(
+            raise UnusableReply(
                 "the reply was empty",
                 TOOL_REPLY_FORMAT if (self.json_tools and tools) else "Answer the last message.",
                 None,
@@ -532,60 +518,12 @@ class OpenAIChat:
             try:
                 text = json.dumps(loads_lenient(text))
             except ValueError as exc:
-                raise _Unusable(
+                raise UnusableReply(
                     f"the reply is not the JSON that was asked for: {exc}",
                     "Reply again with one valid JSON object and nothing else.",
                     text,
                 ) from None
         return text, calls
-
-    @staticmethod
-    def _check_tool_name(name: str, names: set[str], echo: str | None) -> None:
-        if names and name not in names:
-            raise _Unusable(
-                f"there is no tool named '{name}'",
-                f"Use one of these tools: {', '.join(sorted(names))}, or answer in text.",
-                echo,
-            )
-
-    def _parse_json_tools(self, text: str | None, names: set[str]) -> tuple[str | None, list[ToolCall]]:
-        """Parse ``{"tool": ..., "arguments": ...}`` or ``{"answer": ...}`` from a text reply."""
-        if not (text or "").strip():
-            raise _Unusable("the reply was empty", TOOL_REPLY_FORMAT, None)
-        try:
-            parsed = loads_lenient(text)
-        except ValueError as exc:
-            raise _Unusable(f"the reply is not a JSON object: {exc}", TOOL_REPLY_FORMAT, text) from None
-        items = parsed if isinstance(parsed, list) else [parsed]
-        calls: list[ToolCall] = []
-        for item in items:
-            if not isinstance(item, dict):
-                raise _Unusable(f"the reply is not a JSON object: {text}", TOOL_REPLY_FORMAT, text)
-            if "answer" in item and "tool" not in item and "name" not in item:
-                answer = item["answer"]
-                return (answer if isinstance(answer, str) else json.dumps(answer)), []
-            name = item.get("tool", item.get("name"))
-            if not isinstance(name, str):
-                raise _Unusable(
-                    'the reply has neither a "tool" nor an "answer" field', TOOL_REPLY_FORMAT, text
-                )
-            self._check_tool_name(name, names, text)
-            args = item.get("arguments", item.get("parameters", {}))
-            if isinstance(args, str):
-                try:
-                    args = loads_lenient(args) if args.strip() else {}
-                except ValueError as exc:
-                    raise _Unusable(
-                        f"the arguments of tool '{name}' are not valid JSON: {exc}",
-                        TOOL_REPLY_FORMAT,
-                        text,
-                    ) from None
-            if not isinstance(args, dict):
-                raise _Unusable(
-                    f"the arguments of tool '{name}' must be a JSON object", TOOL_REPLY_FORMAT, text
-                )
-            calls.append(ToolCall(id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=args))
-        return None, calls
 
     # -------------------------------------------------------------- the call
 
@@ -676,7 +614,7 @@ class OpenAIChat:
         if json_output and self.opts["response_format"] and not (tools and self.json_tools):
             kwargs["response_format"] = {"type": "json_object"}
 
-        problem: _Unusable | None = None
+        problem: UnusableReply | None = None
         for attempt in range(2):
             sent = list(wire)  # a snapshot: corrections are appended to ``wire`` afterwards
 
@@ -687,7 +625,7 @@ class OpenAIChat:
             tally.add_usage(response)
             try:
                 text, calls = self._parse(response, tools, json_output)
-            except _Unusable as exc:
+            except UnusableReply as exc:
                 problem = exc
                 log.info(
                     "%s: unusable reply (%s)%s",

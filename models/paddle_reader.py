@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models.protocols import BackendUnavailable, Image, TextLine
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.image import Image
+from vidscope.models.protocols.text_reader import TextLine
 
 KIND = "paddleocr"
 DIR_OPTIONS = ("text_detection_model_dir", "text_recognition_model_dir")

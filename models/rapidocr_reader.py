@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models.protocols import BackendUnavailable, TextLine
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.text_reader import TextLine
 
 DEFAULT_MIN_SCORE = 0.5
 
 
 class RapidOcrReader:
-    """A :class:`~vidscope.models.protocols.TextReader` over RapidOCR's default PP-OCR models."""
+    """A :class:`~vidscope.models.protocols.text_reader.TextReader` over RapidOCR's default PP-OCR models."""
 
     def __init__(self, role: str = "text_reader", *, min_score: float = DEFAULT_MIN_SCORE) -> None:
         self.role = role

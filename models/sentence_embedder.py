@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models.protocols import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable
 
 EMBEDDED_MINILM = "embedded"
 
@@ -34,7 +34,7 @@ def _embedded_minilm_path(role: str) -> str:
 
 
 class SentenceEmbedder:
-    """A :class:`~vidscope.models.protocols.TextEmbedder` over a sentence-transformers model."""
+    """A :class:`~vidscope.models.protocols.text_embedder.TextEmbedder` over a sentence-transformers model."""
 
     def __init__(
         self,
@@ -65,6 +65,13 @@ class SentenceEmbedder:
             if hasattr(self._model, "get_embedding_dimension")
             else self._model.get_sentence_embedding_dimension()
         )
+        if dim is None:  # the store's vector columns have a fixed width; this model has none
+            raise BackendUnavailable(
+                role,
+                name,
+                f"reading the embedding size of '{model_path}'",
+                "Use a sentence-embedding model with a fixed output dimension.",
+            )
         self.dim = int(dim)
         self._lock = threading.Lock()
 

@@ -6,8 +6,9 @@ model serves both the ``captioner`` role (batched clip captions) and the ``chat`
 native tool-call output: when ``chat`` is offered tools they are described in the prompt (through
 the chat template when it renders tools, as Qwen3-VL's does, else in the system message with the
 reply format of :mod:`vidscope.models.json_tools`) and the model writes the call as JSON
-text, which the agent runtime's JSON fallback parses; a final ``{"answer": ...}`` object is
-unwrapped to its plain text.
+text, which :func:`~vidscope.models.json_tools.read_tool_reply` turns into the reply's tool calls,
+as for every :class:`~vidscope.models.protocols.chat.ChatModel`; a final ``{"answer": ...}`` object
+comes back as its plain text.
 
 Options (``[models.options.transformers-vlm]``): ``device`` (``auto``: cuda when available, else
 cpu), ``dtype`` (``auto``: bfloat16 on cuda, float32 on cpu), ``max_new_tokens`` (captions, 160),
@@ -27,16 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models import usage
-from vidscope.models.json_tools import tool_instructions, unwrap_answer
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatReply,
-    Image,
-    ToolSpec,
-    Usage,
-)
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models import registry, usage
+from vidscope.models.json_tools import read_tool_reply, tool_instructions
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
+from vidscope.models.protocols.image import Image
 
 KIND = "transformers-vlm"
 
@@ -57,7 +53,7 @@ def resolve_local_model(role: str, spec: str, target: str) -> str:
             role,
             spec,
             "an empty model target",
-            f"Name a model directory, e.g. {spec.partition(':')[0]}:/models/<model-name>.",
+            f"Name a model directory, e.g. {registry.parse_spec(spec)[0]}:/models/<model-name>.",
         )
     path = Path(target).expanduser()
     if path.is_dir():
@@ -131,7 +127,7 @@ def _to_pil(image: Image | bytes, max_side: int) -> Any:
 class TransformersVLM:
     """A local image-text-to-text model: a :class:`Captioner` and a :class:`ChatModel` in one."""
 
-    supports_tools = False  # tool calls come back as JSON text, never as ToolCall objects
+    supports_tools = False  # no native tool-call output: calls are read from the JSON text it writes
     model: Any
     processor: Any
 
@@ -332,8 +328,8 @@ class TransformersVLM:
     ) -> tuple[list[dict[str, Any]], list[Any]]:
         """Chat-template dicts plus the images they reference, in order.
 
-        Tool results and assistant tool calls become plain text, because chat templates disagree on
-        (or reject) the ``tool`` role; the agent runtime's JSON fallback reads them back as text.
+        Tool results and assistant tool calls become plain text (calls in the JSON the model is
+        asked to write), because chat templates disagree on (or reject) the ``tool`` role.
         """
         converted: list[dict[str, Any]] = []
         images: list[Any] = []
@@ -374,18 +370,20 @@ class TransformersVLM:
         temperature: float = 0.0,
         json_output: bool = False,
     ) -> ChatReply:
-        """Answer in text. Offered ``tools`` are described in the prompt; a call comes back as
-        JSON text in ``reply.text`` (never in ``tool_calls``) for the runtime's JSON fallback, and
-        an ``{"answer": ...}`` reply comes back as the plain answer."""
+        """One turn (see :class:`ChatModel`). Offered ``tools`` are described in the prompt; the
+        call the model writes as JSON comes back in ``reply.tool_calls`` and an ``{"answer": ...}``
+        reply as the plain answer."""
         started = time.perf_counter()
         conversation, images = self._template_messages(messages, json_output, tools)
         limit = int(max_tokens or self.chat_max_new_tokens)
         text, n_in, n_out, stopped = self._generate([conversation], [images], limit, temperature, tools)[0]
-        if tools and not json_output:
-            # The tool protocol asks for {"answer": ...} when done; the agent expects plain text.
-            text = unwrap_answer(text)
+        reply_text: str | None = text
+        calls: list[ToolCall] = []
+        if tools:
+            reply_text, calls = read_tool_reply(text, {t.name for t in tools})
         return ChatReply(
-            text=text,
+            text=reply_text,
+            tool_calls=calls,
             model=self.name,
             finish_reason="stop" if stopped else "length",
             usage=Usage(

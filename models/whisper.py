@@ -32,12 +32,8 @@ from typing import Any
 import av
 import numpy as np
 
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    SpeechSegment,
-    Transcript,
-    Word,
-)
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.speech_recognizer import SpeechSegment, Transcript, Word
 from vidscope.storage.files import managed_dir
 
 EMBEDDED_TARGET = "embedded-base"
@@ -157,7 +153,7 @@ def _has_audio_stream(path: Path) -> bool:
 
 
 class WhisperRecognizer:
-    """A :class:`~vidscope.models.protocols.SpeechRecognizer` over one faster-whisper model.
+    """A :class:`~vidscope.models.protocols.speech_recognizer.SpeechRecognizer` over one faster-whisper model.
 
     The model loads on the first :meth:`transcribe` and is reused; a lock makes loading and
     decoding safe from several threads (CTranslate2 decodes one request at a time per model).

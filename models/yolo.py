@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.models.protocols import BackendUnavailable, Detection, Image
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.image import Image
+from vidscope.models.protocols.object_detector import Detection
 
 KIND = "yolo"
 #: Config suffixes that build an untrained network instead of loading weights.

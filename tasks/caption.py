@@ -15,10 +15,11 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.errors import ModelOutputError
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols import Captioner, ModelOutputError
+from vidscope.models.protocols.captioner import Captioner
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 
@@ -154,7 +155,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     ).to_pylist()
     objects_per_clip = clip_objects(clips, detections)
     texts = clip_texts(clips, segments, ocr_items)
-    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
+    captioner: Captioner | None = registry.captioner(ctx.settings)
     if captioner is not None:
         contexts = [
             _caption_context(sp, on, ob) for (sp, on), ob in zip(texts, objects_per_clip, strict=True)

@@ -18,7 +18,7 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols import ObjectDetector
+from vidscope.models.protocols.object_detector import ObjectDetector
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -42,7 +42,7 @@ def _lock_for(detector: object) -> threading.Lock:
 
 
 def _run(ctx: StageContext) -> StageOutcome:
-    detector: ObjectDetector | None = registry.load(ctx.settings, "object_detector")
+    detector: ObjectDetector | None = registry.object_detector(ctx.settings)
     if detector is None:
         raise StageNotApplicable("no object detector configured (models.object_detector)")
     store, video_id = ctx.store, ctx.video.video_id

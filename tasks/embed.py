@@ -10,7 +10,7 @@ from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols import TextEmbedder
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.stage import (
     Stage,
@@ -38,7 +38,7 @@ def clip_search_text(clip: dict[str, Any]) -> str:
 
 
 def _run(ctx: StageContext) -> StageOutcome:
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
     if embedder is None:
         raise StageNotApplicable("no text embedder configured (models.text_embedder)")
     if embedder.dim != ctx.store.text_dim:

@@ -38,17 +38,13 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage import Store
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.tasks import graph_supernodes
@@ -601,7 +597,7 @@ def clear_graph(store: Store, video_id: str) -> None:
 
 def _embed_function(ctx: StageContext) -> tuple[Any | None, str | None]:
     """A names → vectors function from the text embedder, or (None, why not)."""
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
     if embedder is None:
         return None, "no text embedder configured: entities resolved by name only"
     if embedder.dim != ctx.store.text_dim:
@@ -614,7 +610,7 @@ def _embed_function(ctx: StageContext) -> tuple[Any | None, str | None]:
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    chat: ChatModel | None = registry.load(ctx.settings, "chat")
+    chat: ChatModel | None = registry.chat_model(ctx.settings)
     if chat is None:
         clear_graph(store, video_id)  # rows a previously configured model wrote are stale now
         raise StageNotApplicable("no chat model configured")

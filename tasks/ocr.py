@@ -21,7 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols import TextLine, TextReader
+from vidscope.models.protocols.text_reader import TextLine, TextReader
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -105,7 +105,7 @@ class TextTracker:
 
 
 def _run(ctx: StageContext) -> StageOutcome:
-    reader: TextReader | None = registry.load(ctx.settings, "text_reader")
+    reader: TextReader | None = registry.text_reader(ctx.settings)
     if reader is None:
         raise StageNotApplicable("no text reader configured (models.text_reader)")
     settings, store, video = ctx.settings.ingest, ctx.store, ctx.video

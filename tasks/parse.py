@@ -35,6 +35,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ValidationError, field_validator
 
+from vidscope.core.errors import ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.images import decode_jpeg
 from vidscope.core.lexicon import (
@@ -53,13 +54,9 @@ from vidscope.core.lexicon import (
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    Captioner,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
 from vidscope.tasks.subjects import clip_entry
@@ -614,8 +611,8 @@ def _run(ctx: StageContext) -> StageOutcome:
     ).to_pylist()
     detections = store.rows(store.detections, video_id=video_id, columns=["t", "label"]).to_pylist()
     windows = split_windows(clips, float(ctx.settings.ingest.parse_window_seconds))
-    captioner: Captioner | None = registry.load(ctx.settings, "captioner")
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
+    captioner: Captioner | None = registry.captioner(ctx.settings)
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
     parsed: list[tuple[WindowParse, str]] = []
     for window in windows:
         objects = window_detections(window, detections)

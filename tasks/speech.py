@@ -14,7 +14,7 @@ from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols import SpeechRecognizer
+from vidscope.models.protocols.speech_recognizer import SpeechRecognizer
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -29,7 +29,7 @@ from vidscope.tasks.stage import (
 def _run(ctx: StageContext) -> StageOutcome:
     if not ctx.video.has_audio:
         raise StageNotApplicable("the video has no audio track")
-    recognizer: SpeechRecognizer | None = registry.load(ctx.settings, "speech_recognizer")
+    recognizer: SpeechRecognizer | None = registry.speech_recognizer(ctx.settings)
     if recognizer is None:
         raise StageNotApplicable("no speech recogniser configured (models.speech_recognizer)")
     transcript = recognizer.transcribe(ctx.path)

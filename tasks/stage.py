@@ -20,10 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
+from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage import Store
 from vidscope.storage.ledger import (
     STATUS_DONE,
@@ -100,8 +101,7 @@ def role_config(settings: Settings, role: str, key: str) -> dict[str, Any]:
     """``{key: <model spec of role>, "options": <its backend options>}``: the part of a stage's
     cache key that says which model it ran, so changing the model or its options re-runs it."""
     spec = getattr(settings.models, role)
-    kind = (spec or "").partition(":")[0]
-    return {key: spec, "options": settings.models.options.get(kind, {})}
+    return {key: spec, "options": registry.backend_options(settings, spec)}
 
 
 def ledger_rows(store: Store, video_id: str) -> dict[str, dict[str, Any]]:

@@ -24,17 +24,13 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.lexicon import ARTICLES, tokens
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.spans import merge_spans
@@ -418,7 +414,7 @@ def _row(video_id: str, index: int, subject: Subject) -> dict[str, Any]:
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    chat: ChatModel | None = registry.load(ctx.settings, "chat")
+    chat: ChatModel | None = registry.chat_model(ctx.settings)
     if chat is None:
         # Rows a previously configured model wrote no longer match the configuration.
         store.replace_video_rows(SUBJECTS, video_id, [])

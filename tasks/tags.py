@@ -40,18 +40,14 @@ import numpy as np
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.lexicon import DIMENSIONS, canonical_form
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-)
+from vidscope.models.protocols.chat import ChatMessage, ChatModel
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage import Store
 from vidscope.storage.schema import sql_quote
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
@@ -412,8 +408,8 @@ def _run(ctx: StageContext) -> StageOutcome:
         video_id=video_id,
         columns=["window_index", "scene", "objects", "actions"],
     ).to_pylist()
-    embedder: TextEmbedder | None = registry.load(ctx.settings, "text_embedder")
-    chat: ChatModel | None = registry.load(ctx.settings, "chat")
+    embedder: TextEmbedder | None = registry.text_embedder(ctx.settings)
+    chat: ChatModel | None = registry.chat_model(ctx.settings)
     stats = MergeStats()
     mappings, saved = map_parses(store, parses, embedder, chat, stats)
     rows = index_rows(video_id, parses, mappings)

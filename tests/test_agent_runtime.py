@@ -19,7 +19,6 @@ from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import (
     Evidence,
     format_observation,
-    parse_text_tool_call,
     pick_choice,
 )
 from vidscope.agents.tools import (
@@ -39,6 +38,7 @@ from vidscope.agents.tools_dvd import (
 )
 from vidscope.core.settings import Settings
 from vidscope.models import registry
+from vidscope.models.json_tools import find_tool_call
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.store import Store
@@ -87,7 +87,7 @@ def build_store(settings: Settings) -> Store:
     from vidscope.models.open_store import open_store
 
     store = open_store(settings)
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     now = datetime.now(UTC)
     store.upsert(
         store.videos,
@@ -385,12 +385,10 @@ def test_choice_letter_parsing() -> None:
 
 def test_json_tool_calls_in_text_are_accepted_only_for_allowed_tools() -> None:
     allowed = ["clip_search", "finish"]
-    call = parse_text_tool_call(
-        'I will search. {"tool": "clip_search", "arguments": {"query": "x"}}', allowed
-    )
+    call = find_tool_call('I will search. {"tool": "clip_search", "arguments": {"query": "x"}}', allowed)
     assert call is not None and call.name == "clip_search" and call.arguments == {"query": "x"}
-    assert parse_text_tool_call('{"tool": "delete_video", "arguments": {}}', allowed) is None
-    assert parse_text_tool_call("no json here", allowed) is None
+    assert find_tool_call('{"tool": "delete_video", "arguments": {}}', allowed) is None
+    assert find_tool_call("no json here", allowed) is None
 
 
 def test_extractive_answer_cites_the_moment_holding_the_answer(

@@ -43,7 +43,7 @@ def world(tmp_path: Path, llm_server: ScriptedLLMServer) -> tuple[Settings, Stor
 def run(world, question: str = QUESTION, **config: object):
     """The AVI loop with clip_search (retrieve) and frame_inspect (perceive)."""
     settings, store, _ = world
-    ctx = ToolContext(settings, store, chat=registry.load(settings, "chat"), config=AgentConfig(**config))
+    ctx = ToolContext(settings, store, chat=registry.chat_model(settings), config=AgentConfig(**config))
     steps = []
     answer = run_avi_agent(
         ctx,
@@ -274,7 +274,7 @@ def test_registries_must_be_separate_and_need_a_chat_model(world) -> None:
         run_avi_agent(
             ctx, QUESTION, [VIDEO_ID], retrieve=ToolRegistry([clip_search]), perceive=ToolRegistry([])
         )
-    ctx.chat = registry.load(settings, "chat")
+    ctx.chat = registry.chat_model(settings)
     with pytest.raises(ValueError, match="tools in both phases: clip_search"):
         run_avi_agent(
             ctx,

@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import clip, registry
-from vidscope.models.protocols import BackendUnavailable, ImageTextEmbedder
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 
 disable_telemetry()
 
@@ -128,7 +129,7 @@ def test_hf_clip_tiny_random_model_from_directory(tiny_clip_dir: Path, tmp_path:
     )
     registry.clear_cache()
     try:
-        embedder = registry.load(settings, "image_text")
+        embedder = registry.image_text(settings)
     finally:
         registry.clear_cache()
     assert isinstance(embedder, clip.HFClipEmbedder) and isinstance(embedder, ImageTextEmbedder)

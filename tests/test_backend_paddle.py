@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import paddle_reader, registry
-from vidscope.models.protocols import BackendUnavailable, TextLine
+from vidscope.models.protocols.text_reader import TextLine
 
 disable_telemetry()
 
@@ -25,7 +26,7 @@ def test_missing_model_dirs_name_both_options(tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path, models={"text_reader": "paddleocr:ppocrv5-server"})
     registry.clear_cache()
     with pytest.raises(BackendUnavailable) as info:
-        registry.load(settings, "text_reader")
+        registry.text_reader(settings)
     message = str(info.value)
     assert "text_detection_model_dir (not set)" in message
     assert "text_recognition_model_dir (not set)" in message

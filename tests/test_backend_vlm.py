@@ -8,16 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import registry
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    Captioner,
-    ChatMessage,
-    ChatModel,
-    ToolCall,
-    ToolSpec,
-)
+from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ToolCall, ToolSpec
 
 disable_telemetry()
 
@@ -268,8 +263,8 @@ def test_registry_builds_it_from_settings(tiny_vlm_dir: Path, tmp_path: Path) ->
     )
     registry.clear_cache()
     try:
-        captioner = registry.load(settings, "captioner")
-        assert captioner is registry.load(settings, "captioner")  # loaded once per process
+        captioner = registry.captioner(settings)
+        assert captioner is registry.captioner(settings)  # loaded once per process
         assert captioner.max_new_tokens == 3
         assert len(captioner.caption(frames(1, seed=6), "")) <= 3
     finally:
@@ -402,3 +397,17 @@ def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Pa
     logged = totals(store)  # every clip's generate call is logged like any model call
     assert logged["calls"] == 3 + 2 and logged["images"] >= 3  # 3 captions, the parse asked twice
     assert logged["input_tokens"] > 0 and logged["output_tokens"] > 0
+
+
+def test_chat_returns_a_call_written_as_json_as_a_tool_call(vlm, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The tiny model writes noise, so its generation is replaced by what a real one would write.
+    written = '{"tool": "search", "arguments": {"q": "red car"}}'
+    monkeypatch.setattr(vlm, "_generate", lambda *args, **kwargs: [(written, 10, 5, True)])
+    spec = ToolSpec(name="search", description="Find clips.", parameters={"type": "object"})
+    reply = vlm.chat([ChatMessage(role="user", content="Find the red car.")], tools=[spec])
+    assert reply.text is None
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("search", {"q": "red car"})]
+    answered = '{"answer": "Clip 4."}'
+    monkeypatch.setattr(vlm, "_generate", lambda *args, **kwargs: [(answered, 10, 5, True)])
+    reply = vlm.chat([ChatMessage(role="user", content="Which clip?")], tools=[spec])
+    assert reply.text == "Clip 4." and reply.tool_calls == []

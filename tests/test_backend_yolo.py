@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.models import registry
-from vidscope.models.protocols import BackendUnavailable, Detection, ObjectDetector
+from vidscope.models.protocols.object_detector import Detection, ObjectDetector
 
 disable_telemetry()
 os.environ.setdefault("YOLO_OFFLINE", "1")
@@ -136,7 +137,7 @@ def test_random_yaml_model_through_the_registry(tmp_path: Path, video_frames) ->
     )
     registry.clear_cache()
     try:
-        detector = registry.load(settings, "object_detector")
+        detector = registry.object_detector(settings)
     finally:
         registry.clear_cache()
     assert detector.name == "yolo:yolov8n.yaml" and detector.imgsz == 320

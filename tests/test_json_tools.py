@@ -1,19 +1,18 @@
-"""The JSON-in-text tool-calling protocol shared by the backends and the agent runtime."""
+"""The JSON-in-text tool-calling protocol shared by the chat backends."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from vidscope.agents import runtime
 from vidscope.models import json_tools, openai_compat, transformers_vlm
 from vidscope.models.json_tools import (
     TOOL_REPLY_FORMAT,
     find_tool_call,
+    read_tool_reply,
     tool_instructions,
-    unwrap_answer,
 )
-from vidscope.models.protocols import ToolSpec
+from vidscope.models.protocols.chat import ToolSpec
 
 SEARCH = ToolSpec(
     name="clip_search",
@@ -53,11 +52,11 @@ def test_tool_instructions_list_every_tool_then_the_format() -> None:
     assert tool_instructions([]).splitlines()[-1] == TOOL_REPLY_FORMAT
 
 
-def test_the_backends_and_runtime_share_one_implementation() -> None:
+def test_the_backends_share_one_implementation() -> None:
     assert openai_compat.loads_lenient is json_tools.loads_lenient
     assert openai_compat.TOOL_REPLY_FORMAT is TOOL_REPLY_FORMAT
     assert transformers_vlm.tool_instructions is tool_instructions
-    assert runtime.parse_text_tool_call is find_tool_call
+    assert transformers_vlm.read_tool_reply is openai_compat.read_tool_reply is read_tool_reply
 
 
 def test_find_tool_call_reads_a_call_inside_prose() -> None:
@@ -104,31 +103,45 @@ def test_find_tool_call_ignores_what_is_not_a_json_call() -> None:
     assert find_tool_call('{"tool": "clip_search", "arguments": [1, 2]}', allowed) is None
 
 
-def test_unwrap_answer_returns_the_string_of_an_answer_object() -> None:
-    assert unwrap_answer('{"answer": "Clip 4 shows a red car."}') == "Clip 4 shows a red car."
-    assert unwrap_answer('  \n{"answer": "spaced"}\n ') == "spaced"
-    assert unwrap_answer('```json\n{"answer": "fenced"}\n```') == "fenced"
-    assert unwrap_answer('```\n{"answer": "bare fence"}```') == "bare fence"
-    assert unwrap_answer("{'answer': 'it\\'s near-JSON',}") == "it's near-JSON"
-    assert unwrap_answer('{"answer": "line one\\nline \\"two\\""}') == 'line one\nline "two"'
-    assert unwrap_answer('{"answer": ""}') == ""
+def test_read_tool_reply_returns_the_string_of_an_answer_object() -> None:
+    offered = ["clip_search"]
+    answers = {
+        '{"answer": "Clip 4 shows a red car."}': "Clip 4 shows a red car.",
+        '  \n{"answer": "spaced"}\n ': "spaced",
+        '```json\n{"answer": "fenced"}\n```': "fenced",
+        '```\n{"answer": "bare fence"}```': "bare fence",
+        "{'answer': 'it\\'s near-JSON',}": "it's near-JSON",
+        '{"answer": "line one\\nline \\"two\\""}': 'line one\nline "two"',
+        '{"answer": ""}': "",
+    }
+    for text, answer in answers.items():
+        assert read_tool_reply(text, offered) == (answer, []), text
 
 
-def test_unwrap_answer_leaves_everything_else_unchanged() -> None:
+def test_read_tool_reply_turns_calls_to_offered_tools_into_tool_calls() -> None:
+    offered = ["clip_search", "finish"]
+    text, calls = read_tool_reply('{"tool": "clip_search", "arguments": {"query": "x"}}', offered)
+    assert text is None and [(c.name, c.arguments) for c in calls] == [("clip_search", {"query": "x"})]
+    prose = 'I will search. {"tool": "clip_search", "arguments": {"query": "x"}} Then finish.'
+    text, calls = read_tool_reply(prose, offered)
+    assert text == prose  # kept as the model's reasoning
+    assert [(c.name, c.arguments) for c in calls] == [("clip_search", {"query": "x"})]
+
+
+def test_read_tool_reply_leaves_everything_else_as_text() -> None:
+    offered = ["clip_search", "finish"]
     unchanged = [
         "Clip 4 shows a red car.",
         "",
-        '{"answer": 42}',
-        '{"answer": "x", "citations": [1]}',
-        '{"tool": "finish", "arguments": {"answer": "x"}}',
+        '{"tool": "delete_video", "arguments": {}}',  # not offered: stays text
+        'Now {"tool": "delete_video", "arguments": {}}',
         'The model said {"answer": "x"} earlier.',
-        '{"answer": "x"} {"answer": "y"}',
         '{"answer": "unterminated}',
         '["answer"]',
         '```python\nprint("hi")\n```',
     ]
     for text in unchanged:
-        assert unwrap_answer(text) == text, text
+        assert read_tool_reply(text, offered) == (text, []), text
 
 
 def test_quoted_video_text_cannot_close_its_block() -> None:

@@ -26,19 +26,13 @@ from llm_server import (
 )
 from PIL import Image as PILImage
 
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.models import openai_compat, registry, usage
 from vidscope.models.openai_compat import EndpointError, EndpointTimeout, loads_lenient
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    Captioner,
-    ChatMessage,
-    ChatModel,
-    ModelOutputError,
-    TextEmbedder,
-    ToolCall,
-    ToolSpec,
-)
+from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ToolCall, ToolSpec
+from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.store import Store
 
 #: The loopback-server fixture (tests/conftest.py may provide it to every module instead).
@@ -504,8 +498,8 @@ def test_registry_builds_the_backend_with_role_overrides(
             },
         ),
     )
-    chat = registry.load(settings, "chat")
-    embedder = registry.load(settings, "text_embedder")
+    chat = registry.chat_model(settings)
+    embedder = registry.text_embedder(settings)
     assert chat.endpoint.base_url == "http://127.0.0.1:9/v1"
     assert embedder.endpoint.base_url == llm_server.base_url
     assert embedder.embed(["x"]).shape == (1, 16)

@@ -8,11 +8,11 @@ import pytest
 from llm_server import error, text
 from media import text_video
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.flows.ingest import run_ingest
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import BackendUnavailable
 from vidscope.storage.clips import SIGNALS_SUMMARY
 
 
@@ -36,20 +36,20 @@ def test_profiles_fill_roles_unless_set(tmp_path) -> None:
 
 def test_server_profile_uses_the_model_the_server_lists(tmp_path, llm_server) -> None:
     settings = server_settings(tmp_path, llm_server.base_url)
-    chat = registry.load(settings, "chat")
+    chat = registry.chat_model(settings)
     assert "scripted" in chat.name
 
 
 def test_server_profile_without_a_reachable_server_names_the_url(tmp_path) -> None:
     settings = server_settings(tmp_path, "http://127.0.0.1:9/v1")
     with pytest.raises(BackendUnavailable, match=r"127\.0\.0\.1:9/v1/models"):
-        registry.load(settings, "captioner")
+        registry.captioner(settings)
 
 
 def test_local_gpu_profile_fails_with_a_message_naming_the_model(tmp_path) -> None:
     settings = Settings(data_dir=tmp_path / "d", profile="local-gpu")
     with pytest.raises(BackendUnavailable, match="large-v3"):
-        registry.load(settings, "speech_recognizer")
+        registry.speech_recognizer(settings)
 
 
 def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> None:

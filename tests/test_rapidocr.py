@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from media import first_frame_at, text_video
 
-from vidscope.models.protocols import BackendUnavailable, TextLine, TextReader
+from vidscope.core.errors import BackendUnavailable
+from vidscope.models.protocols.text_reader import TextLine, TextReader
 from vidscope.models.rapidocr_reader import RapidOcrReader, from_spec
 
 

@@ -409,7 +409,7 @@ def minilm_library(settings: Settings) -> Store:
     from vidscope.models.open_store import open_store
 
     store = open_store(settings)
-    fill_library(store, registry.load(settings, "text_embedder"), windows=2)
+    fill_library(store, registry.text_embedder(settings), windows=2)
     return store
 
 
@@ -488,7 +488,7 @@ def test_search_flow_reranks_with_a_real_image_text_model(tmp_path: Path) -> Non
         search={"frames_per_video": 2},
     )
     store = minilm_library(settings)
-    model = registry.load(settings, "image_text")
+    model = registry.image_text(settings)
     rng = np.random.default_rng(3)
     frames, vectors = [], {}
     for vid in (TRUE_MATCH, PUPPY):

@@ -63,7 +63,7 @@ def loopback(server: ScriptedLLMServer) -> dict[str, Any]:
 def embedder(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The real embedded MiniLM (loaded once per process by the registry)."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("minilm"))
-    return registry.load(settings, "text_embedder")
+    return registry.text_embedder(settings)
 
 
 # ============================================================================ canonical forms
@@ -213,7 +213,7 @@ def test_chat_model_confirms_or_refuses_merges(
     tmp_path: Path, embedder: Any, llm_server: ScriptedLLMServer
 ) -> None:
     settings = embedded_settings(tmp_path, chat="openai:judge", options=loopback(llm_server))
-    chat = registry.load(settings, "chat")
+    chat = registry.chat_model(settings)
     store = open_store(settings)
     vocabulary = ConceptVocabulary(store, "action")
     map_forms(vocabulary, ["talking"], embedder, chat, MergeStats())

@@ -49,7 +49,7 @@ from vidscope.core.metrics import temporal_iou
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols import ImageTextEmbedder
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.store import Store
 from vidscope.tasks.decode import probe, sample_frames
@@ -475,7 +475,7 @@ def chat_context(world, llm_server, **config: object) -> ToolContext:
     settings, store, _ = world
     options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
     chat_settings = make_settings(settings.data_dir, chat="openai:scripted", options=options)
-    chat = registry.load(chat_settings, "chat")
+    chat = registry.chat_model(chat_settings)
     return ToolContext(chat_settings, store, chat=chat, registry=ALL_TOOLS, config=AgentConfig(**config))
 
 
@@ -548,7 +548,7 @@ CLIP_CAPTIONS = [
 @pytest.fixture(scope="module")
 def clip_world(world) -> tuple[Settings, Store]:
     settings, store, video = world
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     vectors = embedder.embed(CLIP_CAPTIONS)
     add_video(store, CLIPS_ID, video, store_frames=False, duration=50.0)  # the clips' own timeline
     store.replace_video_rows(
@@ -618,7 +618,7 @@ def test_global_explore_points_at_likely_segments(clip_world, llm_server) -> Non
     options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
     chat_settings = make_settings(settings.data_dir, chat="openai:scripted", options=options)
     llm_server.script([text("The dog plays with a ball at 15-25 s and again at 35-40 s.")])
-    ctx = ToolContext(chat_settings, store, chat=registry.load(chat_settings, "chat"), registry=ALL_TOOLS)
+    ctx = ToolContext(chat_settings, store, chat=registry.chat_model(chat_settings), registry=ALL_TOOLS)
     summarised = execute_tool(ctx, "global_explore", {"video_id": CLIPS_ID, "query": "the dog and the ball"})
     assert summarised.ok, summarised.error
     assert "15-25" in summarised.result.summary_text
@@ -632,7 +632,7 @@ def test_graph_retrieve(clip_world) -> None:
     ctx = ToolContext(settings, store, registry=ALL_TOOLS)
     missing = execute_tool(ctx, "graph_retrieve", {"video_id": CLIPS_ID, "entity_query": "the dog"})
     assert not missing.ok and "no entity graph" in missing.error and "models.chat" in missing.error
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     names = ["brown dog", "red ball", "garden", "woman", "bread", "tax form"]
     vectors = embedder.embed(names)
     spans = {

@@ -10,14 +10,9 @@ import av
 import pytest
 from media import noise_file, silent_video, speech_wav, text_video
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.models import whisper
-from vidscope.models.protocols import (
-    BackendUnavailable,
-    SpeechRecognizer,
-    SpeechSegment,
-    Transcript,
-    Word,
-)
+from vidscope.models.protocols.speech_recognizer import SpeechRecognizer, SpeechSegment, Transcript, Word
 
 HAS_BASE = all(
     importlib.util.find_spec(name) is not None

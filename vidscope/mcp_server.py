@@ -68,7 +68,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
             from vidscope.flows.search import LibraryEmpty, run_search
         except ImportError as exc:
             raise ToolError(f"library search is not available: {exc}") from exc
-        from vidscope.models.protocols import BackendUnavailable
+        from vidscope.core.errors import BackendUnavailable
 
         try:
             return search_response(run_search(cfg, query.strip(), k=k))

@@ -107,7 +107,7 @@ def _query_vector(query: str) -> list[float] | None:
     """``query`` embedded by the configured text embedder (None, with a warning, without one)."""
     from vidscope.models import registry
 
-    embedder = registry.load(settings(), "text_embedder")
+    embedder = registry.text_embedder(settings())
     if embedder is None:
         errors.print("[yellow]no text embedder configured: --query is ignored[/yellow]")
         return None

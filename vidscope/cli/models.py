@@ -18,8 +18,8 @@ def models(
     ] = True,
 ) -> None:
     """List each model role, the backend serving it, and whether it loads."""
+    from vidscope.core.errors import BackendUnavailable
     from vidscope.models import registry
-    from vidscope.models.protocols import BackendUnavailable
 
     cfg = settings()
     table = Table(title=f"models (profile: {cfg.profile})")
@@ -35,7 +35,7 @@ def models(
             table.add_row(role, spec, "?", "")
             continue
         try:
-            backend = registry.load(cfg, role)
+            backend = registry.LOADERS[role](cfg)
             load = getattr(backend, "load", None)
             if callable(load):  # some backends load lazily; make the check real
                 load()

@@ -38,7 +38,7 @@ def search(
         from vidscope.flows.search import LibraryEmpty, run_search
     except ImportError as exc:
         raise HTTPException(501, f"library search is not available: {exc}") from exc
-    from vidscope.models.protocols import BackendUnavailable
+    from vidscope.core.errors import BackendUnavailable
 
     try:
         return search_response(run_search(state.settings, q.strip(), k=k))
