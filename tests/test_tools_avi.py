@@ -44,8 +44,8 @@ from vidscope.agents.tools_avi_perceive import (
     matching_object,
 )
 from vidscope.agents.tools_avi_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
-from vidscope.evaluation.metrics import temporal_iou
 from vidscope.core.settings import Settings
+from vidscope.evaluation.metrics import temporal_iou
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.protocols import ImageTextEmbedder

@@ -84,15 +84,16 @@ def read_srt(path: Path | str) -> str:
     """The spoken text of an ``.srt`` file, one cue per line (numbers, timings and tags dropped)."""
     cues: list[str] = []
     current: list[str] = []
+    timed = False  # a block's number comes before its timing line; text after it may be digits
     for raw in Path(path).read_text(encoding="utf-8-sig", errors="replace").splitlines():
         line = raw.strip()
         if not line:
             if current:
                 cues.append(" ".join(current))
-                current = []
-        elif _TIMING.match(line) or (line.isdigit() and not current):
-            continue
-        else:
+            current, timed = [], False
+        elif _TIMING.match(line):
+            timed = True
+        elif timed:
             current.append(_TAG.sub("", line))
     if current:
         cues.append(" ".join(current))
