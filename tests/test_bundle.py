@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from media import text_video
 
@@ -68,17 +69,27 @@ def test_export_then_import_into_an_empty_store_gives_the_same_answers(built, tm
     assert written["videos"] == [video_ids[0]] and written["text_dim"] == 384
     assert written["models"]["text_embedder"] == "minilm:embedded"
     assert written["clip_embed_models"] == ["minilm:embedded"]
-    assert manifest.tables["clips"] == 2 and manifest.tables["frames"] > 0
+    assert manifest.tables["clips"] == 2 and manifest.tables["frames"] == 20
+    assert (
+        manifest.tables["ledger"] == 12
+        and manifest.tables["concepts"] == manifest.tables["concept_index"] > 0
+    )
     assert manifest.stages[video_ids[0]]["embed"] >= 1
 
     target_settings = settings_in(tmp_path / "elsewhere")
     target = open_store(target_settings)
+    # The store already knows one of the bundle's concepts, under another alias: aliases merge.
+    known = pq.read_table(tmp_path / "bundle" / "concepts.parquet").to_pylist()[0]
+    target.upsert(target.concepts, [{**known, "aliases": ["zzz"]}])
     import_bundle(target, tmp_path / "bundle", models=configured_models(target_settings))
 
     for spec in source.specs:
         assert target.rows(spec).to_pylist() == source.rows(spec, video_id=video_ids[0]).to_pylist(), (
             spec.name
         )
+    merged = {(r["dimension"], r["concept"]): r for r in target.rows(target.concepts).to_pylist()}
+    assert len(merged) == manifest.tables["concepts"]
+    assert merged[(known["dimension"], known["concept"])]["aliases"] == ["zzz", *known["aliases"]]
     # The exported video answers the same search and SQL; the other video stayed behind.
     exported = [h for h in clip_search(settings, source, "bread") if h[0] == video_ids[0]]
     assert clip_search(target_settings, target, "bread") == exported
