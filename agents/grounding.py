@@ -4,7 +4,7 @@
 smooths that curve and keeps the strongest run of frames above a threshold halfway between the
 curve's floor and its peak, with edges half-way between the last frame outside and the first frame
 inside. :func:`parse_interval` reads the interval an agent wrote in answer to "when does X happen",
-and :func:`grounding_report` scores such answers with :mod:`vidscope.core.metrics`.
+and :func:`grounding_report` scores such answers with :mod:`vidscope.evaluation.metrics`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vidscope.core.metrics import GROUNDING_THRESHOLDS, Interval, grounding_scores
+from vidscope.evaluation.metrics import GROUNDING_THRESHOLDS, Interval, grounding_scores
 
 #: A curve whose peak rises less than this above its floor shows no change worth a boundary.
 MIN_CONTRAST = 0.02

@@ -44,8 +44,8 @@ import numpy as np
 import pyarrow as pa
 
 from vidscope.agents.mavis import FUSIONS, Library, search_library
-from vidscope.core.metrics import recall_at_k
 from vidscope.core.settings import SearchSettings
+from vidscope.evaluation.metrics import recall_at_k
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vidscope.core.metrics import grounding_scores, recall_at_k, temporal_iou
+from vidscope.evaluation.metrics import grounding_scores, recall_at_k, temporal_iou
 
 
 def test_temporal_iou_values() -> None:

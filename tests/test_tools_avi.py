@@ -45,8 +45,8 @@ from vidscope.agents.tools_avi_perceive import (
 )
 from vidscope.agents.tools_avi_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
 from vidscope.core.images import encode_jpeg
-from vidscope.core.metrics import temporal_iou
 from vidscope.core.settings import Settings
+from vidscope.evaluation.metrics import temporal_iou
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.protocols.image_text import ImageTextEmbedder

@@ -1,0 +1,147 @@
+"""Answer extraction rules and benchmark scoring against hand-checked values."""
+
+from __future__ import annotations
+
+import pytest
+
+from vidscope.evaluation.answers import extract_choice
+from vidscope.evaluation.items import BenchmarkItem
+from vidscope.evaluation.scoring import is_correct, score_choices, score_grounding, score_retrieval
+
+OPTIONS = ("a dog", "a cat", "red", "red car")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # 1. bare letter
+        ("B", "B"),
+        ("(b)", "B"),
+        ("B.", "B"),
+        (" [C] ", "C"),
+        # 2. answer phrase (first one wins; letter capital or bracketed)
+        ("The answer is B", "B"),
+        ("Answer: (C)", "C"),
+        ("The Answer is D because the car is red.", "D"),
+        ("Best option: B", "B"),
+        ("I would pick option C.", "C"),
+        # 3. leading label; a bare leading capital is not one
+        ("B. a cat sits there", "B"),
+        ("(A) a dog", "A"),
+        ("D) red car", "D"),
+        ("A man walks in with a cat", "B"),  # not "A": the option text rule finds "a cat"
+        # 4. bracketed letters, all the same
+        ("It must be (C), since (C) is red", "C"),
+        ("Between (A) and (B) I cannot tell", None),
+        # 5. option text, quoted or not; the longer of nested matches
+        ('I think it is the "red car".', "D"),
+        ("the answer is a dog", "A"),  # lower-case "a" names no option; the text does
+        ("It's red.", "C"),
+        ("A DOG!", "A"),
+        # nothing
+        ("a dog or a cat", None),
+        ("I don't know", None),
+        ("", None),
+        (None, None),
+        ("E", None),  # only four options
+        ("The answer is E", None),
+    ],
+)
+def test_extract_choice_rules(answer: str | None, expected: str | None) -> None:
+    assert extract_choice(answer, OPTIONS) == expected
+
+
+def mc(qid: str, answer: str | None, **fields: object) -> BenchmarkItem:
+    return BenchmarkItem(
+        benchmark="t",
+        question_id=qid,
+        kind="multiple_choice",
+        video_ids=("v",),
+        question="?",
+        options=fields.pop("options", ("x", "y", "z", "w")),  # type: ignore[arg-type]
+        answer=answer,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_accuracy_overall_per_category_duration_and_dimension() -> None:
+    items = [
+        mc("1", "A", categories=("count", "temporal"), duration_group="long", dimension="D1"),
+        mc("2", "B", categories=("count",), duration_group="long", dimension="D1"),
+        mc("3", "C", categories=("ocr",), duration_group="short", dimension="D2"),
+        mc("4", "D", categories=("ocr",), duration_group="short", dimension="D2"),
+        mc("5", "A", categories=("temporal",), duration_group="long"),
+        mc("6", None, categories=("ocr",)),  # no gold: listed, not scored
+    ]
+    answers = {"1": "A", "2": "The answer is B", "3": "(D)", "4": "w", "6": "A"}  # 5: no answer
+    report = score_choices(items, answers)
+    # Hand-checked: right 1, 2, 4; wrong 3 (D for C) and 5 (missing) -> 3 / 5.
+    assert (report.overall.correct, report.overall.total) == (3, 5)
+    assert report.overall.value == pytest.approx(0.6)
+    assert {k: (a.correct, a.total) for k, a in report.by_category.items()} == {
+        "count": (2, 2),
+        "ocr": (1, 2),
+        "temporal": (1, 2),  # question 1 counts in both of its categories
+    }
+    assert {k: (a.correct, a.total) for k, a in report.by_duration_group.items()} == {
+        "long": (2, 3),
+        "short": (1, 2),
+    }
+    assert {k: (a.correct, a.total) for k, a in report.by_dimension.items()} == {"D1": (2, 2), "D2": (1, 2)}
+    assert report.macro == pytest.approx((1.0 + 0.5 + 0.5) / 3)  # MLVU's M-Avg
+    assert report.chosen == {"1": "A", "2": "B", "3": "D", "4": "D", "5": None}
+    assert report.unscored == ["6"]
+
+
+def test_a_candidate_listed_twice_is_right_under_either_letter() -> None:
+    item = mc("1", "B", options=("cat", "dog", "dog ", "fox"))
+    assert is_correct(item, "B") and is_correct(item, "C")
+    assert not is_correct(item, "A") and not is_correct(item, None) and not is_correct(item, "F")
+
+
+def test_mvx_per_task_and_crossvid_per_dimension() -> None:
+    items = [
+        mc("a", "A", categories=("BU",), dimension="Comparative Analysis"),
+        mc("b", "A", categories=("NC",), dimension="Comparative Analysis"),
+        mc("c", "B", categories=("PSS",), dimension="Temporal Understanding"),
+    ]
+    report = score_choices(items, {"a": "A", "b": "B", "c": "B"})
+    assert report.by_category["BU"].value == 1.0 and report.by_category["NC"].value == 0.0
+    assert report.by_dimension["Comparative Analysis"].value == 0.5
+    assert report.by_dimension["Temporal Understanding"].value == 1.0
+    with pytest.raises(ValueError, match="not multiple choice"):
+        score_choices(
+            [BenchmarkItem(benchmark="t", question_id="g", kind="grounding", video_ids=("v",), question="?")],
+            {},
+        )
+
+
+def test_grounding_and_retrieval_over_items() -> None:
+    def grounding(qid: str, gold: tuple[float, float]) -> BenchmarkItem:
+        return BenchmarkItem(
+            benchmark="t",
+            question_id=qid,
+            kind="grounding",
+            video_ids=("v",),
+            question="?",
+            intervals=(gold,),
+        )
+
+    items = [
+        grounding("1", (0, 10)),
+        grounding("2", (0, 16)),
+        grounding("3", (0, 40)),
+        grounding("4", (0, 10)),
+    ]
+    scores = score_grounding(items, {"1": (0, 10), "2": (0, 10), "3": (0, 10)})  # IoU 1, .625, .25, 0
+    assert scores == pytest.approx({"R@0.3": 0.5, "R@0.5": 0.5, "R@0.7": 0.25, "mIoU": 1.875 / 4})
+
+    def query(qid: str, video: str) -> BenchmarkItem:
+        return BenchmarkItem(
+            benchmark="t", question_id=qid, kind="retrieval", video_ids=(video,), question="?"
+        )
+
+    queries = [query("q1", "a"), query("q2", "b"), query("q3", "c")]
+    rankings = {"q1": ["a", "b"], "q2": ["x", "y", "z", "w", "b"], "q3": ["x"] * 10 + ["c"]}
+    assert score_retrieval(queries, rankings) == pytest.approx({"R@1": 1 / 3, "R@5": 2 / 3, "R@10": 2 / 3})
+    assert score_retrieval(queries, {})["R@10"] == 0.0  # a query with no ranking is a miss
