@@ -213,7 +213,7 @@ class SimContext(ToolContext):
         super().__init__(settings, cast("Store", None), chat=chat, config=config, registry=registry)
         self.simulator = simulator
 
-    @property  # type: ignore[override]
+    @property
     def store(self) -> Store:
         """Not available: a simulated environment answers from its script only."""
         raise ToolError("this tool needs the video store; the simulated environment has only a script")

@@ -164,9 +164,11 @@ class SimEnvironment:
         return CORRECT_REWARD * correct + FORMAT_REWARD * well_formed
 
 
-def grpo_reward(completions: list[Any], environments: Sequence[SimEnvironment], **_: Any) -> list[float]:
+def grpo_reward(
+    completions: list[Any], environments: Sequence[SimEnvironment], **_: Any
+) -> list[float | None]:
     """TRL reward function: each rollout scored by its environment (AgentCVR's reward)."""
-    rewards = []
+    rewards: list[float | None] = []
     for completion, environment in zip(completions, environments, strict=True):
         messages = (
             completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
@@ -246,7 +248,7 @@ def train_grpo(
     """Train ``options.model`` (or the given ``model`` and ``tokenizer`` objects) with GRPO on the
     simulator; the final model and tokenizer are saved to ``options.output_dir``."""
     try:
-        from datasets import Dataset
+        from datasets import Dataset  # type: ignore[import-untyped]
         from trl import GRPOConfig, GRPOTrainer
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("GRPO training needs TRL: pip install 'vidscope[train]'") from exc
