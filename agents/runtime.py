@@ -292,7 +292,7 @@ def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str
                 "video_id": video_id,
                 "file_name": video.file_name,
                 "duration": video.duration,
-                "clips": ctx.store.count(ctx.store.clips, video_id),
+                "clips": ctx.clip_count(video_id),
             }
         )
     return videos

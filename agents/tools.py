@@ -99,6 +99,10 @@ class ToolContext:
             self._videos[video_id] = record
         return self._videos[video_id]
 
+    def clip_count(self, video_id: str) -> int:
+        """How many clips ``video_id`` has (what the opening prompt lists)."""
+        return self.store.count(self.store.clips, video_id)
+
     def model_fingerprint(self, *, chat: bool, embedder: bool, roles: Sequence[str] = ()) -> str:
         """A hash of the model configuration a tool depends on (part of its cache key): the chat
         model and/or text embedder, plus any other model ``roles`` (e.g. ``object_detector``)."""
@@ -380,6 +384,14 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
         video_id = validated.get("video_id")
         if isinstance(video_id, str):
             ctx.video(video_id)  # unknown ids fail here, before anything is cached
+        if not ctx.config.tool_cache:
+            # Uncached: run in this thread, no Prefect task (rollouts, the simulator).
+            direct = _run_tool(name, validated, "", ctx)
+            if isinstance(direct, ToolFailure):
+                return failed(direct.error)
+            return ToolOutcome(
+                tool=name, arguments=validated, result=direct, latency_s=time.perf_counter() - started
+            )
         key = tool_cache_key(ctx, spec, validated)
         state = _tool_task(name, ctx)(name, validated, key, ctx, return_state=True)
         if state.is_failed() or state.is_crashed():

@@ -153,6 +153,20 @@ class AgentSettings(BaseModel):
     avi_max_iterations: int = Field(default=10, ge=1)
     #: AVI agent: how often the review phase may send the agent back to perceive.
     avi_max_backtracks: int = Field(default=1, ge=0)
+    #: Where tool calls are answered: ``real`` (the ingested store and models) or ``sim`` (the
+    #: script at ``script``, see vidscope.agents.simulator). The tools keep their names either way.
+    environment: Literal["real", "sim"] = "real"
+    #: The script (JSON) the simulated environment answers from.
+    script: Path | None = None
+    #: Run tool calls as cached Prefect tasks. Off for rollouts: sampled trajectories must each
+    #: see their calls executed, and cache bookkeeping would dominate simulated calls.
+    tool_cache: bool = True
+
+    @model_validator(mode="after")
+    def _sim_needs_script(self) -> AgentSettings:
+        if self.environment == "sim" and self.script is None:
+            raise ValueError("[agent] environment = 'sim' needs [agent] script (a script JSON file)")
+        return self
 
     def tool_fingerprint(self) -> str:
         """The part of the configuration that changes what tools return (for cache keys)."""

@@ -24,11 +24,11 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from vidscope.agents import prompts
-from vidscope.agents.avi import avi_registries, run_avi_agent
+from vidscope.agents.avi import run_avi_agent
+from vidscope.agents.environment import avi_tools, is_simulated, tool_context
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
-from vidscope.agents.tools import AgentConfig, ToolContext
-from vidscope.agents.tools_dvd import dvd_registry
+from vidscope.agents.tools import AgentConfig
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, query_run
@@ -108,9 +108,12 @@ def ask(
     settings = settings or get_settings()
     config = config or settings.agent
     started = time.perf_counter()
-    store = open_store(settings)
+    simulated = is_simulated(config)
     chat = registry.chat_model(settings)
-    ctx = ToolContext(settings, store, chat=chat, config=config, registry=dvd_registry())
+    if simulated and chat is None:
+        raise ValueError("the simulated environment ([agent] environment = 'sim') needs a chat model")
+    # The simulator answers from its script: no store is opened for it.
+    ctx = tool_context(settings, None if simulated else open_store(settings), chat=chat, config=config)
     record = ctx.video(video_id)
     on_step = _on_step.get()
     note = None
@@ -118,7 +121,7 @@ def ask(
         answer = answer_extractively(ctx, question, video_id, options=options, on_step=on_step)
         note = AVI_NEEDS_CHAT if agent == "avi" else None
     elif agent == "avi":
-        retrieve, perceive = avi_registries()
+        retrieve, perceive = avi_tools(config)
         answer = run_avi_agent(
             ctx,
             question,
@@ -246,11 +249,13 @@ def run_ask(
         options = [o.strip() for o in options if o.strip()]
         if not 2 <= len(options) <= 26:
             raise ValueError(f"--options needs 2 to 26 options, got {len(options)}")
-    store = open_store(settings)
-    record = find_video(store, video_ref)
+    if is_simulated(config or settings.agent):
+        video_id = video_ref  # a video of the script: the store is not consulted
+    else:
+        video_id = find_video(open_store(settings), video_ref).video_id
     token = _on_step.set(on_step)
     try:
         with query_run("ask"):
-            return ask(record.video_id, question, options, settings, config, agent)
+            return ask(video_id, question, options, settings, config, agent)
     finally:
         _on_step.reset(token)

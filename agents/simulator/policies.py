@@ -1,0 +1,239 @@
+"""Policies that need no model: a scripted oracle and a seeded random explorer.
+
+Both are :class:`~vidscope.models.protocols.ChatModel` implementations, so they drive the real agent
+loops (DVD's ReAct loop, AVI's phases) exactly as a language model would, through the same tool
+calls. The oracle knows *where* to look (a question's evidence ranges) but reads *what* is there
+from the tool results it gets back: when it scores full reward on every generated question, the
+questions are answerable from what the simulated tools say. The random explorer is the floor a
+trained policy must beat, and a sampling policy whose rollouts are reproducible from a seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from vidscope.agents.simulator.script import Question
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
+
+_VIDEO_LINE = re.compile(r"video_id=(\S+) file='([^']*)' duration=([\d.]+)s")
+
+#: A plan yields tool calls and receives each call's result (the JSON payload, or None on error);
+#: it returns the chosen option text.
+Plan = Generator[ToolCall, dict[str, Any] | None, str]
+
+
+def observation_payload(message: ChatMessage) -> dict[str, Any] | None:
+    """The JSON result quoted in a tool message (``<video_data>`` block); None for an error."""
+    text = message.content or ""
+    start, end = text.find("<video_data>\n"), text.rfind("\n</video_data>")
+    if start < 0 or end < 0:
+        return None
+    value = json.loads(text[start + len("<video_data>\n") : end])
+    return value if isinstance(value, dict) else None
+
+
+def listed_videos(messages: Sequence[ChatMessage]) -> dict[str, tuple[str, float]]:
+    """video_id -> (file name, duration) from the opening prompt's list of videos."""
+    opening = next((m.content or "" for m in messages if m.role == "user"), "")
+    return {m.group(1): (m.group(2), float(m.group(3))) for m in _VIDEO_LINE.finditer(opening)}
+
+
+def _letter(options: Sequence[str], text: str) -> str | None:
+    return chr(ord("A") + list(options).index(text)) if text in options else None
+
+
+class OraclePolicy:
+    """Looks at a question's evidence with visual/audio queries and answers from what it reads.
+
+    With ``visual_query`` offered it follows its plan; in AVI's retrieve phase it retrieves clips
+    for the question's focus once and moves on; offered no tools (AVI's review) it answers in JSON.
+    """
+
+    name = "oracle"
+
+    def __init__(self, question: Question) -> None:
+        self.question = question
+        self._plan: Plan | None = None
+        self._calls = 0
+        self._answer: str | None = None
+        self._retrieved = False
+
+    # ------------------------------------------------------------------ the ChatModel protocol
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        json_output: bool = False,
+    ) -> ChatReply:
+        """The next step of the plan as a tool call, or the answer when the plan is done."""
+        offered = {t.name for t in tools or []}
+        q = self.question
+        if not offered:  # AVI's review: one JSON object
+            answer = self._answer or q.options[0]
+            citations = [[e.start, e.end] for e in q.evidence]
+            body = {"verdict": "answer", "answer": answer, "choice": _letter(q.options, answer)}
+            return ChatReply(text=json.dumps({**body, "citations": citations}))
+        if "clip_retrieve" in offered:
+            if self._retrieved:
+                return ChatReply(text="Candidate moments found.")
+            self._retrieved = True
+            return self._call("clip_retrieve", {"video_id": q.video_ids[0], "query": " ".join(q.focus)})
+        if "visual_query" not in offered:
+            raise ValueError("the oracle policy needs visual_query and audio_query among the tools")
+        if self._answer is None:
+            # The runtime may add a user nudge after the tool result: read the last tool message.
+            last = next((m for m in reversed(messages) if m.role in ("tool", "assistant")), None)
+            result = observation_payload(last) if last is not None and last.role == "tool" else None
+            try:
+                if self._plan is None:
+                    self._plan = self._steps(listed_videos(messages))
+                    call = next(self._plan)
+                else:
+                    call = self._plan.send(result)
+                return self._with_id(call)
+            except StopIteration as done:
+                self._answer = str(done.value)
+        if "finish" in offered:
+            citations = [[e.start, e.end] for e in q.evidence]
+            args = {
+                "answer": self._answer,
+                "citations": citations,
+                "choice": _letter(q.options, self._answer),
+            }
+            return self._call("finish", args)
+        return ChatReply(text=f"I have what I need: {self._answer}")
+
+    # ------------------------------------------------------------------ plans per question kind
+
+    def _steps(self, videos: dict[str, tuple[str, float]]) -> Plan:
+        q = self.question
+        target = q.focus[0] if q.focus else q.text
+        seen: dict[tuple[float, float, str], dict[str, Any]] = {}
+        per_video: dict[str, list[dict[str, Any]]] = {v: [] for v in q.video_ids}
+        for i, ev in enumerate(q.evidence):
+            focus = q.focus[i] if len(q.focus) == len(q.evidence) else target
+            result = yield _tool("visual_query", video_id=ev.video_id, t0=ev.start, t1=ev.end, focus=focus)
+            for event in (result or {}).get("events", []):
+                key = (event["start"], event["end"], event["label"])
+                if key not in seen:
+                    seen[key] = event
+                    per_video[ev.video_id].append(event)
+        events = list(seen.values())
+        if q.kind == "counting":
+            return str(sum(1 for e in events if e["label"] == target))
+        if q.kind == "ordering":
+            candidates = [e for e in events if e["label"] in q.options]
+            return str(min(candidates, key=lambda e: e["start"])["label"]) if candidates else q.options[0]
+        if q.kind == "temporal_alignment":
+            event = next((e for e in events if e["label"] == target), None)
+            if event is None:
+                return q.options[0]
+            heard = yield _tool("audio_query", video_id=q.video_ids[0], t0=event["start"], t1=event["end"])
+            texts = [line["text"] for line in (heard or {}).get("lines", [])]
+            return next((t for t in texts if t in q.options), q.options[0])
+        if q.kind == "comparison":
+            counts = {
+                v: sum(int(e["attributes"].get("count", 1)) for e in found if e["subject"] == target)
+                for v, found in per_video.items()
+            }
+            best = max(counts.values())
+            winners = [v for v, c in counts.items() if c == best]
+            if len(winners) > 1:
+                return next((o for o in q.options if "same" in o), q.options[0])
+            return videos.get(winners[0], (winners[0], 0.0))[0]
+        raise ValueError(f"the oracle has no plan for {q.kind} questions")
+
+    # ------------------------------------------------------------------ helpers
+
+    def _call(self, name: str, arguments: dict[str, Any]) -> ChatReply:
+        return self._with_id(_tool(name, **arguments))
+
+    def _with_id(self, call: ToolCall) -> ChatReply:
+        self._calls += 1
+        return ChatReply(tool_calls=[call.model_copy(update={"id": f"oracle-{self._calls}"})])
+
+
+def _tool(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(id="", name=name, arguments=arguments)
+
+
+class RandomPolicy:
+    """Calls random offered tools with random (sometimes invalid) arguments, then answers at random.
+
+    Every choice comes from ``rng``, so a rollout with it is reproducible from the rollout's seed.
+    """
+
+    name = "random"
+
+    def __init__(self, rng: random.Random, *, max_calls: int = 4, malformed: float = 0.1) -> None:
+        self.rng = rng
+        self.max_calls = rng.randint(1, max_calls)
+        self.malformed = malformed
+        self._calls = 0
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        json_output: bool = False,
+    ) -> ChatReply:
+        """A random tool call, a phase-ending remark, or a random answer."""
+        rng = self.rng
+        options = _options_of(messages)
+        offered = [t for t in tools or [] if t.name != "finish"]
+        if not tools:  # AVI's review
+            choice = rng.choice(options) if options else "A"
+            return ChatReply(text=json.dumps({"verdict": "answer", "answer": choice, "choice": choice}))
+        if self._calls >= self.max_calls or not offered:
+            if any(t.name == "finish" for t in tools):
+                choice = rng.choice(options) if options else "A"
+                return self._reply("finish", {"answer": choice, "choice": choice})
+            self._calls = 0  # a phase ends; the next phase starts a new budget
+            return ChatReply(text="Moving on.")
+        spec = rng.choice(offered)
+        return self._reply(spec.name, self._arguments(spec, listed_videos(messages)))
+
+    def _arguments(self, spec: ToolSpec, videos: dict[str, tuple[str, float]]) -> dict[str, Any]:
+        rng = self.rng
+        if rng.random() < self.malformed:
+            return {"unexpected": True}  # a malformed call: costs the format reward
+        video_id = rng.choice(sorted(videos)) if videos else "unknown"
+        duration = videos.get(video_id, ("", 60.0))[1]
+        t0 = round(rng.uniform(0, duration), 1)
+        t1 = round(t0 + rng.uniform(1, duration / 3 + 1), 1)  # may run past the end: a refusal
+        words = rng.choice(["person", "door", "what is said", "object", "the cup", "colour"])
+        args: dict[str, Any] = {}
+        for name in spec.parameters.get("properties", {}):
+            if name == "video_id":
+                args[name] = video_id
+            elif name in ("t0",):
+                args[name] = t0
+            elif name in ("t1",):
+                args[name] = t1
+            elif name in ("time_range",):
+                args[name] = [t0, t1]
+            elif name == "time_ranges":
+                args[name] = [[t0, t1]]
+            elif name in ("query", "focus", "question", "entity_query", "event"):
+                args[name] = words
+        return args
+
+    def _reply(self, name: str, arguments: dict[str, Any]) -> ChatReply:
+        self._calls += 1
+        return ChatReply(tool_calls=[ToolCall(id=f"random-{self._calls}", name=name, arguments=arguments)])
+
+
+def _options_of(messages: Sequence[ChatMessage]) -> list[str]:
+    opening = next((m.content or "" for m in messages if m.role == "user"), "")
+    return re.findall(r"^([A-Z])\. ", opening, flags=re.MULTILINE)

@@ -1,0 +1,311 @@
+"""Rollouts of an agent strategy against the simulator: rewards, groups, Parquet trajectories.
+
+A *group* is one question answered ``group_size`` times by the same strategy with sampling on (the
+unit GRPO normalises rewards over). Each sample runs the strategy's real loop (DVD's ReAct loop,
+AVI's three phases, or a ReAct loop over AgentCVR's actions) with simulated tools, tool caching off
+and its own seed, and is scored as in AgentCVR: 1 for a correct answer plus 0.1 when every tool
+call was well formed. The conversation is stored in the conversational format TRL's trainers read:
+``prompt`` (system and question) and ``completion`` (everything the policy did and saw after it),
+also whole as ``messages``, with ``group_id`` and ``reward`` per sample.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vidscope.agents.runtime import Answer, run_agent
+from vidscope.agents.simulator.script import Question, Script
+from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.simulator.tools import sim_avi_registries, sim_cvr_registry, sim_dvd_registry
+from vidscope.agents.tools import AgentConfig
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
+
+#: The strategies that can be rolled out: DVD's loop, AVI's phases, a ReAct loop over AgentCVR's
+#: actions (visual_query, audio_query, clip_search, finish; what GRPO training offers).
+Strategy = Literal["dvd", "avi", "actions"]
+STRATEGIES: tuple[str, ...] = get_args(Strategy)
+
+#: Reward parts (AgentCVR): a correct answer, and well-formed tool calls.
+CORRECT_REWARD = 1.0
+FORMAT_REWARD = 0.1
+
+#: Tool-call errors that mean the call itself was malformed (not a refusal of a valid call).
+_MALFORMED = ("invalid arguments", "unknown tool", "ends the conversation")
+
+#: Builds the policy of one sample from its random generator (seeded per sample).
+PolicyFactory = Callable[[Question, random.Random], ChatModel]
+
+
+# ============================================================================ reward
+
+
+@dataclass(frozen=True)
+class Reward:
+    """A sample's score and its parts."""
+
+    correct: bool
+    well_formed: bool
+
+    @property
+    def total(self) -> float:
+        """1 for a correct answer + 0.1 for well-formed tool calls."""
+        return CORRECT_REWARD * self.correct + FORMAT_REWARD * self.well_formed
+
+
+def is_correct(question: Question, answer_text: str, choice: str | None) -> bool:
+    """Whether an answer is right: the correct option's letter, or the expected text in a
+    free-form answer (case and spacing ignored)."""
+    if question.options:
+        return choice is not None and choice == question.answer_letter
+
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    return norm(question.answer) in norm(answer_text)
+
+
+def score(question: Question, answer: Answer) -> Reward:
+    """The reward of one finished conversation."""
+    calls = [s for s in answer.trace if s.kind in ("tool", "finish")]
+    malformed = any(
+        s.kind == "model-error" or (not s.ok and s.observation.startswith(_MALFORMED)) for s in answer.trace
+    )
+    return Reward(
+        correct=is_correct(question, answer.answer, answer.choice),
+        well_formed=bool(calls) and not malformed,
+    )
+
+
+# ============================================================================ recording
+
+
+class RecordingChat:
+    """Wraps a policy and keeps the conversation of its last call (messages + reply), and the tools
+    it was offered, so a sample's full conversation can be stored."""
+
+    def __init__(self, inner: ChatModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.messages: list[ChatMessage] = []
+        self.tools: list[ToolSpec] = []
+
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        json_output: bool = False,
+    ) -> ChatReply:
+        """The inner policy's reply; the conversation so far is kept."""
+        reply = self.inner.chat(
+            messages, tools=tools, max_tokens=max_tokens, temperature=temperature, json_output=json_output
+        )
+        for spec in tools or []:
+            if all(spec.name != t.name for t in self.tools):
+                self.tools.append(spec)
+        self.messages = [
+            *messages,
+            ChatMessage(role="assistant", content=reply.text, tool_calls=list(reply.tool_calls)),
+        ]
+        return reply
+
+
+def message_row(message: ChatMessage) -> dict[str, Any]:
+    """A message as the chat-template dict TRL and transformers read (arguments as JSON text)."""
+    return {
+        "role": message.role,
+        "content": message.content or "",
+        "tool_calls": [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+            }
+            for c in message.tool_calls
+        ],
+        "tool_call_id": message.tool_call_id,
+        "name": message.name,
+    }
+
+
+_TOOL_CALL = pa.struct(
+    [
+        ("id", pa.string()),
+        ("type", pa.string()),
+        ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())])),
+    ]
+)
+_MESSAGE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("tool_calls", pa.list_(_TOOL_CALL)),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+    ]
+)
+#: The Parquet schema of trajectories (one row per sample).
+TRAJECTORY_SCHEMA = pa.schema(
+    [
+        ("group_id", pa.string()),
+        ("sample", pa.int32()),
+        ("seed", pa.int64()),
+        ("strategy", pa.string()),
+        ("script_id", pa.string()),
+        ("question_id", pa.string()),
+        ("question_kind", pa.string()),
+        ("prompt", pa.list_(_MESSAGE)),
+        ("completion", pa.list_(_MESSAGE)),
+        ("messages", pa.list_(_MESSAGE)),
+        ("tools", pa.string()),
+        ("answer", pa.string()),
+        ("choice", pa.string()),
+        ("expected", pa.string()),
+        ("correct", pa.bool_()),
+        ("well_formed", pa.bool_()),
+        ("reward", pa.float64()),
+        ("tool_calls", pa.int32()),
+        ("forced", pa.bool_()),
+    ]
+)
+
+
+# ============================================================================ rollouts
+
+
+def sample_seed(seed: int, group_id: str, sample: int) -> int:
+    """The seed of one sample: a function of the run's seed, the group and the sample's index only,
+    so any sample can be replayed alone and adding questions does not change the others."""
+    return int(stable_hash(seed, group_id, sample)[:15], 16)
+
+
+def run_strategy(strategy: Strategy, ctx: SimContext, question: Question) -> Answer:
+    """``question`` answered by ``strategy``'s loop with simulated tools in ``ctx``."""
+    options = question.options or None
+    if strategy == "avi":
+        from vidscope.agents.avi import run_avi_agent
+
+        retrieve, perceive = sim_avi_registries()
+        return run_avi_agent(
+            ctx, question.text, question.video_ids, retrieve=retrieve, perceive=perceive, options=options
+        )
+    ctx.registry = sim_dvd_registry() if strategy == "dvd" else sim_cvr_registry()
+    return run_agent(ctx, question.text, question.video_ids, options=options)
+
+
+def rollout_config(config: AgentConfig, *, temperature: float, max_turns: int) -> AgentConfig:
+    """``config`` for rollouts: sampling at ``temperature``, no tool cache, ``max_turns`` model turns."""
+    return config.model_copy(
+        update={
+            "temperature": temperature,
+            "tool_cache": False,
+            "max_steps": max_turns,
+            "avi_max_iterations": max_turns,
+        }
+    )
+
+
+def rollout_group(
+    settings: Settings,
+    script: Script,
+    question: Question,
+    policy: PolicyFactory,
+    *,
+    strategy: Strategy = "actions",
+    group_size: int = 8,
+    seed: int = 0,
+    temperature: float = 1.0,
+    max_turns: int = 20,
+) -> list[dict[str, Any]]:
+    """``group_size`` samples of ``strategy`` on ``question``, as trajectory rows."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}")
+    config = rollout_config(settings.agent, temperature=temperature, max_turns=max_turns)
+    group_id = f"{script.script_id}/{question.question_id}"
+    rows = []
+    for index in range(group_size):
+        this_seed = sample_seed(seed, group_id, index)
+        chat = RecordingChat(policy(question, random.Random(this_seed)))
+        simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
+        ctx = SimContext(settings, simulator, chat=chat, config=config)
+        answer = run_strategy(strategy, ctx, question)
+        reward = score(question, answer)
+        messages = [message_row(m) for m in chat.messages]
+        split = next((i + 1 for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
+        rows.append(
+            {
+                "group_id": group_id,
+                "sample": index,
+                "seed": this_seed,
+                "strategy": strategy,
+                "script_id": script.script_id,
+                "question_id": question.question_id,
+                "question_kind": question.kind,
+                "prompt": messages[:split],
+                "completion": messages[split:],
+                "messages": messages,
+                "tools": json.dumps([t.model_dump() for t in chat.tools], ensure_ascii=False),
+                "answer": answer.answer,
+                "choice": answer.choice,
+                "expected": question.answer_letter or question.answer,
+                "correct": reward.correct,
+                "well_formed": reward.well_formed,
+                "reward": reward.total,
+                "tool_calls": answer.usage.tool_calls,
+                "forced": answer.forced,
+            }
+        )
+    return rows
+
+
+def rollout(
+    settings: Settings,
+    scripts: Sequence[Script],
+    policy: PolicyFactory,
+    *,
+    strategy: Strategy = "actions",
+    group_size: int = 8,
+    seed: int = 0,
+    temperature: float = 1.0,
+    max_turns: int = 20,
+) -> pa.Table:
+    """Every question of every script answered ``group_size`` times: one table row per sample.
+
+    For a language-model policy turn its response cache off (``[models.options.openai] cache =
+    false``), or a group's samples would all be the first one.
+    """
+    rows: list[dict[str, Any]] = []
+    for script in scripts:
+        for question in script.questions:
+            rows += rollout_group(
+                settings,
+                script,
+                question,
+                policy,
+                strategy=strategy,
+                group_size=group_size,
+                seed=seed,
+                temperature=temperature,
+                max_turns=max_turns,
+            )
+    return pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA)
+
+
+def write_trajectories(table: pa.Table, path: Path | str) -> Path:
+    """Write rollouts to Parquet (``group_id`` and ``reward`` per sample, conversations nested)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path

@@ -1,0 +1,151 @@
+"""Sim-to-real: do the simulated tools lead an agent where the real tools do, on the same video?
+
+For each query about an ingested video, ``clip_search`` is run in both environments (the real one
+over the store and embedder, the simulated one over the script imported from that store) and the
+answers are compared on two measures: *decision overlap* — the Jaccard overlap of the clips each
+returns (would the agent look at the same moments?) and whether the best clip agrees — and
+*interval IoU* — the overlap of the time each answer covers. The report is Markdown with a plot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from vidscope.agents.evidence import ClipSearchResult
+from vidscope.agents.simulator.script import Script
+from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.simulator.tools import sim_dvd_registry
+from vidscope.agents.tools import ToolContext, execute_tool
+from vidscope.agents.tools_dvd import dvd_registry
+from vidscope.core.settings import Settings
+from vidscope.storage.store import Store
+
+
+class QueryComparison(BaseModel):
+    """One query answered by the real and the simulated clip_search."""
+
+    video_id: str
+    query: str
+    real_clips: list[int]
+    sim_clips: list[int]
+    decision_overlap: float
+    best_agrees: bool
+    interval_iou: float
+
+
+class SimToRealReport(BaseModel):
+    """Every comparison and their means."""
+
+    comparisons: list[QueryComparison]
+
+    @property
+    def mean_overlap(self) -> float:
+        """Mean decision overlap over the queries."""
+        return sum(c.decision_overlap for c in self.comparisons) / max(1, len(self.comparisons))
+
+    @property
+    def mean_iou(self) -> float:
+        """Mean interval IoU over the queries."""
+        return sum(c.interval_iou for c in self.comparisons) / max(1, len(self.comparisons))
+
+
+def covered(intervals: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``intervals`` as sorted disjoint intervals."""
+    merged: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def interval_iou(first: Sequence[tuple[float, float]], second: Sequence[tuple[float, float]]) -> float:
+    """Intersection over union of the time two sets of intervals cover (1.0 when both are empty)."""
+    a, b = covered(first), covered(second)
+    inter = sum(max(0.0, min(x1, y1) - max(x0, y0)) for x0, x1 in a for y0, y1 in b)
+    union = sum(x1 - x0 for x0, x1 in a) + sum(y1 - y0 for y0, y1 in b) - inter
+    return 1.0 if union <= 0 else inter / union
+
+
+def _search(ctx: ToolContext, video_id: str, query: str, top_k: int) -> ClipSearchResult:
+    outcome = execute_tool(ctx, "clip_search", {"video_id": video_id, "query": query, "top_k": top_k})
+    if not isinstance(outcome.result, ClipSearchResult):
+        raise RuntimeError(f"clip_search failed on {video_id!r} for {query!r}: {outcome.error}")
+    return outcome.result
+
+
+def compare(
+    settings: Settings, store: Store, script: Script, queries: Sequence[tuple[str, str]], *, top_k: int = 3
+) -> SimToRealReport:
+    """Real vs simulated ``clip_search`` for each (video_id, query); ``script`` imported from ``store``."""
+    config = settings.agent.model_copy(update={"tool_cache": False})
+    real = ToolContext(settings, store, config=config, registry=dvd_registry())
+    simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
+    sim = SimContext(settings, simulator, config=config, registry=sim_dvd_registry())
+    comparisons = []
+    for video_id, query in queries:
+        r, s = _search(real, video_id, query, top_k), _search(sim, video_id, query, top_k)
+        r_set, s_set = {c.clip_index for c in r.clips}, {c.clip_index for c in s.clips}
+        best_r, best_s = r.by_relevance(), s.by_relevance()
+        comparisons.append(
+            QueryComparison(
+                video_id=video_id,
+                query=query,
+                real_clips=sorted(r_set),
+                sim_clips=sorted(s_set),
+                decision_overlap=len(r_set & s_set) / len(r_set | s_set) if r_set | s_set else 1.0,
+                best_agrees=bool(best_r and best_s and best_r[0].clip_index == best_s[0].clip_index),
+                interval_iou=interval_iou(
+                    [(c.start, c.end) for c in r.clips], [(c.start, c.end) for c in s.clips]
+                ),
+            )
+        )
+    return SimToRealReport(comparisons=comparisons)
+
+
+def write_report(report: SimToRealReport, directory: Path | str) -> Path:
+    """``sim_to_real.md`` and its plot ``sim_to_real.png`` in ``directory``; the Markdown's path."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and in tests
+    import matplotlib.pyplot as plt
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    items = report.comparisons
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(items)), 3.2))
+    xs = range(len(items))
+    ax.bar([x - 0.2 for x in xs], [c.decision_overlap for c in items], width=0.4, label="decision overlap")
+    ax.bar([x + 0.2 for x in xs], [c.interval_iou for c in items], width=0.4, label="interval IoU")
+    ax.set_xticks(list(xs), [c.query[:18] for c in items], rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_title("clip_search: simulated vs real")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(directory / "sim_to_real.png", dpi=100)
+    plt.close(fig)
+    best = sum(c.best_agrees for c in items)
+    lines = [
+        "# Sim-to-real: clip_search on the same video",
+        "",
+        f"{len(items)} queries · mean decision overlap {report.mean_overlap:.2f} · "
+        f"mean interval IoU {report.mean_iou:.2f} · best clip agrees {best}/{len(items)}",
+        "",
+        "![decision overlap and interval IoU per query](sim_to_real.png)",
+        "",
+        "| video | query | real clips | simulated clips | overlap | IoU | best agrees |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in items:
+        query = c.query.replace("|", "\\|")
+        lines.append(
+            f"| {c.video_id[:12]} | {query} | {c.real_clips} | {c.sim_clips} | "
+            f"{c.decision_overlap:.2f} | {c.interval_iou:.2f} | {'yes' if c.best_agrees else 'no'} |"
+        )
+    path = directory / "sim_to_real.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

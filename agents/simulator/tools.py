@@ -1,0 +1,427 @@
+"""Simulated tools: the real tools' names, signatures and result models, answered from a script.
+
+Each simulated tool is declared with exactly the parameters of its real counterpart and then given
+the real tool's description (:func:`mirror`), so the model sees the same tool specs in both
+environments and a policy trained here meets nothing new on real videos. Results are the real
+result models, filled from the script slice of the requested interval.
+
+Also here: ``visual_query`` and ``audio_query``, AgentCVR's two perception actions ("what is seen"
+and "what is heard" in [t0, t1] of a video), which the real environment does not have yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from vidscope.agents.evidence import ClipHit, ClipSearchResult, keyword_scores, sample_evenly
+from vidscope.agents.perception import TimeRange
+from vidscope.agents.simulator.simulator import (
+    NO_EVIDENCE,
+    describe_event,
+    describe_line,
+    fmt_span,
+    simulator_of,
+)
+from vidscope.agents.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolResult, tool
+from vidscope.agents.tools_avi import frame_analysis as real_frame_analysis
+from vidscope.agents.tools_avi import object_detect as real_object_detect
+from vidscope.agents.tools_avi import text_extract as real_text_extract
+from vidscope.agents.tools_avi_perceive import (
+    FrameAnalysisResult,
+    ObjectDetectResult,
+    ObjectSummary,
+    TextExtractResult,
+    TextItem,
+)
+from vidscope.agents.tools_avi_retrieve import clip_retrieve as real_clip_retrieve
+from vidscope.agents.tools_dvd import (
+    BrowseResult,
+    CaptionSample,
+    FrameInspectResult,
+    SubjectEntry,
+    finish,
+)
+from vidscope.agents.tools_dvd import clip_search as real_clip_search
+from vidscope.agents.tools_dvd import frame_inspect as real_frame_inspect
+from vidscope.agents.tools_dvd import global_browse as real_global_browse
+from vidscope.models.protocols.chat import Usage
+
+#: Simulated frames are the 2 fps samples ingestion stores.
+SIM_FPS = 2.0
+
+
+def mirror(real: Tool, simulated: Tool) -> Tool:
+    """``simulated`` under ``real``'s description, after checking their argument schemas agree."""
+    if real.name != simulated.name:
+        raise TypeError(f"simulated tool {simulated.name} mirrors {real.name}")
+    if real.spec().parameters != simulated.spec().parameters:
+        raise TypeError(f"simulated {real.name} does not take the real tool's arguments")
+    return dataclasses.replace(simulated, description=real.description)
+
+
+# ============================================================================ AgentCVR's actions
+
+
+class SeenEvent(BaseModel):
+    """An event seen (or text shown) in the queried interval."""
+
+    start: float
+    end: float
+    kind: str
+    label: str
+    subject: str | None = None
+    attributes: dict[str, Any] = Field(default_factory=dict)
+
+
+class HeardLine(BaseModel):
+    """Words heard in the queried interval."""
+
+    start: float
+    end: float
+    text: str
+    speaker: str | None = None
+
+
+class VisualQueryResult(ToolResult):
+    """What is seen in [t0, t1] of a video: an answer for the focus, and the events behind it."""
+
+    video_id: str
+    t0: float
+    t1: float
+    focus: str
+    answer: str
+    events: list[SeenEvent] = Field(default_factory=list)
+    usage: Usage | None = None
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [(self.video_id, self.t0, self.t1)]
+
+    def summary(self) -> str:
+        return f"{len(self.events)} events in {fmt_span(self.t0, self.t1)}: {self.answer[:80]}"
+
+    def model_usage(self) -> Usage | None:
+        return self.usage
+
+    def for_model(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"usage"})
+
+
+class AudioQueryResult(ToolResult):
+    """What is heard in [t0, t1] of a video."""
+
+    video_id: str
+    t0: float
+    t1: float
+    answer: str
+    lines: list[HeardLine] = Field(default_factory=list)
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [(self.video_id, self.t0, self.t1)]
+
+    def summary(self) -> str:
+        return f"{len(self.lines)} lines in {fmt_span(self.t0, self.t1)}: {self.answer[:80]}"
+
+
+@tool(version=1)
+def visual_query(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    t0: Annotated[float, "Start of the interval, in seconds."],
+    t1: Annotated[float, "End of the interval, in seconds."],
+    focus: Annotated[str, "What to look for (an action, object, person, colour, count...)."],
+) -> VisualQueryResult:
+    """Watch [t0, t1] of a video and report what is seen there (actions, objects, people, text),
+    each with its time, answering the focus. Says "no evidence" when nothing happens there."""
+    sim = simulator_of(ctx)
+    start, end = sim.check_interval(video_id, t0, t1)
+    events = sim.events(video_id, start, end)
+    answer, usage = sim.phrase(focus, [describe_event(e) for e in events])
+    return VisualQueryResult(
+        video_id=video_id,
+        t0=start,
+        t1=end,
+        focus=focus,
+        answer=answer,
+        events=[SeenEvent(**e.model_dump(exclude={"event_id"})) for e in events],
+        usage=usage,
+    )
+
+
+@tool(version=1)
+def audio_query(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    t0: Annotated[float, "Start of the interval, in seconds."],
+    t1: Annotated[float, "End of the interval, in seconds."],
+) -> AudioQueryResult:
+    """Listen to [t0, t1] of a video and report what is said or heard there, with times. Says
+    "no evidence" when nothing is heard there."""
+    sim = simulator_of(ctx)
+    start, end = sim.check_interval(video_id, t0, t1)
+    lines = sim.lines(video_id, start, end)
+    answer, _ = (
+        sim.phrase("what is said", [describe_line(a) for a in lines]) if lines else (NO_EVIDENCE, None)
+    )
+    return AudioQueryResult(
+        video_id=video_id,
+        t0=start,
+        t1=end,
+        answer=answer,
+        lines=[HeardLine(**a.model_dump()) for a in lines],
+    )
+
+
+# ============================================================================ DVD tools
+
+
+def _search(ctx: ToolContext, video_id: str, query: str, top_k: int) -> ClipSearchResult:
+    """Clips ranked by keyword overlap with ``query`` (the simulator has no embeddings)."""
+    clips = simulator_of(ctx).clips(video_id)
+    scores = keyword_scores(query, [c.text() for c in clips])
+    best = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))[:top_k]
+    hits = [
+        ClipHit(
+            start=clips[i].start,
+            end=clips[i].end,
+            clip_index=clips[i].clip_index,
+            score=round(scores[i], 3),
+            caption=clips[i].caption,
+            speech=clips[i].speech,
+            on_screen_text=clips[i].on_screen_text,
+        )
+        for i in best
+    ]
+    hits.sort(key=lambda h: h.start)
+    return ClipSearchResult(video_id=video_id, query=query, clips=hits, searched_clips=len(clips))
+
+
+@tool(version=1)
+def _sim_clip_search(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video to search."],
+    query: Annotated[str, "What to look for: words spoken or shown, objects, actions, scenes."],
+    top_k: Annotated[int, Field(description="How many clips to return (1-50).", ge=1, le=50)] = 16,
+) -> ClipSearchResult:
+    """Simulated clip_search (keyword match over the script's clips)."""
+    return _search(ctx, video_id, query, top_k)
+
+
+@tool(version=1)
+def _sim_global_browse(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video to browse."],
+    query: Annotated[str, "What the overview should focus on (the question, or a part of it)."],
+) -> BrowseResult:
+    """Simulated global_browse (captions sampled evenly, subjects from the script's events)."""
+    sim = simulator_of(ctx)
+    video = sim.video(video_id)
+    clips = [c for c in sim.clips(video_id) if c.caption]
+    picked = [clips[i] for i in sample_evenly(len(clips), ctx.config.browse_captions)]
+    subjects: dict[str, SubjectEntry] = {}
+    for event in video.events:
+        if event.subject is None:
+            continue
+        entry = subjects.setdefault(event.subject, SubjectEntry(name=event.subject))
+        entry.mentions += 1
+        entry.spans.append([event.start, event.end])
+        action = event.label.removeprefix(f"the {event.subject} ")
+        if action not in entry.actions:
+            entry.actions.append(action)
+    return BrowseResult(
+        video_id=video_id,
+        query=query,
+        duration=video.duration,
+        total_clips=len(clips),
+        captions=[CaptionSample(start=c.start, end=c.end, caption=c.caption or "") for c in picked],
+        subjects=sorted(subjects.values(), key=lambda s: (-s.mentions, s.spans[0][0])),
+    )
+
+
+@tool(version=1)
+def _sim_frame_inspect(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    question: Annotated[str, "What to look for in the frames."],
+    time_ranges: Annotated[
+        list[list[float]],
+        Field(
+            description="Time ranges [[start, end], ...] in seconds to take frames from.",
+            min_length=1,
+            max_length=8,
+        ),
+    ],
+) -> FrameInspectResult:
+    """Simulated frame_inspect (the script's visible events in the ranges)."""
+    sim = simulator_of(ctx)
+    ranges: list[list[float]] = []
+    for pair in time_ranges:
+        if len(pair) != 2:
+            raise ToolError(f"each time range must be [start, end], got {pair}")
+        ranges.append(list(sim.check_interval(video_id, pair[0], pair[1])))
+    seen = {e.event_id: e for a, b in ranges for e in sim.events(video_id, a, b)}
+    facts = [describe_event(e) for e in sorted(seen.values(), key=lambda e: e.start)]
+    answer, usage = sim.phrase(question, facts)
+    times = sorted({round(a + i / SIM_FPS, 2) for a, b in ranges for i in range(int((b - a) * SIM_FPS) + 1)})
+    step = max(1, len(times) // max(1, ctx.config.max_frames))
+    return FrameInspectResult(
+        video_id=video_id,
+        question=question,
+        answer=answer,
+        frame_times=times[::step][: ctx.config.max_frames],
+        ranges=ranges,
+        usage=usage,
+    )
+
+
+# ============================================================================ AVI tools
+
+
+@tool(version=1)
+def _sim_clip_retrieve(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video to search."],
+    query: Annotated[str, "What to look for: an event, object, action, scene, words spoken or shown."],
+    k: Annotated[int, Field(description="How many clips to return (1-50).", ge=1, le=50)] = 16,
+) -> ClipSearchResult:
+    """Simulated clip_retrieve (keyword match over the script's clips)."""
+    return _search(ctx, video_id, query, k)
+
+
+@tool(version=1)
+def _sim_text_extract(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    time_range: TimeRange,
+) -> TextExtractResult:
+    """Simulated text_extract (the script's text events in the range)."""
+    sim = simulator_of(ctx)
+    start, end = sim.check_interval(video_id, time_range[0], time_range[1])
+    shown = sim.events(video_id, start, end, kinds=("text",))
+    return TextExtractResult(
+        video_id=video_id,
+        time_range=[start, end],
+        source="script",
+        frames_read=int((end - start) * SIM_FPS) + 1,
+        items=[
+            TextItem(text=str(e.attributes.get("text", e.label)), start=e.start, end=e.end, score=1.0)
+            for e in shown
+        ],
+    )
+
+
+@tool(version=1)
+def _sim_object_detect(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    time_range: TimeRange,
+    objects: Annotated[
+        list[str] | None,
+        Field(
+            description="Object kinds to count (e.g. ['person', 'car']); omit to count every kind.",
+            max_length=20,
+        ),
+    ] = None,
+) -> ObjectDetectResult:
+    """Simulated object_detect (the script's object events, counted per subject)."""
+    sim = simulator_of(ctx)
+    start, end = sim.check_interval(video_id, time_range[0], time_range[1])
+    frames = int((end - start) * SIM_FPS) + 1
+    wanted = [o.lower() for o in objects or []]
+    found: dict[str, ObjectSummary] = {}
+    for event in sim.events(video_id, start, end, kinds=("object",)):
+        label = (event.subject or event.label).lower()
+        if wanted and label not in wanted:
+            continue
+        count = int(event.attributes.get("count", 1))
+        seen = max(1, int((min(end, event.end) - max(start, event.start)) * SIM_FPS))
+        summary = found.get(label)
+        if summary is None:
+            found[label] = ObjectSummary(
+                label=label,
+                frames_seen=seen,
+                max_count=count,
+                mean_count=round(count * seen / frames, 3),
+                first_seen=max(start, event.start),
+                last_seen=min(end, event.end),
+            )
+        else:
+            summary.frames_seen += seen
+            summary.max_count = max(summary.max_count, count)
+            summary.mean_count = round(summary.mean_count + count * seen / frames, 3)
+            summary.last_seen = min(end, event.end)
+    return ObjectDetectResult(
+        video_id=video_id,
+        time_range=[start, end],
+        source="script",
+        frames_checked=frames,
+        objects=list(found.values()),
+        not_found=[w for w in wanted if w not in found],
+    )
+
+
+@tool(version=1)
+def _sim_frame_analysis(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    time_range: TimeRange,
+    question: Annotated[str, "What to find out from the frames."],
+    frames: Annotated[
+        int, Field(description="How many frames to look at, spread over the range (1-64).", ge=1, le=64)
+    ] = 16,
+) -> FrameAnalysisResult:
+    """Simulated frame_analysis (the script's visible events in the range)."""
+    sim = simulator_of(ctx)
+    start, end = sim.check_interval(video_id, time_range[0], time_range[1])
+    answer, usage = sim.phrase(question, [describe_event(e) for e in sim.events(video_id, start, end)])
+    count = max(1, min(frames, int((end - start) * SIM_FPS) + 1))
+    step = (end - start) / count
+    return FrameAnalysisResult(
+        video_id=video_id,
+        question=question,
+        answer=answer,
+        time_range=[start, end],
+        frame_times=[round(start + step * (i + 0.5), 2) for i in range(count)],
+        usage=usage,
+    )
+
+
+def _named(simulated: Tool, real: Tool) -> Tool:
+    """The simulated function under the real tool's name and description."""
+    return mirror(real, dataclasses.replace(simulated, name=real.name))
+
+
+clip_search = _named(_sim_clip_search, real_clip_search)
+global_browse = _named(_sim_global_browse, real_global_browse)
+frame_inspect = _named(_sim_frame_inspect, real_frame_inspect)
+clip_retrieve = _named(_sim_clip_retrieve, real_clip_retrieve)
+text_extract = _named(_sim_text_extract, real_text_extract)
+object_detect = _named(_sim_object_detect, real_object_detect)
+frame_analysis = _named(_sim_frame_analysis, real_frame_analysis)
+
+#: The DVD agent's tools, simulated, in the real registry's order.
+SIM_DVD_TOOLS = (global_browse, clip_search, frame_inspect, finish)
+#: AgentCVR's actions plus clip search and finish: what GRPO training offers the policy.
+SIM_CVR_TOOLS = (visual_query, audio_query, clip_search, finish)
+
+
+def sim_dvd_registry() -> ToolRegistry:
+    """The DVD agent's allow-list, answered by the simulator."""
+    return ToolRegistry(SIM_DVD_TOOLS)
+
+
+def sim_avi_registries() -> tuple[ToolRegistry, ToolRegistry]:
+    """The AVI agent's (retrieve, perceive) allow-lists, answered by the simulator (the tools that
+    need an entity graph or image embeddings — clip_merge, global_explore, graph_retrieve,
+    boundary_detect — have no script counterpart yet)."""
+    return (
+        ToolRegistry([clip_retrieve]),
+        ToolRegistry([object_detect, text_extract, frame_analysis, visual_query, audio_query]),
+    )
+
+
+def sim_cvr_registry() -> ToolRegistry:
+    """AgentCVR's action space over the simulator (visual/audio query, clip search, finish)."""
+    return ToolRegistry(SIM_CVR_TOOLS)

@@ -1,0 +1,44 @@
+"""Sim-to-real on an ingested synthetic video: import its script, compare the tools, write the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from media import text_video
+from test_agent_runtime import make_settings
+
+from vidscope.agents.simulator.importer import import_script
+from vidscope.agents.simulator.sim_to_real import compare, interval_iou, write_report
+from vidscope.models.open_store import open_store
+
+
+def test_interval_iou() -> None:
+    assert interval_iou([(0, 10)], [(5, 15)]) == 5 / 15
+    assert interval_iou([(0, 5), (5, 10)], [(0, 10)]) == 1.0
+    assert interval_iou([], []) == 1.0 and interval_iou([(0, 1)], []) == 0.0
+
+
+@pytest.mark.slow  # ingestion with OCR: about 2 minutes on a shared 2-core machine
+def test_sim_to_real_report_on_an_ingested_video(tmp_path: Path) -> None:
+    from vidscope.flows.ingest import run_ingest
+
+    texts = [(1.0, 4.0, "WELCOME HOME"), (11.0, 14.0, "GATE CODE 4721"), (21.0, 24.0, "GOODBYE")]
+    video = text_video(tmp_path / "notice.mp4", duration=25.0, texts=texts)
+    settings = make_settings(tmp_path / "data", text_reader="rapidocr:embedded")
+    (ingested,) = run_ingest([str(video)], settings)
+    assert ingested.status == "ok", ingested
+    store = open_store(settings)
+    script = import_script(store, [ingested.video_id])
+    shown = [e for e in script.videos[0].events if e.kind == "text"]
+    assert any("4721" in e.label and e.start <= 12.0 <= e.end + 0.5 for e in shown)
+
+    queries = [(ingested.video_id, q) for q in ("gate code", "welcome home", "goodbye")]
+    report = compare(settings, store, script, queries)
+    assert len(report.comparisons) == 3
+    gate = report.comparisons[0]
+    assert 2 in gate.real_clips and 2 in gate.sim_clips  # 11-14 s lies in clip 2 (10-15 s)
+    assert 0.0 < report.mean_iou <= 1.0 and 0.0 < report.mean_overlap <= 1.0
+    path = write_report(report, tmp_path / "report")
+    print(path.read_text())  # the measured numbers, shown with -s
+    assert "interval IoU" in path.read_text() and (tmp_path / "report" / "sim_to_real.png").stat().st_size > 0
