@@ -21,3 +21,11 @@ class BackendUnavailable(VidscopeError, RuntimeError):
 
 class ModelOutputError(VidscopeError, RuntimeError):
     """A model answered, but not in a form that could be used (after one corrective re-ask)."""
+
+
+class ContextLengthExceeded(ModelOutputError):
+    """The request did not fit the model's context window (e.g. HTTP 400 naming the context length).
+
+    Raised by chat backends; the agent runtime answers it by trimming the oldest observations and
+    retrying, then by forcing an answer, so a question never crashes on a long conversation.
+    """
