@@ -82,3 +82,24 @@ def test_grpo_steps_change_the_weights_and_log_the_reward(tmp_path: Path) -> Non
     changed = [n for n, p in model.named_parameters() if not torch.equal(before[n], p.detach())]
     assert changed, "no weight changed"
     assert (tmp_path / "out" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_train_grpo_command_trains_a_saved_model_and_saves_the_result(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from vidscope.cli import app
+
+    model, tokenizer = tiny_policy(tmp_path)
+    model.save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    out = tmp_path / "trained"
+    args = ["train", "grpo", str(tmp_path / "policy"), "--out", str(out), "--generated", "1", "--steps", "1"]
+    args += ["--group-size", "2", "--batch-size", "2", "--max-turns", "1", "--max-completion-length", "8"]
+    result = CliRunner().invoke(app, args, env={"VIDSCOPE_DATA_DIR": str(tmp_path / "data")})
+
+    assert result.exit_code == 0, result.output
+    assert "trained 1 steps" in result.output and str(out) in result.output.replace("\n", "")
+    assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"
