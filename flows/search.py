@@ -161,7 +161,7 @@ def run_search_moments(
         filters.check()
     store = open_store(settings)
     if store.count(store.clips) == 0:  # before a flow run is made for nothing
-        raise LibraryEmpty("the library has no clips yet: ingest videos first (vidscope ingest)")
+        raise LibraryEmpty("the library is empty: no clips have been ingested yet (vidscope ingest)")
     with query_run("search"):
         return search_moments_flow(query.strip(), settings, k, filters)
 
