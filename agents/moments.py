@@ -230,7 +230,13 @@ def _merge(
             None,
         )
         if near is None:
-            moment = {"video_id": key[0], "start": start, "end": end, "clips": [row], "best": fused[key]}
+            moment: dict[str, Any] = {
+                "video_id": key[0],
+                "start": start,
+                "end": end,
+                "clips": [row],
+                "best": fused[key],
+            }
             by_video.setdefault(key[0], []).append(moment)
             moments.append((fused[key], moment))
         elif fused[key] >= JOIN_RATIO * near["best"] and len(near["clips"]) < MAX_CLIPS:

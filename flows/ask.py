@@ -8,8 +8,12 @@ so in its ``note``. The flow is built for latency: no heartbeat thread per run, 
 per process by the backend registry, and tool results and model replies cached, so asking the same
 question again costs no model or tool work.
 
-``run_ask`` is the entry point of the CLI, the HTTP API and the MCP server; it returns an
-:class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
+``ask-library`` answers a question about every ingested video: the DVD agent with the
+``library_search`` tool (moments across videos) beside the per-video tools, or, without a chat
+model, the library's best moments, extractively; citations name their video.
+
+``run_ask`` (and ``run_ask_library``) are the entry points of the CLI, the HTTP API and the MCP
+server; they return an :class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
 """
 
 from __future__ import annotations
