@@ -1,10 +1,11 @@
 """The answerer used when no chat model is configured: it returns evidence, not a generated answer.
 
-It runs the same clip search the agent uses (as a cached tool call), reports the best-matching
+For one video it runs the same clip search the agent uses (as a cached tool call), reports the best-matching
 moments with their speech, on-screen text and captions, and says plainly that the answer is
 extractive. For multiple choice it ranks the options by how well each agrees with the evidence:
 embedding similarity with the top clips' texts plus keyword overlap, weighted by each clip's
-relevance to the question.
+relevance to the question. For the whole library it runs the library agent's ``library_search``
+and cites the best moments of any video.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from vidscope.agents import prompts
 from vidscope.agents.evidence import ClipHit, ClipSearchResult
 from vidscope.agents.runtime import Answer, Evidence, StepCallback, TraceStep, UsageTotals
 from vidscope.agents.tools import ToolContext, execute_tool
+from vidscope.agents.tools_library import LibrarySearchResult
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
 
@@ -152,6 +154,64 @@ def answer_extractively(
         answer="\n".join(lines),
         choice=choice,
         citations=citations,
+        extractive=True,
+        trace=trace,
+        usage=usage,
+    )
+
+
+def answer_library_extractively(
+    ctx: ToolContext, question: str, *, on_step: StepCallback | None = None
+) -> Answer:
+    """Answer ``question`` about the whole library from its best moments, without a chat model.
+
+    Runs the ``library_search`` tool (``ctx.registry`` must allow it) and cites the best moment and
+    the others scoring close to it, each as (video, start, end).
+    """
+    started = time.perf_counter()
+    outcome = execute_tool(ctx, "library_search", {"query": question, "top_k": ctx.config.top_k})
+    usage = UsageTotals(tool_calls=1, tool_cache_hits=int(outcome.cached))
+    trace = [
+        TraceStep(
+            index=1,
+            kind="tool",
+            tool="library_search",
+            arguments=outcome.arguments,
+            ok=outcome.ok,
+            latency_s=outcome.latency_s,
+            tool_cached=outcome.cached,
+            observation=outcome.result.summary() if outcome.result else str(outcome.error),
+        )
+    ]
+    if on_step is not None:
+        on_step(trace[0])
+    if not isinstance(outcome.result, LibrarySearchResult) or not outcome.result.moments:
+        reason = outcome.error or "no moment of the library matched the question"
+        return Answer(
+            answer=f"{PREFIX} Nothing was found: {reason}.", extractive=True, trace=trace, usage=usage
+        )
+    moments = outcome.result.moments
+    evidence = Evidence()
+    evidence.add(outcome.result)
+    cited = [m for i, m in enumerate(moments) if i == 0 or m.score >= RELATIVE_EVIDENCE * moments[0].score]
+    cited = cited[:EVIDENCE_CLIPS]
+    lines = [PREFIX, "Best matching moments in the library:"]
+    lines += [
+        f"- {m.file} {fmt_time(m.start)}–{fmt_time(m.end)} ({m.start:.1f}–{m.end:.1f}s): {_quote(m.text)}"
+        for m in cited
+    ]
+    final = TraceStep(
+        index=2,
+        kind="extractive",
+        observation=f"{len(cited)} moments cited from {len({m.video_id for m in cited})} videos",
+        latency_s=time.perf_counter() - started,
+    )
+    trace.append(final)
+    if on_step is not None:
+        on_step(final)
+    return Answer(
+        answer="\n".join(lines),
+        citations=[evidence.check(ctx, m.video_id, m.start, m.end) for m in cited],
         extractive=True,
         trace=trace,
         usage=usage,

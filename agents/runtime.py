@@ -230,8 +230,14 @@ def run_agent(
     *,
     options: Sequence[str] | None = None,
     on_step: StepCallback | None = None,
+    system: str = prompts.SYSTEM,
+    opening: str | None = None,
 ) -> Answer:
-    """Answer ``question`` about ``video_ids`` with the chat model and ``ctx.registry``'s tools."""
+    """Answer ``question`` about ``video_ids`` with the chat model and ``ctx.registry``'s tools.
+
+    ``system`` and ``opening`` (the first user turn; by default the question and the videos) let a
+    strategy frame the conversation differently, e.g. over the whole library with no video listed.
+    """
     if ctx.chat is None:
         raise ValueError("run_agent needs a chat model; use the extractive answerer without one")
     if ctx.registry is None:
@@ -241,17 +247,16 @@ def run_agent(
         raise ValueError("the tool registry has no terminal (finish) tool")
     state = LoopState(
         messages=[
-            ChatMessage(role="system", content=prompts.SYSTEM),
+            ChatMessage(role="system", content=system),
             ChatMessage(
                 role="user",
-                content=prompts.question_prompt(
-                    question, describe_videos(ctx, video_ids), list(options or [])
-                ),
+                content=opening
+                or prompts.question_prompt(question, describe_videos(ctx, video_ids), list(options or [])),
             ),
         ]
     )
     specs = ctx.registry.specs()
-    default_video = video_ids[0]
+    default_video = video_ids[0] if video_ids else ""
 
     def record(step: TraceStep) -> None:
         state.trace.append(step)

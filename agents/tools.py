@@ -162,6 +162,8 @@ class Tool:
     result_schema: str = ""
     #: Further model roles whose configuration changes the result (part of the cache key).
     uses_models: tuple[str, ...] = ()
+    #: Reads the whole library (no ``video_id``): the clip and video tables' versions are keyed.
+    uses_library: bool = False
 
     def spec(self) -> ToolSpec:
         """The :class:`ToolSpec` offered to a chat model (JSON schema from the signature)."""
@@ -186,6 +188,7 @@ def tool(
     uses_embedder: bool = False,
     terminal: bool = False,
     uses_models: Sequence[str] = (),
+    uses_library: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool from a typed function.
 
@@ -193,7 +196,9 @@ def tool(
     parameter annotated :class:`ToolContext` receives the context and is hidden from the model.
     The docstring is the description the model reads. ``version`` is part of the cache key: bump
     it when the tool's output changes. ``uses_models`` names further model roles (beyond the chat
-    model and text embedder) whose configuration is part of the cache key.
+    model and text embedder) whose configuration is part of the cache key. A tool that searches
+    the whole library rather than one video sets ``uses_library``: any ingestion then invalidates
+    its cached results.
     """
 
     def wrap(func: Callable[..., Any]) -> Tool:
@@ -238,6 +243,7 @@ def tool(
             context_param,
             stable_hash(returns.__qualname__, returns.model_json_schema()),
             tuple(uses_models),
+            uses_library,
         )
 
     return wrap
@@ -347,9 +353,13 @@ def _make_tool_task(name: str, results_dir: str, retries: int) -> Any:
 
 
 def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> str:
-    """(tool, version, normalised arguments, video store version, models, tool config) as a key."""
+    """(tool, version, normalised arguments, video store version — the library's for a library
+    tool —, models, tool config) as a key."""
     video_id = arguments.get("video_id")
     video_version = ctx.store.video_version(video_id) if isinstance(video_id, str) else ""
+    if spec.uses_library:
+        store = ctx.store
+        video_version += f"library-{store.table_version(store.clips)}-{store.table_version(store.videos)}"
     return "tool-" + stable_hash(
         spec.name,
         spec.version,

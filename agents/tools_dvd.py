@@ -132,6 +132,14 @@ class FinishResult(ToolResult):
     """Never produced: finish is handled by the runtime (declared only for its schema)."""
 
 
+class CitedMoment(BaseModel):
+    """A cited moment of a named video (questions over several videos cite these)."""
+
+    video_id: str
+    start: float
+    end: float
+
+
 # ============================================================================ subjects
 
 
@@ -303,8 +311,11 @@ def frame_inspect(
 def finish(
     answer: Annotated[str, "The final answer to the question, in plain words."],
     citations: Annotated[
-        list[list[float]],
-        Field(description="Time ranges [[start, end], ...] in seconds that support the answer."),
+        list[list[float] | CitedMoment],
+        Field(
+            description="Time ranges [[start, end], ...] in seconds that support the answer; when "
+            "several videos were searched, {video_id, start, end} objects."
+        ),
     ] = [],  # noqa: B006 - pydantic copies defaults
     choice: Annotated[str | None, "For multiple-choice questions: the letter of the chosen option."] = None,
 ) -> FinishResult:

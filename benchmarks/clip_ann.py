@@ -6,11 +6,17 @@ way ingestion does (``Store.optimize``), then for ``--queries`` queries prints, 
 run, the latency of the exact scan and of the ANN search and the ANN's recall@16 against the exact
 top 16, for the default probe/refine settings and a sweep of others (what the defaults are chosen
 from). Every query runs the exact scan right before the ANN search, so both see the same load.
+Then it times moment search across the library (``agents/moments.py``: the ANN ranking fused with
+Lance full-text search over the clips' speech and on-screen text, adjacent hits merged), warm, for
+queries of three words taken from a stored clip's speech, without and with a video filter.
 
 The vectors are **synthetic**: clustered (``clips / 400`` centres, each clip a centre plus noise, one
 in ten clips without a vector, like clips not yet embedded) and queries are noisy copies of stored
 vectors. Real caption embeddings cluster too, but recall here says nothing about embedding quality;
-it measures what the index loses against an exact search of the same vectors.
+it measures what the index loses against an exact search of the same vectors. Clip texts are
+synthetic too: 12 words per clip's speech (a Zipf-like draw from 20,000 made-up words), on-screen
+text on one clip in five. The moment-search times exclude embedding the query (the query's vector is
+given), which MiniLM adds once per query.
 
 Run: ``.venv/bin/python benchmarks/search_scale.py --clips 1000000`` (or this file directly).
 """
@@ -28,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from vidscope.agents.moments import MomentFilters, search_moments
 from vidscope.storage.store import ANN_NPROBES, ANN_REFINE_FACTOR, Store
 
 DIM = 384
@@ -36,6 +43,9 @@ TOP_K = 16
 BATCH = 100_000
 #: (nprobes, refine_factor) pairs measured beside the defaults.
 SWEEP = ((16, 20), (32, 10), (32, 20), (32, 50), (64, 20), (64, 50))
+#: Made-up words of the synthetic clip texts, and words per clip's speech.
+VOCABULARY = 20_000
+SPOKEN_WORDS = 12
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
@@ -58,11 +68,18 @@ def generate(store: Store, clips: int, seed: int) -> np.ndarray:
         flat = pa.array(vectors.astype(np.float32).ravel())
         column = pa.FixedSizeListArray.from_arrays(flat, DIM, mask=pa.array(~embedded))
         clip_index = (index % 720).astype(np.int32)  # an hour of 5 s clips per video
+        words = np.minimum(rng.zipf(1.3, size=(n, SPOKEN_WORDS)), VOCABULARY) - 1
+        speech = [" ".join(f"w{w}" for w in row) for row in words]
+        shown = [
+            f"SIGN W{row[0]} W{row[1]}" if i % 5 == 0 else None for i, row in zip(index, words, strict=True)
+        ]
         columns = {
             "video_id": pa.array([f"v{i // 720:07d}" for i in index]),
             "clip_index": pa.array(clip_index),
             "start": pa.array(clip_index * 5.0),
             "end": pa.array(clip_index * 5.0 + 5.0),
+            "transcript_text": pa.array(speech),
+            "ocr_text": pa.array(shown, pa.string()),
             "text_embedding": column.cast(vector_type),
             "embed_model": pa.array(["synthetic"] * n),
         }
@@ -162,7 +179,44 @@ def run(clips: int, queries: int, seed: int, out: Path, *, reuse: bool = False) 
     print(
         "\nms = median per query; exact/ANN = median of the per-query ratios; recall = mean overlap of top 16"
     )
+    moments(store, vectors, seed)
     return 0
+
+
+class GivenVectors:
+    """A text embedder that returns the vector given for each query text (the benchmark's queries)."""
+
+    name = "given"
+    dim = DIM
+
+    def __init__(self, vectors: dict[str, np.ndarray]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.vectors[t] for t in texts])
+
+
+def moments(store: Store, vectors: np.ndarray, seed: int) -> None:
+    """Print p50/p95 latency of warm moment searches (top 10), without and with a video filter."""
+    rng = np.random.default_rng(seed + 2)
+    sample = store.table(store.clips).search().select(["video_id", "transcript_text"]).limit(20_000).to_list()
+    rows = [sample[i] for i in rng.choice(len(sample), size=len(vectors), replace=False)]
+    texts = [" ".join(r["transcript_text"].split()[-3:]) + f" #{i}" for i, r in enumerate(rows)]
+    embedder = GivenVectors(dict(zip(texts, vectors, strict=True)))
+    print(f"\nmoment search, top 10 of {store.count(store.clips):,} clips (ANN + full text, fused, merged)")
+    print(f"{'filter':>12}{'p50 ms':>9}{'p95 ms':>9}{'moments':>9}")
+    for label in ("none", "one video"):
+        times, found = [], []
+        for i, (text, row) in enumerate(zip(texts, rows, strict=True)):
+            filters = MomentFilters(videos=[row["video_id"]]) if label == "one video" else None
+            if i < 3:  # warm files, indexes and caches on the first queries; every query is timed once
+                search_moments(store, text, embedder=embedder, k=10, filters=filters)
+            started = time.perf_counter()
+            result = search_moments(store, text, embedder=embedder, k=10, filters=filters)
+            times.append(time.perf_counter() - started)
+            found.append(len(result.moments))
+        p50, p95 = statistics.median(times) * 1000, sorted(times)[max(0, int(len(times) * 0.95) - 1)] * 1000
+        print(f"{label:>12}{p50:>9.1f}{p95:>9.1f}{statistics.mean(found):>9.1f}")
 
 
 if __name__ == "__main__":

@@ -41,6 +41,30 @@ def speech_wav(text: str, path: Path, *, voice: str = "en", rate_wpm: int = 150)
     return path
 
 
+def narration_wav(lines: Sequence[tuple[float, str]], path: Path, *, duration: float) -> Path:
+    """A ``duration``-second 16 kHz WAV with each ``(t, text)`` spoken by espeak-ng from ``t`` s.
+
+    A line still speaking when the next one starts is cut there, so each one stays near its time.
+    """
+    import wave
+
+    path = Path(path)
+    total = round(duration * _AUDIO_RATE)
+    mix = np.zeros(total, dtype=np.float32)
+    starts = [round(t * _AUDIO_RATE) for t, _ in lines] + [total]
+    for i, (_, text) in enumerate(lines):
+        spoken = speech_wav(text, path.with_name(f"{path.stem}.line{i}.wav"))
+        room = max(0, min(starts[i + 1], total) - starts[i])
+        mix[starts[i] : starts[i] + room] = _load_mono(spoken, room)
+        spoken.unlink()
+    with wave.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(_AUDIO_RATE)
+        out.writeframes((np.clip(mix, -1.0, 1.0) * 32767).astype("<i2").tobytes())
+    return path
+
+
 def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     for candidate in _FONT_CANDIDATES:
         if candidate.exists():

@@ -8,8 +8,12 @@ so in its ``note``. The flow is built for latency: no heartbeat thread per run, 
 per process by the backend registry, and tool results and model replies cached, so asking the same
 question again costs no model or tool work.
 
-``run_ask`` is the entry point of the CLI, the HTTP API and the MCP server; it returns an
-:class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
+``ask-library`` answers a question about every ingested video: the DVD agent with the
+``library_search`` tool (moments across videos) beside the per-video tools, or, without a chat
+model, the library's best moments, extractively; citations name their video.
+
+``run_ask`` (and ``run_ask_library``) are the entry points of the CLI, the HTTP API and the MCP
+server; they return an :class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from pydantic import BaseModel, Field
 from vidscope.agents import prompts
 from vidscope.agents.avi import run_avi_agent
 from vidscope.agents.environment import avi_tools, is_simulated, tool_context
-from vidscope.agents.extractive import answer_extractively
+from vidscope.agents.extractive import answer_extractively, answer_library_extractively
 from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
-from vidscope.agents.tools import AgentConfig
+from vidscope.agents.tools import AgentConfig, ToolContext
+from vidscope.agents.tools_library import library_registry
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, query_run
@@ -42,7 +47,9 @@ __all__ = [
     "AskResult",
     "VideoNotFound",
     "ask",
+    "ask_library",
     "run_ask",
+    "run_ask_library",
 ]
 
 #: The agents that can answer: Deep Video Discovery (one loop) or AVI (retrieve, perceive, review).
@@ -62,7 +69,7 @@ _on_step: contextvars.ContextVar[Callable[[TraceStep], None] | None] = contextva
 class AskResult(BaseModel):
     """The answer to one question, as the CLI shows it (``--json`` prints this model)."""
 
-    video_id: str
+    video_id: str = Field(description="The video asked about ('' for a question about the library).")
     file_name: str
     question: str
     options: list[str] | None = None
@@ -80,6 +87,10 @@ class AskResult(BaseModel):
         None, description="The agent that answered (dvd or avi); none for an extractive answer."
     )
     note: str | None = Field(None, description="Why the answer is not what was asked for, if so.")
+    library: bool = Field(False, description="Asked about the whole library (citations name their video).")
+    files: dict[str, str] = Field(
+        default_factory=dict, description="File name of each cited video (library questions)."
+    )
     seconds: float = 0.0
     trace: list[TraceStep] = Field(default_factory=list)
     usage: UsageTotals = Field(default_factory=UsageTotals)
@@ -147,6 +158,59 @@ def ask(
     return result
 
 
+@flow(
+    name="ask-library",
+    flow_run_name="ask library: {question:.60}",
+    validate_parameters=False,
+    log_prints=False,
+)
+def ask_library(
+    question: str, settings: Settings | None = None, config: AgentConfig | None = None
+) -> AskResult:
+    """Answer ``question`` about the whole library: the DVD agent with library-wide search when a
+    chat model is configured, else extractively from the library's best moments."""
+    from vidscope.core.settings import get_settings
+
+    settings = settings or get_settings()
+    config = config or settings.agent
+    started = time.perf_counter()
+    store = open_store(settings)
+    chat = registry.chat_model(settings)
+    ctx = ToolContext(settings, store, chat=chat, config=config, registry=library_registry())
+    on_step = _on_step.get()
+    if chat is None:
+        answer = answer_library_extractively(ctx, question, on_step=on_step)
+    else:
+        videos, clips = store.count(store.videos), store.count(store.clips)
+        answer = run_agent(
+            ctx,
+            question,
+            [],
+            on_step=on_step,
+            system=prompts.LIBRARY_SYSTEM,
+            opening=prompts.library_prompt(question, videos, clips),
+        )
+    files = {c.video_id: ctx.video(c.video_id).file_name for c in answer.citations if c.verified}
+    result = AskResult(
+        video_id="",
+        file_name=f"the library ({store.count(store.videos)} videos)",
+        question=question,
+        answer=answer.answer,
+        citations=answer.citations,
+        extractive=answer.extractive,
+        forced=answer.forced,
+        model=chat.name if chat else None,
+        agent=None if answer.extractive else "dvd",
+        library=True,
+        files=files,
+        seconds=round(time.perf_counter() - started, 3),
+        trace=answer.trace,
+        usage=answer.usage,
+    )
+    _publish(result)
+    return result
+
+
 def _result(
     answer: Answer,
     record: VideoRecord,
@@ -186,6 +250,7 @@ def trace_markdown(result: AskResult) -> str:
         lines.append(
             "**Citations:** "
             + ", ".join(
+                f"{result.files.get(c.video_id, '') + ' ' if result.library else ''}"
                 f"{fmt_time(c.start)}–{fmt_time(c.end)} {'✓' if c.verified else '✗ ' + c.note}"
                 for c in result.citations
             )
@@ -221,7 +286,8 @@ def trace_markdown(result: AskResult) -> str:
 
 def _publish(result: AskResult) -> None:
     """Store the trace as a Prefect artifact of this flow run (shown in the UI)."""
-    publish_markdown(f"ask-{result.video_id[:12]}", trace_markdown(result), f"ask: {result.question[:80]}")
+    key = f"ask-{result.video_id[:12]}" if result.video_id else "ask-library"
+    publish_markdown(key, trace_markdown(result), f"ask: {result.question[:80]}")
 
 
 # ============================================================================ entry points
@@ -257,5 +323,29 @@ def run_ask(
     try:
         with query_run("ask"):
             return ask(video_id, question, options, settings, config, agent)
+    finally:
+        _on_step.reset(token)
+
+
+def run_ask_library(
+    settings: Settings,
+    question: str,
+    on_step: Callable[[TraceStep], None] | None = None,
+    *,
+    config: AgentConfig | None = None,
+) -> AskResult:
+    """Run the ``ask-library`` flow: ``question`` about every ingested video; ``on_step`` sees
+    each trace step live. Raises ``ValueError`` for an empty question or an empty library."""
+    disable_telemetry()
+    question = question.strip()
+    if not question:
+        raise ValueError("the question is empty")
+    store = open_store(settings)
+    if store.count(store.clips) == 0:
+        raise ValueError("the library has no clips yet: ingest videos first (vidscope ingest)")
+    token = _on_step.set(on_step)
+    try:
+        with query_run("ask"):
+            return ask_library(question, settings, config)
     finally:
         _on_step.reset(token)

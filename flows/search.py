@@ -1,10 +1,13 @@
-"""The ``search`` query flow: find the videos of the library that match a description (MAVIS).
+"""The query flows over the whole library: ``search`` (videos, MAVIS) and ``search-moments``.
 
-The pipeline itself (planner, per-dimension agents, fusion with a veto, fine rerank) lives in
-:mod:`vidscope.agents.mavis`; this flow loads the models it uses (once per process, through the
-backend registry), runs it, and publishes the ranked videos as a Prefect artifact. ``run_search`` is
-the entry point of the CLI and the HTTP API; like ``run_ask`` it skips the flow's heartbeat thread,
-which would add ~1.1 s to every query.
+``search`` ranks whole videos with the MAVIS pipeline (planner, per-dimension agents, fusion with a
+veto, fine rerank: :mod:`vidscope.agents.mavis`); when its fine stage compared window captions, its
+hits' moments are then placed at clip precision by a moment search inside each hit video.
+``search-moments`` ranks moments from every video: clip-level hybrid search
+(:mod:`vidscope.agents.moments`). Both load their models once per process through the backend
+registry and publish their result as a Prefect artifact. ``run_search`` and ``run_search_moments``
+are the entry points of the CLI, the HTTP API and the MCP server; like ``run_ask`` they skip the
+flow's heartbeat thread, which would add ~1.1 s to every query.
 """
 
 from __future__ import annotations
@@ -22,21 +25,29 @@ from vidscope.agents.mavis import (
     ensure_library,
     search_library,
 )
+from vidscope.agents.moments import MomentFilters, MomentSearch, best_moments, search_moments
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
+from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.storage.store import Store
 
 __all__ = [
     "DroppedVideo",
     "LibraryEmpty",
+    "MomentFilters",
+    "MomentSearch",
     "SearchHit",
     "SearchResult",
+    "moments_markdown",
     "result_markdown",
     "run_search",
+    "run_search_moments",
     "search",
+    "search_moments_flow",
 ]
 
 
@@ -51,14 +62,7 @@ def search(
     options = options or settings.search
     started = time.perf_counter()
     store = open_store(settings)
-    embedder = registry.text_embedder(settings)
-    if embedder is None:
-        raise BackendUnavailable(
-            "text_embedder",
-            "none",
-            "the settings",
-            "search needs a text embedder: set [models] text_embedder",
-        )
+    embedder = _embedder(settings)
     notes: list[str] = []
     try:
         chat = registry.chat_model(settings)
@@ -80,9 +84,86 @@ def search(
         frame_seconds=1.0 / settings.ingest.frame_fps,
     )
     result.notes = notes + result.notes
+    if result.rerank == "caption":
+        _clip_moments(store, embedder, result)
     result.seconds = round(time.perf_counter() - started, 4)
     _publish(result)
     return result
+
+
+def _embedder(settings: Settings) -> TextEmbedder:
+    embedder = registry.text_embedder(settings)
+    if embedder is None:
+        raise BackendUnavailable(
+            "text_embedder",
+            "none",
+            "the settings",
+            "search needs a text embedder: set [models] text_embedder",
+        )
+    return embedder
+
+
+def _clip_moments(store: Store, embedder: TextEmbedder, result: SearchResult) -> None:
+    """Replace the hits' window-caption moments (minutes long) by their best clip moments."""
+    found = best_moments(store, result.query, [h.video_id for h in result.hits], embedder=embedder)
+    for hit in result.hits:
+        if found.get(hit.video_id):
+            hit.moments = [(m.start, m.end) for m in found[hit.video_id]]
+
+
+@flow(
+    name="search-moments",
+    flow_run_name="moments {query:.40}",
+    validate_parameters=False,
+    log_prints=False,
+)
+def search_moments_flow(
+    query: str, settings: Settings | None = None, k: int = 10, filters: MomentFilters | None = None
+) -> MomentSearch:
+    """The ``k`` best moments across the library for ``query`` (clip-level hybrid search)."""
+    from vidscope.core.settings import get_settings
+
+    settings = settings or get_settings()
+    store = open_store(settings)
+    result = search_moments(store, query, embedder=_embedder(settings), k=k, filters=filters)
+    publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
+    return result
+
+
+def moments_markdown(result: MomentSearch) -> str:
+    """The ranked moments as Markdown (the Prefect artifact)."""
+    lines = [f"## moments: {result.query}", "", f"{len(result.moments)} moments, {result.seconds:.3f} s.", ""]
+    lines += ["| # | video | from | to | score | text |", "|---|---|---|---|---|---|"]
+    for rank, m in enumerate(result.moments, 1):
+        text = m.text[:160].replace("\n", " ")
+        lines.append(
+            f"| {rank} | {_cell(m.file)} | {fmt_time(m.start)} | {fmt_time(m.end)} | {m.score:.2f} | "
+            f"{_cell(text)} |"
+        )
+    lines += [f"> {n}" for n in result.notes]
+    return "\n".join(lines)
+
+
+def run_search_moments(
+    settings: Settings, query: str, *, k: int = 10, filters: MomentFilters | None = None
+) -> MomentSearch:
+    """Moments across the library for ``query`` (the ``search-moments`` flow).
+
+    Raises ``ValueError`` for an empty query or bad filters and :class:`LibraryEmpty` when no clip
+    has been ingested yet.
+    """
+    disable_telemetry()
+    if not query.strip():
+        raise ValueError("the query is empty")
+    if not 1 <= k <= 1000:
+        raise ValueError(f"k must be between 1 and 1000, got {k}")
+    if filters is not None:
+        filters.check()
+    store = open_store(settings)
+    if store.count(store.clips) == 0:  # before a flow run is made for nothing
+        raise LibraryEmpty("the library is empty: no clips have been ingested yet (vidscope ingest)")
+    with query_run("search"):
+        return search_moments_flow(query.strip(), settings, k, filters)
 
 
 def result_markdown(result: SearchResult) -> str:

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import lancedb
 import pyarrow as pa
 import pyarrow.compute as pc
-from lancedb.index import IvfPq
+from lancedb.index import FTS, IvfPq
 
 from vidscope.core.hashing import stable_hash
 from vidscope.storage.clips import clips_spec
@@ -404,6 +404,44 @@ class Store:
             query = query.select([*columns, "_distance"])
         return query.limit(k).to_list()
 
+    def text_search(
+        self,
+        spec: TableSpec,
+        query: str,
+        k: int,
+        *,
+        where: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The ``k`` rows whose text columns best match ``query`` (BM25, Lance FTS), best first.
+
+        Searches every text column of ``spec`` that has a full-text index (built by
+        :meth:`optimize`); rows added since the index was built are searched too, unindexed. Each
+        row carries its BM25 ``_score``. Empty when no column is indexed yet or the query has no
+        searchable word; ``where`` is a Lance SQL prefilter.
+        """
+        indexed = self.fts_columns(spec)
+        if not indexed or not query.strip():
+            return []
+        search = self.table(spec).search(query, query_type="fts", fts_columns=indexed)
+        if where:
+            search = search.where(where, prefilter=True)
+        if columns is not None:
+            search = search.select([*columns, "_score"])
+        rows: list[dict[str, Any]] = search.limit(k).to_list()
+        return rows
+
+    def fts_columns(self, spec: TableSpec) -> list[str]:
+        """The text columns of ``spec`` that have a full-text index."""
+        if not spec.text_columns:
+            return []
+        indexed = {
+            ix.columns[0]
+            for ix in self.table(spec).list_indices()
+            if ix.index_type == "FTS" and len(ix.columns) == 1
+        }
+        return [c for c in spec.text_columns if c in indexed]
+
     def count(self, spec: TableSpec, video_id: str | None = None) -> int:
         """Number of rows of ``spec`` (of one video when given)."""
         where = f"video_id = {sql_quote(video_id)}" if video_id is not None else None
@@ -433,8 +471,9 @@ class Store:
 
         Every table gets a BTree index on ``video_id`` (or its first key column) so per-video reads,
         exact per-video vector search and cache look-ups stay fast (``concept_index`` also one on
-        ``concept``, for the search library's look-ups); the clip vector column gets an
-        ANN index once the corpus is large enough for one to beat a flat scan.
+        ``concept``, for the search library's look-ups); the clips' text columns get full-text
+        (BM25) indexes, kept current by ``table.optimize()``; the clip vector column gets an ANN
+        index once the corpus is large enough for one to beat a flat scan.
         """
         done: dict[str, str] = {}
         for spec in self.all_specs:
@@ -451,6 +490,12 @@ class Store:
                 if (column,) not in indexed:
                     table.create_scalar_index(column, index_type="BTREE", replace=True)
                     actions.append(f"btree({column})")
+            if spec is self.clips:
+                # Moment search (agents/moments.py) ranks clips by BM25 over these columns.
+                for column in spec.text_columns:
+                    if (column,) not in indexed:
+                        table.create_index(column, config=FTS(), replace=True)
+                        actions.append(f"fts({column})")
             if spec.vector_column and spec is self.clips and rows >= ann_min_rows:
                 action = self._ann_index(table, spec.vector_column, ann_min_rows)
                 if action:

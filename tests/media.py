@@ -2,6 +2,7 @@
 
 from vidscope.core.synthetic import (  # noqa: F401
     first_frame_at,
+    narration_wav,
     noise_file,
     silent_video,
     speech_wav,

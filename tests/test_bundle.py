@@ -41,14 +41,14 @@ def built(tmp_path_factory) -> tuple[Settings, list[str]]:
     settings = settings_in(folder / "data")
     # Load the embedder before the flow's threads do: two threads importing transformers at once
     # can see a half-initialised module ("cannot import name 'AutoModel'").
-    registry.load(settings, "text_embedder")
+    registry.text_embedder(settings)
     reports = run_ingest([str(first), str(second)], settings)
     assert all(r.status == "ok" for r in reports), reports
     return settings, sorted(r.video_id for r in reports)
 
 
 def clip_search(settings: Settings, store: Store, text: str) -> list[tuple[str, int, float]]:
-    embedder = registry.load(settings, "text_embedder")
+    embedder = registry.text_embedder(settings)
     (vector,) = embedder.embed([text])
     hits = store.nearest(store.clips, vector.tolist(), 5, columns=["video_id", "clip_index"])
     return [(h["video_id"], h["clip_index"], round(h["_distance"], 6)) for h in hits]

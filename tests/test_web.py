@@ -103,11 +103,11 @@ def test_ask_then_click_evidence_plays_the_video_from_that_moment(
         assert state["src"].endswith(f"/api/videos/{library.video_id}/stream")
         expect(page.locator("#now-playing")).to_contain_text("fruit and sea.mp4 from 0:05.0")
 
-        # The search box answers too: hits with moments, or the reason it cannot search yet.
+        # The search box answers too: moments across the library, or the reason it cannot search yet.
         page.fill("#search-q", "blue ocean")
         page.click("#search-form button")
         store = open_store(library.settings())
-        if store.count(store.video_parses):
+        if store.count(store.clips):
             expect(page.locator("#search-results .hit").first).to_contain_text("fruit and sea.mp4")
         else:
             expect(page.locator("#search-results")).to_contain_text("library is empty")

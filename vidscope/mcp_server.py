@@ -13,14 +13,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from vidscope.api.models import SearchResponse, search_response
+from vidscope.api.models import MomentsResponse, SearchResponse, search_response
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.flows.ask import AgentName, AskResult
 
 INSTRUCTIONS = (
     "vidscope answers questions about, and searches, a library of videos that were ingested "
     "beforehand. `ask` answers about one video and cites time ranges (seconds) as evidence; "
-    "`search` finds the videos (and moments) across the library that match a description."
+    "`search` finds the videos (and moments) across the library that match a description; "
+    "`search_moments` finds moments of any video where something is said, shown or seen."
 )
 
 
@@ -73,6 +74,36 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         try:
             return search_response(run_search(cfg, query.strip(), k=k))
         except (LibraryEmpty, ValueError, BackendUnavailable) as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def search_moments(
+        query: Annotated[str, Field(description="What to look for: words said or shown, things seen.")],
+        k: Annotated[int, Field(ge=1, le=100, description="Moments to return.")] = 10,
+        videos: Annotated[
+            list[str] | None, Field(description="Only in these video ids (or 6+ character prefixes).")
+        ] = None,
+        start: Annotated[
+            float | None, Field(ge=0, description="Only moments ending after this second.")
+        ] = None,
+        end: Annotated[
+            float | None, Field(ge=0, description="Only moments starting before this second.")
+        ] = None,
+    ) -> MomentsResponse:
+        """Find moments of any ingested video that match a query (video id, file, start, end, score, text)."""
+        from vidscope.flows.search import LibraryEmpty, MomentFilters, run_search_moments
+        from vidscope.models.open_store import open_store
+        from vidscope.storage.videos import VideoNotFound, find_video
+
+        if not query.strip():
+            raise ToolError("the query is empty")
+        try:
+            ids = [find_video(open_store(cfg), ref).video_id for ref in videos] if videos else None
+            filters = MomentFilters(videos=ids, start=start, end=end)
+            return MomentsResponse(
+                **run_search_moments(cfg, query.strip(), k=k, filters=filters).model_dump()
+            )
+        except (VideoNotFound, LibraryEmpty, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
     return server

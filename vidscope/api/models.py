@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, StringConstraints
 
+from vidscope.agents.moments import Moment as LibraryMoment
 from vidscope.flows.ask import AgentName, AskResult
 
 #: At least one character that Python's ``str.strip`` keeps (the same class in every regex engine).
@@ -123,6 +124,15 @@ class SearchResponse(BaseModel):
     seconds: float = 0.0
     planner: str = Field("", description="'rules' or the chat model that planned the query.")
     rerank: str = Field("", description="How the fine rerank compared videos.")
+    notes: list[str] = Field(default_factory=list)
+
+
+class MomentsResponse(BaseModel):
+    """Moments across the library that match a query, best first (clip-level hybrid search)."""
+
+    query: str
+    moments: list[LibraryMoment] = Field(default_factory=list)
+    seconds: float = 0.0
     notes: list[str] = Field(default_factory=list)
 
 

@@ -1,4 +1,5 @@
-"""``vidscope ask``: answer a question about one video, showing each agent step as it happens."""
+"""``vidscope ask``: answer a question about one video (or, with ``--library``, about all of them),
+showing each agent step as it happens."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from vidscope.cli.render import render_answer, render_step
 
 @app.command()
 def ask(
-    video: Annotated[str, typer.Argument(help="Video id (prefix), path or file name.")],
-    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    video: Annotated[
+        str, typer.Argument(help="Video id (prefix), path or file name (with --library: the question).")
+    ],
+    question: Annotated[str | None, typer.Argument(help="The question to answer.")] = None,
     more_options: Annotated[
         list[str] | None,
         typer.Argument(help="The rest of the options after --options A.", show_default=False),
@@ -34,8 +37,24 @@ def ask(
             "a chat model (models.chat), else the answer is extractive.",
         ),
     ] = "dvd",
+    library: Annotated[
+        bool,
+        typer.Option(
+            "--library",
+            help="Ask about every ingested video: vidscope ask --library QUESTION. The DVD agent "
+            "searches across videos (extractive without a chat model) and cites (video, start, end).",
+        ),
+    ] = False,
 ) -> None:
     """Answer a question about an ingested video, citing the moments that support it."""
+    if library:
+        _ask_library(video if question is None else f"{video} {question}", as_json, trace, options, agent)
+        return
+    if question is None:
+        errors.print(
+            "[red]missing the question:[/red] vidscope ask VIDEO QUESTION (or ask --library QUESTION)"
+        )
+        raise typer.Exit(2)
     if more_options and not options:
         errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
         raise typer.Exit(2)
@@ -48,6 +67,24 @@ def ask(
     try:
         result = run_ask(settings(), video, question, options or None, show_steps, agent=agent)
     except VideoNotFound as exc:
+        errors.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    render_answer(result, console, as_json, trace)
+
+
+def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str) -> None:
+    if options or agent != "dvd":
+        errors.print(
+            "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
+        )
+        raise typer.Exit(2)
+    quiet_prefect()
+    from vidscope.flows.ask import run_ask_library
+
+    show_steps = None if as_json else (lambda step: render_step(step, console))
+    try:
+        result = run_ask_library(settings(), question, show_steps)
+    except ValueError as exc:
         errors.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)

@@ -1,4 +1,4 @@
-"""Terminal rendering of the query flows' results: ``ask`` steps and answers, ``search`` hits.
+"""Terminal rendering of the query flows' results: ``ask`` steps and answers, ``search`` hits and moments.
 
 The flows return data (:class:`~vidscope.flows.ask.AskResult`,
 :class:`~vidscope.agents.mavis.SearchResult`); how it looks in a terminal is decided here. Text
@@ -17,6 +17,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from vidscope.agents.mavis import SearchResult
+    from vidscope.agents.moments import MomentSearch
     from vidscope.agents.runtime import TraceStep
     from vidscope.flows.ask import AskResult
 
@@ -65,7 +66,8 @@ def render_answer(
         )
     for c in result.citations:
         flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({escape(c.note)})"
-        console.print(f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
+        where = f"{escape(result.files.get(c.video_id, c.video_id[:12]))} " if result.library else ""
+        console.print(f"  {where}{fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
     if show_trace:
         _render_trace(result, console)
     u = result.usage
@@ -129,3 +131,32 @@ def render_search(
         f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
         f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
     )
+
+
+def render_moments(result: MomentSearch, console: Console, as_json: bool = False) -> None:
+    """Print moments: ``{"moments": [...]}`` as JSON, or a table (video, span, score, text)."""
+    if as_json:
+        data = {"moments": [m.model_dump(mode="json") for m in result.moments]}
+        console.print_json(json.dumps(data, ensure_ascii=False))
+        return
+    from vidscope.core.timecodes import fmt_time
+
+    table = Table(title=f"{len(result.moments)} moments for {escape(result.query)!r}")
+    for column in ("#", "video", "from", "to", "score", "said or shown"):
+        table.add_column(column, overflow="fold")
+    for rank, m in enumerate(result.moments, 1):
+        table.add_row(
+            str(rank),
+            escape(m.file),
+            fmt_time(m.start),
+            fmt_time(m.end),
+            f"{m.score:.1f}",
+            escape(m.text[:160]),
+        )
+    if result.moments:
+        console.print(table)
+    else:
+        console.print("[yellow]no moment matches[/yellow]")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    console.print(f"[dim]{result.seconds:.3f}s[/dim]")

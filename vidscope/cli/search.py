@@ -1,20 +1,35 @@
-"""``vidscope search``: find the library's videos that match a description (MAVIS pipeline)."""
+"""``vidscope search``: find the library's videos (MAVIS pipeline) or its moments (clip search)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
-from vidscope.cli.common import app, console, errors, quiet_prefect, settings
-from vidscope.cli.render import render_search
+from vidscope.cli.common import app, console, errors, find, quiet_prefect, settings
+from vidscope.cli.render import render_moments, render_search
+
+if TYPE_CHECKING:
+    from vidscope.agents.moments import MomentFilters
 
 
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to find, e.g. 'a dog running on the beach'.")],
-    k: Annotated[int | None, typer.Option("--k", min=1, max=1000, help="Videos to return.")] = None,
+    moments: Annotated[
+        bool,
+        typer.Option(
+            "--moments/--videos",
+            help="--videos (default): rank whole videos (MAVIS: planner, dimension agents, veto, "
+            "rerank). --moments: rank moments of every video (clips found by meaning and by the "
+            "words said or shown), for facts said or shown in one place.",
+        ),
+    ] = False,
+    k: Annotated[
+        int | None, typer.Option("--k", min=1, max=1000, help="Videos or moments to return.")
+    ] = None,
     fusion: Annotated[
         str | None,
         typer.Option(
@@ -27,15 +42,45 @@ def search(
     tau_hard: Annotated[
         float | None, typer.Option("--tau-hard", help="Veto: drop videos some agent scores below this.")
     ] = None,
+    videos: Annotated[
+        list[str] | None,
+        typer.Option("--video", help="--moments: only in this video (id prefix, path or name; repeatable)."),
+    ] = None,
+    start: Annotated[
+        float | None, typer.Option("--from", min=0, help="--moments: only moments ending after this second.")
+    ] = None,
+    end: Annotated[
+        float | None, typer.Option("--to", min=0, help="--moments: only moments starting before this second.")
+    ] = None,
+    since: Annotated[
+        datetime | None,
+        typer.Option("--since", help="--moments: only videos ingested at or after this date."),
+    ] = None,
+    until: Annotated[
+        datetime | None, typer.Option("--until", help="--moments: only videos ingested before this date.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     show_dropped: Annotated[bool, typer.Option("--dropped", help="Also list the dropped videos.")] = False,
 ) -> None:
-    """Search all ingested videos: plan the query, ask one agent per dimension, veto, rerank."""
+    """Search all ingested videos: whole videos (MAVIS, the default) or moments (--moments)."""
     from vidscope.agents.mavis import LibraryEmpty
-    from vidscope.flows.search import run_search
 
     quiet_prefect()
+    filtered = videos or start is not None or end is not None or since or until
+    if filtered and not moments:
+        errors.print("[red]--video, --from, --to, --since and --until filter moments: add --moments[/red]")
+        raise typer.Exit(2)
     try:
+        if moments:
+            from vidscope.flows.search import run_search_moments
+
+            found = run_search_moments(
+                settings(), query, k=k or 10, filters=_filters(videos, start, end, since, until)
+            )
+            render_moments(found, console, as_json)
+            return
+        from vidscope.flows.search import run_search
+
         result = run_search(settings(), query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:
         errors.print(f"[yellow]{escape(str(exc))}[/yellow]")
@@ -44,3 +89,16 @@ def search(
         errors.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from exc
     render_search(result, console, as_json, show_dropped)
+
+
+def _filters(
+    videos: list[str] | None,
+    start: float | None,
+    end: float | None,
+    since: datetime | None,
+    until: datetime | None,
+) -> MomentFilters:
+    from vidscope.agents.moments import MomentFilters
+
+    ids = [find(ref)[1].video_id for ref in videos] if videos else None
+    return MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)

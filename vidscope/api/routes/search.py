@@ -1,12 +1,14 @@
-"""``GET /api/search``: the videos across the library that match a description."""
+"""``GET /api/search`` and ``GET /api/moments``: the videos, or the moments, across the library
+that match a description."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 from fastapi import HTTPException, Query
 
-from vidscope.api.models import NOT_BLANK, SearchResponse, search_response
+from vidscope.api.models import NOT_BLANK, MomentsResponse, SearchResponse, search_response
 from vidscope.api.routes import guarded_router
 from vidscope.api.state import State
 
@@ -48,3 +50,50 @@ def search(
         raise HTTPException(422, str(exc)) from exc
     except BackendUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
+
+
+@router.get(
+    "/moments",
+    response_model=MomentsResponse,
+    responses={
+        404: {"description": "A video filter names no ingested video."},
+        409: {"description": "The library is empty (no clips ingested yet)."},
+        422: {"description": "Bad query or filters."},
+        503: {"description": "The text embedder is not available."},
+    },
+    tags=["questions"],
+)
+def moments(
+    q: Annotated[
+        str, Query(min_length=1, max_length=2000, pattern=NOT_BLANK, description="What to look for.")
+    ],
+    state: State,
+    k: Annotated[int, Query(ge=1, le=100, description="Moments to return.")] = 10,
+    video: Annotated[
+        list[str] | None, Query(description="Only in these videos (id, 6+ character prefix or file name).")
+    ] = None,
+    start: Annotated[float | None, Query(ge=0, description="Only moments ending after this second.")] = None,
+    end: Annotated[float | None, Query(ge=0, description="Only moments starting before this second.")] = None,
+    since: Annotated[datetime | None, Query(description="Only videos ingested at or after this.")] = None,
+    until: Annotated[datetime | None, Query(description="Only videos ingested before this.")] = None,
+) -> MomentsResponse:
+    """Moments of every video that match ``q``: clips found by meaning and by the words said or
+    shown in them, adjacent ones merged; each with its video, file, start, end, score and text."""
+    from vidscope.core.errors import BackendUnavailable
+    from vidscope.flows.search import LibraryEmpty, MomentFilters, run_search_moments
+    from vidscope.models.open_store import open_store
+    from vidscope.storage.videos import VideoNotFound, find_video
+
+    try:
+        ids = [find_video(open_store(state.settings), ref).video_id for ref in video] if video else None
+        filters = MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
+        found = run_search_moments(state.settings, q.strip(), k=k, filters=filters)
+    except VideoNotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    except LibraryEmpty as exc:
+        raise HTTPException(409, str(exc)) from exc
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    except BackendUnavailable as exc:
+        raise HTTPException(503, str(exc)) from exc
+    return MomentsResponse(**found.model_dump())

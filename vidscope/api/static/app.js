@@ -209,6 +209,10 @@ $("#search-form").addEventListener("submit", async (event) => {
   out.replaceChildren(el("p", { className: "meta", text: "searching…" }));
   try {
     const q = encodeURIComponent($("#search-q").value);
+    if ($("#search-mode").value === "moments") {
+      showMoments(out, await api(`/api/moments?q=${q}`));
+      return;
+    }
     const result = await api(`/api/search?q=${q}`);
     const hits = result.hits.map((hit) => {
       const list = el("div", { className: "evidence-list" });
@@ -229,5 +233,23 @@ $("#search-form").addEventListener("submit", async (event) => {
     out.replaceChildren(el("p", { className: "meta", text: `search failed: ${error.message}` }));
   }
 });
+
+// Moments across the library: one row per moment (its video, span, what was said or shown).
+function showMoments(out, result) {
+  const rows = result.moments.map((m) =>
+    el(
+      "div",
+      { className: "hit moment", dataset: { videoId: m.video_id } },
+      el("div", { className: "title", text: `${m.file} · ${fmtTime(m.start)}–${fmtTime(m.end)} · score ${m.score.toFixed(1)}` }),
+      ...(m.text ? [el("div", { className: "meta", text: m.text })] : []),
+      el("div", { className: "evidence-list" }, evidenceButton(m.video_id, m.start, m.end)),
+    ),
+  );
+  out.replaceChildren(
+    ...(rows.length ? rows : [el("p", { className: "meta", text: "no moment matches" })]),
+    ...result.notes.map((n) => el("p", { className: "meta", text: n })),
+    el("p", { className: "meta", text: `${result.moments.length} moments · ${result.seconds.toFixed(2)} s` }),
+  );
+}
 
 loadLibrary().catch((error) => setStatus(error.message, true));

@@ -1,0 +1,274 @@
+"""Moments across the library: clip-level hybrid search over every video at once.
+
+Two rankings of the library's clips are fused with reciprocal-rank fusion, as
+:func:`~vidscope.agents.evidence.search_clips` does inside one video: the nearest clip text
+embeddings to the query (``Store.nearest``: the corpus ANN index when no filter applies, an exact
+scan of the filtered rows otherwise) and BM25 full-text matches over the clips' captions, speech
+and on-screen text (``Store.text_search``, Lance FTS). Hits of one video whose clips touch are
+merged into one moment, scored by its best clip; each moment names its video, file, time span and
+the text that was said or shown in it.
+
+Used by the ``search_moments`` flow (``vidscope search --moments``, ``GET /api/moments``, the MCP
+``search_moments`` tool), by the MAVIS search to place its hits' moments at clip precision, and by
+the ``library_search`` agent tool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from vidscope.agents.evidence import RRF_K
+from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.storage.schema import sql_quote
+from vidscope.storage.store import Store
+
+__all__ = ["Moment", "MomentFilters", "MomentSearch", "best_moments", "search_moments"]
+
+#: Clips each ranking contributes per moment asked for (and at least :data:`MIN_DEPTH`).
+DEPTH_PER_MOMENT = 4
+MIN_DEPTH = 50
+#: Characters of a moment's text kept (speech and on-screen text of its clips, in time order).
+TEXT_LIMIT = 400
+#: Clips closer than this (seconds) count as touching and merge into one moment.
+TOUCH = 0.05
+#: A touching hit joins a moment when its fused score is at least this fraction of the moment's
+#: best: a clip first in one ranking scores half of one first in both, so it stays out of that one.
+JOIN_RATIO = 0.6
+#: Clips one moment spans at most (20 s of 5 s clips): a moment points at a place, not a chapter.
+MAX_CLIPS = 4
+
+_CLIP_COLUMNS = ("video_id", "clip_index", "start", "end", "caption", "transcript_text", "ocr_text")
+
+
+class Moment(BaseModel):
+    """A span of one video that matches a query (``vidscope search --moments --json`` items)."""
+
+    video_id: str
+    file: str = Field(description="The video's file name.")
+    start: float = Field(description="Seconds from the start of the video.")
+    end: float
+    score: float = Field(description="Fused relevance of its best clip (reciprocal-rank fusion x 1000).")
+    text: str = Field(description="What was said or shown in the moment (its caption when neither).")
+
+
+class MomentFilters(BaseModel):
+    """Which clips a moment search may return; every field left ``None`` means no restriction."""
+
+    videos: list[str] | None = Field(None, description="Only these video ids.")
+    start: float | None = Field(None, ge=0, description="Only clips ending after this second.")
+    end: float | None = Field(None, ge=0, description="Only clips starting before this second.")
+    added_after: datetime | None = Field(None, description="Only videos ingested at or after this.")
+    added_before: datetime | None = Field(None, description="Only videos ingested before this.")
+
+    def check(self) -> None:
+        """Raise ``ValueError`` (one line) when the time or the ingestion date range is empty."""
+        if self.start is not None and self.end is not None and self.start >= self.end:
+            raise ValueError(f"the time range {self.start:g}–{self.end:g} s is empty")
+        after, before = self.added_after, self.added_before
+        if after is not None and before is not None and _utc(after) >= _utc(before):
+            raise ValueError("the ingestion date range is empty (its start is not before its end)")
+
+
+class MomentSearch(BaseModel):
+    """The moments found for one query, best first."""
+
+    query: str
+    moments: list[Moment] = Field(default_factory=list)
+    seconds: float = 0.0
+    notes: list[str] = Field(default_factory=list)
+
+
+def search_moments(
+    store: Store,
+    query: str,
+    *,
+    embedder: TextEmbedder,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+) -> MomentSearch:
+    """The ``k`` best moments of the library for ``query`` (see the module docstring).
+
+    Raises ``ValueError`` for an empty query, ``k < 1`` or a reversed time or date range.
+    """
+    started = time.perf_counter()
+    query = query.strip()
+    if not query:
+        raise ValueError("the query is empty")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    filters = filters or MomentFilters()
+    filters.check()
+    result = MomentSearch(query=query)
+    where = _where(store, filters)
+    if where == _NOTHING:
+        result.notes.append("no ingested video matches the filters")
+        return _done(result, started)
+    if not store.fts_columns(store.clips):
+        result.notes.append(
+            "the clips have no full-text index yet (it is built after ingestion); ranked by meaning only"
+        )
+    depth = max(MIN_DEPTH, DEPTH_PER_MOMENT * k)
+    vector = embedder.embed([query])[0]
+    by_meaning = store.nearest(store.clips, vector, depth, where=where, columns=_CLIP_COLUMNS)
+    by_words = store.text_search(store.clips, query, depth, where=where, columns=_CLIP_COLUMNS)
+    fused, rows = _fuse(by_meaning, by_words)
+    moments = _merge(fused, rows)
+    moments.sort(key=lambda m: (-m[0], m[1]["video_id"], m[1]["start"]))
+    top = moments[:k]
+    files = _file_names(store, sorted({m["video_id"] for _, m in top}))
+    result.moments = [
+        Moment(
+            video_id=m["video_id"],
+            file=files.get(m["video_id"], m["video_id"][:12]),
+            start=float(m["start"]),
+            end=float(m["end"]),
+            score=round(score * 1000, 3),
+            text=_text(m["clips"]),
+        )
+        for score, m in top
+    ]
+    return _done(result, started)
+
+
+def best_moments(
+    store: Store,
+    query: str,
+    video_ids: Sequence[str],
+    *,
+    embedder: TextEmbedder,
+    per_video: int = 3,
+) -> dict[str, list[Moment]]:
+    """Per video of ``video_ids``, its ``per_video`` best moments for ``query`` (clip precision)."""
+    if not video_ids:
+        return {}
+    found = search_moments(
+        store,
+        query,
+        embedder=embedder,
+        k=per_video * len(video_ids) * 4,
+        filters=MomentFilters(videos=list(video_ids)),
+    )
+    best: dict[str, list[Moment]] = {}
+    for moment in found.moments:
+        kept = best.setdefault(moment.video_id, [])
+        if len(kept) < per_video:
+            kept.append(moment)
+    return best
+
+
+# ============================================================================ helpers
+
+#: A filter no clip passes (the date filter matched no video).
+_NOTHING = "__nothing__"
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC datetime (a naive one is taken as UTC)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _where(store: Store, filters: MomentFilters) -> str | None:
+    """The Lance SQL filter on clips for ``filters`` (``None``: none; :data:`_NOTHING`: no clip)."""
+    parts = []
+    videos = set(filters.videos) if filters.videos is not None else None
+    if filters.added_after is not None or filters.added_before is not None:
+        table = store.rows(store.videos, columns=["video_id", "added_at"]).to_pylist()
+        dated = {
+            r["video_id"]
+            for r in table
+            if (filters.added_after is None or _utc(r["added_at"]) >= _utc(filters.added_after))
+            and (filters.added_before is None or _utc(r["added_at"]) < _utc(filters.added_before))
+        }
+        videos = dated if videos is None else videos & dated
+    if videos is not None:
+        if not videos:
+            return _NOTHING
+        parts.append(f"video_id IN ({', '.join(sql_quote(v) for v in sorted(videos))})")
+    if filters.start is not None:
+        parts.append(f"`end` > {float(filters.start)!r}")
+    if filters.end is not None:
+        parts.append(f"`start` < {float(filters.end)!r}")
+    return " AND ".join(parts) or None
+
+
+def _fuse(
+    *rankings: list[dict[str, Any]],
+) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], dict[str, Any]]]:
+    """Reciprocal-rank fusion of clip rankings keyed by (video, clip index), and the clips' rows."""
+    fused: dict[tuple[str, int], float] = {}
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking):
+            key = (str(row["video_id"]), int(row["clip_index"]))
+            fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+            rows.setdefault(key, row)
+    return fused, rows
+
+
+def _merge(
+    fused: dict[tuple[str, int], float], rows: dict[tuple[str, int], dict[str, Any]]
+) -> list[tuple[float, dict[str, Any]]]:
+    """Hits grouped into (best score, moment) pairs, strongest hits first.
+
+    A hit touching a moment of its video joins it when it scores at least :data:`JOIN_RATIO` of
+    the moment's best clip and the moment is shorter than :data:`MAX_CLIPS`, and is left out
+    otherwise (a clip found by meaning alone next to one found by meaning and words is context,
+    not a second moment); any other hit starts a moment.
+    """
+    moments: list[tuple[float, dict[str, Any]]] = []
+    by_video: dict[str, list[dict[str, Any]]] = {}
+    for key in sorted(fused, key=lambda key: (-fused[key], key)):
+        row = rows[key]
+        start, end = float(row["start"]), float(row["end"])
+        near = next(
+            (m for m in by_video.get(key[0], []) if start <= m["end"] + TOUCH and end >= m["start"] - TOUCH),
+            None,
+        )
+        if near is None:
+            moment: dict[str, Any] = {
+                "video_id": key[0],
+                "start": start,
+                "end": end,
+                "clips": [row],
+                "best": fused[key],
+            }
+            by_video.setdefault(key[0], []).append(moment)
+            moments.append((fused[key], moment))
+        elif fused[key] >= JOIN_RATIO * near["best"] and len(near["clips"]) < MAX_CLIPS:
+            near["start"], near["end"] = min(near["start"], start), max(near["end"], end)
+            near["clips"].append(row)
+    for _, moment in moments:
+        moment["clips"].sort(key=lambda clip: float(clip["start"]))
+    return moments
+
+
+def _text(clips: Sequence[dict[str, Any]]) -> str:
+    """Speech and on-screen text of ``clips`` in time order (their captions when they hold neither)."""
+    parts: list[str] = []
+    for field in (("transcript_text", "ocr_text"), ("caption",)):
+        for clip in clips:
+            for name in field:
+                text = " ".join(str(clip.get(name) or "").split())
+                if text and text not in parts:
+                    parts.append(text)
+        if parts:
+            break
+    joined = " · ".join(parts)
+    return joined if len(joined) <= TEXT_LIMIT else joined[: TEXT_LIMIT - 1] + "…"
+
+
+def _file_names(store: Store, video_ids: Sequence[str]) -> dict[str, str]:
+    if not video_ids:
+        return {}
+    table = store.rows_of_videos(store.videos, video_ids, columns=["video_id", "file_name"])
+    return dict(zip(table.column("video_id").to_pylist(), table.column("file_name").to_pylist(), strict=True))
+
+
+def _done(result: MomentSearch, started: float) -> MomentSearch:
+    result.seconds = round(time.perf_counter() - started, 4)
+    return result

@@ -1,0 +1,54 @@
+"""Tools for questions about the whole library (``vidscope ask --library``).
+
+``library_search`` finds moments across every video (clip-level hybrid search,
+:mod:`vidscope.agents.moments`) and returns (video, start, end) hits; the Deep-Video-Discovery
+tools then look inside the videos it found, each by its id (``global_browse``, ``clip_search``,
+``frame_inspect``), and ``finish`` cites ``{video_id, start, end}`` moments.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from vidscope.agents.moments import Moment, search_moments
+from vidscope.agents.tools import ToolContext, ToolRegistry, ToolResult, tool
+from vidscope.agents.tools_dvd import clip_search, finish, frame_inspect, global_browse
+from vidscope.core.timecodes import fmt_time
+
+
+class LibrarySearchResult(ToolResult):
+    """Moments from any video of the library, best first."""
+
+    query: str
+    moments: list[Moment]
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [(m.video_id, m.start, m.end) for m in self.moments]
+
+    def summary(self) -> str:
+        best = ", ".join(f"{m.file} {fmt_time(m.start)}-{fmt_time(m.end)}" for m in self.moments[:3])
+        return f"{len(self.moments)} moments; best: {best or 'none'}"
+
+
+@tool(version=1, uses_embedder=True, uses_library=True)
+def library_search(
+    ctx: ToolContext,
+    query: Annotated[str, "What to look for: words spoken or shown, objects, actions, scenes."],
+    top_k: Annotated[int, Field(description="How many moments to return (1-30).", ge=1, le=30)] = 10,
+) -> LibrarySearchResult:
+    """Find the moments of ALL videos in the library most relevant to a query, by meaning (caption
+    embeddings) fused with keyword matches in speech, on-screen text and captions. Returns, best
+    first, each moment's video_id, file name, start/end (seconds) and what was said or shown."""
+    found = search_moments(ctx.store, query, embedder=ctx.embedder(), k=top_k)
+    return LibrarySearchResult(query=query, moments=found.moments)
+
+
+#: The tools of the library agent, in the order the model sees them.
+LIBRARY_TOOLS = (library_search, global_browse, clip_search, frame_inspect, finish)
+
+
+def library_registry() -> ToolRegistry:
+    """The allow-list of the library question-answering agent (read-only tools plus finish)."""
+    return ToolRegistry(LIBRARY_TOOLS)
