@@ -16,8 +16,9 @@ embedding and scene/object/action tags mapped to canonical concepts. A query run
    video some agent scores below ``tau_hard``; ``union`` keeps the pool; ``intersection`` keeps
    videos every agent proposed; ``average`` keeps videos whose mean score reaches ``tau_hard``.
 4. **Rerank** — the survivors are ranked by image–text similarity of the query and sampled frames
-   (frames' stored image embeddings), or, without an image–text model or frame embeddings, by the
-   similarity of the query and the window captions; the top ``k`` are returned.
+   (the image embeddings the ``frame_embed`` ingestion stage stored with the same model), or,
+   without an image–text model or such embeddings, by the similarity of the query and the window
+   captions (``SearchResult.rerank`` says which, a note says why); the top ``k`` are returned.
 
 Everything here is pure over a :class:`~vidscope.storage.Store` and the model backends handed in;
 ``flows/search.py`` wraps it in a Prefect flow.
@@ -25,6 +26,7 @@ Everything here is pure over a :class:`~vidscope.storage.Store` and the model ba
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -46,7 +48,9 @@ from vidscope.agents.mavis_plan import (
 from vidscope.core.lexicon import DIMENSIONS, canonical_form
 from vidscope.core.settings import SearchSettings
 from vidscope.models.protocols import ChatModel, ImageTextEmbedder, TextEmbedder
+from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.schema import sql_quote
+from vidscope.tasks.frame_embed import FRAME_EMBED
 
 log = logging.getLogger(__name__)
 
@@ -415,17 +419,23 @@ def rerank_frames(
 ) -> Fine:
     """Fine scores from image–text similarity of the query and sampled frames of each survivor.
 
-    Frames are sampled evenly from the spans that matched (``focus``), else from the whole video.
-    When some survivor has no frame embeddings the result has no scores and a ``note``: the
-    caller falls back to captions for all, so every hit is ranked on the same scale.
+    The frame vectors are those the ``frame_embed`` ingestion stage stored; a video counts as
+    embedded only when that stage's ledger row says it finished with this same model (vectors of
+    another model live in another space). Frames are sampled evenly from the spans that matched
+    (``focus``), else from the whole video. When some survivor has no usable frame embeddings the
+    result has no scores and a ``note`` saying which and why: the caller falls back to captions
+    for all, so every hit is ranked on the same scale.
     """
     method = f"image-text:{image_text.name}"
     if not survivors:
         return Fine({}, {}, method)
+    embedded_by = frame_embed_models(store, survivors)
+    other = sorted({m for m in embedded_by.values() if m != image_text.name})
+    usable = [v for v in survivors if embedded_by.get(v) == image_text.name]
     frames: dict[str, list[tuple[float, np.ndarray]]] = {}
     table = store.rows_of_videos(
         store.frames,
-        survivors,
+        usable,
         columns=["video_id", "t", "image_embedding"],
         not_null="image_embedding",
         order_by=("video_id", "t"),
@@ -438,8 +448,10 @@ def rerank_frames(
     lacking = [v for v in survivors if v not in frames]
     if lacking:
         note = (
-            f"{len(lacking)} of {len(survivors)} candidates have no frame embeddings; the fine stage "
-            "compared captions instead"
+            f"{len(lacking)} of {len(survivors)} candidates have no frame embeddings of "
+            f"{image_text.name} (the frame_embed stage has not run for them"
+            + (f"; it ran with {', '.join(other)}" if other else "")
+            + "); the fine stage compared captions instead"
         )
         return Fine({}, {}, "caption", note=note)
     query_vector = _unit(image_text.embed_texts([query]))[0]
@@ -456,6 +468,21 @@ def rerank_frames(
         scores[vid] = float(sims[order[0]])
         moments[vid] = [(pool[picks[i]][0], pool[picks[i]][0] + frame_seconds) for i in order]
     return Fine(scores, moments, method)
+
+
+def frame_embed_models(store: Any, video_ids: Sequence[str]) -> dict[str, str]:
+    """Video id -> the image–text model its frames were embedded with, for the videos whose
+    ``frame_embed`` stage finished (ledger status ``done``)."""
+    table = store.rows_of_videos(
+        store.ledger, video_ids, columns=["video_id", "stage", "status", "details_json"]
+    )
+    models: dict[str, str] = {}
+    for row in table.to_pylist():
+        if row["stage"] == FRAME_EMBED.name and row["status"] == STATUS_DONE and row["details_json"]:
+            model = json.loads(row["details_json"]).get("model")
+            if isinstance(model, str):
+                models[row["video_id"]] = model
+    return models
 
 
 # ============================================================================ the pipeline
