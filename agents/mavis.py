@@ -9,8 +9,11 @@ embedding and scene/object/action tags mapped to canonical concepts. A query run
    (at most ``concepts_per_intent``; after the first, only those at least
    ``concept_min_similarity`` alike), takes the videos indexed under them and scores each one
    ``φ_r = cos(E(sub-intent), E(caption))`` (best window); videos scoring at least ``tau_soft`` are
-   its proposals. The candidates of all agents are read in one query (the BTree-indexed
-   ``concept_index.concept`` and ``video_parses.video_id``) and scored by every agent at once.
+   its proposals. A video indexed under the exact concept its sub-intent names scores at least
+   ``tau_hard`` from that agent (:func:`count_membership`): membership is evidence against the
+   veto even where the window's short caption omits the word. The candidates of all agents are
+   read in one query (the BTree-indexed ``concept_index.concept`` and ``video_parses.video_id``)
+   and scored by every agent at once.
 3. **Fuse** — the proposals are pooled and every agent's score of every pooled video (from that
    same read) cross-validates them. ``veto`` drops a
    video some agent scores below ``tau_hard``; ``union`` keeps the pool; ``intersection`` keeps
@@ -128,6 +131,11 @@ class SearchResult(BaseModel):
     )
     concepts: dict[str, list[str]] = Field(
         default_factory=dict, description="Canonical concepts each agent looked up."
+    )
+    members: dict[str, int] = Field(
+        default_factory=dict,
+        description="Videos each agent scored τ_hard because they are indexed under the exact "
+        "concept of its sub-intent although their caption scored lower (not vetoed by it).",
     )
     notes: list[str] = Field(default_factory=list)
     stages: dict[str, float] = Field(
@@ -319,6 +327,44 @@ def build_agents(
         )
         agents.append(agent)
     return agents
+
+
+def count_membership(
+    library: Library,
+    agents: Sequence[DimensionAgent],
+    candidates: dict[str, dict[str, set[int]]],
+    phi_all: dict[str, dict[str, float]],
+    tau_hard: float,
+) -> dict[str, int]:
+    """Count concept membership as evidence: a video indexed under the exact concept of an agent's
+    sub-intent (a concept or alias the sub-intent names, score 1.0) gets ``φ = max(φ, τ_hard)``
+    from that agent, so that dimension does not veto it because its short caption omits the word.
+    Updates ``phi_all`` in place; returns how many videos each agent raised.
+
+    MAVIS scores a candidate by its caption alone; a window caption of ≤ 20 words cannot name every
+    object and action its tags hold (the tags come from the whole window's speech, text and
+    detections), and the veto then drops true matches. The raise is to τ_hard, not τ_soft or 1.0:
+    membership alone proposes nothing (another agent's caption score must), and the caption still
+    ranks members below videos whose caption says the words too. The exact concepts' videos are
+    read only when some candidate scored under τ_hard (one indexed read for all agents).
+    """
+    exact: dict[str, list[str]] = {}
+    for agent in agents:
+        scores = phi_all[agent.dimension]
+        low = any(scores.get(v, tau_hard) < tau_hard for v in candidates[agent.dimension])
+        names = [c for c, score in agent.concepts if score >= 1.0]
+        if low and names:
+            exact[agent.dimension] = names
+    members = library.videos_for(exact) if exact else {}
+    raised: dict[str, int] = {}
+    for dimension, videos in members.items():
+        scores = phi_all[dimension]
+        # Only videos with caption rows (in the matrix): the rerank and the hits read them.
+        lifted = [v for v in videos if v in scores and scores[v] < tau_hard]
+        for vid in lifted:
+            scores[vid] = tau_hard
+        raised[dimension] = len(lifted)
+    return raised
 
 
 # ============================================================================ fusion
@@ -543,6 +589,7 @@ def search_library(
     phi_all = {
         a.dimension: dict(zip(matrix.videos, row, strict=True)) for a, row in zip(agents, scored, strict=True)
     }
+    members = count_membership(library, agents, candidates, phi_all, options.tau_hard)
     proposals = {
         a.dimension: {
             v for v in candidates[a.dimension] if phi_all[a.dimension].get(v, -1.0) >= options.tau_soft
@@ -613,6 +660,7 @@ def search_library(
         planner=plan.planner,
         rerank=fine.method,
         proposals={d: len(v) for d, v in proposals.items()},
+        members={d: n for d, n in members.items() if n},
         concepts={a.dimension: [c for c, _ in a.concepts] for a in agents},
         notes=notes,
         stages={name: round(value, 4) for name, value in stages.items()},

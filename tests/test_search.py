@@ -255,6 +255,48 @@ def test_thresholds_and_k_are_options(library: tuple[Store, WordEmbedder]) -> No
         run(store, embedder, "  ", "veto")
 
 
+def test_concept_membership_counts_as_evidence(library: tuple[Store, WordEmbedder]) -> None:
+    """A video indexed under the exact concepts of the sub-intents is not vetoed because its short
+    caption omits the words; a video indexed under a near concept only is still vetoed."""
+    store, embedder = library
+    shy = "f" * 64
+    tagged = {"scene": ["beach"], "object": ["dog"], "action": ["running"]}
+    store.replace_video_rows(
+        store.video_parses,
+        shy,
+        [
+            {"video_id": shy, "window_index": 0, "start": 0.0, "end": 30.0,
+             "caption": "sunbathers on the shore", "scene": ["beach"], "objects": ["dog"],
+             "actions": ["running"], "parser": "test",
+             "caption_embedding": embedder.embed(["sunbathers on the shore"])[0].tolist()}
+        ],
+    )  # fmt: skip
+    store.replace_video_rows(
+        store.concept_index,
+        shy,
+        [
+            {"dimension": d, "concept": c, "video_id": shy, "window_index": 0, "surface": c}
+            for d, concepts in tagged.items()
+            for c in concepts
+        ],
+    )
+    result = run(store, embedder, "a dog running on the beach", "veto")
+    # The caption says nothing of a dog or running (φ 0 for both agents), the index does.
+    assert shy in {h.video_id for h in result.hits}
+    (hit,) = [h for h in result.hits if h.video_id == shy]
+    assert hit.scores["object"] == hit.scores["action"] == WORD_THRESHOLDS["tau_hard"]
+    assert hit.scores["scene"] == pytest.approx(2**-0.5, abs=1e-3)  # "shore": the scene proposed it
+    assert result.members == {"object": 1, "action": 1}
+    # Membership never lifts a video above the ones whose caption says it.
+    assert [h.video_id for h in result.hits][-1] == shy
+    # The others are decided as before: the dog asleep is indexed under "sleeping", not "running".
+    assert {d.video_id for d in result.dropped} == {SUNBATHERS, DOG_SOFA}
+    # A sub-intent naming no concept (or alias) exactly lifts nobody on that dimension.
+    near = run(store, embedder, "a dog jogging on the beach", "veto")
+    assert near.plan["action"] == "jogging" and near.members == {"object": 1}
+    assert shy not in {h.video_id for h in near.hits}
+
+
 def test_fuse_rejects_an_unknown_mode() -> None:
     with pytest.raises(ValueError, match="unknown fusion 'max'"):
         fuse({"object": {"v"}}, {"v": {"object": 1.0}}, fusion="max", tau_hard=0.3)
