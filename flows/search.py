@@ -48,7 +48,8 @@ def search(
     from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
-    options = options or settings.search
+    spec = settings.models.text_embedder
+    options = options or settings.search.for_embedder(spec)
     started = time.perf_counter()
     store = open_store(settings)
     embedder = registry.load(settings, "text_embedder")
@@ -60,6 +61,13 @@ def search(
             "search needs a text embedder: set [models] text_embedder",
         )
     notes: list[str] = []
+    explicit = {"tau_soft", "tau_hard"} <= settings.search.model_fields_set
+    if not settings.search.calibrated(spec) and not explicit:
+        notes.append(
+            f"no search thresholds are calibrated for the text embedder {spec!r}; the defaults "
+            "(MiniLM's) were used: run benchmarks/search_scale.py --calibrate --embedder "
+            f"{spec!r} and add the [search.thresholds] block it prints"
+        )
     try:
         chat = registry.load(settings, "chat")
     except BackendUnavailable as exc:
@@ -144,8 +152,9 @@ def run_search(
     if fusion is not None and fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
     updates = {"k": k, "fusion": fusion, "tau_soft": tau_soft, "tau_hard": tau_hard}
+    base = settings.search.for_embedder(settings.models.text_embedder)
     options = SearchSettings.model_validate(
-        {**settings.search.model_dump(), **{key: v for key, v in updates.items() if v is not None}}
+        {**base.model_dump(), **{key: v for key, v in updates.items() if v is not None}}
     )
     ensure_library(open_store(settings))  # before a flow run is made for nothing
     with query_run("search"):

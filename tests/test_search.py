@@ -521,3 +521,38 @@ def test_cli_search_json_and_an_empty_library(tmp_path: Path) -> None:
     assert data["hits"] == [] and "no agent proposed a video" in data["notes"][0]
     bad = runner.invoke(app, [*args, "--fusion", "max"])
     assert bad.exit_code == 2 and "unknown fusion" in bad.output
+
+
+@pytest.mark.slow
+def test_thresholds_follow_the_text_embedder(tmp_path: Path) -> None:
+    """Thresholds are per embedder spec: a profile that switches embedders switches thresholds;
+    explicit values win; an uncalibrated embedder is said to be so."""
+    from vidscope.core.settings import CALIBRATED_THRESHOLDS
+    from vidscope.flows.search import run_search
+
+    minilm = CALIBRATED_THRESHOLDS["minilm:embedded"]
+    assert SearchSettings().for_embedder("minilm:embedded").tau_soft == minilm.tau_soft
+    block = {"words:test": {"tau_soft": 0.5, "tau_hard": 0.3, "concept_min_similarity": 0.7}}
+    custom = Settings(data_dir=tmp_path / "x", search={"thresholds": block})
+    chosen = custom.search.for_embedder("words:test")
+    assert (chosen.tau_soft, chosen.tau_hard, chosen.concept_min_similarity) == (0.5, 0.3, 0.7)
+    assert "minilm:embedded" in custom.search.thresholds  # the shipped calibration stays
+    pinned = Settings(data_dir=tmp_path / "x", search={"tau_hard": 0.2, "thresholds": block})
+    assert pinned.search.for_embedder("words:test").tau_hard == 0.2  # set explicitly: kept
+    assert pinned.search.for_embedder("words:test").tau_soft == 0.5
+
+    # Through the flow: MiniLM's calibrated thresholds find the dog (as the defaults do); an entry
+    # for MiniLM at the paper's scale (0.5 / 0.3) is what the same search then runs with.
+    settings = minilm_settings(tmp_path)
+    minilm_library(settings)
+    assert [h.video_id for h in run_search(settings, "dogs running").hits][:1] == [TRUE_MATCH]
+    paper = {"minilm:embedded": {"tau_soft": 0.5, "tau_hard": 0.3, "concept_min_similarity": 0.6}}
+    strict = settings.model_copy(update={"search": SearchSettings(thresholds=paper)})
+    result = run_search(strict, "dogs running")
+    assert result.hits == [] and "τ_soft=0.50" in result.notes[0]
+    assert not any("calibrated" in n for n in result.notes)
+    # An embedder without a calibration: the defaults, and a note saying what to run.
+    other = settings.model_copy(update={"search": SearchSettings(thresholds={})})
+    other.search.thresholds.pop("minilm:embedded")
+    noted = run_search(other, "dogs running")
+    assert any("--calibrate --embedder 'minilm:embedded'" in n for n in noted.notes), noted.notes
