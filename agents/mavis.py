@@ -348,7 +348,7 @@ def count_membership(
     ranks members below videos whose caption says the words too. The exact concepts' videos are
     read only when some candidate scored under τ_hard (one indexed read for all agents).
     """
-    exact: dict[str, list[str]] = {}
+    exact: dict[str, Sequence[str]] = {}
     for agent in agents:
         scores = phi_all[agent.dimension]
         low = any(scores.get(v, tau_hard) < tau_hard for v in candidates[agent.dimension])
