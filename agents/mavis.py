@@ -9,15 +9,19 @@ embedding and scene/object/action tags mapped to canonical concepts. A query run
    (at most ``concepts_per_intent``; after the first, only those at least
    ``concept_min_similarity`` alike), takes the videos indexed under them and scores each one
    ``φ_r = cos(E(sub-intent), E(caption))`` (best window); videos scoring at least ``tau_soft`` are
-   its proposals. The candidates of all agents are read in one query (the BTree-indexed
-   ``concept_index.concept`` and ``video_parses.video_id``) and scored by every agent at once.
+   its proposals. A video indexed under the exact concept its sub-intent names scores at least
+   ``tau_hard`` from that agent (:func:`count_membership`): membership is evidence against the
+   veto even where the window's short caption omits the word. The candidates of all agents are
+   read in one query (the BTree-indexed ``concept_index.concept`` and ``video_parses.video_id``)
+   and scored by every agent at once.
 3. **Fuse** — the proposals are pooled and every agent's score of every pooled video (from that
    same read) cross-validates them. ``veto`` drops a
    video some agent scores below ``tau_hard``; ``union`` keeps the pool; ``intersection`` keeps
    videos every agent proposed; ``average`` keeps videos whose mean score reaches ``tau_hard``.
 4. **Rerank** — the survivors are ranked by image–text similarity of the query and sampled frames
-   (frames' stored image embeddings), or, without an image–text model or frame embeddings, by the
-   similarity of the query and the window captions; the top ``k`` are returned.
+   (the image embeddings the ``frame_embed`` ingestion stage stored with the same model), or,
+   without an image–text model or such embeddings, by the similarity of the query and the window
+   captions (``SearchResult.rerank`` says which, a note says why); the top ``k`` are returned.
 
 Everything here is pure over a :class:`~vidscope.storage.Store` and the model backends handed in;
 ``flows/search.py`` wraps it in a Prefect flow.
@@ -25,6 +29,7 @@ Everything here is pure over a :class:`~vidscope.storage.Store` and the model ba
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -48,8 +53,10 @@ from vidscope.core.settings import SearchSettings
 from vidscope.models.protocols.chat import ChatModel
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
+from vidscope.tasks.frame_embed import FRAME_EMBED
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +134,11 @@ class SearchResult(BaseModel):
     )
     concepts: dict[str, list[str]] = Field(
         default_factory=dict, description="Canonical concepts each agent looked up."
+    )
+    members: dict[str, int] = Field(
+        default_factory=dict,
+        description="Videos each agent scored τ_hard because they are indexed under the exact "
+        "concept of its sub-intent although their caption scored lower (not vetoed by it).",
     )
     notes: list[str] = Field(default_factory=list)
     stages: dict[str, float] = Field(
@@ -320,6 +332,44 @@ def build_agents(
     return agents
 
 
+def count_membership(
+    library: Library,
+    agents: Sequence[DimensionAgent],
+    candidates: dict[str, dict[str, set[int]]],
+    phi_all: dict[str, dict[str, float]],
+    tau_hard: float,
+) -> dict[str, int]:
+    """Count concept membership as evidence: a video indexed under the exact concept of an agent's
+    sub-intent (a concept or alias the sub-intent names, score 1.0) gets ``φ = max(φ, τ_hard)``
+    from that agent, so that dimension does not veto it because its short caption omits the word.
+    Updates ``phi_all`` in place; returns how many videos each agent raised.
+
+    MAVIS scores a candidate by its caption alone; a window caption of ≤ 20 words cannot name every
+    object and action its tags hold (the tags come from the whole window's speech, text and
+    detections), and the veto then drops true matches. The raise is to τ_hard, not τ_soft or 1.0:
+    membership alone proposes nothing (another agent's caption score must), and the caption still
+    ranks members below videos whose caption says the words too. The exact concepts' videos are
+    read only when some candidate scored under τ_hard (one indexed read for all agents).
+    """
+    exact: dict[str, Sequence[str]] = {}
+    for agent in agents:
+        scores = phi_all[agent.dimension]
+        low = any(scores.get(v, tau_hard) < tau_hard for v in candidates[agent.dimension])
+        names = [c for c, score in agent.concepts if score >= 1.0]
+        if low and names:
+            exact[agent.dimension] = names
+    members = library.videos_for(exact) if exact else {}
+    raised: dict[str, int] = {}
+    for dimension, videos in members.items():
+        scores = phi_all[dimension]
+        # Only videos with caption rows (in the matrix): the rerank and the hits read them.
+        lifted = [v for v in videos if v in scores and scores[v] < tau_hard]
+        for vid in lifted:
+            scores[vid] = tau_hard
+        raised[dimension] = len(lifted)
+    return raised
+
+
 # ============================================================================ fusion
 
 
@@ -418,17 +468,23 @@ def rerank_frames(
 ) -> Fine:
     """Fine scores from image–text similarity of the query and sampled frames of each survivor.
 
-    Frames are sampled evenly from the spans that matched (``focus``), else from the whole video.
-    When some survivor has no frame embeddings the result has no scores and a ``note``: the
-    caller falls back to captions for all, so every hit is ranked on the same scale.
+    The frame vectors are those the ``frame_embed`` ingestion stage stored; a video counts as
+    embedded only when that stage's ledger row says it finished with this same model (vectors of
+    another model live in another space). Frames are sampled evenly from the spans that matched
+    (``focus``), else from the whole video. When some survivor has no usable frame embeddings the
+    result has no scores and a ``note`` saying which and why: the caller falls back to captions
+    for all, so every hit is ranked on the same scale.
     """
     method = f"image-text:{image_text.name}"
     if not survivors:
         return Fine({}, {}, method)
+    embedded_by = frame_embed_models(store, survivors)
+    other = sorted({m for m in embedded_by.values() if m != image_text.name})
+    usable = [v for v in survivors if embedded_by.get(v) == image_text.name]
     frames: dict[str, list[tuple[float, np.ndarray]]] = {}
     table = store.rows_of_videos(
         store.frames,
-        survivors,
+        usable,
         columns=["video_id", "t", "image_embedding"],
         not_null="image_embedding",
         order_by=("video_id", "t"),
@@ -441,8 +497,10 @@ def rerank_frames(
     lacking = [v for v in survivors if v not in frames]
     if lacking:
         note = (
-            f"{len(lacking)} of {len(survivors)} candidates have no frame embeddings; the fine stage "
-            "compared captions instead"
+            f"{len(lacking)} of {len(survivors)} candidates have no frame embeddings of "
+            f"{image_text.name} (the frame_embed stage has not run for them"
+            + (f"; it ran with {', '.join(other)}" if other else "")
+            + "); the fine stage compared captions instead"
         )
         return Fine({}, {}, "caption", note=note)
     query_vector = _unit(image_text.embed_texts([query]))[0]
@@ -459,6 +517,21 @@ def rerank_frames(
         scores[vid] = float(sims[order[0]])
         moments[vid] = [(pool[picks[i]][0], pool[picks[i]][0] + frame_seconds) for i in order]
     return Fine(scores, moments, method)
+
+
+def frame_embed_models(store: Any, video_ids: Sequence[str]) -> dict[str, str]:
+    """Video id -> the image–text model its frames were embedded with, for the videos whose
+    ``frame_embed`` stage finished (ledger status ``done``)."""
+    table = store.rows_of_videos(
+        store.ledger, video_ids, columns=["video_id", "stage", "status", "details_json"]
+    )
+    models: dict[str, str] = {}
+    for row in table.to_pylist():
+        if row["stage"] == FRAME_EMBED.name and row["status"] == STATUS_DONE and row["details_json"]:
+            model = json.loads(row["details_json"]).get("model")
+            if isinstance(model, str):
+                models[row["video_id"]] = model
+    return models
 
 
 # ============================================================================ the pipeline
@@ -519,6 +592,7 @@ def search_library(
     phi_all = {
         a.dimension: dict(zip(matrix.videos, row, strict=True)) for a, row in zip(agents, scored, strict=True)
     }
+    members = count_membership(library, agents, candidates, phi_all, options.tau_hard)
     proposals = {
         a.dimension: {
             v for v in candidates[a.dimension] if phi_all[a.dimension].get(v, -1.0) >= options.tau_soft
@@ -589,6 +663,7 @@ def search_library(
         planner=plan.planner,
         rerank=fine.method,
         proposals={d: len(v) for d, v in proposals.items()},
+        members={d: n for d, n in members.items() if n},
         concepts={a.dimension: [c for c, _ in a.concepts] for a in agents},
         notes=notes,
         stages={name: round(value, 4) for name, value in stages.items()},

@@ -14,8 +14,10 @@ Word lists, each for one purpose (they differ on purpose, see each one's comment
 - :data:`LIGHT_VERBS`, :data:`COMMON_VERBS` and :data:`ING_NOUNS` tell actions from other words.
 
 Canonical forms (:func:`canonical_form`) are how a tag is stored in the concept vocabulary: lower
-case, stop-words dropped, nouns singular ("dogs" -> "dog"), the verb of an action as a gerund
-("runs"/"ran"/"run" -> "running").
+case, stop-words and filler dropped, nouns singular ("dogs" -> "dog"), the verb of an action as a
+gerund ("runs"/"ran"/"run" -> "running") while nouns keep their part of speech ("spring", "posts"
+-> "post", "map" stay nouns even as action tags); a tag of vague nouns only ("thing", "kind of")
+or an action of a light verb alone ("go", "make") is no concept.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ STOP_WORDS = word_set("""
     without near inside outside across around along toward towards behind beside beyond among via
     not don't doesn't didn't isn't aren't wasn't weren't can't won't let's it's that's there's
     oh ok okay yes yeah hey hi hello please thanks thank uh um well like really actually maybe
+    """) | word_set("""
+    gonna wanna gotta kinda sorta basically literally totally honestly seriously anyway anyways
+    alright right let lots whatever etc yep nope hmm mhm uh-huh er ah
+    """)  # spoken filler: narration is full of it and none of it is a thing, place or action
+
+#: Nouns too general to be a concept on their own ("thing", "kind" of "kind of", "lot" of "a lot");
+#: in a longer phrase they stay ("parking lot").
+VAGUE_NOUNS = word_set("""
+    thing stuff way time lot kind sort bit part today tomorrow yesterday moment day week year
+    minute second hour end start side point number case fact idea reason question answer video
+    channel everyone episode
     """)
 
 #: Words of a search query that carry no search intent: the stop words and the words of asking
@@ -110,10 +123,11 @@ COMMON_VERBS = word_set("""
     kick kicks kicked sleep sleeps slept sit sits sat stand stands stood talk talks talked fight
     fights fought laugh laughs laughed cry cries cried chase chases chased crash crashes crashed
     fall falls fell hug hugs hugged kiss kisses kissed surf surfs surfed skate skates skated ski
-    skis skied
+    skis skied chat chats chatted
     """)
 
-#: Words ending in -ing that are things or places, not actions.
+#: Words ending in -ing that are things or places, not actions. (A noun that is also a verb,
+#: "spring", "post", "map", stays a noun unless :func:`canonical_form` reads it as an action.)
 ING_NOUNS = word_set(
     "building ceiling morning evening ring thing king wedding painting clothing spring "
     "string wing swing sibling pudding stuffing icing awning bedding railing"
@@ -222,12 +236,30 @@ def canonical_form(word_or_phrase: str, dimension: str) -> str:
     words = [w for w in tokens(word_or_phrase) if w not in STOP_WORDS and not w.isdigit()]
     if not words:
         return ""
+    if all(singular(w) in VAGUE_NOUNS for w in words):
+        return ""
     if dimension == "action":
         verb = _action_verb_index(words)
-        if verb is not None:
+        if verb is not None and verb == len(words) - 1 and verb_lemma(words[verb]) in LIGHT_VERBS:
+            return ""  # "go", "make", "doing": too general to be an action without an object
+        if verb is not None and _acts(words, verb):
             words = [gerund(words[verb])] + [singular(w) for w in words[verb + 1 :]]
         else:
             words = [*words[:-1], singular(words[-1])]
     else:
         words = [*words[:-1], singular(words[-1])]
     return " ".join(words[:MAX_CONCEPT_WORDS])
+
+
+def _acts(words: list[str], i: int) -> bool:
+    """Whether ``words[i]``, a word with a verb reading, is the verb of an action phrase rather
+    than a noun: it is an -ing form, has no noun reading ("ran", "chatted"), takes an object
+    ("map the route"), or is a common action verb ("run", "walks"). A bare noun that can be
+    verbed ("spring", "posts", "map") stays a noun: turned into a gerund it names nothing seen."""
+    word = words[i]
+    return (
+        (word.endswith("ing") and verb_lemma(word) != word)  # "running", not "spring"
+        or "NOUN" not in lemmas(word)
+        or i + 1 < len(words)
+        or word in COMMON_VERBS
+    )

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -77,8 +77,30 @@ class IngestSettings(BaseModel):
     )
 
 
+class EmbedderThresholds(BaseModel):
+    """The search thresholds that suit one text embedder (its cosine scale)."""
+
+    tau_soft: float
+    tau_hard: float
+    concept_min_similarity: float = Field(ge=0.0, le=1.0)
+
+
+#: Thresholds measured per text embedder spec by ``benchmarks/search_scale.py --calibrate
+#: --embedder SPEC`` (benchmarks/RESULTS.md). Only embedders that run here are listed: bge-m3 and
+#: the like cannot be loaded offline, so their users run the script and add the block it prints.
+CALIBRATED_THRESHOLDS: dict[str, EmbedderThresholds] = {
+    "minilm:embedded": EmbedderThresholds(tau_soft=0.3, tau_hard=0.15, concept_min_similarity=0.6),
+}
+
+
 class SearchSettings(BaseModel):
-    """Corpus retrieval (``vidscope search``): thresholds and fusion of the per-dimension agents."""
+    """Corpus retrieval (``vidscope search``): thresholds and fusion of the per-dimension agents.
+
+    ``tau_soft``, ``tau_hard`` and ``concept_min_similarity`` are cosines of the text embedder, so
+    their right values depend on it: :meth:`for_embedder` takes them from ``thresholds`` (per
+    embedder spec) unless they are set explicitly, so a profile that switches embedders switches
+    thresholds.
+    """
 
     k: int = Field(10, ge=1, le=1000, description="Videos returned.")
     # Thresholds on φ = cos(E(sub-intent), E(caption)), calibrated for the embedded MiniLM
@@ -102,6 +124,30 @@ class SearchSettings(BaseModel):
         0.6, ge=0.0, le=1.0, description="Concepts after the nearest must be at least this similar."
     )
     frames_per_video: int = Field(8, ge=1, description="Frames compared in the fine rerank.")
+    thresholds: dict[str, EmbedderThresholds] = Field(
+        default_factory=lambda: dict(CALIBRATED_THRESHOLDS),
+        description="Per text embedder spec (e.g. 'minilm:embedded'): its calibrated thresholds.",
+    )
+
+    @field_validator("thresholds", mode="after")
+    @classmethod
+    def _keep_calibrated(cls, value: dict[str, EmbedderThresholds]) -> dict[str, EmbedderThresholds]:
+        # A [search.thresholds."spec"] block adds to (or overrides) the shipped calibrations.
+        return {**CALIBRATED_THRESHOLDS, **value}
+
+    def for_embedder(self, spec: str | None) -> SearchSettings:
+        """These options with the thresholds calibrated for the text embedder ``spec``; values set
+        explicitly (``[search] tau_soft``, ``VIDSCOPE_SEARCH__TAU_SOFT``) win. Unchanged when
+        ``spec`` has no calibration (see :meth:`calibrated`)."""
+        calibrated = self.thresholds.get(spec or "")
+        if calibrated is None:
+            return self
+        chosen = {k: v for k, v in calibrated.model_dump().items() if k not in self.model_fields_set}
+        return self.model_copy(update=chosen)
+
+    def calibrated(self, spec: str | None) -> bool:
+        """Whether thresholds for the text embedder ``spec`` are known."""
+        return (spec or "") in self.thresholds
 
 
 class ServerSettings(BaseModel):

@@ -1,7 +1,8 @@
 """Ingestion flows: ``ingest_video`` (one video, one Prefect task per stage) and ``ingest_library``.
 
 ``ingest_video`` runs the stages as a small DAG: speech recognition runs beside frame sampling and
-OCR; captioning waits for all of them; embedding comes last. Each stage consults the ledger first,
+OCR; captioning waits for all of them; embedding comes last (frame embedding, which needs only
+the frames, runs beside it). Each stage consults the ledger first,
 so a re-run does only what is missing, failed or changed. A stage that fails is retried by Prefect,
 then recorded as failed; stages that need it are reported as blocked, the others still run.
 
@@ -31,6 +32,7 @@ from vidscope.tasks.caption import CAPTION, caption_task
 from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.detect import DETECT, detect_task
 from vidscope.tasks.embed import EMBED, embed_task
+from vidscope.tasks.frame_embed import FRAME_EMBED, frame_embed_task
 from vidscope.tasks.frames import FRAMES, frames_task
 from vidscope.tasks.graph import GRAPH, graph_task
 from vidscope.tasks.memory import limit_malloc_arenas
@@ -58,6 +60,7 @@ STAGES: tuple[Stage, ...] = (
     PARSE,
     TAGS,
     EMBED,
+    FRAME_EMBED,
 )
 #: Each stage's Prefect task (declared beside the stage, in its tasks/ module), by stage name.
 STAGE_TASKS: dict[str, Task[[str, Path, Settings], StageResult]] = {
@@ -73,6 +76,7 @@ STAGE_TASKS: dict[str, Task[[str, Path, Settings], StageResult]] = {
     PARSE.name: parse_task,
     TAGS.name: tags_task,
     EMBED.name: embed_task,
+    FRAME_EMBED.name: frame_embed_task,
 }
 
 #: File extensions picked up when a folder is given.

@@ -59,11 +59,19 @@ def search(
     from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
-    options = options or settings.search
+    spec = settings.models.text_embedder
+    options = options or settings.search.for_embedder(spec)
     started = time.perf_counter()
     store = open_store(settings)
     embedder = _embedder(settings)
     notes: list[str] = []
+    explicit = {"tau_soft", "tau_hard"} <= settings.search.model_fields_set
+    if not settings.search.calibrated(spec) and not explicit:
+        notes.append(
+            f"no search thresholds are calibrated for the text embedder {spec!r}; the defaults "
+            "(MiniLM's) were used: run benchmarks/search_scale.py --calibrate --embedder "
+            f"{spec!r} and add the [search.thresholds] block it prints"
+        )
     try:
         chat = registry.chat_model(settings)
     except BackendUnavailable as exc:
@@ -225,8 +233,9 @@ def run_search(
     if fusion is not None and fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
     updates = {"k": k, "fusion": fusion, "tau_soft": tau_soft, "tau_hard": tau_hard}
+    base = settings.search.for_embedder(settings.models.text_embedder)
     options = SearchSettings.model_validate(
-        {**settings.search.model_dump(), **{key: v for key, v in updates.items() if v is not None}}
+        {**base.model_dump(), **{key: v for key, v in updates.items() if v is not None}}
     )
     ensure_library(open_store(settings))  # before a flow run is made for nothing
     with query_run("search"):

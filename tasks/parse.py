@@ -39,10 +39,12 @@ from vidscope.core.errors import ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.images import decode_jpeg
 from vidscope.core.lexicon import (
+    COMMON_VERBS,
     LIGHT_VERBS,
     PLACE_NOUNS,
     SCENE_PREPOSITIONS,
     STOP_WORDS,
+    VAGUE_NOUNS,
     canonical_form,
     gerund,
     lemmas,
@@ -112,12 +114,6 @@ _CLAUSE_BREAK = re.compile(r"[.,;:!?\n]+")
 _VERB_FOLLOWERS = word_set(
     "over under around across through into onto off up down away out back along past after "
     "toward towards with a an the this that these those his her their my your its our some"
-)
-#: Nouns too general to index as objects.
-_VAGUE_NOUNS = word_set(
-    "thing stuff way time lot kind sort bit part today tomorrow yesterday moment day week year "
-    "minute second hour end start side point number case fact idea reason question answer video "
-    "channel everyone episode"
 )
 
 
@@ -352,7 +348,7 @@ def _imperative_object(words: list[str], i: int) -> tuple[int, bool] | None:
         reading = lemmas(words[j])
         if words[j].isdigit() or words[j] in _OBJECT_PRONOUNS:
             break
-        if "NOUN" in reading and singular(words[j]) not in _VAGUE_NOUNS:
+        if "NOUN" in reading and singular(words[j]) not in VAGUE_NOUNS:
             next_noun = j + 1 < len(words) and "NOUN" in lemmas(words[j + 1])
             if not ("ADJ" in reading and next_noun):
                 return j, bare
@@ -380,7 +376,7 @@ def _scan(text: str) -> _Found:
             reading = lemmas(word)
             before = words[i - 1] if i else ""
             before2 = words[i - 2] if i > 1 else ""
-            noun = "NOUN" in reading and singular(word) not in _VAGUE_NOUNS
+            noun = "NOUN" in reading and singular(word) not in VAGUE_NOUNS
             after_place_word = before in SCENE_PREPOSITIONS or (
                 before in _DETERMINERS and before2 in SCENE_PREPOSITIONS
             )
@@ -414,7 +410,11 @@ def _scan(text: str) -> _Found:
                 # a preposition or determiner follows ("dogs run around", "fox jump over").
                 after = words[i + 1] if i + 1 < len(words) else ""
                 verb_form = word not in reading.get("VERB", ()) or after in _VERB_FOLLOWERS
-                after_object = last_object == i - 1 and verb_form
+                # A plural noun after a noun is a compound ("the fence posts", "harbor maps")
+                # unless it is a common action verb or something a verb takes follows it.
+                plural = "NOUN" in reading and singular(word) != word
+                compound = plural and word not in COMMON_VERBS and after not in _VERB_FOLLOWERS
+                after_object = last_object == i - 1 and verb_form and not compound
                 if ing or after_subject or after_object:
                     add("action", gerund(word), position)
                     continue
@@ -658,7 +658,7 @@ def _config(settings: Settings) -> dict[str, Any]:
 
 PARSE = Stage(
     name="parse",
-    version=2,
+    version=3,  # 3: nouns keep their part of speech, filler is no tag
     run=_run,
     config=_config,
     needs=("caption",),

@@ -438,7 +438,7 @@ def _config(settings: Settings) -> dict[str, Any]:
 
 TAGS = Stage(
     name="tags",
-    version=1,
+    version=2,  # 2: canonical forms keep nouns nouns; filler and vague nouns are no concept
     run=_run,
     config=_config,
     needs=("parse",),
