@@ -61,7 +61,7 @@ def search(
         )
     notes: list[str] = []
     try:
-        chat = registry.chat_model(settings)
+        chat = registry.planner_model(settings)
     except BackendUnavailable as exc:
         chat = None
         notes.append(f"the chat model is unavailable ({exc}); the rule-based planner was used")
