@@ -140,7 +140,7 @@ def check_role(settings: Settings, role: str) -> RoleCheck:
         return RoleCheck(role, None, None, "not configured")
     try:
         backend = registry.LOADERS[role](settings)
-        if role in _CHAT_PROBES:
+        if role in _CHAT_PROBES and isinstance(backend, ChatModel):
             tools, images = _CHAT_PROBES[role]
             # chat looks at frames only while no vlm is set
             images = images and not (role == "chat" and settings.models.vlm)

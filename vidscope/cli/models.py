@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from vidscope.cli.common import app, console, settings, store
@@ -78,7 +79,10 @@ def _check(cfg: Settings, timeout: float) -> None:
         mark = {True: "[green]ok[/green]", False: "[red]FAIL[/red]", None: "[dim]-[/dim]"}[line.ok]
         failures += line.ok is False
         spec = f" ({line.spec})" if line.spec else ""
-        console.print(f"{mark} {line.role}{spec}: {line.summary}", soft_wrap=True, highlight=False)
+        # Escaped: messages name tables like [models.options.openai], which Rich reads as markup.
+        console.print(
+            f"{mark} {escape(f'{line.role}{spec}: {line.summary}')}", soft_wrap=True, highlight=False
+        )
     if failures:
         raise typer.Exit(1)
 
