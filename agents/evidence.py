@@ -155,9 +155,12 @@ def inspection_times(ranges: list[list[float]], budget: int, fps: float) -> list
 
 
 def ask_about_frames(ctx: ToolContext, question: str, jpegs: list[bytes], times: list[float]) -> ChatReply:
-    """Ask the vision-language chat model ``question`` about frames (JPEG) taken at ``times``."""
-    assert ctx.chat is not None
-    return ctx.chat.chat(
+    """Ask the vision model (``ctx.vision_model()``, never a separate planner) ``question`` about
+    frames (JPEG) taken at ``times``."""
+    vlm = ctx.vision_model()
+    if vlm is None:
+        raise ToolError("looking at frames needs a vision-language model (models.vlm or models.chat)")
+    return vlm.chat(
         [
             ChatMessage(role="system", content=prompts.INSPECT_SYSTEM),
             ChatMessage(

@@ -49,6 +49,10 @@ class ToolError(RuntimeError):
 class ToolContext:
     """What tools may use: settings, the store (read-only by convention), models, configuration.
 
+    ``chat`` is the planner the agent loop talks to (it may be text-only); ``vlm`` is the model
+    frame tools send images to. Without ``vlm``, :meth:`vision_model` loads ``models.vlm`` when it
+    is set and otherwise falls back to ``chat``, as the registry does.
+
     Deliberately a plain class (not a model or dataclass) so Prefect never walks into it when it
     inspects task parameters.
     """
@@ -59,6 +63,7 @@ class ToolContext:
         store: Store,
         *,
         chat: ChatModel | None = None,
+        vlm: ChatModel | None = None,
         embedder: TextEmbedder | None = None,
         config: AgentConfig | None = None,
         registry: ToolRegistry | None = None,
@@ -66,6 +71,7 @@ class ToolContext:
         self.settings = settings
         self.store = store
         self.chat = chat
+        self.vlm = vlm
         self._embedder = embedder
         self.config = config or AgentConfig()
         self.registry = registry
@@ -84,6 +90,16 @@ class ToolContext:
                 raise ToolError("no text embedder is configured (models.text_embedder)")
             self._embedder = loaded
         return self._embedder
+
+    def vision_model(self) -> ChatModel | None:
+        """The model that looks at frames: ``vlm``, else ``models.vlm``, else the planner.
+
+        Loaded lazily (by the first frame tool), so a misconfigured vlm fails that tool call with
+        a message the agent reads instead of failing the whole question up front.
+        """
+        if self.vlm is None and self.settings.models.vlm:
+            self.vlm = model_registry.vision_model(self.settings)
+        return self.vlm if self.vlm is not None else self.chat
 
     def video(self, video_id: str) -> VideoRecord:
         """The ``videos`` row of ``video_id``; a :class:`ToolError` naming known ids if absent."""
@@ -104,16 +120,19 @@ class ToolContext:
         return self.store.count(self.store.clips, video_id)
 
     def model_fingerprint(self, *, chat: bool, embedder: bool, roles: Sequence[str] = ()) -> str:
-        """A hash of the model configuration a tool depends on (part of its cache key): the chat
-        model and/or text embedder, plus any other model ``roles`` (e.g. ``object_detector``)."""
-        models = self.settings.models
+        """A hash of the model configuration a tool depends on (part of its cache key): the
+        planner (``chat``) and/or text embedder, plus any other model ``roles`` (``vlm``,
+        ``object_detector``, …), each by the spec that really serves it (its fallback's if unset).
+        An unset planner hashes as the chat model did, so existing cache entries stay valid."""
+        settings = self.settings
         parts: list[Any] = []
-        for used, spec in ((chat, models.chat), (embedder, models.text_embedder)):
+        for used, role in ((chat, "planner"), (embedder, "text_embedder")):
             if used:
-                parts.append([spec, model_registry.backend_options(self.settings, spec)])
+                spec = model_registry.effective_spec(settings, role)
+                parts.append([spec, model_registry.backend_options(settings, spec)])
         for role in roles:
-            spec = getattr(models, role)
-            parts.append([role, spec, model_registry.backend_options(self.settings, spec)])
+            spec = model_registry.effective_spec(settings, role)
+            parts.append([role, spec, model_registry.backend_options(settings, spec)])
         return stable_hash(parts)
 
 
@@ -154,6 +173,7 @@ class Tool:
     func: Callable[..., Any]
     args_model: type[BaseModel]
     version: int = 1
+    #: The tool calls the planner (``ctx.chat``): its spec is part of the cache key.
     uses_chat: bool = False
     uses_embedder: bool = False
     terminal: bool = False
@@ -195,10 +215,10 @@ def tool(
     Parameters are ``Annotated[type, "description"]`` (or ``Annotated[type, Field(...)]``); a
     parameter annotated :class:`ToolContext` receives the context and is hidden from the model.
     The docstring is the description the model reads. ``version`` is part of the cache key: bump
-    it when the tool's output changes. ``uses_models`` names further model roles (beyond the chat
-    model and text embedder) whose configuration is part of the cache key. A tool that searches
-    the whole library rather than one video sets ``uses_library``: any ingestion then invalidates
-    its cached results.
+    it when the tool's output changes. ``uses_chat`` says the tool calls the planner;
+    ``uses_models`` names further model roles (``vlm`` for tools that send frames, a detector, …)
+    whose configuration is part of the cache key. A tool that searches the whole library rather
+    than one video sets ``uses_library``: any ingestion then invalidates its cached results.
     """
 
     def wrap(func: Callable[..., Any]) -> Tool:

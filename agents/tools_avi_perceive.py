@@ -414,7 +414,7 @@ class FrameAnalysisResult(ToolResult):
         return self.model_dump(mode="json", exclude={"usage"})
 
 
-@tool(version=2, uses_chat=True)  # v2: the frame_inspect prompt (ask_about_frames)
+@tool(version=2, uses_models=("vlm",))  # v2: the frame_inspect prompt (ask_about_frames)
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -426,11 +426,12 @@ def frame_analysis(
 ) -> FrameAnalysisResult:
     """Look at frames spread over one time range and answer a visual question about them
     (appearance, actions, order of movements, counts, colours, positions, text in the image)."""
-    if ctx.chat is None:
-        raise ToolError("frame_analysis needs a vision-language chat model (models.chat); none is configured")
+    vlm = ctx.vision_model()
+    if vlm is None:
+        raise ToolError("frame_analysis needs a vision-language model (models.vlm or models.chat)")
     record = ctx.video(video_id)
     start, end = checked_range(record, time_range)
-    budget = min(frames, ANALYSIS_MAX_FRAMES, int(getattr(ctx.chat, "max_images", ANALYSIS_MAX_FRAMES)))
+    budget = min(frames, ANALYSIS_MAX_FRAMES, int(getattr(vlm, "max_images", ANALYSIS_MAX_FRAMES)))
     found = range_frames(
         ctx,
         record,

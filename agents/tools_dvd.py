@@ -267,7 +267,7 @@ def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -
     return [frames[i] for i in sample_evenly(len(frames), ctx.config.max_frames)]
 
 
-@tool(version=2, uses_chat=True)
+@tool(version=2, uses_models=("vlm",))
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -283,8 +283,8 @@ def frame_inspect(
 ) -> FrameInspectResult:
     """Look closely at frames sampled from the given time ranges and answer a visual question
     about them (appearance, colours, counts, positions, small details, text in the image)."""
-    if ctx.chat is None:
-        raise ToolError("frame_inspect needs a vision-language chat model (models.chat); none is configured")
+    if ctx.vision_model() is None:
+        raise ToolError("frame_inspect needs a vision-language model (models.vlm or models.chat)")
     record = ctx.video(video_id)
     ranges: list[list[float]] = []
     for pair in time_ranges:

@@ -231,6 +231,12 @@ class ModelSettings(BaseModel):
     text_reader: str | None = None
     captioner: str | None = None
     chat: str | None = None
+    #: The agent's reasoning model (tool choice, browse/explore summaries, graph extraction,
+    #: subjects). Unset: the ``chat`` model plans. May be text-only: it is never sent images.
+    planner: str | None = None
+    #: The vision-language model that looks at frames (frame_inspect, frame_analysis, captioning
+    #: when no captioner is set). Unset: the ``chat`` model looks, and captioning stays as it was.
+    vlm: str | None = None
     object_detector: str | None = None
     image_text: str | None = None
     #: Extra options per backend kind (endpoints, API-key env vars, devices); free-form for backends.
@@ -245,6 +251,8 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "text_reader": "rapidocr:embedded",
         "captioner": None,
         "chat": None,
+        "planner": None,
+        "vlm": None,
         "object_detector": None,
         "image_text": None,
     },
@@ -256,6 +264,8 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "text_reader": "rapidocr:embedded",
         "captioner": "openai:",
         "chat": "openai:",
+        "planner": None,
+        "vlm": None,
         "object_detector": None,
         "image_text": None,
     },
@@ -266,6 +276,9 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "text_reader": "rapidocr:embedded",
         "captioner": "transformers-vlm:Qwen/Qwen2.5-VL-7B-Instruct",
         "chat": "transformers-vlm:Qwen/Qwen2.5-VL-7B-Instruct",
+        # Unset, so the one loaded VLM plans and looks (two roles would load the weights twice).
+        "planner": None,
+        "vlm": None,
         "object_detector": "yolo:yolo11n.pt",
         "image_text": "open-clip:ViT-B-32",
     },

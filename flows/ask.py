@@ -120,7 +120,7 @@ def ask(
     config = config or settings.agent
     started = time.perf_counter()
     simulated = is_simulated(config)
-    chat = registry.chat_model(settings)
+    chat = registry.planner_model(settings)  # the loop's model; frame tools use ctx.vision_model()
     if simulated and chat is None:
         raise ValueError("the simulated environment ([agent] environment = 'sim') needs a chat model")
     # The simulator answers from its script: no store is opened for it.

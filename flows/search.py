@@ -73,7 +73,7 @@ def search(
             f"{spec!r} and add the [search.thresholds] block it prints"
         )
     try:
-        chat = registry.chat_model(settings)
+        chat = registry.planner_model(settings)
     except BackendUnavailable as exc:
         chat = None
         notes.append(f"the chat model is unavailable ({exc}); the rule-based planner was used")

@@ -13,6 +13,24 @@ role, e.g. to embed with another server than the one that chats::
     tool_calling = "native"         # or "json" for models without native tool calls
     prices = { "gpt-4o-mini" = { input_per_mtok = 0.15, output_per_mtok = 0.6 } }
 
+The roles ``planner`` and ``vlm`` take sub-tables too, so a reasoning planner and a vision model can
+live on two servers with their own sampling::
+
+    [models.options.openai.planner]
+    base_url = "http://gpu-box:8001/v1"
+    sampling = { temperature = 0.6, top_p = 0.95 }   # sent instead of the caller's temperature
+    reasoning_tokens = 4096                          # added to each call's output limit
+    max_tokens_param = "max_completion_tokens"       # OpenAI's reasoning models want this name
+
+Sampling: without ``sampling`` the caller's temperature is sent, as always; with it exactly its
+keys are sent (``sampling = {}`` sends none, for servers that reject ``temperature``). A server that
+still answers HTTP 400 naming a sampling parameter gets the request once more without it, and
+this model stops sending it. Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning``
+fields go to :attr:`ChatReply.reasoning`, never into the parsed text; a reply cut off at the output
+limit (``finish_reason == "length"``) is asked for again once with twice the limit and a request
+to be brief, never parsed; HTTP 400 naming the context window raises
+:class:`~vidscope.core.errors.ContextLengthExceeded` (the agent runtime trims and retries).
+
 Retries are done here, not by the client (its ``max_retries`` is 0), so they are uniform, tested and
 counted: 429, 5xx, timeouts and connection errors back off exponentially with jitter and honour a
 small ``Retry-After``. Replies that cannot be used (malformed tool-call JSON, an empty answer, the
@@ -40,7 +58,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable, ModelOutputError
+from vidscope.core.errors import BackendUnavailable, ContextLengthExceeded, ModelOutputError
 from vidscope.models import usage
 
 # loads_lenient stays importable from here too: it lived here before json_tools existed.
@@ -62,7 +80,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 KIND = "openai"
-ROLES = ("chat", "captioner", "text_embedder")
+ROLES = ("chat", "planner", "vlm", "captioner", "text_embedder")
 
 #: Option -> default. ``None`` means "not set".
 DEFAULTS: dict[str, Any] = {
@@ -86,7 +104,27 @@ DEFAULTS: dict[str, Any] = {
     "caption_prompt": None,
     "caption_frames": 8,
     "caption_max_tokens": 160,
+    # Reasoning models (see the module docstring).
+    "sampling": None,  # a table of sampling parameters sent instead of the caller's temperature
+    "reasoning_effort": None,  # "low" | "medium" | "high", for servers/models that take it
+    "reasoning_tokens": 0,  # output tokens added to every limit, for the model's thinking
+    "extra_body": None,  # a table merged into each request body (server-specific fields)
 }
+
+#: An HTTP 400 whose message says the request did not fit the model's context window: vLLM and
+#: OpenAI ("maximum context length is N tokens", code context_length_exceeded), llama.cpp's server
+#: ("exceeds the available context size"), others ("prompt is too long", "context window").
+CONTEXT_ERROR = re.compile(
+    r"context[ _](length|size|window)|maximum context|context_length_exceeded|prompt is too long"
+    r"|too many tokens|exceeds? the (available )?context",
+    re.IGNORECASE,
+)
+
+#: Said to the model after a reply was cut off at the output limit (it is then asked again once).
+CUT_OFF_NOTE = (
+    "Your previous reply was cut off at the output-token limit before it was complete. Reply "
+    "again, briefly: keep any reasoning short and give the tool call or the answer directly."
+)
 
 #: HTTP statuses worth retrying besides 5xx.
 RETRY_STATUSES = {408, 409, 429}
@@ -119,6 +157,11 @@ def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
                     f"known options: {', '.join(sorted(DEFAULTS))}"
                 )
             merged[key] = value
+    for key in ("sampling", "extra_body"):
+        if merged[key] is not None and not isinstance(merged[key], dict):
+            raise ValueError(f"[models.options.{KIND}] {key} must be a table, got {merged[key]!r}")
+    if int(merged["reasoning_tokens"]) < 0:
+        raise ValueError(f"[models.options.{KIND}] reasoning_tokens must be >= 0")
     if merged["tool_calling"] not in ("native", "json"):
         raise ValueError(
             f'[models.options.{KIND}] tool_calling must be "native" or "json", got {merged["tool_calling"]!r}'
@@ -282,6 +325,11 @@ class Endpoint:
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last, delay = exc, self._backoff(attempt)
             except openai.APIStatusError as exc:
+                if exc.status_code in (400, 413) and CONTEXT_ERROR.search(_describe(exc)):
+                    raise ContextLengthExceeded(
+                        f"POST {self.url(path)} (model '{self.model}'): the request does not fit "
+                        f"the model's context window: {_describe(exc)}"
+                    ) from exc
                 if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
                     raise self._status_error(path, exc, attempt + 1) from exc
                 last = exc
@@ -360,6 +408,53 @@ def _describe(exc: Exception | None) -> str:
     return f"HTTP {code}: {text}" if code else text
 
 
+# ---------------------------------------------------------------------------- reasoning
+
+_THINK_BLOCK = re.compile(r"<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+
+
+def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
+    """``text`` without its ``<think>`` reasoning, and that reasoning (``None`` if there was none).
+
+    Besides whole blocks this handles the two partial forms servers produce: a lone closing tag
+    (chat templates such as DeepSeek-R1's open ``<think>`` in the prompt, so the reply holds only
+    the thought and ``</think>``) and a lone opening tag (cut off while thinking).
+    """
+    if not text:
+        return text, None
+    thoughts: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        thoughts.append(match.group(1).strip())
+        return ""
+
+    rest = _THINK_BLOCK.sub(keep, text)
+    lower = rest.lower()
+    close = lower.rfind(_THINK_CLOSE)
+    if close >= 0:
+        thoughts.insert(0, rest[:close].strip())
+        rest = rest[close + len(_THINK_CLOSE) :]
+    else:
+        opened = lower.find(_THINK_OPEN)
+        if opened >= 0:
+            thoughts.append(rest[opened + len(_THINK_OPEN) :].strip())
+            rest = rest[:opened]
+    if not thoughts:
+        return text, None
+    return rest.strip(), "\n\n".join(t for t in thoughts if t) or None
+
+
+def _field_reasoning(message: Any) -> str | None:
+    """A reasoning field of a reply message: ``reasoning_content`` (vLLM's reasoning parsers,
+    DeepSeek's API) or ``reasoning`` (newer vLLM, Ollama, OpenRouter)."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
 # ---------------------------------------------------------------------------- chat
 
 
@@ -379,6 +474,31 @@ class OpenAIChat:
         self.max_image_side = int(opts["max_image_side"])
         self.json_tools = opts["tool_calling"] == "json"
         self.cache = usage.ResponseCache(self.data_dir) if opts["cache"] else None
+        #: Sampling parameters this server refused (HTTP 400 naming them): no longer sent.
+        self.refused_sampling: set[str] = set()
+
+    def as_captioner(self) -> OpenAICaptioner:
+        """This model as a clip captioner (its role's ``caption_*`` options): how a ``vlm``
+        serves captioning when no captioner is configured."""
+        return OpenAICaptioner(
+            self,
+            str(self.opts["caption_prompt"] or DEFAULT_CAPTION_PROMPT),
+            int(self.opts["caption_frames"]),
+            int(self.opts["caption_max_tokens"]),
+        )
+
+    def sampling(self, temperature: float) -> dict[str, Any]:
+        """The sampling parameters to send: the configured table, else the caller's temperature,
+        minus any the server refused."""
+        configured = self.opts["sampling"]
+        chosen = dict(configured) if configured is not None else {"temperature": temperature}
+        return {k: v for k, v in chosen.items() if k not in self.refused_sampling}
+
+    def output_limit(self, max_tokens: int | None) -> int | None:
+        """The output-token limit sent: the caller's plus the reasoning budget (none if none)."""
+        if max_tokens is None:
+            return None
+        return int(max_tokens) + int(self.opts["reasoning_tokens"])
 
     # -------------------------------------------------------------- request building
 
@@ -474,11 +594,12 @@ class OpenAIChat:
     def _parse(
         self, response: Any, tools: Sequence[ToolSpec] | None, json_output: bool
     ) -> tuple[str | None, list[ToolCall]]:
+        """The reply's answer text and tool calls (reasoning already removed from the text)."""
         choices = getattr(response, "choices", None) or []
         if not choices:
             raise UnusableReply("the reply had no choices", "Answer the last message.", None)
         message = choices[0].message
-        text = message.content
+        text, _ = split_reasoning(message.content)
         names = {t.name for t in tools or ()}
         calls: list[ToolCall] = []
         if self.json_tools and tools:
@@ -546,8 +667,10 @@ class OpenAIChat:
                 f"(max_images in [models.options.{KIND}]); send fewer frames"
             )
         params = {
-            "max_tokens": max_tokens,
-            "temperature": temperature,
+            "max_tokens": self.output_limit(max_tokens),
+            "sampling": self.sampling(temperature),
+            "reasoning_effort": self.opts["reasoning_effort"],
+            "extra_body": self.opts["extra_body"],
             "json_output": json_output,
             "tool_calling": self.opts["tool_calling"],
             "max_image_side": self.max_image_side,
@@ -596,9 +719,13 @@ class OpenAIChat:
         if json_output:
             extra.append("Answer with one valid JSON object and nothing else.")
         wire = self._convert(messages, images, "\n\n".join(extra) or None)
-        kwargs: dict[str, Any] = {"model": self.model, "temperature": temperature}
-        if max_tokens is not None:
-            kwargs[str(self.opts["max_tokens_param"])] = max_tokens
+        kwargs: dict[str, Any] = {"model": self.model}
+        limit_param = str(self.opts["max_tokens_param"])
+        limit = self.output_limit(max_tokens)
+        if limit is not None:
+            kwargs[limit_param] = limit
+        if self.opts["reasoning_effort"]:
+            kwargs["reasoning_effort"] = str(self.opts["reasoning_effort"])
         if tools and not self.json_tools:
             kwargs["tools"] = [
                 {
@@ -615,14 +742,55 @@ class OpenAIChat:
             kwargs["response_format"] = {"type": "json_object"}
 
         problem: UnusableReply | None = None
-        for attempt in range(2):
+        reasked = cut_off_retried = refusal_retried = False
+        while True:
             sent = list(wire)  # a snapshot: corrections are appended to ``wire`` afterwards
+            # Sampling goes in extra_body: the client refuses keyword arguments it does not
+            # know (top_k, min_p), and servers read the body the same either way.
+            body = {**(self.opts["extra_body"] or {}), **self.sampling(temperature)}
 
-            def create(client: Any, sent: list[dict[str, Any]] = sent) -> Any:
-                return client.chat.completions.create(messages=sent, **kwargs)
+            request = {**kwargs, "messages": sent, "extra_body": body or None}
 
-            response = self.endpoint.call("chat/completions", create, tally)
+            def create(client: Any, request: dict[str, Any] = request) -> Any:
+                return client.chat.completions.create(**request)
+
+            try:
+                response = self.endpoint.call("chat/completions", create, tally)
+            except EndpointError as exc:
+                refused = [k for k in body if k in self.sampling(temperature) and k in str(exc)]
+                if not refused or refusal_retried or "HTTP 400" not in str(exc):
+                    raise
+                # o-series and some reasoning servers reject temperature outright: drop what was
+                # named and stop sending it from this model, rather than fail every call.
+                refusal_retried = True
+                self.refused_sampling.update(refused)
+                log.warning(
+                    "%s refused %s; sending the request without it (set sampling in "
+                    "[models.options.%s] to silence this)",
+                    self.name,
+                    ", ".join(refused),
+                    KIND,
+                )
+                continue
             tally.add_usage(response)
+            choices = getattr(response, "choices", None) or []
+            finish = getattr(choices[0], "finish_reason", None) if choices else None
+            if finish == "length":
+                # A reply cut off at the output limit is never parsed: truncated JSON can look
+                # repairable and a half-thought can look like an answer.
+                if cut_off_retried:
+                    raise ModelOutputError(
+                        f"{self.name} at {self.endpoint.url('chat/completions')} was cut off at the "
+                        f"output limit ({kwargs.get(limit_param, 'the server default')} tokens) "
+                        f"twice; raise [agent] max_tokens or reasoning_tokens in "
+                        f"[models.options.{KIND}]"
+                    )
+                cut_off_retried = True
+                if limit_param in kwargs:
+                    kwargs[limit_param] = 2 * int(kwargs[limit_param])
+                log.info("%s: reply cut off at the output limit; asking again", self.name)
+                wire.append({"role": "user", "content": CUT_OFF_NOTE})
+                continue
             try:
                 text, calls = self._parse(response, tools, json_output)
             except UnusableReply as exc:
@@ -631,8 +799,11 @@ class OpenAIChat:
                     "%s: unusable reply (%s)%s",
                     self.name,
                     exc.problem,
-                    "; re-asking" if attempt == 0 else "",
+                    "" if reasked else "; re-asking",
                 )
+                if reasked:
+                    break
+                reasked = True
                 if exc.echo:
                     wire.append({"role": "assistant", "content": exc.echo})
                 wire.append(
@@ -642,12 +813,15 @@ class OpenAIChat:
                     }
                 )
                 continue
-            choice = response.choices[0]
+            message = choices[0].message
+            _, thought = split_reasoning(message.content)
+            reasoning = "\n\n".join(r for r in (_field_reasoning(message), thought) if r) or None
             return ChatReply(
                 text=text,
                 tool_calls=calls,
                 model=getattr(response, "model", None) or self.model,
-                finish_reason=getattr(choice, "finish_reason", None),
+                finish_reason=finish,
+                reasoning=reasoning,
             )
         assert problem is not None
         raise ModelOutputError(

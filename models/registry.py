@@ -6,10 +6,16 @@ dependency fails with a message naming it instead of at import time. Each backen
 ``from_spec(role, target, options, data_dir)`` factory; ``options`` are the settings'
 ``[models.options.<kind>]`` table.
 
-Each role has a typed loader (:func:`chat_model`, :func:`captioner`, :func:`text_embedder`,
-:func:`image_text`, :func:`speech_recognizer`, :func:`text_reader`, :func:`object_detector`)
-returning its protocol type, or ``None`` when the role is not configured; :data:`LOADERS` maps role
-names to them for code that walks every role.
+Each role has a typed loader (:func:`chat_model`, :func:`planner_model`, :func:`vision_model`,
+:func:`captioner`, :func:`text_embedder`, :func:`image_text`, :func:`speech_recognizer`,
+:func:`text_reader`, :func:`object_detector`) returning its protocol type, or ``None`` when the role
+is not configured; :data:`LOADERS` maps role names to them for code that walks every role.
+
+Two roles fall back to others, so configurations written before they existed keep working:
+``planner`` and ``vlm`` are served by the ``chat`` backend (the same object) when unset, and an
+unset ``captioner`` is served by the ``vlm`` when one is set explicitly (never by a ``chat``
+fallback: a chat-only configuration must not start sending frames to a possibly text-only model).
+:func:`effective_spec` says which spec serves a role, for cache keys and ``vidscope models``.
 """
 
 from __future__ import annotations
@@ -65,6 +71,25 @@ def backend_options(settings: Settings, spec: str | None) -> dict[str, Any]:
     return settings.models.options.get(parse_spec(spec)[0], {})
 
 
+#: Role -> the role that serves it when it is unset (see the module docstring).
+FALLBACKS: dict[str, str] = {"planner": "chat", "vlm": "chat", "captioner": "vlm"}
+
+
+def effective_spec(settings: Settings, role: str) -> str | None:
+    """The spec that really serves ``role``: its own, else its fallback's (``None``: nobody).
+
+    The captioner falls back only to an explicitly set ``vlm``, not through it to ``chat``.
+    """
+    models = settings.models
+    spec: str | None = getattr(models, role)
+    if spec:
+        return spec
+    if role == "captioner":
+        return models.vlm or None
+    fallback = FALLBACKS.get(role)
+    return effective_spec(settings, fallback) if fallback else None
+
+
 def _load(settings: Settings, role: str) -> Any:
     """The backend serving ``role``, or ``None`` when the role is not configured.
 
@@ -114,13 +139,42 @@ def text_reader(settings: Settings) -> TextReader | None:
 
 
 def captioner(settings: Settings) -> Captioner | None:
-    """The model captioning clips (``models.captioner``)."""
-    return _load(settings, "captioner")
+    """The model captioning clips (``models.captioner``; unset, an explicitly set ``models.vlm``)."""
+    if settings.models.captioner or not settings.models.vlm:
+        return _load(settings, "captioner")
+    vlm = vision_model(settings)
+    if isinstance(vlm, Captioner):  # a backend that captions natively (transformers-vlm)
+        return vlm
+    # A chat backend wraps itself (openai: its own endpoint, its role's caption_* options).
+    as_captioner = getattr(vlm, "as_captioner", None)
+    if callable(as_captioner):
+        made: Captioner = as_captioner()
+        return made
+    raise BackendUnavailable(
+        "captioner",
+        str(settings.models.vlm),
+        "the vlm backend as captioner",
+        "This backend cannot caption; set models.captioner explicitly.",
+    )
 
 
 def chat_model(settings: Settings) -> ChatModel | None:
-    """The chat model that plans, answers and calls tools (``models.chat``)."""
+    """The general chat model (``models.chat``): what ``planner`` and ``vlm`` fall back to."""
     return _load(settings, "chat")
+
+
+def planner_model(settings: Settings) -> ChatModel | None:
+    """The agent's reasoning model (``models.planner``, else the chat model); never sent images."""
+    if settings.models.planner:
+        return _load(settings, "planner")
+    return chat_model(settings)
+
+
+def vision_model(settings: Settings) -> ChatModel | None:
+    """The model that looks at frames (``models.vlm``, else the chat model)."""
+    if settings.models.vlm:
+        return _load(settings, "vlm")
+    return chat_model(settings)
 
 
 def object_detector(settings: Settings) -> ObjectDetector | None:
@@ -140,6 +194,8 @@ LOADERS: dict[str, Callable[[Settings], object | None]] = {
     "text_reader": text_reader,
     "captioner": captioner,
     "chat": chat_model,
+    "planner": planner_model,
+    "vlm": vision_model,
     "object_detector": object_detector,
     "image_text": image_text,
 }

@@ -610,7 +610,7 @@ def _embed_function(ctx: StageContext) -> tuple[Any | None, str | None]:
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    chat: ChatModel | None = registry.chat_model(ctx.settings)
+    chat: ChatModel | None = registry.planner_model(ctx.settings)
     if chat is None:
         clear_graph(store, video_id)  # rows a previously configured model wrote are stale now
         raise StageNotApplicable("no chat model configured")
@@ -709,7 +709,7 @@ def _extraction_row(
 
 def _config(settings: Settings) -> dict[str, Any]:
     return {
-        **role_config(settings, "chat", "chat"),
+        **role_config(settings, "planner", "chat"),
         "embedder": role_config(settings, "text_embedder", "spec"),
         "batch": BATCH_CLIPS,
         "prompt": stable_hash(SYSTEM_PROMPT, EXTRACTION_VERSION),

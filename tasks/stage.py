@@ -99,8 +99,11 @@ class Stage:
 
 def role_config(settings: Settings, role: str, key: str) -> dict[str, Any]:
     """``{key: <model spec of role>, "options": <its backend options>}``: the part of a stage's
-    cache key that says which model it ran, so changing the model or its options re-runs it."""
-    spec = getattr(settings.models, role)
+    cache key that says which model it ran, so changing the model or its options re-runs it.
+
+    The spec is the one that really serves the role (its fallback's when unset), so an unset
+    ``planner`` keys exactly as ``chat`` did before the role existed: nothing re-runs."""
+    spec = registry.effective_spec(settings, role)
     return {key: spec, "options": registry.backend_options(settings, spec)}
 
 

@@ -414,7 +414,7 @@ def _row(video_id: str, index: int, subject: Subject) -> dict[str, Any]:
 
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    chat: ChatModel | None = registry.chat_model(ctx.settings)
+    chat: ChatModel | None = registry.planner_model(ctx.settings)
     if chat is None:
         # Rows a previously configured model wrote no longer match the configuration.
         store.replace_video_rows(SUBJECTS, video_id, [])
@@ -479,7 +479,7 @@ def _run(ctx: StageContext) -> StageOutcome:
 
 def _config(settings: Settings) -> dict[str, Any]:
     return {
-        **role_config(settings, "chat", "chat"),
+        **role_config(settings, "planner", "chat"),
         "window": WINDOW_CLIPS,
         "prompt": stable_hash(SYSTEM_PROMPT),
     }

@@ -10,9 +10,16 @@ every request it receives so tests can check what a backend really sent::
         assert len(llm_server.chat_requests) == 2
 
 Replies are built with :func:`text`, :func:`tool_call`, :func:`error`, :func:`rate_limited`,
-:func:`hang` and :func:`empty`. When the queue runs out the server answers ``server.default`` if
-set, else HTTP 418 "script exhausted", a 4xx clients do not retry, so the test fails clearly.
+:func:`hang`, :func:`empty`, :func:`cut_off` (``finish_reason: "length"``) and :func:`thinking`
+(a ``reasoning_content``-style field beside the content). When the queue runs out the server
+answers ``server.default`` if set, else HTTP 418 "script exhausted", a 4xx clients do not retry,
+so the test fails clearly.
 Use the ``llm_server`` fixture (tests/conftest.py should import it so every test module has it).
+
+Capabilities, checked before a scripted reply is used (a refused request consumes none), answer
+HTTP 400 the way vLLM does: ``server.refuse_params`` (body keys such as ``temperature``),
+``server.supports_tools = False`` (no ``--enable-auto-tool-choice``), ``server.supports_images =
+False`` (a text-only model) and ``server.image_limit`` (``--limit-mm-per-prompt``).
 """
 
 from __future__ import annotations
@@ -45,6 +52,21 @@ class Reply:
     seconds: float = 0.0
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    #: Overrides the finish reason the server reports ("length" for a cut-off reply).
+    finish_reason: str | None = None
+    #: Further fields of the assistant message (``reasoning_content``, ``reasoning``).
+    message_extra: dict[str, Any] = field(default_factory=dict)
+
+
+def cut_off(content: str = "The answer is") -> Reply:
+    """A text reply stopped at the output limit (``finish_reason: "length"``)."""
+    return Reply("text", content=content, finish_reason="length")
+
+
+def thinking(content: str, reasoning: str, *, field_name: str = "reasoning_content") -> Reply:
+    """A text reply with the model's reasoning in a separate message field, as vLLM's reasoning
+    parsers (``reasoning_content``) or newer servers (``reasoning``) return it."""
+    return Reply("text", content=content, message_extra={field_name: reasoning})
 
 
 def text(content: str, *, prompt_tokens: int | None = None, completion_tokens: int | None = None) -> Reply:
@@ -116,6 +138,10 @@ class ScriptedLLMServer:
     def __init__(self, embed_dim: int = 16) -> None:
         self.embed_dim = embed_dim
         self.default: Reply | None = None
+        self.refuse_params: set[str] = set()
+        self.supports_tools = True
+        self.supports_images = True
+        self.image_limit: int | None = None
         self.requests: list[Received] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -228,7 +254,30 @@ class ScriptedLLMServer:
         with self._lock:
             return self._queue.popleft() if self._queue else self.default
 
+    def _refusal(self, body: dict[str, Any]) -> str | None:
+        """Why a server with these capabilities refuses ``body`` (None: it does not)."""
+        for name in sorted(self.refuse_params & set(body)):
+            return f"Unsupported parameter: '{name}' is not supported with this model."
+        if body.get("tools") and not self.supports_tools:
+            return '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+        images = sum(
+            1
+            for m in body.get("messages", [])
+            if isinstance(m.get("content"), list)
+            for part in m["content"]
+            if isinstance(part, dict) and part.get("type") == "image_url"
+        )
+        if images and not self.supports_images:
+            return "This model does not support image input."
+        if self.image_limit is not None and images > self.image_limit:
+            return f"At most {self.image_limit} image(s) may be provided in one request."
+        return None
+
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
+        refused = self._refusal(body)
+        if refused is not None:
+            handler._send(400, {"error": {"message": refused, "type": "BadRequestError", "code": 400}})
+            return
         reply = self._next()
         if reply is None:
             handler._send(418, {"error": {"message": "llm_server: script exhausted", "type": "test"}})
@@ -242,7 +291,7 @@ class ScriptedLLMServer:
             return
         if reply.kind == "hang":
             self._stopping.wait(reply.seconds)
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.message_extra}
         finish = "stop"
         if reply.kind == "tool_calls":
             message["content"] = None
@@ -278,7 +327,7 @@ class ScriptedLLMServer:
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body.get("model", "scripted"),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason or finish}],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,

@@ -1,4 +1,5 @@
-"""The ``chat`` role: a (vision-)language model that answers, plans and calls tools.
+"""The ``chat`` role (and ``planner`` / ``vlm``, which speak the same protocol): a (vision-)language
+model that answers, plans and calls tools.
 
 Besides :class:`ChatModel` this module holds the values a conversation is made of: messages, the
 tools offered, the tool calls requested and what a call cost.
@@ -50,12 +51,18 @@ class Usage(BaseModel):
 
 
 class ChatReply(BaseModel):
-    """A chat model's answer: text and/or tool calls, and what it cost."""
+    """A chat model's answer: text and/or tool calls, and what it cost.
+
+    ``reasoning`` is what a reasoning model thought before answering (``<think>`` blocks, or the
+    server's ``reasoning_content`` / ``reasoning`` field): kept out of ``text`` and the tool calls,
+    and returned so a trace can record it.
+    """
 
     text: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     model: str = ""
     finish_reason: str | None = None
+    reasoning: str | None = None
     usage: Usage = Field(default_factory=Usage)
 
 

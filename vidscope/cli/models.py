@@ -3,25 +3,41 @@
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from vidscope.cli.common import app, console, settings, store
 
+if TYPE_CHECKING:
+    from vidscope.core.settings import Settings
+
 
 @app.command()
 def models(
+    load: Annotated[bool, typer.Option("--load/--no-load", help="Try to load each configured model.")] = True,
     check: Annotated[
-        bool, typer.Option("--check/--no-check", help="Try to load each configured model.")
-    ] = True,
+        bool,
+        typer.Option(
+            "--check",
+            help="Send one tiny real request to each configured endpoint and say what works "
+            "(chat, tools, images and how many).",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.5, help="Seconds per probe request (with --check).")
+    ] = 20.0,
 ) -> None:
-    """List each model role, the backend serving it, and whether it loads."""
+    """List each model role, the backend serving it, and whether it loads (or, with --check, works)."""
     from vidscope.core.errors import BackendUnavailable
     from vidscope.models import registry
 
     cfg = settings()
+    if check:
+        _check(cfg, timeout)
+        return
     table = Table(title=f"models (profile: {cfg.profile})")
     for column in ("role", "backend", "loads", "detail"):
         table.add_column(column, overflow="fold")
@@ -29,16 +45,20 @@ def models(
     for role in registry.ROLES:
         spec = getattr(cfg.models, role)
         if not spec:
-            table.add_row(role, "[dim]not configured[/dim]", "", _unconfigured_note(role))
+            fallback = registry.FALLBACKS.get(role)
+            if fallback and registry.effective_spec(cfg, role):
+                table.add_row(role, f"[dim]→ {fallback}[/dim]", "", f"not set: {fallback} serves it")
+            else:
+                table.add_row(role, "[dim]not configured[/dim]", "", _unconfigured_note(role))
             continue
-        if not check:
+        if not load:
             table.add_row(role, spec, "?", "")
             continue
         try:
             backend = registry.LOADERS[role](cfg)
-            load = getattr(backend, "load", None)
-            if callable(load):  # some backends load lazily; make the check real
-                load()
+            load_now = getattr(backend, "load", None)
+            if callable(load_now):  # some backends load lazily; make the check real
+                load_now()
             dim = getattr(backend, "dim", None)
             detail = f"{dim}-d vectors" if isinstance(dim, int) else getattr(backend, "name", "")
             table.add_row(role, spec, "[green]yes[/green]", detail)
@@ -50,10 +70,29 @@ def models(
         raise typer.Exit(1)
 
 
+def _check(cfg: Settings, timeout: float) -> None:
+    """``vidscope models --check``: one line per role saying what its endpoint really does."""
+    from vidscope.models.probe import check_roles
+
+    failures = 0
+    for line in check_roles(cfg, timeout_s=timeout):
+        mark = {True: "[green]ok[/green]", False: "[red]FAIL[/red]", None: "[dim]-[/dim]"}[line.ok]
+        failures += line.ok is False
+        spec = f" ({line.spec})" if line.spec else ""
+        # Escaped: messages name tables like [models.options.openai], which Rich reads as markup.
+        console.print(
+            f"{mark} {escape(f'{line.role}{spec}: {line.summary}')}", soft_wrap=True, highlight=False
+        )
+    if failures:
+        raise typer.Exit(1)
+
+
 def _unconfigured_note(role: str) -> str:
     return {
         "captioner": "clips get a labelled summary of their speech and on-screen text",
         "chat": "`ask` answers extractively (no reasoning model)",
+        "planner": "`ask` answers extractively (no reasoning model)",
+        "vlm": "no model looks at frames (frame_inspect, frame_analysis unavailable)",
         "object_detector": "no object detection during ingestion",
         "image_text": "no image embeddings",
     }.get(role, "")
