@@ -175,7 +175,7 @@ def ask_library(
     config = config or settings.agent
     started = time.perf_counter()
     store = open_store(settings)
-    chat = registry.chat_model(settings)
+    chat = registry.planner_model(settings)
     ctx = ToolContext(settings, store, chat=chat, config=config, registry=library_registry())
     on_step = _on_step.get()
     if chat is None:
