@@ -373,13 +373,19 @@ def _make_tool_task(name: str, results_dir: str, retries: int) -> Any:
 
 
 def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> str:
-    """(tool, version, normalised arguments, video store version — the library's for a library
-    tool —, models, tool config) as a key."""
-    video_id = arguments.get("video_id")
-    video_version = ctx.store.video_version(video_id) if isinstance(video_id, str) else ""
+    """(tool, version, normalised arguments, the store version of every video it reads — and the
+    library's for a library tool —, models, tool config) as a key."""
+    # Every video the call reads (``video_id``, ``other_video_id``, …) versions the key.
+    video_version = [
+        ctx.store.video_version(value)
+        for key, value in sorted(arguments.items())
+        if isinstance(value, str) and (key == "video_id" or key.endswith("_video_id"))
+    ]
     if spec.uses_library:
         store = ctx.store
-        video_version += f"library-{store.table_version(store.clips)}-{store.table_version(store.videos)}"
+        video_version.append(
+            f"library-{store.table_version(store.clips)}-{store.table_version(store.videos)}"
+        )
     return "tool-" + stable_hash(
         spec.name,
         spec.version,
@@ -411,9 +417,9 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
     except ValidationError as exc:
         return failed(validation_message(exc))
     try:
-        video_id = validated.get("video_id")
-        if isinstance(video_id, str):
-            ctx.video(video_id)  # unknown ids fail here, before anything is cached
+        for key, video_id in validated.items():
+            if isinstance(video_id, str) and (key == "video_id" or key.endswith("_video_id")):
+                ctx.video(video_id)  # unknown ids fail here, before anything is cached
         if not ctx.config.tool_cache:
             # Uncached: run in this thread, no Prefect task (rollouts, the simulator).
             direct = _run_tool(name, validated, "", ctx)

@@ -207,6 +207,16 @@ class AgentSettings(BaseModel):
     #: Run tool calls as cached Prefect tasks. Off for rollouts: sampled trajectories must each
     #: see their calls executed, and cache bookkeeping would dominate simulated calls.
     tool_cache: bool = True
+    #: SAMA (``vidscope compare --agent sama``): planner turns, and re-reads per conflicting fact.
+    sama_max_turns: int = Field(default=12, ge=1)
+    sama_max_rereads: int = Field(default=2, ge=0)
+    #: SAMA: a folder of user skills (markdown) read beside the bundled ones.
+    skills_dir: Path | None = None
+    #: AgentCVR: master-agent turns (the paper's limit is 20), frames per visual query and their
+    #: longer side in pixels.
+    cvr_max_turns: int = Field(default=20, ge=1)
+    cvr_frames: int = Field(default=8, ge=1)
+    cvr_frame_side: int = Field(default=360, ge=32)
 
     @model_validator(mode="after")
     def _sim_needs_script(self) -> AgentSettings:
@@ -216,7 +226,7 @@ class AgentSettings(BaseModel):
 
     def tool_fingerprint(self) -> str:
         """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(self.browse_captions, self.max_frames)
+        return stable_hash(self.browse_captions, self.max_frames, self.cvr_frames, self.cvr_frame_side)
 
 
 class ModelSettings(BaseModel):

@@ -268,6 +268,20 @@ class WhisperRecognizer:
             language_probability=float(probability) if probability is not None else None,
         )
 
+    def transcribe_samples(self, samples: np.ndarray, **decode: Any) -> Transcript:
+        """Transcribe mono float32 16 kHz ``samples`` with faster-whisper ``decode`` options (beam
+        size, temperature, ...) given by the caller rather than this recogniser's settings; times
+        are relative to the first sample. Used by agents that listen to one interval."""
+        with self._lock:
+            model = self._load()
+            segments, info = model.transcribe(samples, **decode)
+            collected = [_segment(seg, 0.0) for seg in segments]
+        return Transcript(
+            language=info.language,
+            segments=tuple(collected),
+            language_probability=float(info.language_probability),
+        )
+
 
 def _segment(seg: Any, offset: float) -> SpeechSegment:
     """A faster-whisper segment as ours, its times shifted by the chunk's ``offset``."""

@@ -1,0 +1,158 @@
+"""AgentCVR's sub-agent actions over the real store: ``visual_query`` (the vision model over frames
+sampled from an interval) and ``audio_query`` (faster-whisper on exactly that interval).
+
+The results are the simulator's :class:`VisualQueryResult` / :class:`AudioQueryResult`, so the
+master agent reads the same shapes in the simulated and the real environment; the audio result
+adds the detected language.
+
+Audio decoding follows the AgentCVR setup: beam 5, temperature 0, no conditioning on previous
+text, no-speech threshold 0.6, language detected per interval (never fixed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import av
+import numpy as np
+
+from vidscope.agents.multi_video import look, segment_frames, vision_model
+from vidscope.agents.perception import checked_range, file_usable
+from vidscope.agents.simulator.tools import AudioQueryResult, HeardLine, VisualQueryResult
+from vidscope.agents.tools import ToolContext, ToolError, tool
+from vidscope.models import registry
+from vidscope.models.whisper import SAMPLE_RATE, WhisperRecognizer
+
+#: faster-whisper decoding options of the audio sub-agent (AgentCVR's settings).
+AUDIO_DECODE = {
+    "beam_size": 5,
+    "temperature": 0.0,
+    "condition_on_previous_text": False,
+    "no_speech_threshold": 0.6,
+    "language": None,  # detected on the interval itself
+    "vad_filter": False,  # the interval is listened to whole, exactly as asked
+}
+
+NO_SPEECH = "no speech is heard in this interval"
+
+VISUAL_SYSTEM = (
+    "You are the visual sub-agent of a video question-answering system. You see frames sampled "
+    "from one interval of a video. Answer the focus question about them in a few plain sentences, "
+    'with times; say "no evidence" when the frames do not show it.'
+)
+
+
+@tool(version=1, uses_chat=True)
+def visual_query(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    t0: Annotated[float, "Start of the interval, in seconds."],
+    t1: Annotated[float, "End of the interval, in seconds."],
+    focus: Annotated[str, "What to look for (an action, object, person, colour, count...)."],
+) -> VisualQueryResult:
+    """Watch [t0, t1] of a video and report what is seen there (actions, objects, people, text),
+    each with its time, answering the focus. Says "no evidence" when nothing happens there."""
+    model = vision_model(ctx, "visual_query")
+    side = ctx.config.cvr_frame_side
+    start, end, frames = segment_frames(ctx, video_id, t0, t1, budget=ctx.config.cvr_frames, max_side=side)
+    reply = look(model, ctx, VISUAL_SYSTEM, f"Focus: {focus}", frames, max_side=side)
+    return VisualQueryResult(
+        video_id=video_id,
+        t0=start,
+        t1=end,
+        focus=focus,
+        answer=(reply.text or "").strip() or "no evidence",
+        usage=reply.usage,
+    )
+
+
+class HeardResult(AudioQueryResult):
+    """What is heard in [t0, t1], with the language detected on that interval."""
+
+    language: str | None = None
+    language_probability: float | None = None
+    source: str = ""
+
+    def summary(self) -> str:
+        return f"[{self.language or '?'}] {super().summary()}"
+
+
+def interval_samples(path: Path, start: float, end: float) -> np.ndarray:
+    """Mono float32 16 kHz samples of exactly [start, end] of the file's audio track."""
+    resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
+    pieces: list[np.ndarray] = []
+    with av.open(str(path)) as container:
+        if not container.streams.audio:
+            raise ToolError(f"{path.name} has no audio track")
+        stream = container.streams.audio[0]
+        container.seek(max(0, int((start - 1.0) * 1_000_000)))  # a second early: seeks land on packets
+        first: float | None = None
+        for frame in container.decode(stream):
+            if frame.time is not None and first is None:
+                first = float(frame.time)
+            for out in resampler.resample(frame):
+                pieces.append(out.to_ndarray().reshape(-1))
+            if frame.time is not None and frame.time > end + 0.5:
+                break
+        for out in resampler.resample(None):
+            pieces.append(out.to_ndarray().reshape(-1))
+    samples = np.concatenate(pieces) if pieces else np.zeros(0, np.float32)
+    offset = first if first is not None else 0.0
+    a = max(0, int(round((start - offset) * SAMPLE_RATE)))
+    b = max(a, int(round((end - offset) * SAMPLE_RATE)))
+    return samples[a:b].astype(np.float32, copy=False)
+
+
+@tool(version=1, uses_models=("speech_recognizer",))
+def audio_query(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    t0: Annotated[float, "Start of the interval, in seconds."],
+    t1: Annotated[float, "End of the interval, in seconds."],
+) -> HeardResult:
+    """Listen to [t0, t1] of a video and report what is said or heard there, with times. Says
+    "no evidence" when nothing is heard there."""
+    record = ctx.video(video_id)
+    start, end = checked_range(record, [t0, t1], instant=False)
+    recognizer = registry.speech_recognizer(ctx.settings)
+    if isinstance(recognizer, WhisperRecognizer) and file_usable(record):
+        samples = interval_samples(Path(record.path), start, end)
+        heard = recognizer.transcribe_samples(samples, **AUDIO_DECODE)
+        lines = [
+            HeardLine(start=round(start + s.start, 2), end=round(min(end, start + s.end), 2), text=s.text)
+            for s in heard.segments
+            if s.text
+        ]
+        return HeardResult(
+            video_id=video_id,
+            t0=start,
+            t1=end,
+            answer=" ".join(line.text for line in lines) or NO_SPEECH,
+            lines=lines,
+            language=heard.language if lines else None,
+            language_probability=heard.language_probability if lines else None,
+            source=f"{recognizer.name} on the interval",
+        )
+    # No faster-whisper model, or the file is gone: the transcript stored at ingestion.
+    rows = ctx.store.rows(
+        ctx.store.transcripts,
+        video_id=video_id,
+        where=f"start < {end!r} AND `end` > {start!r}",
+        columns=["start", "end", "text", "language"],
+        order_by=["start"],
+    ).to_pylist()
+    if not rows and recognizer is None:
+        raise ToolError(
+            "audio_query needs a speech recogniser (models.speech_recognizer) or a stored transcript"
+        )
+    lines = [HeardLine(start=r["start"], end=r["end"], text=r["text"]) for r in rows]
+    return HeardResult(
+        video_id=video_id,
+        t0=start,
+        t1=end,
+        answer=" ".join(line.text for line in lines) or NO_SPEECH,
+        lines=lines,
+        language=rows[0]["language"] if rows else None,
+        source="stored transcript (speech stage)",
+    )

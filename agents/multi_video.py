@@ -1,0 +1,119 @@
+"""Pieces shared by the multi-video strategies (SAMA, AgentCVR): the vision model, frames of a
+segment put in front of it, replies read as JSON, and the terminal ``answer`` tool whose citations
+name their video.
+
+The vision model is the ``vlm`` role when the context has one and the chat model otherwise, so the
+tools work before and after the planner/vlm split of the model roles.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+from vidscope.agents.perception import RangeFrames, checked_range, range_frames
+from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
+from vidscope.core.images import encode_jpeg
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply
+
+#: Frames a segment is read from at most, and their sampling rate (per second).
+READ_FPS = 2.0
+
+
+def vision_model(ctx: ToolContext, tool_name: str) -> ChatModel:
+    """The model that looks at frames: ``ctx.vlm`` if the context has one, else ``ctx.chat``."""
+    model = ctx.vision_model()
+    if model is None:
+        raise ToolError(
+            f"{tool_name} needs a vision-language model (models.vlm or models.chat); none is configured"
+        )
+    return model
+
+
+def segment_frames(
+    ctx: ToolContext, video_id: str, t0: float, t1: float, *, budget: int, max_side: int | None = None
+) -> tuple[float, float, RangeFrames]:
+    """(start, end, frames) of [t0, t1] of ``video_id``: the range checked against the duration, up
+    to ``budget`` frames from the file (or the stored frames when the file is gone)."""
+    record = ctx.video(video_id)
+    start, end = checked_range(record, [t0, t1])
+    frames = range_frames(
+        ctx, record, start, end, budget=budget, fps=READ_FPS, prefer_file=True, max_side=max_side
+    )
+    return start, end, frames
+
+
+def look(
+    model: ChatModel,
+    ctx: ToolContext,
+    system: str,
+    prompt: str,
+    frames: RangeFrames,
+    *,
+    max_side: int | None = None,
+) -> ChatReply:
+    """Ask ``model`` about ``frames`` (JPEG, times listed in the prompt)."""
+    quality = ctx.settings.ingest.jpeg_quality
+    jpegs = [encode_jpeg(image, quality, max_side=max_side) for image in frames.images]
+    times = [round(t, 2) for t in frames.times]
+    return model.chat(
+        [
+            ChatMessage(role="system", content=system),
+            ChatMessage(
+                role="user",
+                images=jpegs,
+                content=f"{prompt}\nThe {len(jpegs)} images are frames at these times (seconds): {times}",
+            ),
+        ],
+        max_tokens=ctx.config.max_tokens,
+        temperature=ctx.config.temperature,
+    )
+
+
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def json_object(text: str | None) -> dict[str, Any] | None:
+    """The JSON object in a model reply (bare or inside a code fence); ``None`` if there is none."""
+    if not text:
+        return None
+    match = _OBJECT.search(text)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ============================================================================ the answer
+
+
+class CitedRange(BaseModel):
+    """A moment of one video that supports the answer."""
+
+    video_id: str = Field(description="Id of the video.")
+    start: float = Field(description="Start, in seconds.")
+    end: float = Field(description="End, in seconds.")
+
+
+class AnswerResult(ToolResult):
+    """Never produced: ``answer`` ends the conversation (declared for its schema)."""
+
+
+@tool(terminal=True)
+def answer(
+    answer: Annotated[str, "The final answer to the question, in plain words."],
+    citations: Annotated[
+        list[CitedRange],
+        Field(description="The moments (video_id, start, end) that support the answer."),
+    ] = [],  # noqa: B006 - pydantic copies defaults
+    choice: Annotated[str | None, "For multiple-choice questions: the letter of the chosen option."] = None,
+) -> AnswerResult:
+    """Give the final answer about the videos with the moments that support it, each naming its
+    video. Cite only moments your tools returned. This ends the conversation."""
+    return AnswerResult()

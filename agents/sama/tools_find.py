@@ -1,0 +1,333 @@
+"""SAMA's tools that find moments: temporal_grounding (candidate times for a description),
+visual_similarity (how alike two segments of two videos look, and where they match best), and
+subtitle_retriever / subtitle_extractor over the stored speech transcripts.
+
+Frame embeddings come from the ``frames.image_embedding`` column when a ``frame_embed`` stage has
+written it (with the dimension of the configured image–text model); otherwise they are computed
+on the fly from the stored frames with the configured ``image_text`` model, and the result says so.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from vidscope.agents.evidence import keyword_scores, search_clips
+from vidscope.agents.perception import TimeRange, checked_range, perception_backend
+from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
+from vidscope.core.images import decode_jpeg
+from vidscope.models import registry
+from vidscope.models.protocols.image_text import ImageTextEmbedder
+
+#: Hints temporal_grounding returns at most; transcript segments the retriever returns at most.
+GROUNDING_HINTS = 5
+SUBTITLE_HITS = 8
+#: Reciprocal-rank fusion constant (as in clip search).
+RRF_K = 60
+
+FROM_STORE = "stored frame embeddings (frame_embed stage)"
+
+
+# ============================================================================ frame embeddings
+
+
+class FrameVectors(BaseModel):
+    """Unit image embeddings of the stored frames of one segment, and where they came from."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    times: list[float]
+    vectors: Any  # np.ndarray (n, dim)
+    source: str
+
+
+def frame_vectors(ctx: ToolContext, video_id: str, start: float, end: float) -> FrameVectors:
+    """Embeddings of the stored frames in [start, end] of ``video_id``: the stored ones when all
+    are present (and match the configured model's dimension), else computed now."""
+    store = ctx.store
+    rows = store.rows(
+        store.frames,
+        video_id=video_id,
+        where=f"t >= {start!r} AND t <= {end!r}",
+        columns=["t", "image_embedding"],
+        order_by=["t"],
+    ).to_pylist()
+    if not rows:
+        raise ToolError(f"video {video_id} has no stored frames in [{start:g}, {end:g}]s; ingest it first")
+    times = [float(r["t"]) for r in rows]
+    model = perception_backend(ctx, "image_text", registry.image_text)
+    stored = [r["image_embedding"] for r in rows]
+    if all(v is not None for v in stored) and (model is None or len(stored[0]) == model.dim):
+        return FrameVectors(times=times, vectors=_unit(np.array(stored, dtype=np.float32)), source=FROM_STORE)
+    if model is None:
+        raise ToolError(
+            "no frame embeddings are stored (no frame_embed stage has run) and no image-text model "
+            "is configured (models.image_text) to compute them"
+        )
+    jpegs = store.rows(
+        store.frames,
+        video_id=video_id,
+        where=f"t >= {start!r} AND t <= {end!r}",
+        columns=["t", "jpeg"],
+        order_by=["t"],
+    ).to_pylist()
+    vectors = _embed(model, [decode_jpeg(r["jpeg"]) for r in jpegs])
+    return FrameVectors(
+        times=times,
+        vectors=vectors,
+        source=f"computed on the fly with {model.name} (no stored frame embeddings)",
+    )
+
+
+def _embed(model: ImageTextEmbedder, images: list[np.ndarray]) -> np.ndarray:
+    return _unit(np.asarray(model.embed_images(images), dtype=np.float32))
+
+
+def _unit(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms > 0, norms, 1.0)
+
+
+# ============================================================================ temporal_grounding
+
+
+class TimeHint(BaseModel):
+    """A candidate moment for the query, with the evidence that found it."""
+
+    start: float
+    end: float
+    score: float = Field(description="Fused rank score; higher is better.")
+    found_by: list[str]
+
+
+class GroundingResult(ToolResult):
+    """Candidate moments of one video for a description — hints to verify, not answers."""
+
+    video_id: str
+    query: str
+    hints: list[TimeHint]
+    notes: list[str] = Field(default_factory=list)
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [(self.video_id, h.start, h.end) for h in self.hints]
+
+    def summary(self) -> str:
+        best = ", ".join(f"{h.start:g}-{h.end:g}s" for h in self.hints[:3])
+        return f"{len(self.hints)} candidate moments: {best or 'none'}"
+
+
+@tool(version=1, uses_embedder=True, uses_models=("image_text",))
+def temporal_grounding(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    query: Annotated[str, "The event or scene to locate, in words."],
+) -> GroundingResult:
+    """Candidate times at which a described event or scene happens in a video, found by clip
+    search (captions, speech, on-screen text) and by image-text similarity of its frames. These are
+    hints: check the best ones with video_reader before relying on them."""
+    record = ctx.video(video_id)
+    clip_seconds = ctx.settings.ingest.clip_seconds
+    fused: dict[int, float] = {}
+    found_by: dict[int, set[str]] = {}
+    notes: list[str] = []
+    try:
+        clips = search_clips(ctx, video_id, query, GROUNDING_HINTS * 2).by_relevance()
+    except ToolError as exc:
+        clips = []
+        notes.append(f"clip search: {exc}")
+    for rank, clip in enumerate(clips):
+        fused[clip.clip_index] = fused.get(clip.clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
+        found_by.setdefault(clip.clip_index, set()).add("clip search")
+    model = perception_backend(ctx, "image_text", registry.image_text)
+    if model is None:
+        notes.append("no image-text model (models.image_text): frames were not compared with the query")
+    else:
+        vectors = frame_vectors(ctx, video_id, 0.0, record.duration)
+        text = _unit(np.asarray(model.embed_texts([query]), dtype=np.float32))[0]
+        scores = vectors.vectors @ text
+        best: dict[int, float] = {}
+        for t, s in zip(vectors.times, scores, strict=True):
+            index = int(t // clip_seconds)
+            best[index] = max(best.get(index, -1.0), float(s))
+        for rank, index in enumerate(sorted(best, key=lambda i: -best[i])[: GROUNDING_HINTS * 2]):
+            fused[index] = fused.get(index, 0.0) + 1.0 / (RRF_K + rank + 1)
+            found_by.setdefault(index, set()).add("image-text similarity")
+        notes.append(f"frames: {vectors.source}")
+    top = sorted(fused, key=lambda i: (-fused[i], i))[:GROUNDING_HINTS]
+    hints = [
+        TimeHint(
+            start=round(i * clip_seconds, 2),
+            end=round(min(record.duration, (i + 1) * clip_seconds), 2),
+            score=round(fused[i] * 1000, 3),
+            found_by=sorted(found_by[i]),
+        )
+        for i in top
+    ]
+    return GroundingResult(video_id=video_id, query=query, hints=hints, notes=notes)
+
+
+# ============================================================================ visual_similarity
+
+
+class SimilarityResult(ToolResult):
+    """How alike a segment of one video looks to a segment of another, and where it matches best."""
+
+    video_id: str
+    time_range: list[float]
+    other_video_id: str
+    other_range: list[float]
+    similarity: float = Field(description="Best aligned frame-embedding similarity, in [0, 1].")
+    best_match: list[float] = Field(description="[start, end] of the other range that matches best.")
+    source: str
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [
+            (self.video_id, self.time_range[0], self.time_range[1]),
+            (self.other_video_id, self.best_match[0], self.best_match[1]),
+        ]
+
+    def summary(self) -> str:
+        a, b = self.best_match
+        return f"similarity {self.similarity:.3f}; best match {self.other_video_id[:8]} {a:g}-{b:g}s"
+
+
+def align(reference: np.ndarray, candidate: np.ndarray) -> tuple[float, int]:
+    """(mean cosine, offset) of the best placement of ``reference``'s frame sequence inside
+    ``candidate``'s (frame by frame, in order); a shorter candidate is matched inside the reference."""
+    if len(candidate) < len(reference):
+        score, _ = align(candidate, reference)
+        return score, 0
+    sims = reference @ candidate.T
+    n = len(reference)
+    best, offset = -1.0, 0
+    for start in range(len(candidate) - n + 1):
+        score = float(np.mean(sims[np.arange(n), start + np.arange(n)]))
+        if score > best:
+            best, offset = score, start
+    return best, offset
+
+
+@tool(version=1, uses_models=("image_text",))
+def visual_similarity(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the reference video."],
+    time_range: TimeRange,
+    other_video_id: Annotated[str, "Id of the video to compare with."],
+    other_range: TimeRange,
+) -> SimilarityResult:
+    """Compare how a segment of one video looks against a segment of another, frame by frame:
+    a similarity in [0, 1] (1 = the same frames) and the part of the other segment that matches
+    best. Use it for "same person/place/step", "which video shows the same", aligning steps."""
+    start, end = checked_range(ctx.video(video_id), time_range, instant=False)
+    o_start, o_end = checked_range(ctx.video(other_video_id), other_range, instant=False)
+    reference = frame_vectors(ctx, video_id, start, end)
+    other = frame_vectors(ctx, other_video_id, o_start, o_end)
+    score, offset = align(reference.vectors, other.vectors)
+    if len(other.times) >= len(reference.times):
+        # The matched stretch spans as long as the reference, from the aligned first frame.
+        a = other.times[offset]
+        b = min(o_end, a + (end - start))
+    else:
+        a, b = o_start, o_end
+    source = reference.source if reference.source == other.source else f"{reference.source}; {other.source}"
+    return SimilarityResult(
+        video_id=video_id,
+        time_range=[start, end],
+        other_video_id=other_video_id,
+        other_range=[o_start, o_end],
+        # Cosine in [-1, 1] mapped to [0, 1] so 1 means identical frames and 0.5 unrelated.
+        similarity=round((score + 1) / 2, 4),
+        best_match=[round(a, 2), round(b, 2)],
+        source=source,
+    )
+
+
+# ============================================================================ subtitles
+
+
+class SubtitleLine(BaseModel):
+    """One transcript segment."""
+
+    start: float
+    end: float
+    text: str
+    language: str | None = None
+    score: float | None = None
+
+
+class SubtitleResult(ToolResult):
+    """Transcript lines of one video: found for a query, or read from an interval."""
+
+    video_id: str
+    query: str | None = None
+    time_range: list[float] | None = None
+    lines: list[SubtitleLine]
+
+    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+        return [(self.video_id, line.start, line.end) for line in self.lines]
+
+    def summary(self) -> str:
+        return f"{len(self.lines)} lines" + (f": {self.lines[0].text[:60]}" if self.lines else "")
+
+
+def _segments(ctx: ToolContext, video_id: str, where: str | None = None) -> list[dict[str, Any]]:
+    return ctx.store.rows(
+        ctx.store.transcripts,
+        video_id=video_id,
+        where=where,
+        columns=["start", "end", "text", "language"],
+        order_by=["start"],
+    ).to_pylist()
+
+
+@tool(version=1, uses_embedder=True)
+def subtitle_retriever(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    query: Annotated[str, "What is said that you are looking for."],
+) -> SubtitleResult:
+    """Find the lines of a video's speech transcript most related to a query (by meaning and by
+    keywords), with their times. Use it when the answer may be spoken."""
+    rows = _segments(ctx, video_id)
+    if not rows:
+        raise ToolError(f"video {video_id} has no speech transcript (no speech, or not transcribed)")
+    texts = [r["text"] for r in rows]
+    vectors = ctx.embedder().embed([query, *texts])
+    vectors = _unit(np.asarray(vectors, dtype=np.float32))
+    by_meaning = np.argsort(-(vectors[1:] @ vectors[0]))
+    kw = keyword_scores(query, texts)
+    by_words = sorted((i for i, s in enumerate(kw) if s > 0), key=lambda i: (-kw[i], i))
+    fused: dict[int, float] = {}
+    for ranking in (list(by_meaning), by_words):
+        for rank, i in enumerate(ranking):
+            fused[int(i)] = fused.get(int(i), 0.0) + 1.0 / (RRF_K + rank + 1)
+    top = sorted(sorted(fused, key=lambda i: -fused[i])[:SUBTITLE_HITS])
+    lines = [
+        SubtitleLine(
+            start=rows[i]["start"],
+            end=rows[i]["end"],
+            text=rows[i]["text"],
+            language=rows[i]["language"],
+            score=round(fused[i] * 1000, 3),
+        )
+        for i in top
+    ]
+    return SubtitleResult(video_id=video_id, query=query, lines=lines)
+
+
+@tool(version=1)
+def subtitle_extractor(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    t0: Annotated[float, "Start of the interval, in seconds."],
+    t1: Annotated[float, "End of the interval, in seconds."],
+) -> SubtitleResult:
+    """The speech transcript of a video between two times, line by line with times."""
+    start, end = checked_range(ctx.video(video_id), [t0, t1])
+    rows = _segments(ctx, video_id, f"start < {end!r} AND `end` > {start!r}")
+    lines = [
+        SubtitleLine(start=r["start"], end=r["end"], text=r["text"], language=r["language"]) for r in rows
+    ]
+    return SubtitleResult(video_id=video_id, time_range=[start, end], lines=lines)

@@ -1,0 +1,52 @@
+"""``POST /api/compare``: answer one question across several videos (SAMA or AgentCVR)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import HTTPException
+from pydantic import BaseModel, Field
+
+from vidscope.api.routes import guarded_router
+from vidscope.api.state import State
+from vidscope.flows.compare import CompareResult
+
+router = guarded_router()
+
+
+class CompareRequest(BaseModel):
+    """Videos (ids, id prefixes or file names), the question and the agent."""
+
+    videos: list[str] = Field(min_length=1, max_length=16)
+    question: str = Field(min_length=1, max_length=2000)
+    options: list[str] | None = None
+    agent: Literal["sama", "cvr"] = "sama"
+    use_skills: bool = True
+    conflict_check: bool = True
+
+
+@router.post(
+    "/compare",
+    response_model=CompareResult,
+    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}},
+    tags=["questions"],
+)
+def compare(body: CompareRequest, state: State) -> CompareResult:
+    """Answer a question across several videos, citing (video, start, end)."""
+    from vidscope.flows.compare import run_compare
+    from vidscope.storage.videos import VideoNotFound
+
+    try:
+        return run_compare(
+            state.settings,
+            body.videos,
+            body.question,
+            options=body.options,
+            agent=body.agent,
+            use_skills=body.use_skills,
+            conflict_check=body.conflict_check,
+        )
+    except VideoNotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc

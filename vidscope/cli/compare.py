@@ -1,0 +1,95 @@
+"""``vidscope compare``: one question across several videos; ``vidscope skills``: SAMA's skills."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import typer
+from rich.table import Table
+
+from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.cli.render import render_step
+from vidscope.core.timecodes import fmt_time
+
+
+@app.command()
+def compare(
+    args: Annotated[
+        list[str], typer.Argument(help="The videos (id prefix, path or file name), then the question.")
+    ],
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--options", help="Multiple-choice options (repeat it: --options A --options B)."),
+    ] = None,
+    agent: Annotated[
+        Literal["sama", "cvr"],
+        typer.Option(
+            "--agent",
+            case_sensitive=False,
+            help="sama: skill-guided planner with conflict checks; cvr: master agent with parallel "
+            "visual and audio sub-agents. Both need a planner (models.chat), else the answer is "
+            "extractive.",
+        ),
+    ] = "sama",
+    no_skills: Annotated[bool, typer.Option("--no-skills", help="SAMA ablation: no skills.")] = False,
+    no_conflict_check: Annotated[
+        bool, typer.Option("--no-conflict-check", help="SAMA ablation: no conflict checks.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
+) -> None:
+    """Answer a question across several ingested videos, citing (video, start, end)."""
+    if len(args) < 2:
+        errors.print("[red]give one or more videos and then the question[/red]")
+        raise typer.Exit(2)
+    *videos, question = args
+    quiet_prefect()
+    from vidscope.flows.compare import run_compare
+    from vidscope.storage.videos import VideoNotFound
+
+    show_steps = None if as_json or not trace else (lambda step: render_step(step, console))
+    try:
+        result = run_compare(
+            settings(),
+            videos,
+            question,
+            options=options or None,
+            agent=agent,
+            use_skills=not no_skills,
+            conflict_check=not no_conflict_check,
+            on_step=show_steps,
+        )
+    except (VideoNotFound, ValueError) as exc:
+        errors.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from exc
+    if as_json:
+        console.print_json(result.model_dump_json())
+        return
+    console.print(result.answer)
+    names = {v.video_id: v.file_name for v in result.videos}
+    for c in result.citations:
+        mark = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({c.note})"
+        console.print(
+            f"  {names.get(c.video_id, c.video_id[:12])} {fmt_time(c.start)}–{fmt_time(c.end)} {mark}"
+        )
+    if result.note:
+        console.print(f"[dim]{result.note}[/dim]")
+
+
+@app.command()
+def skills() -> None:
+    """List SAMA's skills: the bundled ones and those in [agent] skills_dir."""
+    from vidscope.agents.sama.skills import load_skills
+
+    folder = settings().agent.skills_dir
+    table = Table("name", "question type", "tools", "from")
+    for skill in load_skills(folder):
+        table.add_row(
+            skill.name,
+            skill.question_type,
+            " → ".join(skill.tools),
+            "bundled" if skill.bundled else skill.path,
+        )
+    console.print(table)
+    if folder is None:
+        console.print("[dim]Add your own: set \\[agent] skills_dir and drop a markdown skill there.[/dim]")
