@@ -24,7 +24,7 @@ READ_FPS = 2.0
 
 
 def vision_model(ctx: ToolContext, tool_name: str) -> ChatModel:
-    """The model that looks at frames: ``ctx.vlm`` if the context has one, else ``ctx.chat``."""
+    """The model that looks at frames (``ctx.vision_model()``: the vlm, else the planner)."""
     model = ctx.vision_model()
     if model is None:
         raise ToolError(

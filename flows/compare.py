@@ -1,7 +1,7 @@
 """The ``compare`` query flow: answer one question across several ingested videos.
 
-With a planner model (``models.planner``, else ``models.chat``), SAMA (``agent="sama"``: skills, conflict checks, evidence
-memory) or AgentCVR (``agent="cvr"``: a master agent with parallel visual and audio sub-agents)
+With a planner model (``models.planner``, else ``models.chat``), SAMA (``agent="sama"``: skills,
+conflict checks, evidence memory) or AgentCVR (``agent="cvr"``: a master agent with parallel visual and audio sub-agents)
 answers, their tool calls cached Prefect tasks as in ``ask``. Without one, the answer is
 extractive: the best evidence of each video side by side, with times, and the result says so.
 ``run_compare`` is the entry point of the CLI and the HTTP API.
@@ -33,8 +33,8 @@ CompareAgent = Literal["sama", "cvr"]
 COMPARE_AGENTS: tuple[str, ...] = get_args(CompareAgent)
 
 EXTRACTIVE_NOTE = (
-    "No planner model is configured (models.planner or models.chat): this is the best evidence of each video side by "
-    "side, not a reasoned answer."
+    "No planner model is configured (models.planner or models.chat): this is the best evidence of "
+    "each video side by side, not a reasoned answer."
 )
 
 _on_step: contextvars.ContextVar[Callable[[TraceStep], None] | None] = contextvars.ContextVar(
