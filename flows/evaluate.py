@@ -139,6 +139,12 @@ def prepare_run(
     if not annotations.exists():
         raise ValueError(f"annotation file not found: {annotations}")
     options = {k: v for k, v in (options or {}).items() if v is not None}
+    try:  # read once here, so a bad file or option is one line before any flow run starts
+        load_benchmark(benchmark, annotations, **options)
+    except TypeError as exc:
+        raise ValueError(f"{benchmark}: bad loader option ({exc})") from exc
+    except (OSError, KeyError) as exc:
+        raise ValueError(f"{benchmark}: cannot read {annotations} ({exc})") from exc
     fingerprint = answer_fingerprint(settings)
     name = name or f"{benchmark}-{agent}-{stable_hash(str(annotations), options, fingerprint)[:8]}"
     run_dir = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER / name
@@ -364,7 +370,7 @@ def evaluate(
     names = {video_id: name for name, video_id in ids.items() if name not in ingest_failures}
     futures: dict[PrefectFuture[Prediction], BenchmarkItem] = {}
     question = answer_question.with_options(
-        retries=retries, retry_delay_seconds=1, result_storage=str(run_dir / "cache")
+        retries=retries, retry_delay_seconds=1, result_storage=run_dir / "cache"
     )
     for item in todo:
         broken = [name for name in item.video_ids if name in ingest_failures]
@@ -385,12 +391,13 @@ def evaluate(
     answered: list[str] = []
     for n, future in enumerate(as_completed(list(futures)), 1):
         item = futures[future]
-        if future.state.is_completed():
+        try:
             prediction = future.result()
+        except Exception as exc:  # noqa: BLE001 - a question that failed its retries is reported
+            failures[item.question_id] = (str(exc).splitlines() or [type(exc).__name__])[0]
+        else:
             append_prediction(run_dir, prediction)
             answered.append(item.question_id)
-        else:
-            failures[item.question_id] = str(future.result(raise_on_failure=False)).splitlines()[0]
         ok = item.question_id not in failures
         _progress(EvalProgress(phase="answer", done=n, total=len(futures), name=item.question_id, ok=ok))
 

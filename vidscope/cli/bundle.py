@@ -27,7 +27,7 @@ def export(
     try:
         manifest = export_videos(store(), video_ids, to, models=configured_models(settings()))
     except BundleError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]")
+        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     rows = sum(manifest.tables.values())
     console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {escape(str(to))}")
@@ -43,6 +43,6 @@ def import_(
     try:
         manifest = import_bundle(store(), folder, models=configured_models(settings()))
     except BundleError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]")
+        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     console.print(f"imported {len(manifest.videos)} videos from {escape(str(folder))}")

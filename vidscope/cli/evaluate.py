@@ -24,7 +24,7 @@ COMPARE = "compare"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    errors.print(f"[red]{escape(message)}[/red]")
+    errors.print(f"[red]{escape(message)}[/red]", soft_wrap=True)
     return typer.Exit(code)
 
 
