@@ -1,0 +1,155 @@
+"""An evaluation run on disk: its spec, its predictions (JSON Lines) and the videos it used.
+
+A run directory (``<data dir>/eval/<run name>/``) holds:
+
+* ``run.json``: the :class:`RunSpec`, what was evaluated and how (benchmark, annotation file,
+  loader options, video root, agent, the settings fingerprint);
+* ``predictions.jsonl``: one :class:`Prediction` per finished question, appended as each finishes.
+  It is the record a resumed run reads: a question with a line here is never asked again;
+* ``videos.json``: the benchmark's video names mapped to the files and store ids they resolved to;
+* the report (``report.md``, ``summary.json``, PNG plots) written by :mod:`vidscope.evaluation.report`.
+
+This module only reads and writes those files; the ``evaluate`` flow decides what to run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from vidscope.evaluation.items import ItemKind
+
+SPEC_FILE = "run.json"
+PREDICTIONS_FILE = "predictions.jsonl"
+VIDEOS_FILE = "videos.json"
+
+_append_lock = threading.Lock()
+
+
+class RunError(ValueError):
+    """A run directory that cannot be used (missing, damaged, or made for another evaluation)."""
+
+
+class RunSpec(BaseModel):
+    """What a run evaluates; a resumed run must match it."""
+
+    name: str
+    benchmark: str
+    annotations: str
+    root: str
+    agent: str
+    options: dict[str, Any] = Field(default_factory=dict, description="Loader options (split, ...).")
+    settings_fingerprint: str = Field(description="Models and agent settings the answers depend on.")
+    models: dict[str, str | None] = Field(default_factory=dict)
+    created_at: str
+
+
+class Prediction(BaseModel):
+    """The outcome of one question: what the agent said, how it scored, what it cost."""
+
+    question_id: str
+    kind: ItemKind
+    video_ids: list[str]
+    answer: str = Field(description="The agent's answer, as it gave it.")
+    choice: str | None = Field(None, description="The option letter the agent chose, if it named one.")
+    interval: tuple[float, float] | None = Field(None, description="Grounding: the predicted [start, end].")
+    ranking: list[str] = Field(
+        default_factory=list, description="Retrieval: benchmark video names, best first."
+    )
+    steps: int = 0
+    model_calls: int = 0
+    model_http_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    cost_usd: float | None = None
+    seconds: float = 0.0
+    extractive: bool = False
+    forced: bool = False
+
+    @property
+    def response(self) -> str:
+        """What answer extraction reads: the explicit choice when the agent gave one, else its text."""
+        return self.choice or self.answer
+
+
+def read_spec(run_dir: Path) -> RunSpec:
+    """The spec of the run in ``run_dir``."""
+    path = Path(run_dir) / SPEC_FILE
+    if not path.is_file():
+        raise RunError(f"{run_dir} is not an evaluation run (no {SPEC_FILE})")
+    try:
+        return RunSpec.model_validate_json(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise RunError(f"{path} is damaged: {str(exc).splitlines()[0]}") from exc
+
+
+def write_spec(run_dir: Path, spec: RunSpec) -> None:
+    """Create ``run_dir`` with ``spec``, or check that the run already there is the same evaluation."""
+    run_dir = Path(run_dir)
+    if (run_dir / SPEC_FILE).is_file():
+        existing = read_spec(run_dir)
+        differs = [
+            field
+            for field in ("benchmark", "annotations", "agent", "options", "settings_fingerprint")
+            if getattr(existing, field) != getattr(spec, field)
+        ]
+        if differs:
+            raise RunError(
+                f"run {existing.name} was made with another {', '.join(differs)}; "
+                "choose another --run name to start a new run"
+            )
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / SPEC_FILE).write_text(spec.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+def read_predictions(run_dir: Path) -> dict[str, Prediction]:
+    """Finished questions by id. A torn last line (the process died mid-write) is ignored."""
+    path = Path(run_dir) / PREDICTIONS_FILE
+    found: dict[str, Prediction] = {}
+    if not path.is_file():
+        return found
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            prediction = Prediction.model_validate_json(line)
+        except ValueError as exc:
+            if number == len(lines):
+                break  # cut off by an interruption: that question is simply asked again
+            raise RunError(f"{path}:{number} is not a prediction: {str(exc).splitlines()[0]}") from exc
+        found[prediction.question_id] = prediction
+    return found
+
+
+def append_prediction(run_dir: Path, prediction: Prediction) -> None:
+    """Add one finished question to ``predictions.jsonl`` (one whole line per write, thread-safe)."""
+    path = Path(run_dir) / PREDICTIONS_FILE
+    line = prediction.model_dump_json() + "\n"
+    with _append_lock:
+        # A torn line left by an earlier interruption must not swallow this one.
+        torn = path.is_file() and path.stat().st_size and not path.read_bytes().endswith(b"\n")
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(("\n" if torn else "") + line)
+            handle.flush()
+
+
+def read_videos(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{benchmark video name: {"path", "size", "mtime", "video_id"}}`` recorded by earlier runs."""
+    path = Path(run_dir) / VIDEOS_FILE
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return dict(data) if isinstance(data, dict) else {}
+
+
+def write_videos(run_dir: Path, videos: dict[str, dict[str, Any]]) -> None:
+    """Record where each benchmark video was found and which store id it has."""
+    text = json.dumps(videos, indent=2, sort_keys=True) + "\n"
+    (Path(run_dir) / VIDEOS_FILE).write_text(text, encoding="utf-8")

@@ -1,0 +1,85 @@
+"""The agents an evaluation can run, by name: a registry other strategies add themselves to.
+
+An :class:`EvalAgent` answers one benchmark item over a tool context: it gets the item and the
+store ids of the item's videos (in the item's order) and returns the runtime's
+:class:`~vidscope.agents.runtime.Answer`. ``dvd``, ``avi`` and ``extractive`` are registered here;
+a new strategy (SAMA, AgentCVR, ...) registers with :func:`register_agent` from its own module and
+is then a valid ``vidscope eval --agent`` choice.
+
+Grounding items (Charades-STA style) are asked as "When does this happen in the video: <query>?"
+so the agent places the event in an interval (the AVI agent's review phase answers "when"
+questions with one); retrieval items do not come here, they run the MAVIS search pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from vidscope.agents.avi import run_avi_agent
+from vidscope.agents.environment import avi_tools
+from vidscope.agents.extractive import answer_extractively
+from vidscope.agents.runtime import Answer, run_agent
+from vidscope.agents.tools import ToolContext
+from vidscope.evaluation.items import BenchmarkItem
+
+#: An agent's way of answering one item: (tool context, item, store ids of its videos) -> answer.
+AnswerItem = Callable[[ToolContext, BenchmarkItem, Sequence[str]], Answer]
+
+
+@dataclass(frozen=True)
+class EvalAgent:
+    """A named strategy for the ``evaluate`` flow."""
+
+    name: str
+    answer: AnswerItem
+    needs_chat: bool
+    description: str
+
+
+EVAL_AGENTS: dict[str, EvalAgent] = {}
+
+
+def register_agent(agent: EvalAgent) -> EvalAgent:
+    """Make ``agent`` available to ``evaluate`` (a later registration under the same name wins)."""
+    EVAL_AGENTS[agent.name] = agent
+    return agent
+
+
+def get_agent(name: str) -> EvalAgent:
+    """The registered agent ``name``; a one-line error listing the known ones otherwise."""
+    if name not in EVAL_AGENTS:
+        raise ValueError(f"unknown agent {name!r}; choose one of: {', '.join(sorted(EVAL_AGENTS))}")
+    return EVAL_AGENTS[name]
+
+
+def question_of(item: BenchmarkItem) -> str:
+    """The text an agent is asked: the question, or for grounding a "when" question."""
+    if item.kind == "grounding":
+        return f"When does this happen in the video: {item.question.strip().rstrip('.')}?"
+    return item.question
+
+
+def _options(item: BenchmarkItem) -> list[str] | None:
+    return list(item.options) or None
+
+
+def _dvd(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
+    return run_agent(ctx, question_of(item), video_ids, options=_options(item))
+
+
+def _avi(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
+    retrieve, perceive = avi_tools(ctx.config)
+    return run_avi_agent(
+        ctx, question_of(item), list(video_ids), retrieve=retrieve, perceive=perceive, options=_options(item)
+    )
+
+
+def _extractive(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
+    # One video only: the extractive answerer searches a single video's clips.
+    return answer_extractively(ctx, question_of(item), video_ids[0], options=_options(item))
+
+
+register_agent(EvalAgent("dvd", _dvd, True, "Deep Video Discovery: one tool loop (needs models.chat)"))
+register_agent(EvalAgent("avi", _avi, True, "AVI: retrieve, perceive, review (needs models.chat)"))
+register_agent(EvalAgent("extractive", _extractive, False, "no chat model: the best evidence clips answer"))

@@ -1,0 +1,452 @@
+"""The ``evaluate`` flow: run an agent (or the retrieval pipeline) over a benchmark, resumably.
+
+One run lives in a run directory (:mod:`vidscope.evaluation.runs`). The flow:
+
+1. loads the benchmark and finds its videos under the root (missing ones are listed, never fatal);
+2. ingests the videos that are not in the store yet, one Prefect task per video (the same
+   ``ingest_one`` task ``vidscope ingest`` fans out; the ledger skips whatever is current);
+3. answers every question that has no line in ``predictions.jsonl`` yet, each as its own Prefect
+   task: retried on failure, cached (keyed on the run, the question and the store version of its
+   videos), at most ``concurrency`` at once; each answer is appended the moment it finishes, so an
+   interrupted run resumes without asking a finished question again;
+4. scores what was attempted and writes ``summary.json``, ``report.md`` and the PNG plots, and
+   publishes the report as a Prefect artifact.
+
+Multiple-choice, open-ended and grounding items go to the chosen agent
+(:mod:`vidscope.flows.eval_agents`); grounding reads the answer's interval (the AVI agent's
+"when" answer, else the first cited range). Retrieval items (MSR-VTT style) run the MAVIS search
+over the library and keep the benchmark's videos in the order found.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, task
+from prefect.futures import PrefectFuture, as_completed
+from prefect.task_runners import ThreadPoolTaskRunner
+from pydantic import BaseModel, Field
+
+from vidscope.agents.environment import tool_context
+from vidscope.agents.grounding import parse_interval
+from vidscope.agents.mavis import search_library
+from vidscope.agents.runtime import Answer
+from vidscope.core.hashing import stable_hash
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.evaluation.items import BenchmarkItem
+from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
+from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
+from vidscope.evaluation.runs import (
+    Prediction,
+    RunSpec,
+    append_prediction,
+    read_predictions,
+    read_spec,
+    read_videos,
+    write_spec,
+    write_videos,
+)
+from vidscope.evaluation.videos import locate_videos
+from vidscope.flows.eval_agents import get_agent
+from vidscope.flows.ingest import STAGES, VideoReport, hash_task, ingest_one, optimize_task
+from vidscope.flows.runs import publish_markdown, publish_table
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
+from vidscope.models.usage import query_context, totals
+from vidscope.storage import Store
+from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, ledger_rows
+
+__all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate"]
+
+#: Prefect retries of one question (a model timeout, a dropped connection) before it counts as failed.
+QUESTION_RETRIES = 2
+#: Where runs live, under the data dir.
+RUNS_FOLDER = "eval"
+
+
+class EvalProgress(BaseModel):
+    """One progress event: a video ingested or a question answered (``done`` of ``total``)."""
+
+    phase: str  # "ingest" | "answer"
+    done: int
+    total: int
+    name: str
+    ok: bool = True
+
+
+class EvalOutcome(BaseModel):
+    """What one ``evaluate`` run did, and the report it wrote."""
+
+    run_dir: str
+    summary: RunSummary
+    answered_now: list[str] = Field(default_factory=list)
+    reused: int = Field(0, description="Questions answered by an earlier run (their JSONL lines).")
+    failures: dict[str, str] = Field(default_factory=dict, description="Question id -> last error.")
+    ingested: list[str] = Field(default_factory=list, description="Videos ingested by this run.")
+    ingest_failures: dict[str, str] = Field(default_factory=dict)
+    missing_videos: list[str] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+
+# The progress callback cannot be a flow parameter (Prefect serialises those): a context variable.
+_on_progress: contextvars.ContextVar[Callable[[EvalProgress], None] | None] = contextvars.ContextVar(
+    "vidscope_eval_progress", default=None
+)
+
+
+def _progress(event: EvalProgress) -> None:
+    callback = _on_progress.get()
+    if callback is not None:
+        callback(event)
+
+
+# ============================================================================ preparing a run
+
+
+def answer_fingerprint(settings: Settings) -> str:
+    """The settings an answer depends on: the models and the agent's options."""
+    return stable_hash(settings.models.model_dump(exclude={"options"}), settings.agent.model_dump())
+
+
+def prepare_run(
+    settings: Settings,
+    benchmark: str,
+    annotations: Path | str,
+    root: Path | str,
+    agent: str,
+    *,
+    options: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> Path:
+    """The run directory for this evaluation: created, or the existing one to resume.
+
+    The default name is ``<benchmark>-<agent>-<hash>`` of everything the answers depend on, so
+    repeating a command resumes its run and changing the model or the split starts a new one.
+    Raises ``ValueError`` (one line) for an unknown benchmark or agent, or an agent needing a chat
+    model that is not configured.
+    """
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    eval_agent = get_agent(agent)
+    if eval_agent.needs_chat and not settings.models.chat:
+        raise ValueError(f"agent {agent!r} needs a chat model: set [models] chat (or use --agent extractive)")
+    annotations = Path(annotations).expanduser().resolve()
+    if not annotations.exists():
+        raise ValueError(f"annotation file not found: {annotations}")
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    try:  # read once here, so a bad file or option is one line before any flow run starts
+        load_benchmark(benchmark, annotations, **options)
+    except TypeError as exc:
+        raise ValueError(f"{benchmark}: bad loader option ({exc})") from exc
+    except (OSError, KeyError) as exc:
+        raise ValueError(f"{benchmark}: cannot read {annotations} ({exc})") from exc
+    fingerprint = answer_fingerprint(settings)
+    name = name or f"{benchmark}-{agent}-{stable_hash(str(annotations), options, fingerprint)[:8]}"
+    run_dir = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER / name
+    spec = RunSpec(
+        name=name,
+        benchmark=benchmark,
+        annotations=str(annotations),
+        root=str(Path(root).expanduser().resolve()),
+        agent=agent,
+        options=options,
+        settings_fingerprint=fingerprint,
+        models=settings.models.model_dump(exclude={"options"}),
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    write_spec(run_dir, spec)
+    return run_dir
+
+
+# ============================================================================ videos
+
+
+def _is_ingested(store: Store, video_id: str) -> bool:
+    """Every stage has a current row (an unavailable model is not retried for an evaluation)."""
+    rows = ledger_rows(store, video_id)
+    for stage in STAGES:
+        row = rows.get(stage.name)
+        if row is None or row["stage_version"] != stage.version:
+            return False
+        if row["status"] not in (*CURRENT_STATUSES, STATUS_UNAVAILABLE):
+            return False
+    return True
+
+
+def _store_ids(
+    run_dir: Path, found: dict[str, Path], names: Sequence[str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Store ids of the benchmark videos ``names`` (hashing only files new or changed since the last
+    run); returns (ids, errors) by benchmark name."""
+    known = read_videos(run_dir)
+    ids: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    futures: dict[str, PrefectFuture[str]] = {}
+    for name in names:
+        path = found[name]
+        stat = path.stat()
+        record = known.get(name, {})
+        if (
+            record.get("path") == str(path)
+            and record.get("size") == stat.st_size
+            and record.get("mtime") == stat.st_mtime
+        ):
+            ids[name] = record["video_id"]
+        else:
+            futures[name] = hash_task.submit(path)
+    for name, future in futures.items():
+        future.wait()
+        if future.state.is_completed():
+            ids[name] = future.result()
+            stat = found[name].stat()
+            known[name] = {
+                "path": str(found[name]),
+                "size": stat.st_size,
+                "mtime": stat.st_mtime,
+                "video_id": ids[name],
+            }
+        else:
+            errors[name] = str(future.result(raise_on_failure=False))
+    write_videos(run_dir, known)
+    return ids, errors
+
+
+def _ingest_missing(
+    store: Store, settings: Settings, found: dict[str, Path], ids: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """Ingest the videos not in the store yet, one task each; returns (ingested, failures) by name."""
+    missing = [name for name, video_id in ids.items() if not _is_ingested(store, video_id)]
+    if not missing:
+        return [], {}
+    # Load the embedder before the ingestion threads do: two threads importing transformers at
+    # once can see a half-initialised module.
+    registry.text_embedder(settings)
+    futures = {name: ingest_one.submit(found[name], ids[name], settings) for name in missing}
+    ingested: list[str] = []
+    failures: dict[str, str] = {}
+    for done, (name, future) in enumerate(futures.items(), 1):
+        report: VideoReport = future.result()
+        if report.failed:
+            failures[name] = report.error or "; ".join(
+                f"{s.stage}: {s.error}" for s in report.stages if s.status == "failed"
+            )
+        else:
+            ingested.append(name)
+        _progress(
+            EvalProgress(phase="ingest", done=done, total=len(missing), name=name, ok=not report.failed)
+        )
+    if ingested:
+        optimize_task(settings)
+    return ingested, failures
+
+
+# ============================================================================ one question
+
+
+def _interval_of(answer: Answer) -> tuple[float, float] | None:
+    """A grounding answer's interval: the agent's own, else one in its text, else its first citation."""
+    if answer.interval is not None:
+        return (answer.interval.start, answer.interval.end)
+    parsed = parse_interval(answer.answer)
+    if parsed is not None:
+        return (float(parsed[0]), float(parsed[1]))
+    if answer.citations:
+        return (answer.citations[0].start, answer.citations[0].end)
+    return None
+
+
+def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict[str, str]) -> list[str]:
+    """Benchmark video names ranked by the MAVIS search for the item's caption (others dropped)."""
+    embedder = registry.text_embedder(settings)
+    if embedder is None:
+        raise ValueError("retrieval needs a text embedder: set [models] text_embedder")
+    options = settings.search.model_copy(update={"k": max(settings.search.k, 10, len(names))})
+    result = search_library(
+        store,
+        item.question,
+        embedder=embedder,
+        options=options,
+        chat=registry.chat_model(settings),
+        image_text=registry.image_text(settings),
+        frame_seconds=1.0 / settings.ingest.frame_fps,
+    )
+    return [names[hit.video_id] for hit in result.hits if hit.video_id in names]
+
+
+def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
+    return str(parameters["cache_key"])
+
+
+@task(
+    name="eval-question",
+    task_run_name="question · {item.question_id}",
+    cache_key_fn=_cache_key,
+    persist_result=True,
+)
+def answer_question(
+    item: BenchmarkItem,
+    video_ids: list[str],
+    agent: str,
+    settings: Settings,
+    cache_key: str,
+    names: dict[str, str] | None = None,
+) -> Prediction:
+    """Answer one benchmark item with ``agent`` (retrieval items: the MAVIS search over ``names``,
+    store id -> benchmark name, of the benchmark's videos)."""
+    started = time.perf_counter()
+    store = open_store(settings)
+    query_id = f"eval-{cache_key[:24]}"
+    with query_context(query_id):
+        if item.kind == "retrieval":
+            ranking = _retrieve(store, settings, item, names or {})
+            prediction = Prediction(
+                question_id=item.question_id,
+                kind=item.kind,
+                video_ids=list(video_ids),
+                answer=", ".join(ranking[:10]),
+                ranking=ranking,
+            )
+        else:
+            eval_agent = get_agent(agent)
+            chat = registry.chat_model(settings) if eval_agent.needs_chat else None
+            ctx = tool_context(settings, store, chat=chat, config=settings.agent)
+            answer = eval_agent.answer(ctx, item, video_ids)
+            prediction = Prediction(
+                question_id=item.question_id,
+                kind=item.kind,
+                video_ids=list(video_ids),
+                answer=answer.answer,
+                choice=answer.choice,
+                interval=_interval_of(answer) if item.kind == "grounding" else None,
+                steps=len(answer.trace),
+                model_calls=answer.usage.model_calls,
+                model_http_calls=answer.usage.model_http_calls,
+                input_tokens=answer.usage.input_tokens,
+                output_tokens=answer.usage.output_tokens,
+                tool_calls=answer.usage.tool_calls,
+                extractive=answer.extractive,
+                forced=answer.forced,
+            )
+    prediction.cost_usd = totals(store, query_id)["cost_usd"]
+    prediction.seconds = round(time.perf_counter() - started, 3)
+    return prediction
+
+
+# ============================================================================ the flow
+
+
+@flow(name="evaluate", flow_run_name="evaluate {run_dir.name}", validate_parameters=False, log_prints=False)
+def evaluate(
+    run_dir: Path,
+    settings: Settings,
+    limit: int | None = None,
+    retries: int = QUESTION_RETRIES,
+) -> EvalOutcome:
+    """Evaluate the run in ``run_dir`` (made by :func:`prepare_run`): ingest, answer what is left,
+    report. ``limit`` caps the questions (the first ``limit`` with videos) this run covers."""
+    run_dir = Path(run_dir)
+    spec = read_spec(run_dir)
+    items = load_benchmark(spec.benchmark, spec.annotations, **spec.options)
+    lookup = locate_videos(items, spec.root, BENCHMARKS[spec.benchmark].aliases)
+    ready = lookup.items_ready(items)
+    chosen = ready[:limit] if limit is not None else ready
+    done = read_predictions(run_dir)
+    todo = [i for i in chosen if i.question_id not in done]
+
+    store = open_store(settings)
+    retrieval = any(i.kind == "retrieval" for i in todo)
+    # Retrieval ranks the whole gallery, so every found video is needed; otherwise only todo's.
+    needed = sorted(lookup.found) if retrieval else sorted({name for i in todo for name in i.video_ids})
+    ids, hash_errors = _store_ids(run_dir, lookup.found, needed)
+    ingested, ingest_failures = _ingest_missing(store, settings, lookup.found, ids)
+    ingest_failures.update(hash_errors)
+
+    failures: dict[str, str] = {}
+    names = {video_id: name for name, video_id in ids.items() if name not in ingest_failures}
+    futures: dict[PrefectFuture[Prediction], BenchmarkItem] = {}
+    question = answer_question.with_options(
+        retries=retries, retry_delay_seconds=1, result_storage=run_dir / "cache"
+    )
+    for item in todo:
+        broken = [name for name in item.video_ids if name in ingest_failures]
+        if broken:
+            failures[item.question_id] = (
+                f"video {broken[0]} could not be ingested: {ingest_failures[broken[0]]}"
+            )
+            continue
+        video_ids = [ids[name] for name in item.video_ids]
+        versions = [store.video_version(v) for v in video_ids]
+        key = stable_hash(spec.name, spec.settings_fingerprint, item.question_id, versions)
+        futures[
+            question.submit(
+                item, video_ids, spec.agent, settings, key, names if item.kind == "retrieval" else None
+            )
+        ] = item
+
+    answered: list[str] = []
+    for n, future in enumerate(as_completed(list(futures)), 1):
+        item = futures[future]
+        try:
+            prediction = future.result()
+        except Exception as exc:  # noqa: BLE001 - a question that failed its retries is reported
+            failures[item.question_id] = (str(exc).splitlines() or [type(exc).__name__])[0]
+        else:
+            append_prediction(run_dir, prediction)
+            answered.append(item.question_id)
+        ok = item.question_id not in failures
+        _progress(EvalProgress(phase="answer", done=n, total=len(futures), name=item.question_id, ok=ok))
+
+    predictions = read_predictions(run_dir)
+    summary = summarise(spec, items, ready, predictions, failures, lookup.missing)
+    ordered = [predictions[i.question_id] for i in ready if i.question_id in predictions]
+    files = write_report(run_dir, summary, ordered)
+    _publish(summary)
+    return EvalOutcome(
+        run_dir=str(run_dir),
+        summary=summary,
+        answered_now=answered,
+        reused=sum(i.question_id in done for i in chosen),
+        failures=failures,
+        ingested=ingested,
+        ingest_failures=ingest_failures,
+        missing_videos=lookup.missing,
+        files=[str(f) for f in files],
+    )
+
+
+def _publish(summary: RunSummary) -> None:
+    """The report (Markdown) and the per-category scores (table) as Prefect artifacts."""
+    key = f"eval-{summary.benchmark}-{summary.agent}".replace("_", "-").lower()
+    publish_markdown(key, report_markdown(summary), f"evaluation {summary.run}")
+    if summary.by_category:
+        rows = [{"category": k, **g.model_dump()} for k, g in summary.by_category.items()]
+        publish_table(f"{key}-categories", rows, f"accuracy per category, run {summary.run}")
+
+
+def run_evaluate(
+    settings: Settings,
+    run_dir: Path,
+    *,
+    limit: int | None = None,
+    concurrency: int = 2,
+    retries: int = QUESTION_RETRIES,
+    on_progress: Callable[[EvalProgress], None] | None = None,
+) -> EvalOutcome:
+    """Run the ``evaluate`` flow with at most ``concurrency`` questions (and videos) at once;
+    ``on_progress`` sees each video ingested and each question answered."""
+    disable_telemetry()
+    if limit is not None and limit < 1:
+        raise ValueError("--limit must be at least 1")
+    if concurrency < 1:
+        raise ValueError("--concurrency must be at least 1")
+    token = _on_progress.set(on_progress)
+    try:
+        runner: Any = ThreadPoolTaskRunner(max_workers=concurrency)
+        return evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
+    finally:
+        _on_progress.reset(token)

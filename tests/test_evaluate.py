@@ -1,0 +1,276 @@
+"""The ``evaluate`` flow and ``vidscope eval`` / ``export`` / ``import``, driven through the CLI.
+
+A small synthetic MLVU-style benchmark: two generated videos with on-screen facts, a task file of
+multiple-choice questions (one about a video that is not under the root), and a loopback
+OpenAI-compatible "model" that really reads: it searches the video for the question, then picks
+the option whose text the search results show (or says it cannot tell). So the accuracy the report
+gives depends on what ingestion extracted from the videos, and every HTTP request is counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_server import ScriptedLLMServer, error, text, tool_call
+from media import text_video
+from PIL import Image
+from typer.testing import CliRunner
+
+from vidscope.cli import app
+from vidscope.cli.common import overrides
+from vidscope.evaluation.report import PLOT_FILES
+from vidscope.evaluation.runs import PREDICTIONS_FILE
+
+pytestmark = pytest.mark.slow  # ingests two videos (~1-2 min on 2 cores)
+
+runner = CliRunner()
+
+#: (video, question, candidates, answer, question type); the last video is not under the root.
+QUESTIONS = [
+    (
+        "harbor.mp4",
+        "What colour is the boat on the sign?",
+        ["RED", "BLUE", "GREEN", "YELLOW"],
+        "BLUE",
+        "sign",
+    ),
+    (
+        "market.mp4",
+        "How many apples does the sign offer?",
+        ["THREE", "FIVE", "SEVEN", "NINE"],
+        "SEVEN",
+        "count",
+    ),
+    ("market.mp4", "What is the shop owner's name?", ["ANNA", "BORIS", "CLARA", "DAVID"], "CLARA", "name"),
+    ("ghost.mp4", "What does the ghost say?", ["BOO", "HELLO"], "BOO", "sign"),
+]
+
+
+class ReadingServer(ScriptedLLMServer):
+    """A "model" that searches the video for the question, then chooses what the results show.
+
+    The first request of a question whose text is in ``fail_once`` gets an HTTP 500 instead.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.per_question: Counter[str] = Counter()
+        self.fail_once: set[str] = set()
+
+    def _chat(self, handler: Any, body: dict[str, Any]) -> None:
+        messages = body["messages"]
+        opening = next(m["content"] for m in messages if m["role"] == "user")
+        asked = re.search(r"^Question: (.*)$", opening, re.M)
+        question = asked.group(1) if asked else ""
+        self.per_question[question] += 1
+        if not asked:  # ingestion's subject registry (the chat model serves it too): none
+            reply = text('{"subjects": []}')
+        elif question in self.fail_once:
+            self.fail_once.discard(question)
+            reply = error(500, "the model server fell over")
+        elif not any(m["role"] == "tool" for m in messages):
+            video_id = re.search(r"video_id=([0-9a-f]{64})", opening).group(1)  # type: ignore[union-attr]
+            reply = tool_call("clip_search", {"video_id": video_id, "query": question, "top_k": 4})
+        else:
+            seen = " ".join(m["content"] or "" for m in messages if m["role"] == "tool").upper()
+            options = re.findall(r"^([A-J])\. (.+)$", opening, re.M)
+            shown = [letter for letter, text in options if re.search(rf"\b{re.escape(text.upper())}\b", seen)]
+            answer = f"The answer is ({shown[0]})." if len(shown) == 1 else "I cannot tell from the video."
+            reply = tool_call("finish", {"answer": answer, "citations": []})
+        with self._lock:
+            self._queue.appendleft(reply)
+        super()._chat(handler, body)
+
+
+def asked(server: ReadingServer) -> dict[str, int]:
+    """Requests per benchmark question (ingestion's own chat requests left out)."""
+    return {question: n for question, n in server.per_question.items() if question}
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory) -> dict[str, Any]:
+    """The videos, the annotation folder, a config pointing the chat model at the reading server."""
+    folder = tmp_path_factory.mktemp("evaluate")
+    root = folder / "videos"
+    text_video(root / "harbor" / "harbor.mp4", duration=5.0, texts=[(0.0, 5.0, "BLUE BOAT")])
+    text_video(root / "market" / "market.mp4", duration=5.0, texts=[(0.0, 5.0, "SEVEN APPLES")])
+    annotations = folder / "mlvu"
+    annotations.mkdir()
+    records = [
+        {"video": v, "duration": 5.0, "question": q, "candidates": c, "answer": a, "question_type": t}
+        for v, q, c, a, t in QUESTIONS
+    ]
+    (annotations / "1_signs.json").write_text(json.dumps(records))
+    server = ReadingServer().start()
+    config = folder / "vidscope.toml"
+    config.write_text(
+        f"""
+[ingest]
+stage_retries = 0
+
+[models]
+chat = "openai:scripted"
+speech_recognizer = ""
+
+[models.options.openai]
+base_url = "{server.base_url}"
+max_retries = 0
+timeout_s = 20
+"""
+    )
+    try:
+        yield {"root": root, "annotations": annotations, "config": config, "server": server, "folder": folder}
+    finally:
+        server.stop()
+
+
+@pytest.fixture()
+def cli(bench, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(bench["config"]))
+    overrides.clear()
+
+    def invoke(*args: str, data: Path | None = None):  # type: ignore[no-untyped-def]
+        return runner.invoke(app, ["--data-dir", str(data or bench["folder"] / "data"), *args])
+
+    yield invoke
+    overrides.clear()
+
+
+def _eval(cli, bench, *extra: str):  # type: ignore[no-untyped-def]
+    return cli(
+        "eval", "mlvu", "--root", str(bench["root"]), "--annotations", str(bench["annotations"]), *extra
+    )
+
+
+def test_an_interrupted_run_resumes_without_asking_again_and_reports(cli, bench) -> None:
+    server: ReadingServer = bench["server"]
+    server.fail_once.add(QUESTIONS[1][1])  # the apples question fails once, the task retries it
+
+    first = _eval(cli, bench, "--agent", "dvd", "--limit", "2", "--run", "dvd-run")
+    assert first.exit_code == 0, first.output
+    assert "ghost.mp4" in first.output and "1 videos not found" in first.output
+    assert "answered" in first.output and "2 (2 now, 0 earlier)" in first.output
+    # One search and one finish per question, plus the failed first try of the apples question.
+    assert asked(server) == {QUESTIONS[0][1]: 2, QUESTIONS[1][1]: 3}
+    run_dir = bench["folder"] / "data" / "eval" / "dvd-run"
+    after_first = (run_dir / PREDICTIONS_FILE).read_text()
+    assert len(after_first.splitlines()) == 2
+
+    # The rest of the benchmark: only the third question is asked.
+    second = _eval(cli, bench, "--agent", "dvd", "--run", "dvd-run")
+    assert second.exit_code == 0, second.output
+    assert "3 (1 now, 2 earlier)" in second.output
+    assert asked(server) == {QUESTIONS[0][1]: 2, QUESTIONS[1][1]: 3, QUESTIONS[2][1]: 2}
+    lines = (run_dir / PREDICTIONS_FILE).read_text()
+    assert lines.startswith(after_first) and len(lines.splitlines()) == 3
+
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["answered"] == 3 and summary["missing_videos"] == ["ghost.mp4"]
+    assert summary["scores"]["accuracy"] == pytest.approx(2 / 3)
+    assert {k: (g["correct"], g["total"]) for k, g in summary["by_category"].items()} == {
+        "count": (1, 1),
+        "name": (0, 1),
+        "sign": (1, 1),
+    }
+    predictions = [json.loads(line) for line in lines.splitlines()]
+    by_id = {p["question_id"]: p for p in predictions}
+    assert by_id["1_signs/0"]["answer"] == "The answer is (B)."
+    assert by_id["1_signs/1"]["answer"] == "The answer is (C)."
+    assert by_id["1_signs/2"]["answer"] == "I cannot tell from the video."
+    assert all(p["steps"] == 2 and p["input_tokens"] > 0 for p in predictions)
+    report = (run_dir / "report.md").read_text()
+    assert "| accuracy | 66.7 |" in report and "ghost.mp4" in report
+    for name in PLOT_FILES:
+        with Image.open(run_dir / name) as image:
+            assert image.format == "PNG" and image.width > 100
+            image.verify()
+
+    # Asked again, the finished run costs nothing.
+    third = _eval(cli, bench, "--agent", "dvd", "--run", "dvd-run")
+    assert third.exit_code == 0 and "3 (0 now, 3 earlier)" in third.output
+    assert sum(asked(server).values()) == 7
+
+    # Another agent on the same benchmark is another run; compare puts them side by side.
+    extractive = _eval(cli, bench, "--agent", "extractive", "--run", "extractive-run")
+    assert extractive.exit_code == 0, extractive.output
+    assert sum(asked(server).values()) == 7  # the extractive answerer asks no model
+    compared = cli("eval", "compare", "dvd-run", "extractive-run")
+    assert compared.exit_code == 0, compared.output
+    assert "dvd-run vs extractive-run" in compared.output
+    assert re.search(r"accuracy %\s*│\s*66\.7", compared.output), compared.output
+
+
+def test_bad_input_is_one_line(cli, bench, tmp_path) -> None:
+    result = _eval(cli, bench, "--agent", "sherlock")
+    assert result.exit_code == 2 and "unknown agent 'sherlock'" in result.output
+    assert "Traceback" not in result.output
+    result = cli("eval", "nosuchbench", "--root", str(bench["root"]))
+    assert result.exit_code == 2 and "unknown benchmark" in result.output
+    result = cli("eval", "compare", "only-one")
+    assert result.exit_code == 2 and "two runs" in result.output
+    result = cli("eval", "compare", "no-such-run", "other")
+    assert result.exit_code == 1 and "no evaluation run 'no-such-run'" in result.output
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "1_x.json").write_text("{not json")
+    result = cli("eval", "mlvu", "--root", str(bench["root"]), "--annotations", str(broken))
+    assert result.exit_code == 2 and "not JSON" in result.output and "Traceback" not in result.output
+
+
+def test_export_then_import_through_the_cli_gives_the_same_answers(cli, bench, tmp_path) -> None:
+    # The evaluation above ingested both videos (or this ingests them now if run alone).
+    source = bench["folder"] / "data"
+    if not (source / "eval").exists():
+        assert _eval(cli, bench, "--agent", "extractive", "--run", "fill").exit_code == 0
+    bundle = tmp_path / "bundle"
+    exported = cli("export", "harbor.mp4", "--to", str(bundle))
+    assert exported.exit_code == 0, exported.output
+    assert "exported 1 videos" in exported.output and (bundle / "manifest.json").is_file()
+
+    target = tmp_path / "elsewhere"
+    imported = cli("import", str(bundle), data=target)
+    assert imported.exit_code == 0, imported.output
+
+    from vidscope.core.settings import Settings
+    from vidscope.models import registry
+    from vidscope.models.open_store import open_store
+    from vidscope.storage.sql import query
+
+    sql = (
+        "SELECT v.file_name, c.clip_index, c.ocr_text, c.caption FROM clips c JOIN videos v USING (video_id) "
+    )
+    settings = Settings(data_dir=source)
+    (vector,) = registry.text_embedder(settings).embed(["blue boat"])  # type: ignore[union-attr]
+
+    def answers(folder: Path) -> tuple[list[Any], list[Any]]:
+        """The harbor video's clips by SQL, and its clips among the nearest to "blue boat"."""
+        store = open_store(Settings(data_dir=folder))
+        rows = query(store, sql + "WHERE v.file_name = 'harbor.mp4' ORDER BY c.clip_index")
+        (harbor,) = {
+            r["video_id"] for r in store.rows(store.videos).to_pylist() if r["file_name"] == "harbor.mp4"
+        }
+        hits = store.nearest(store.clips, vector.tolist(), 3, columns=["video_id", "clip_index"])
+        return rows, [(h["clip_index"], round(h["_distance"], 6)) for h in hits if h["video_id"] == harbor]
+
+    source_rows, source_hits = answers(source)
+    target_rows, target_hits = answers(target)
+    assert source_rows and target_rows == source_rows and "BLUE BOAT" in str(target_rows)
+    assert target_hits and target_hits == source_hits
+
+    # A data dir with another embedding model refuses the bundle, in one line.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "vidscope.toml").write_text('[models]\ntext_embedder = "sentence-transformers:BAAI/bge-m3"\n')
+    overrides.clear()
+    refused = runner.invoke(
+        app,
+        ["--data-dir", str(other / "data"), "--config", str(other / "vidscope.toml"), "import", str(bundle)],
+    )
+    assert refused.exit_code == 1
+    message = [line for line in refused.output.splitlines() if line.strip()]
+    assert len(message) == 1 and "minilm:embedded (384-d)" in message[0], refused.output

@@ -1,0 +1,48 @@
+"""``vidscope export`` / ``vidscope import``: move ingested videos between data dirs as a bundle.
+
+A bundle is a folder of Parquet files and a manifest (:mod:`vidscope.storage.bundle`); importing
+refuses, in one line, a bundle embedded by another model than this data dir's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from vidscope.cli.common import app, console, errors, find, settings, store
+
+
+@app.command("export")
+def export(
+    videos: Annotated[list[str], typer.Argument(help="Videos to export: id (prefix), path or file name.")],
+    to: Annotated[Path, typer.Option("--to", help="A new (or empty) folder to write the bundle into.")],
+) -> None:
+    """Export ingested videos (every table's rows, vocabulary, ledger, model ids) as a bundle."""
+    from vidscope.storage.bundle import BundleError, configured_models, export_videos
+
+    video_ids = [find(ref)[1].video_id for ref in videos]
+    try:
+        manifest = export_videos(store(), video_ids, to, models=configured_models(settings()))
+    except BundleError as exc:
+        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        raise typer.Exit(1) from exc
+    rows = sum(manifest.tables.values())
+    console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {escape(str(to))}")
+
+
+@app.command("import")
+def import_(
+    folder: Annotated[Path, typer.Argument(help="A bundle folder written by `vidscope export`.")],
+) -> None:
+    """Import a bundle into this data dir (its videos' rows replace any already here)."""
+    from vidscope.storage.bundle import BundleError, configured_models, import_bundle
+
+    try:
+        manifest = import_bundle(store(), folder, models=configured_models(settings()))
+    except BundleError as exc:
+        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        raise typer.Exit(1) from exc
+    console.print(f"imported {len(manifest.videos)} videos from {escape(str(folder))}")

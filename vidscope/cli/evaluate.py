@@ -1,0 +1,211 @@
+"""``vidscope eval``: run an agent over a benchmark (resumable), or put two runs side by side.
+
+``vidscope eval BENCHMARK --root DIR --agent dvd`` evaluates; repeating the command resumes the
+same run (questions already in its ``predictions.jsonl`` are not asked again).
+``vidscope eval compare RUN_A RUN_B`` compares two finished runs (run names or directories).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+
+if TYPE_CHECKING:
+    from vidscope.flows.evaluate import EvalOutcome, EvalProgress
+
+COMPARE = "compare"
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    errors.print(f"[red]{escape(message)}[/red]", soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _option_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if text.isdigit():
+        return int(text)
+    return text
+
+
+def _loader_options(split: str | None, pairs: list[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {"split": split} if split else {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise _fail(f"--option takes KEY=VALUE, got {pair!r}")
+        options[key.strip()] = _option_value(value.strip())
+    return options
+
+
+def _default_annotations(benchmark: str, root: Path) -> Path:
+    """The annotation file named in the benchmark's spec, when it sits directly under the root."""
+    from vidscope.evaluation.loaders import BENCHMARKS
+
+    spec = BENCHMARKS[benchmark]
+    candidate = root / spec.annotations.split()[0]
+    if candidate.exists():
+        return candidate
+    raise _fail(f"give --annotations FILE ({benchmark} reads {spec.annotations})")
+
+
+@app.command("eval")
+def evaluate_command(
+    benchmark: Annotated[
+        str,
+        typer.Argument(help="Benchmark (lvbench, videomme, mlvu, charades_sta, msrvtt, ...) or 'compare'."),
+    ],
+    runs: Annotated[
+        list[str] | None, typer.Argument(help="With 'compare': the two runs (names or directories).")
+    ] = None,
+    root: Annotated[
+        Path | None, typer.Option("--root", help="Folder holding the benchmark's videos.")
+    ] = None,
+    agent: Annotated[
+        str, typer.Option("--agent", help="dvd | avi | extractive (and any registered).")
+    ] = "dvd",
+    annotations: Annotated[
+        Path | None,
+        typer.Option("--annotations", help="The annotation file or folder (default: under --root)."),
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="Loader split (videomme: long, ...).")] = None,
+    option: Annotated[
+        list[str] | None, typer.Option("--option", help="Other loader options, KEY=VALUE (repeatable).")
+    ] = None,
+    run: Annotated[str | None, typer.Option("--run", help="Name of the run (default: derived).")] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions at once.")] = 2,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failing question.")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
+) -> None:
+    """Evaluate an agent on a benchmark (`eval BENCHMARK --root DIR`), or `eval compare RUN_A RUN_B`."""
+    if benchmark == COMPARE:
+        if not runs or len(runs) != 2:
+            raise _fail("eval compare takes two runs: vidscope eval compare RUN_A RUN_B")
+        _compare(*runs)
+        return
+    if runs:
+        raise _fail(f"unexpected arguments: {' '.join(runs)}")
+    if root is None:
+        raise _fail("--root DIR is required: the folder holding the benchmark's videos")
+    from vidscope.evaluation.loaders import BENCHMARKS
+
+    if benchmark not in BENCHMARKS:
+        raise _fail(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    if not root.is_dir():
+        raise _fail(f"--root {root} is not a folder")
+    quiet_prefect()
+    from vidscope.evaluation.runs import RunError
+    from vidscope.flows.evaluate import prepare_run, run_evaluate
+
+    cfg = settings()
+    try:
+        run_dir = prepare_run(
+            cfg,
+            benchmark,
+            annotations or _default_annotations(benchmark, root),
+            root,
+            agent,
+            options=_loader_options(split, option or []),
+            name=run,
+        )
+    except (ValueError, RunError) as exc:
+        raise _fail(str(exc).splitlines()[0]) from exc
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=as_json,
+    ) as progress:
+        bars: dict[str, Any] = {}
+
+        def on_progress(event: EvalProgress) -> None:
+            label = "ingesting videos" if event.phase == "ingest" else "answering questions"
+            if event.phase not in bars:
+                bars[event.phase] = progress.add_task(label, total=event.total)
+            mark = "" if event.ok else " [red](failed)[/red]"
+            progress.update(
+                bars[event.phase], completed=event.done, description=f"{label} · {escape(event.name)}{mark}"
+            )
+
+        try:
+            outcome = run_evaluate(
+                cfg, run_dir, limit=limit, concurrency=concurrency, retries=retries, on_progress=on_progress
+            )
+        except ValueError as exc:
+            raise _fail(str(exc).splitlines()[0]) from exc
+    if as_json:
+        console.print_json(outcome.model_dump_json())
+    else:
+        _print_outcome(outcome)
+
+
+def _print_outcome(outcome: EvalOutcome) -> None:
+    s = outcome.summary
+    table = Table(title=f"{s.benchmark} · {s.agent} · {s.run}")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for name, value in s.scores.items():
+        table.add_row(name, f"{100 * value:.1f} %")
+    for name, group in s.by_category.items():
+        table.add_row(f"  {name}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
+    table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
+    table.add_row("not attempted yet", str(s.not_attempted))
+    table.add_row("mean steps", f"{s.mean_steps:.2f}")
+    table.add_row("tokens in / out", f"{s.input_tokens} / {s.output_tokens}")
+    table.add_row("cost", "—" if s.cost_usd is None else f"${s.cost_usd:.4f}")
+    console.print(table)
+    if outcome.ingested:
+        console.print(f"ingested {len(outcome.ingested)} videos")
+    if outcome.missing_videos:
+        shown = ", ".join(outcome.missing_videos[:20])
+        more = f" and {len(outcome.missing_videos) - 20} more" if len(outcome.missing_videos) > 20 else ""
+        console.print(
+            f"[yellow]{len(outcome.missing_videos)} videos not found under the root[/yellow] "
+            f"(their questions are skipped): {escape(shown)}{more}"
+        )
+    for name, error in outcome.ingest_failures.items():
+        console.print(f"[red]could not ingest[/red] {escape(name)}: {escape(error)}")
+    for question, error in outcome.failures.items():
+        console.print(f"[red]failed[/red] {escape(question)}: {escape(error)}")
+    console.print(f"report: {outcome.run_dir}/report.md")
+
+
+def _run_dir(ref: str) -> Path:
+    from vidscope.flows.evaluate import RUNS_FOLDER
+
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return path
+    named = Path(settings().data_dir).expanduser() / RUNS_FOLDER / ref
+    if named.is_dir():
+        return named
+    raise _fail(f"no evaluation run {ref!r} (neither a folder nor a run under {named.parent})", 1)
+
+
+def _compare(ref_a: str, ref_b: str) -> None:
+    from vidscope.evaluation.report import compare_rows, read_summary
+
+    try:
+        a, b = read_summary(_run_dir(ref_a)), read_summary(_run_dir(ref_b))
+    except (FileNotFoundError, ValueError) as exc:
+        raise _fail(str(exc).splitlines()[0], 1) from exc
+    table = Table(title=f"{a.benchmark}: {a.run} vs {b.run}")
+    for column, justify in (("", "left"), ("A", "right"), ("B", "right"), ("B − A", "right")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for row in compare_rows(a, b):
+        table.add_row(*(escape(cell) for cell in row))
+    console.print(table)
+    if a.benchmark != b.benchmark:
+        console.print(f"[yellow]the runs are on different benchmarks ({a.benchmark}, {b.benchmark})[/yellow]")
