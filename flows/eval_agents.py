@@ -3,8 +3,8 @@
 An :class:`EvalAgent` answers one benchmark item over a tool context: it gets the item and the
 store ids of the item's videos (in the item's order) and returns the runtime's
 :class:`~vidscope.agents.runtime.Answer`. ``dvd``, ``avi`` and ``extractive`` are registered here;
-a new strategy (SAMA, AgentCVR, ...) registers with :func:`register_agent` from its own module and
-is then a valid ``vidscope eval --agent`` choice.
+so are the multi-video strategies ``sama`` and ``cvr`` (an item may name several videos); a new
+strategy registers with :func:`register_agent` and is then a valid ``vidscope eval --agent`` choice.
 
 Grounding items (Charades-STA style) are asked as "When does this happen in the video: <query>?"
 so the agent places the event in an interval (the AVI agent's review phase answers "when"
@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vidscope.agents.avi import run_avi_agent
+from vidscope.agents.cvr.agent import cvr_registry, run_cvr
 from vidscope.agents.environment import avi_tools
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import Answer, run_agent
+from vidscope.agents.sama.agent import run_sama, sama_registry
 from vidscope.agents.tools import ToolContext
 from vidscope.evaluation.items import BenchmarkItem
 
@@ -80,6 +82,20 @@ def _extractive(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str])
     return answer_extractively(ctx, question_of(item), video_ids[0], options=_options(item))
 
 
-register_agent(EvalAgent("dvd", _dvd, True, "Deep Video Discovery: one tool loop (needs models.chat)"))
-register_agent(EvalAgent("avi", _avi, True, "AVI: retrieve, perceive, review (needs models.chat)"))
+def _sama(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
+    ctx.registry = sama_registry()  # a fresh context per item: its tools are SAMA's
+    return run_sama(ctx, question_of(item), video_ids, options=_options(item))
+
+
+def _cvr(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
+    ctx.registry = cvr_registry()
+    return run_cvr(ctx, question_of(item), video_ids, options=_options(item))
+
+
+register_agent(EvalAgent("dvd", _dvd, True, "Deep Video Discovery: one tool loop (needs a planner)"))
+register_agent(EvalAgent("avi", _avi, True, "AVI: retrieve, perceive, review (needs a planner)"))
+register_agent(EvalAgent("sama", _sama, True, "SAMA: skills, conflict checks, memory (needs a planner)"))
+register_agent(
+    EvalAgent("cvr", _cvr, True, "AgentCVR: master agent, visual/audio sub-agents (planner)")
+)
 register_agent(EvalAgent("extractive", _extractive, False, "no chat model: the best evidence clips answer"))

@@ -313,7 +313,7 @@ def answer_question(
             )
         else:
             eval_agent = get_agent(agent)
-            chat = registry.chat_model(settings) if eval_agent.needs_chat else None
+            chat = registry.planner_model(settings) if eval_agent.needs_chat else None
             ctx = tool_context(settings, store, chat=chat, config=settings.agent)
             answer = eval_agent.answer(ctx, item, video_ids)
             prediction = Prediction(
