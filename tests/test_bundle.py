@@ -10,7 +10,7 @@ import pytest
 from media import text_video
 
 from vidscope.core.settings import IngestSettings, ModelSettings, Settings
-from vidscope.flows.ingest import run_ingest
+from vidscope.flows.ingest import STAGES, run_ingest
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store

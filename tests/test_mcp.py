@@ -62,7 +62,7 @@ def test_other_agents_can_list_the_tools_ask_and_search(library: Library, tmp_pa
     result = anyio.run(converse, server_parameters(library, tmp_path))
 
     tools = {tool.name: tool for tool in result["tools"]}
-    assert set(tools) == {"ask", "search"}
+    assert set(tools) == {"ask", "search", "search_moments"}
     ask_schema = tools["ask"].input_schema
     assert set(ask_schema["required"]) == {"video", "question"}
     assert "options" in ask_schema["properties"] and tools["ask"].description
