@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -129,6 +129,18 @@ class ApiSettings(BaseModel):
         default_factory=list, description="The only folders the API may read videos from."
     )
     max_request_bytes: int = Field(1_000_000, ge=1024)
+
+    @field_validator("token")
+    @classmethod
+    def _token_not_blank(cls, value: str | None) -> str | None:
+        # A token of spaces would pass the "token set?" guard yet protect nothing (and trailing
+        # whitespace from a pasted value would never match what clients send).
+        if value is None:
+            return None
+        value = value.strip()
+        if not value:
+            raise ValueError("[api] token is blank; set a real token or remove the setting")
+        return value
 
 
 class AgentSettings(BaseModel):
