@@ -6,6 +6,7 @@ behind (checked with the OS, not with vidscope's own bookkeeping) and no stage s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -96,6 +97,23 @@ def test_bad_inputs_are_one_line_each_with_no_traceback(tmp_path: Path) -> None:
     frames = store.rows(store.frames, video_id=corrupt["video_id"]).to_pylist()
     assert frames and max(f["t"] for f in frames) > 10  # frames after the damage were kept
     del speech  # a sine tone has no words; the speech stage succeeding is the point (status ok)
+
+    # A model server that is down: `ask --json` prints one JSON error object, no traceback.
+    options = '{"openai": {"base_url": "http://127.0.0.1:9/v1", "max_retries": 0, "timeout_s": 5}}'
+    down = subprocess.run(
+        [*VIDSCOPE, "--data-dir", str(data), "ask", "--json", "noaudio.mp4", "What is shown?"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**_env(tmp_path), "VIDSCOPE_MODELS__CHAT": "openai:m", "VIDSCOPE_MODELS__OPTIONS": options},
+        cwd=tmp_path,
+    )
+    assert "Traceback" not in down.stdout + down.stderr
+    if down.returncode != 0:  # the server is down: the error is JSON on stdout
+        error = json.loads(down.stdout)
+        assert error["error"] and error["log"] == str(log)
+    else:  # the agent fell back to an extractive answer and said so: still JSON
+        assert "answer" in json.loads(down.stdout)
 
 
 def _session(pid: int) -> list[psutil.Process]:

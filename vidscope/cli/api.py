@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -70,10 +71,8 @@ def _shut_down(end_children: Callable[[], int], stop_watchdog: Callable[[], None
     from vidscope.tasks.stage import interrupt_running
 
     interrupt_running("interrupted: the API was stopped")
-    try:
+    with contextlib.suppress(Exception):  # a usage record lost on the way out is no reason to stay
         flush_all()
-    except Exception:  # a usage record lost on the way out is not worth a traceback
-        pass
     end_children()
     stop_watchdog()
     sys.stdout.flush()

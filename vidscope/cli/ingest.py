@@ -9,6 +9,7 @@ every child process (the temporary Prefect server among them) and exit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -136,10 +137,8 @@ class _stop_on_signals:
         errors.print(f"[yellow]stopping ingestion ({name})[/yellow]")
         # The stage at work is abandoned: its ledger row says so, and the next run redoes it.
         marked = interrupt_running(f"interrupted by {name}")
-        try:
+        with contextlib.suppress(Exception):  # a usage record lost on the way out is no reason to stay
             flush_all()
-        except Exception:  # a usage record lost on the way out is not worth a traceback
-            pass
         end_children()
         stop_watchdog()
         errors.print(f"interrupted: {marked} stage(s) marked interrupted; log: {self.log}")
