@@ -176,6 +176,18 @@ class ApiSettings(BaseModel):
     )
     max_request_bytes: int = Field(1_000_000, ge=1024)
 
+    @field_validator("token")
+    @classmethod
+    def _token_not_blank(cls, value: str | None) -> str | None:
+        # A token of spaces would pass the "token set?" guard yet protect nothing (and trailing
+        # whitespace from a pasted value would never match what clients send).
+        if value is None:
+            return None
+        value = value.strip()
+        if not value:
+            raise ValueError("[api] token is blank; set a real token or remove the setting")
+        return value
+
 
 class AgentSettings(BaseModel):
     """Limits and sizes of the question-answering agent and its tools (``[agent]``)."""

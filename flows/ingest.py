@@ -14,6 +14,7 @@ store's indexes.
 from __future__ import annotations
 
 import glob
+import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ from vidscope.tasks.probe import PROBE, content_hash, probe_task, register_video
 from vidscope.tasks.progress import report
 from vidscope.tasks.segment import SEGMENT, segment_task
 from vidscope.tasks.speech import SPEECH, speech_task
-from vidscope.tasks.stage import Stage, StageResult, ledger_rows
+from vidscope.tasks.stage import Stage, StageResult, failure_reason, ledger_rows
 from vidscope.tasks.subjects import SUBJECTS_STAGE, subjects_task
 from vidscope.tasks.tags import TAGS, tags_task
 
@@ -101,14 +102,15 @@ class StageReport(BaseModel):
     rows: int = 0
     seconds: float = 0.0
     error: str | None = None
+    note: str | None = None  # what the stage could not read (corrupt packets, a truncated file)
 
 
 class VideoReport(BaseModel):
-    """What ingestion did with one file."""
+    """What ingestion did with one file. Reasons never repeat the file's name: it is ``path``."""
 
     path: str
     video_id: str | None = None
-    status: str = "ok"  # ok | failed | duplicate | warning
+    status: str = "ok"  # ok | failed | duplicate | warning | partial
     error: str | None = None
     duplicate_of: str | None = None
     stages: list[StageReport] = Field(default_factory=list)
@@ -117,14 +119,25 @@ class VideoReport(BaseModel):
     def failed(self) -> bool:
         return self.status == "failed"
 
+    def reasons(self) -> str:
+        """Why the file failed or is incomplete, as ``stage: reason; …`` (empty when all went well)."""
+        if self.error:
+            return self.error
+        parts = [
+            f"{s.stage}: {s.error}"
+            for s in self.stages
+            if s.status in ("failed", "blocked", "unavailable", "interrupted") and s.error
+        ]
+        parts += [f"{s.stage}: {s.note}" for s in self.stages if s.note]
+        return "; ".join(parts)
+
 
 class IngestFailed(RuntimeError):
     """Raised at the end of ``ingest_video`` when a stage failed; carries the report."""
 
     def __init__(self, report: VideoReport) -> None:
         self.report = report
-        failures = [f"{s.stage}: {s.error}" for s in report.stages if s.status == "failed"]
-        super().__init__(f"{report.path}: " + ("; ".join(failures) or report.error or "failed"))
+        super().__init__(f"{Path(report.path).name}: {report.reasons() or 'failed'}")
 
 
 # ---------------------------------------------------------------------------- paths
@@ -201,8 +214,8 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
         video_report.video_id = video_id
         _probe_first(store, settings, path, video_id)
     except (UndecodableVideo, OSError, ValueError) as exc:
-        video_report.status, video_report.error = "failed", str(exc)
-        report(video_id or "", "probe", "failed", error=str(exc), path=str(path))
+        video_report.status, video_report.error = "failed", f"probe: {failure_reason(exc, path)}"
+        report(video_id or "", "probe", "failed", error=video_report.error, path=str(path))
         raise IngestFailed(video_report) from exc
 
     futures: dict[str, PrefectFuture[StageResult]] = {}
@@ -210,20 +223,29 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
     for stage in STAGES:
         for dependency in (*stage.needs, *stage.reads):
             if dependency in futures and dependency not in results:
-                results[dependency] = _resolve(dependency, futures[dependency])
+                results[dependency] = _resolve(dependency, futures[dependency], path)
         stage_task = STAGE_TASKS[stage.name].with_options(retries=retries, retry_delay_seconds=1)
         futures[stage.name] = stage_task.submit(video_id, path, settings)
     for name, future in futures.items():
         if name not in results:
-            results[name] = _resolve(name, future)
+            results[name] = _resolve(name, future, path)
 
     video_report.stages = [
-        StageReport(stage=r.stage, status=r.status, rows=r.rows, seconds=round(r.seconds, 3), error=r.error)
+        StageReport(
+            stage=r.stage,
+            status=r.status,
+            rows=r.rows,
+            seconds=round(r.seconds, 3),
+            error=r.error,
+            note=_note(store, video_id, r),
+        )
         for r in (results[s.name] for s in STAGES)
     ]
     if any(s.status in ("failed", "blocked") for s in video_report.stages):
         video_report.status = "failed"
-    elif any(s.status == "unavailable" for s in video_report.stages):
+    elif any(s.stage == "probe" and s.note for s in video_report.stages):
+        video_report.status = "partial"
+    elif any(s.status == "unavailable" or s.note for s in video_report.stages):
         video_report.status = "warning"
     _publish(video_report)
     if video_report.failed:
@@ -245,13 +267,26 @@ def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) ->
         )
 
 
-def _resolve(name: str, future: PrefectFuture[StageResult]) -> StageResult:
+def _note(store: Store, video_id: str, result: StageResult) -> str | None:
+    """The stage's note on damage it worked around (this run's, or the ledger's when cached)."""
+    note = result.details.get("note")
+    if note is None and result.status == "cached":
+        row = ledger_rows(store, video_id).get(result.stage, {})
+        try:
+            note = json.loads(row.get("details_json") or "{}").get("note")
+        except ValueError:
+            note = None
+    return str(note) if note else None
+
+
+def _resolve(name: str, future: PrefectFuture[StageResult], path: Path) -> StageResult:
     future.wait()
     state = future.state
     if state.is_completed():
         return future.result()
     error = future.result(raise_on_failure=False)
-    return StageResult(name, "failed", error=str(error) if error else state.message)
+    reason = failure_reason(error, path) if isinstance(error, BaseException) else state.message
+    return StageResult(name, "failed", error=reason)
 
 
 def _publish(video_report: VideoReport) -> None:
@@ -272,16 +307,21 @@ def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
 
     state = this_module.ingest_video(path, settings, video_id, return_state=True)
     if state.is_completed():
-        return state.result()
-    error = state.result(raise_on_failure=False)
-    if isinstance(error, IngestFailed):
-        return error.report
-    return VideoReport(
-        path=str(path),
-        video_id=video_id,
-        status="failed",
-        error=str(error) if error else state.message,
-    )
+        result: VideoReport = state.result()
+    else:
+        error = state.result(raise_on_failure=False)
+        if isinstance(error, IngestFailed):
+            result = error.report
+        else:
+            reason = failure_reason(error, path) if isinstance(error, BaseException) else state.message
+            result = VideoReport(path=str(path), video_id=video_id, status="failed", error=reason)
+    _finished(result)
+    return result
+
+
+def _finished(video_report: VideoReport) -> None:
+    """Tell listeners (the CLI) that one file is done, so its result shows before the batch ends."""
+    report(video_report.video_id or "", "", "finished", report=video_report.model_dump())
 
 
 @flow(name="ingest_library", flow_run_name="ingest library ({paths_count} inputs)")
@@ -297,6 +337,8 @@ def ingest_library(
     """
     settings = settings or get_settings()
     files, reports = expand_paths(paths)
+    for note in reports:
+        _finished(note)
     hashes: dict[Path, Any] = {p: hash_task.submit(p) for p in files}
     first_by_hash: dict[str, Path] = {}
     to_ingest: list[tuple[Path, str]] = []
@@ -305,7 +347,9 @@ def ingest_library(
         state = future.state
         if not state.is_completed():
             error = future.result(raise_on_failure=False)
-            reports.append(VideoReport(path=str(path), status="failed", error=str(error)))
+            reason = failure_reason(error, path) if isinstance(error, BaseException) else state.message
+            reports.append(VideoReport(path=str(path), status="failed", error=f"hash: {reason}"))
+            _finished(reports[-1])
             continue
         digest = future.result()
         if digest in first_by_hash:
@@ -317,6 +361,7 @@ def ingest_library(
                     duplicate_of=str(first_by_hash[digest]),
                 )
             )
+            _finished(reports[-1])
             continue
         first_by_hash[digest] = path
         to_ingest.append((path, digest))

@@ -248,7 +248,8 @@ class WhisperRecognizer:
             model = self._load()
             language, probability = self.language, None
             collected: list[SpeechSegment] = []
-            for offset, samples in audio_chunks(audio, self.chunk_seconds):
+            lost: list[tuple[float, float]] = []
+            for offset, samples in audio_chunks(audio, self.chunk_seconds, lost):
                 segments, info = model.transcribe(
                     samples,
                     language=language,
@@ -266,6 +267,7 @@ class WhisperRecognizer:
             language=language,
             segments=tuple(collected),
             language_probability=float(probability) if probability is not None else None,
+            lost=tuple(lost),
         )
 
     def transcribe_samples(self, samples: np.ndarray, **decode: Any) -> Transcript:
@@ -314,26 +316,38 @@ def quiet_cut(samples: np.ndarray, search_seconds: float) -> int:
     return first + int(np.argmin(energy)) * window + window // 2
 
 
-def audio_chunks(path: Path, chunk_seconds: float) -> Iterator[tuple[float, np.ndarray]]:
+def audio_chunks(
+    path: Path, chunk_seconds: float, lost: list[tuple[float, float]] | None = None
+) -> Iterator[tuple[float, np.ndarray]]:
     """The file's audio as (start time, mono float32 16 kHz samples) pieces of about ``chunk_seconds``.
 
     Memory stays bounded by the chunk length however long the file is (faster-whisper would
     otherwise decode the whole track at once). Each piece ends at a quiet moment near its end, so
-    words are rarely split between pieces.
+    words are rarely split between pieces. A packet that will not decode is skipped and heard as
+    silence, so the times after it stay true; its time range is appended to ``lost``.
     """
     resampler = av.AudioResampler(format="flt", layout="mono", rate=SAMPLE_RATE)
     pending: list[np.ndarray] = []
     pending_len = 0
     offset = 0.0
+    produced = 0  # samples handed to ``pending`` so far: where the next one falls in time
     limit = int(chunk_seconds * SAMPLE_RATE)
     with av.open(str(path)) as container:
         stream = container.streams.audio[0]
-        frames = container.decode(stream)
-        for frame in _with_flush(frames):
+        start = float(stream.start_time * stream.time_base) if stream.start_time and stream.time_base else 0.0
+        for frame in _with_flush(_tolerant_frames(container, stream, lost)):
+            if frame is not None and frame.pts is not None and frame.time_base is not None:
+                # A gap before this frame (skipped packets) becomes silence of the same length.
+                missing = int((float(frame.pts * frame.time_base) - start) * SAMPLE_RATE) - produced
+                if missing > SAMPLE_RATE // 50:
+                    pending.append(np.zeros(missing, np.float32))
+                    pending_len += missing
+                    produced += missing
             for out in resampler.resample(frame):
                 piece = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
                 pending.append(piece)
                 pending_len += len(piece)
+                produced += len(piece)
             if pending_len >= limit:
                 data = np.concatenate(pending)
                 cut = quiet_cut(data[:limit], search_seconds=min(20.0, chunk_seconds / 4))
@@ -342,6 +356,29 @@ def audio_chunks(path: Path, chunk_seconds: float) -> Iterator[tuple[float, np.n
                 pending, pending_len = [data[cut:]], len(data) - cut
     if pending_len:
         yield offset, np.concatenate(pending)
+
+
+def _tolerant_frames(container: Any, stream: Any, lost: list[tuple[float, float]] | None) -> Iterator[Any]:
+    """The stream's decoded frames, skipping packets that fail to decode (noted in ``lost``).
+
+    Reading stops where the container itself breaks (a truncated file): what came before is kept.
+    """
+    packets = container.demux(stream)
+    while True:
+        try:
+            packet = next(packets)
+        except StopIteration:
+            return
+        except av.FFmpegError:
+            return  # the file is cut or broken from here on: keep what decoded
+        try:
+            frames = packet.decode()
+        except av.FFmpegError:
+            if lost is not None and packet.pts is not None and packet.time_base is not None:
+                t0 = float(packet.pts * packet.time_base)
+                lost.append((t0, t0 + float((packet.duration or 0) * packet.time_base)))
+            continue
+        yield from frames
 
 
 def _with_flush(frames: Iterator[Any]) -> Iterator[Any]:

@@ -15,6 +15,7 @@ MANAGED_DIRS = {
     "exports": "graph and report exports",
     "demo": "the synthetic narrated video `vidscope demo` makes",
     "server": "the local Prefect server's database, logs and pid files (`vidscope server`)",
+    "logs": "vidscope.log: full tracebacks and library messages the terminal leaves out",
 }
 
 

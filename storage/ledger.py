@@ -1,11 +1,21 @@
 """The stage ledger: what each ingestion stage did to each video, the truth for resumption.
 
 A stage is *current* for a video when its last run succeeded with the same stage version and
-config hash; anything else (missing, failed, running when a process died, changed) runs again.
+config hash; anything else (missing, failed, interrupted, changed) runs again.
+
+A ``running`` row names the process that runs the stage (pid and start time, in its details). A
+process that died without a word (SIGKILL, power cut) leaves such a row behind; :func:`shown_status`
+reads it as ``interrupted`` once that process is gone, so ``status`` never shows a dead stage as
+running forever.
 """
 
 from __future__ import annotations
 
+import json
+import os
+from typing import Any
+
+import psutil
 import pyarrow as pa
 
 from vidscope.storage.schema import TableSpec, versioned
@@ -14,6 +24,7 @@ STATUS_RUNNING = "running"
 STATUS_DONE = "done"
 STATUS_FAILED = "failed"
 STATUS_SKIPPED = "skipped"  # the stage does not apply (e.g. speech recognition on a silent video)
+STATUS_INTERRUPTED = "interrupted"  # stopped by a signal, or its process died
 
 LEDGER = TableSpec(
     name="ledger",
@@ -34,3 +45,32 @@ LEDGER = TableSpec(
     ),
     keys=("video_id", "stage"),
 )
+
+
+def owner() -> dict[str, Any]:
+    """The details a ``running`` row carries: which process runs the stage."""
+    return {"pid": os.getpid(), "pid_started": psutil.Process().create_time()}
+
+
+def owner_alive(details_json: str | None) -> bool:
+    """Whether the process named in a ``running`` row's details still runs (True if unnamed).
+
+    The start time guards against a pid the system has since given to another process.
+    """
+    try:
+        details = json.loads(details_json or "{}")
+        pid, started = int(details["pid"]), float(details["pid_started"])
+    except (ValueError, KeyError, TypeError):
+        return True  # a row from before owners were recorded: nothing to judge it by
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - started) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def shown_status(row: dict[str, Any]) -> str:
+    """A ledger row's status as the user should see it: a dead process's stage is interrupted."""
+    if row["status"] == STATUS_RUNNING and not owner_alive(row.get("details_json")):
+        return STATUS_INTERRUPTED
+    return str(row["status"])

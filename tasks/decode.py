@@ -33,7 +33,9 @@ __all__ = [
     "TruncatedVideo",
     "UndecodableVideo",
     "VideoInfo",
+    "decodable_until",
     "frames_at",
+    "merge_ranges",
     "probe",
     "sample_frames",
 ]
@@ -201,11 +203,12 @@ def _upright(image: np.ndarray, rotation_cw: int) -> np.ndarray:
 class _Progress:
     """How far demuxing got and whether anything failed, for telling truncation apart."""
 
-    __slots__ = ("data_end", "failed")
+    __slots__ = ("data_end", "failed", "lost")
 
     def __init__(self) -> None:
         self.data_end = 0.0  # end (s, from the video stream start) of the last packet of any stream
         self.failed = False  # a demux error, or packets that would not decode
+        self.lost: list[tuple[float, float]] = []  # time ranges of video packets that would not decode
 
 
 def _decoded_frames(
@@ -239,6 +242,9 @@ def _decoded_frames(
             frames = packet.decode()
         except av.FFmpegError:
             progress.failed = True
+            if packet.pts is not None and packet.time_base is not None:
+                t0 = float(packet.pts * packet.time_base) - video_start
+                progress.lost.append((t0, t0 + float((packet.duration or 0) * packet.time_base)))
             errors += 1
             if errors > _MAX_CONSECUTIVE_DECODE_ERRORS:
                 return
@@ -272,6 +278,42 @@ def _duration_by_reading(path: Path, fps: float) -> float:
         return packets / fps
     except av.FFmpegError:
         return 0.0
+    finally:
+        container.close()
+
+
+def merge_ranges(ranges: Sequence[tuple[float, float]], gap: float = 0.5) -> list[tuple[float, float]]:
+    """Time ranges sorted and joined where they touch or lie within ``gap`` seconds of each other."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def decodable_until(path: Path) -> float | None:
+    """Where the file's data end (s from the video stream's start), or None if no packet says.
+
+    Reads packets of every stream without decoding them (cheap beside decoding), so a download cut
+    short is found at probe time: its header promises the whole duration, its data stop early.
+    Every stream counts, so a video track shorter than its audio is not mistaken for a cut file.
+    """
+    container = _open(path)
+    try:
+        video_start = float(
+            _stream_start(container.streams.video[0]) * _time_base(container.streams.video[0])
+        )
+        end: float | None = None
+        try:
+            for packet in container.demux():
+                if packet.pts is not None and packet.time_base is not None and packet.size:
+                    t = float((packet.pts + (packet.duration or 0)) * packet.time_base) - video_start
+                    end = t if end is None else max(end, t)
+        except av.FFmpegError:
+            pass  # the data stop here
+        return end
     finally:
         container.close()
 
@@ -374,13 +416,15 @@ def sample_frames(
     max_side: int = 640,
     start: float = 0.0,
     end: float | None = None,
+    lost: list[tuple[float, float]] | None = None,
 ) -> Iterator[SampledFrame]:
     """Stream frames nearest to the times ``k / fps`` in ``[start, end)``, upright and downscaled.
 
     Each source frame is used at most once, so a source slower than ``fps`` yields about one
     sample per source frame. Memory stays bounded: only the previous decoded frame is kept.
     Raises UndecodableVideo before yielding anything for unusable files, and TruncatedVideo after
-    yielding what decodes when decoding stops well before the end.
+    yielding what decodes when decoding stops well before the end. Packets that would not decode
+    are skipped; their time ranges are appended to ``lost`` when it is given.
     """
     if not fps > 0:
         raise ValueError(f"fps must be positive, got {fps}")
@@ -416,6 +460,8 @@ def sample_frames(
         index = 0
         prev: _Candidate | None = None
         progress = _Progress()
+        if lost is not None:
+            progress.lost = lost  # the caller's list: ranges reach it even if decoding stops early
         frames = _decoded_frames(container, stream, progress)
         n_decoded = 0
         while grid < stop:

@@ -16,7 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.images import encode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.storage.schema import sql_quote
-from vidscope.tasks.decode import sample_frames
+from vidscope.tasks.decode import merge_ranges, sample_frames
 from vidscope.tasks.segment import clip_bounds, clip_index_at
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, run_stage
 
@@ -28,7 +28,12 @@ def _run(ctx: StageContext) -> StageOutcome:
     clip_count = len(clip_bounds(video.duration, settings.clip_seconds))
     batch: list[dict[str, object]] = []
     written = 0
-    for frame in sample_frames(ctx.path, fps=settings.frame_fps, max_side=settings.max_frame_side):
+    lost: list[tuple[float, float]] = []
+    # Up to the registered duration: a truncated file is registered with what its data reach.
+    frames = sample_frames(
+        ctx.path, fps=settings.frame_fps, max_side=settings.max_frame_side, end=video.duration, lost=lost
+    )
+    for frame in frames:
         height, width = frame.image.shape[:2]
         batch.append(
             {
@@ -47,9 +52,15 @@ def _run(ctx: StageContext) -> StageOutcome:
             ctx.progress("frames", frame.t, video.duration)
     written += store.upsert(store.frames, batch)
     if written == 0:
-        raise RuntimeError(f"{ctx.path}: no frame could be decoded")
+        raise RuntimeError("no frame could be decoded")
     store.delete_rows(store.frames, f"video_id = {sql_quote(video.video_id)} AND frame_index >= {written}")
-    return StageOutcome(rows=written, details={"fps": settings.frame_fps})
+    details: dict[str, object] = {"fps": settings.frame_fps}
+    if lost:
+        # Corrupt packets were skipped: say which stretches of the picture are missing.
+        ranges = merge_ranges(lost)
+        details["lost"] = [[round(a, 2), round(b, 2)] for a, b in ranges]
+        details["note"] = "corrupt video skipped at " + ", ".join(f"{a:.1f}–{b:.1f} s" for a, b in ranges)
+    return StageOutcome(rows=written, details=details)
 
 
 FRAMES = Stage(

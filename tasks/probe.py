@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,10 +19,12 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.settings import Settings
 from vidscope.storage import Store
 from vidscope.storage.videos import VideoRecord
-from vidscope.tasks.decode import UndecodableVideo, VideoInfo, probe
+from vidscope.tasks.decode import UndecodableVideo, VideoInfo, decodable_until, probe
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, run_stage
 
 HASH_CHUNK = 8 * 1024 * 1024
+#: A file whose data end this much (s) before its declared duration is stored as partial.
+PARTIAL_SLACK_S = 1.0
 
 
 def content_hash(path: Path) -> str:
@@ -59,9 +62,26 @@ def check_limits(path: Path, info: VideoInfo, settings: Settings) -> None:
         )
 
 
+def real_duration(path: Path, info: VideoInfo) -> tuple[float, bool]:
+    """(duration, partial): the declared duration, or where the data end when the file is cut short.
+
+    A truncated download keeps its header, which promises the whole duration; clips, frames and
+    transcripts must cover only what is there.
+    """
+    end = decodable_until(path)
+    if end is not None and end > 0 and info.duration - end > PARTIAL_SLACK_S:
+        return end, True
+    return info.duration, False
+
+
 def register_video(store: Store, settings: Settings, path: Path, video_id: str) -> VideoRecord:
-    """Probe ``path`` and upsert its ``videos`` row (keeping the first ``added_at``)."""
+    """Probe ``path`` and upsert its ``videos`` row (keeping the first ``added_at``).
+
+    A file cut short is registered with the duration its data reach (see :func:`real_duration`).
+    """
     info = probe(path)
+    duration, _ = real_duration(path, info)
+    info = replace(info, duration=duration)
     check_limits(path, info, settings)
     existing = store.rows(store.videos, video_id=video_id, columns=["added_at"]).to_pylist()
     record = VideoRecord(
@@ -89,16 +109,18 @@ def _run(ctx: StageContext) -> StageOutcome:
     # re-probes so that a probe-version change refreshes the metadata, and records it in the ledger.
     record = register_video(ctx.store, ctx.settings, ctx.path, ctx.video.video_id)
     ctx.video = record
-    return StageOutcome(
-        rows=1,
-        details={
-            "duration": record.duration,
-            "fps": record.fps,
-            "size": f"{record.width}x{record.height}",
-            "audio": record.has_audio,
-            "rotation": record.rotation,
-        },
-    )
+    declared = probe(ctx.path).duration
+    details: dict[str, object] = {
+        "duration": record.duration,
+        "fps": record.fps,
+        "size": f"{record.width}x{record.height}",
+        "audio": record.has_audio,
+        "rotation": record.rotation,
+    }
+    if declared - record.duration > PARTIAL_SLACK_S:
+        details["partial"] = True
+        details["note"] = f"partial: only {record.duration:.2f} s of {declared:.2f} s decode (file truncated)"
+    return StageOutcome(rows=1, details=details)
 
 
 PROBE = Stage(

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.speech_recognizer import SpeechRecognizer
+from vidscope.tasks.decode import merge_ranges
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -51,9 +52,13 @@ def _run(ctx: StageContext) -> StageOutcome:
         for i, seg in enumerate(s for s in transcript.segments if s.text.strip())
     ]
     ctx.store.replace_video_rows(ctx.store.transcripts, video_id, rows)
-    return StageOutcome(
-        rows=len(rows), details={"language": transcript.language, "recognizer": recognizer.name}
-    )
+    details: dict[str, object] = {"language": transcript.language, "recognizer": recognizer.name}
+    lost = getattr(transcript, "lost", ())  # only backends that decode the audio themselves know
+    if lost:
+        ranges = merge_ranges(lost)
+        details["lost"] = [[round(a, 2), round(b, 2)] for a, b in ranges]
+        details["note"] = "corrupt audio skipped at " + ", ".join(f"{a:.1f}–{b:.1f} s" for a, b in ranges)
+    return StageOutcome(rows=len(rows), details=details)
 
 
 SPEECH = Stage(

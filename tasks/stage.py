@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, VidscopeError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models import registry
@@ -29,8 +29,11 @@ from vidscope.storage import Store
 from vidscope.storage.ledger import (
     STATUS_DONE,
     STATUS_FAILED,
+    STATUS_INTERRUPTED,
     STATUS_RUNNING,
     STATUS_SKIPPED,
+    owner,
+    shown_status,
 )
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.memory import release_free_memory
@@ -108,9 +111,50 @@ def role_config(settings: Settings, role: str, key: str) -> dict[str, Any]:
 
 
 def ledger_rows(store: Store, video_id: str) -> dict[str, dict[str, Any]]:
-    """The ledger of one video, by stage name."""
+    """The ledger of one video, by stage name (a stage whose process died reads ``interrupted``)."""
     rows = store.rows(store.ledger, video_id=video_id).to_pylist()
-    return {row["stage"]: row for row in rows}
+    return {row["stage"]: {**row, "status": shown_status(row)} for row in rows}
+
+
+def failure_reason(exc: BaseException, path: Path | str | None = None) -> str:
+    """One line for the user: an expected error's own message, else the exception type and text.
+
+    The file is named once by whoever prints the line, so a leading ``<path>: `` is dropped.
+    """
+    reason = getattr(exc, "reason", None)
+    if isinstance(reason, str) and reason:
+        text = reason
+    elif isinstance(exc, (VidscopeError, OSError, ValueError)) and str(exc):
+        text = str(exc)
+    else:
+        text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if path is not None:
+        for prefix in (f"{path}: ", f"{Path(path).name}: "):
+            text = text.removeprefix(prefix)
+    lines = text.strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+# Stages running in this process, so a signal handler can mark them interrupted before exiting.
+_running: dict[tuple[str, str], Callable[[str], None]] = {}
+_running_lock = threading.Lock()
+
+
+def interrupt_running(reason: str) -> int:
+    """Mark every stage this process is running as ``interrupted`` (``reason`` as its error).
+
+    Called when a signal stops ingestion: the stages are abandoned, not finished, and the next
+    run redoes them. Returns how many were marked.
+    """
+    with _running_lock:
+        marks = list(_running.values())
+        _running.clear()
+    for mark in marks:
+        try:
+            mark(reason)
+        except Exception as exc:  # the process is stopping; a dead-owner check still covers it
+            log.warning("could not mark a stage interrupted: %s", exc)
+    return len(marks)
 
 
 def is_current(row: dict[str, Any] | None, stage: Stage, fingerprint: str) -> bool:
@@ -189,8 +233,30 @@ def execute(stage: Stage, ctx: StageContext) -> StageResult:
 
     started = datetime.now(UTC)
     clock = time.perf_counter()
-    _ledger_write(store, video_id, stage, fingerprint, STATUS_RUNNING, started)
+    _ledger_write(store, video_id, stage, fingerprint, STATUS_RUNNING, started, details=owner())
     report(video_id, stage.name, "started")
+
+    def mark_interrupted(reason: str) -> None:
+        seconds = time.perf_counter() - clock
+        _ledger_write(
+            store, video_id, stage, fingerprint, STATUS_INTERRUPTED, started, error=reason, seconds=seconds
+        )
+        report(video_id, stage.name, STATUS_INTERRUPTED, error=reason)
+
+    key = (video_id, stage.name)
+    with _running_lock:
+        _running[key] = mark_interrupted
+    try:
+        return _run_and_record(stage, ctx, fingerprint, started, clock)
+    finally:
+        with _running_lock:
+            _running.pop(key, None)
+
+
+def _run_and_record(
+    stage: Stage, ctx: StageContext, fingerprint: str, started: datetime, clock: float
+) -> StageResult:
+    store, video_id = ctx.store, ctx.video.video_id
     try:
         outcome = stage.run(ctx)
     except StageNotApplicable as exc:
@@ -211,8 +277,9 @@ def execute(stage: Stage, ctx: StageContext) -> StageResult:
         return StageResult(stage.name, STATUS_UNAVAILABLE, seconds=seconds, error=str(exc))
     except Exception as exc:
         seconds = time.perf_counter() - clock
-        message = f"{type(exc).__name__}: {exc}"
-        log.debug("stage %s failed on %s:\n%s", stage.name, video_id, traceback.format_exc())
+        message = failure_reason(exc, ctx.path)
+        # The whole traceback goes to the log (the CLI sends it to a file, Prefect to its UI).
+        log.error("stage %s failed on %s (%s)", stage.name, video_id[:12], ctx.path.name, exc_info=True)
         _ledger_write(
             store,
             video_id,

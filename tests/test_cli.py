@@ -34,7 +34,9 @@ def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:
 
     result = cli("ingest", str(video), str(bad))
     assert result.exit_code == 1, result.output
-    assert "FAILED" in result.output and "broken.mp4" in result.output
+    # One line for the failed file, naming it once, its stage and reason (no traceback).
+    assert "failed broken.mp4 · probe: not a readable media file" in result.output
+    assert "Traceback" not in result.output
 
     result = cli("videos")
     assert result.exit_code == 0 and "sign.mp4" in result.output and "1 videos" in result.output

@@ -35,6 +35,8 @@ class Transcript:
     language: str | None
     segments: tuple[SpeechSegment, ...]
     language_probability: float | None = None
+    #: (start, end) seconds of audio that would not decode (corrupt packets), heard as silence.
+    lost: tuple[tuple[float, float], ...] = ()
 
 
 @runtime_checkable

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -16,33 +20,64 @@ def api(
 ) -> None:
     """Serve the HTTP API and the web page (a token is required to bind beyond loopback)."""
     import uvicorn
+    from rich.markup import escape
 
     from vidscope.api import create_app
     from vidscope.api.security import is_loopback
+    from vidscope.deployments.lifeline import end_children, start_watchdog, stop_watchdog
 
     cfg = settings()
     cfg.api.host = host or cfg.api.host
     cfg.api.port = port or cfg.api.port
     if not is_loopback(cfg.api.host) and not cfg.api.token:
         errors.print(
-            f"[red]refusing to bind {cfg.api.host} without a token:[/red] set [api] token "
-            "(or VIDSCOPE_API__TOKEN), or bind 127.0.0.1"
+            f"[red]refusing to bind {escape(cfg.api.host)} without a token:[/red] set "
+            "token in the \\[api] section of vidscope.toml (or VIDSCOPE_API__TOKEN), or bind 127.0.0.1"
         )
         raise typer.Exit(2)
     if not cfg.api.video_roots:
         errors.print(
-            "[yellow]no [api] video_roots configured: ingestion and playback over HTTP are off[/yellow]"
+            "[yellow]no \\[api] video_roots configured: ingestion and playback over HTTP are off[/yellow]"
         )
     auth = "token required" if cfg.api.token else "no token (loopback only)"
     console.print(f"vidscope API on http://{cfg.api.host}:{cfg.api.port}/ ({auth})")
-    uvicorn.run(
-        create_app(cfg),
-        host=cfg.api.host,
-        port=cfg.api.port,
-        log_level="warning",
-        server_header=False,
-        h11_max_incomplete_event_size=64 * 1024,
-    )
+    # Jobs start Prefect's temporary server as a child of this process; whatever ends the API
+    # (SIGTERM, Ctrl-C, SIGKILL), that server must end with it.
+    start_watchdog()
+    code = 1  # unless uvicorn returns normally (it does on SIGINT and SIGTERM)
+    try:
+        uvicorn.run(
+            create_app(cfg),
+            host=cfg.api.host,
+            port=cfg.api.port,
+            log_level="warning",
+            server_header=False,
+            h11_max_incomplete_event_size=64 * 1024,
+        )
+        code = 0
+    except Exception as exc:  # shutting down exits at once, so say what happened first
+        errors.print(f"[red]the API stopped:[/red] {escape(f'{type(exc).__name__}: {exc}')}")
+    finally:
+        _shut_down(end_children, stop_watchdog, code)
+
+
+def _shut_down(end_children: Callable[[], int], stop_watchdog: Callable[[], None], code: int) -> None:
+    """After uvicorn stopped: abandon a running ingest job, end the children, exit now.
+
+    An ingest job runs in a worker thread that cannot be stopped from outside and would keep the
+    interpreter alive for as long as its stage takes; its stage is marked interrupted instead.
+    """
+    from vidscope.models.usage import flush_all
+    from vidscope.tasks.stage import interrupt_running
+
+    interrupt_running("interrupted: the API was stopped")
+    with contextlib.suppress(Exception):  # a usage record lost on the way out is no reason to stay
+        flush_all()
+    end_children()
+    stop_watchdog()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @app.command()

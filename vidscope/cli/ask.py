@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.cli.common import app, console, errors, quiet_prefect, report_failure, settings
 from vidscope.cli.render import render_answer, render_step
 
 
@@ -59,15 +59,16 @@ def ask(
         errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
-    quiet_prefect()
+    log = quiet_prefect()
     from vidscope.flows.ask import run_ask
-    from vidscope.storage.videos import VideoNotFound
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
         result = run_ask(settings(), video, question, options or None, show_steps, agent=agent)
-    except VideoNotFound as exc:
-        errors.print(f"[red]{exc}[/red]")
+    except Exception as exc:
+        # A model server that is down, an unknown video, a bad option: one line (or one JSON
+        # object) for the user, the traceback in the log file.
+        report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)
 

@@ -34,6 +34,8 @@ errors = Console(stderr=True)
 #: Settings given on the command line (``--data-dir``); they win over the file and the environment.
 #: The process keeps them between invocations, so tests that run the app twice clear them.
 overrides: dict[str, Any] = {}
+#: ``--verbose``: library log lines and progress bars reach the terminal too.
+output = {"verbose": False}
 
 #: The colour of each stage or report status, in every table that shows one.
 STATUS_STYLE = {
@@ -47,6 +49,8 @@ STATUS_STYLE = {
     "ok": "green",
     "duplicate": "dim",
     "warning": "yellow",
+    "partial": "yellow",
+    "interrupted": "yellow",
 }
 
 
@@ -60,9 +64,18 @@ def main(
         Path | None,
         typer.Option("--config", help="A vidscope.toml to read (default ./vidscope.toml)."),
     ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Show library log lines and tracebacks on the terminal too."),
+    ] = False,
 ) -> None:
     """Global options."""
     disable_telemetry()
+    output["verbose"] = verbose
+    if not verbose:
+        # Read by huggingface_hub and transformers when they are imported: no "Loading weights" bars.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if config is not None:
         if not config.exists():
             errors.print(f"[red]config file not found:[/red] {config}")
@@ -102,13 +115,64 @@ def find(ref: str) -> tuple[Store, VideoRecord]:
         raise typer.Exit(1) from exc
 
 
-def quiet_prefect() -> None:
-    """Keep Prefect's per-task log lines out of the terminal; the progress bars say it better."""
+def log_file() -> Path:
+    """Where this invocation's full tracebacks and library messages go: ``<data_dir>/logs``."""
+    from vidscope.storage.files import managed_dir
+
+    return managed_dir(settings().data_dir, "logs") / "vidscope.log"
+
+
+def quiet_prefect() -> Path:
+    """Send library logging to :func:`log_file` instead of the terminal; returns the file.
+
+    Prefect prints every failed task's traceback, RapidOCR its INFO lines and Prefect's events
+    worker "Still processing items" to stderr; the user needs one line per problem, which the
+    commands print themselves. The records still go to the file (and Prefect's own handler still
+    sends run logs, tracebacks included, to the Prefect UI). With ``--verbose`` the terminal
+    gets them as well.
+    """
     import logging
 
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    import prefect.main  # noqa: F401  (prefect sets its logging up here, once; ours must come after)
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    path = log_file()
+    handler = _file_handler(path)
     for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
-        logging.getLogger(name).setLevel(logging.WARNING)
+        logging.getLogger(name).setLevel(logging.INFO if output["verbose"] else logging.WARNING)
+    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]
+    for logger in loggers:
+        for console_handler in [h for h in logger.handlers if isinstance(h, PrefectConsoleHandler)]:
+            if not output["verbose"]:
+                logger.removeHandler(console_handler)
+            if handler not in logger.handlers:
+                logger.addHandler(handler)
+    # vidscope's own loggers (stage tracebacks) propagate to the root logger, hence to the file.
+    logging.getLogger("vidscope").setLevel(logging.INFO)
+    # RapidOCR gives its logger a coloured console handler at import unless it has one already.
+    rapidocr = logging.getLogger("RapidOCR")
+    if not output["verbose"]:
+        for extra in [h for h in rapidocr.handlers if h is not handler]:
+            rapidocr.removeHandler(extra)
+        rapidocr.propagate = False
+    if handler not in rapidocr.handlers:
+        rapidocr.addHandler(handler)
+    return path
+
+
+_handlers: dict[Path, Any] = {}
+
+
+def _file_handler(path: Path) -> Any:
+    """One appending handler per log file for the whole process (commands may run twice in tests)."""
+    import logging
+
+    if path not in _handlers:
+        handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+        handler.setLevel(logging.DEBUG)
+        _handlers[path] = handler
+    return _handlers[path]
 
 
 def timestamp(seconds: float) -> str:
@@ -129,3 +193,26 @@ def registered_command(name: str) -> Callable[..., Any]:
         if callback is not None and (info.name or callback.__name__.replace("_", "-")) == name:
             return callback
     raise LookupError(f"no command {name!r} is registered")
+
+
+def report_failure(command: str, exc: BaseException, log: Path, as_json: bool) -> None:
+    """A command failed: its traceback to the log file, one line (or a JSON object) to the user.
+
+    The line names the log file, so the details are one step away.
+    """
+    import json
+    import logging
+
+    from rich.markup import escape
+
+    from vidscope.core.errors import VidscopeError
+
+    logging.getLogger(f"vidscope.cli.{command}").error("%s failed", command, exc_info=exc)
+    if isinstance(exc, (VidscopeError, LookupError, ValueError, OSError)) and str(exc):
+        reason = str(exc).strip().splitlines()[0]
+    else:  # e.g. a connection error from an HTTP client: its type says what went wrong
+        reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+    if as_json:
+        print(json.dumps({"error": reason, "type": type(exc).__name__, "log": str(log)}))
+    else:
+        errors.print(f"[red]{command} failed:[/red] {escape(reason)} [dim](details: {log})[/dim]")
