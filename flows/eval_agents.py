@@ -95,7 +95,5 @@ def _cvr(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Ans
 register_agent(EvalAgent("dvd", _dvd, True, "Deep Video Discovery: one tool loop (needs a planner)"))
 register_agent(EvalAgent("avi", _avi, True, "AVI: retrieve, perceive, review (needs a planner)"))
 register_agent(EvalAgent("sama", _sama, True, "SAMA: skills, conflict checks, memory (needs a planner)"))
-register_agent(
-    EvalAgent("cvr", _cvr, True, "AgentCVR: master agent, visual/audio sub-agents (planner)")
-)
+register_agent(EvalAgent("cvr", _cvr, True, "AgentCVR: master agent, visual/audio sub-agents (planner)"))
 register_agent(EvalAgent("extractive", _extractive, False, "no chat model: the best evidence clips answer"))
