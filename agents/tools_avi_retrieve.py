@@ -198,8 +198,9 @@ class ExploreResult(ToolResult):
     usage: Usage | None = None
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        ranges = [(self.video_id, s.start, s.end) for s in self.segments]
-        return ranges + [(self.video_id, p.start, p.end) for p in self.timeline if p.caption]
+        # An overview of the whole timeline is not evidence for any one moment: citing a range it
+        # only pointed at stays unverified until a clip, frame or text tool looked there.
+        return []
 
     def summary(self) -> str:
         where = ", ".join(f"{fmt_time(s.start)}-{fmt_time(s.end)}" for s in self.segments[:3])

@@ -296,7 +296,9 @@ def main() -> None:
                     "captioner": None,
                     "speech_recognizer": None,
                     "text_reader": None,
-                    "options": {"openai": {"base_url": server.base_url, "max_retries": 0}},
+                    # A server that takes 64 images per request (vLLM --limit-mm-per-prompt), so the
+                    # budgets of the tools, not the backend's default cap of 32, decide.
+                    "options": {"openai": {"base_url": server.base_url, "max_retries": 0, "max_images": 64}},
                 }
                 settings = Settings(data_dir=Path(tmp) / name, models=models)
                 build_store(settings)

@@ -140,10 +140,15 @@ class AgentSettings(BaseModel):
     loop_repeats: int = Field(default=3, ge=2)
     #: Default number of clips clip_search returns (the extractive answerer's search depth).
     top_k: int = Field(default=16, ge=1, le=100)
-    #: Captions global_browse samples evenly across a video.
+    #: Captions global_browse summarises: the ones most relevant to the query. DVD's public code
+    #: keeps 300 (of 10 s clips, for a GPT-4.1-class context); 48 keeps the browse request within
+    #: a 32k-token local model with detailed captions. Set 300 for DVD's setting.
     browse_captions: int = Field(default=48, ge=1)
-    #: Frames frame_inspect sends to the model at most.
-    max_frames: int = Field(default=32, ge=1)
+    #: Frames frame_inspect sends to the vision model at most (DVD: 50), within the backend's
+    #: ``max_images`` per request.
+    max_frames: int = Field(default=50, ge=1)
+    #: Longest side (pixels) of frames frame_inspect decodes from the file (DVD: 720p).
+    frame_max_side: int = Field(default=720, ge=32)
     #: Output-token limit per model call.
     max_tokens: int | None = 1024
     temperature: float = 0.0
@@ -153,6 +158,9 @@ class AgentSettings(BaseModel):
     avi_max_iterations: int = Field(default=10, ge=1)
     #: AVI agent: how often the review phase may send the agent back to perceive.
     avi_max_backtracks: int = Field(default=1, ge=0)
+    #: AVI agent: the Perceive phase must make a targeted perception call (object_detect,
+    #: text_extract, boundary_detect) before Review; a phase ended without one is sent back once.
+    avi_require_perception: bool = True
     #: Where tool calls are answered: ``real`` (the ingested store and models) or ``sim`` (the
     #: script at ``script``, see vidscope.agents.simulator). The tools keep their names either way.
     environment: Literal["real", "sim"] = "real"
@@ -170,7 +178,7 @@ class AgentSettings(BaseModel):
 
     def tool_fingerprint(self) -> str:
         """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(self.browse_captions, self.max_frames)
+        return stable_hash(self.browse_captions, self.max_frames, self.frame_max_side)
 
 
 class ModelSettings(BaseModel):
