@@ -27,9 +27,9 @@ from vidscope.agents.evidence import (
     ClipSearchResult,
     ask_about_frames,
     inspection_times,
+    keyword_scores,
     load_clips,
     sample_evenly,
-    keyword_scores,
     search_clips,
 )
 from vidscope.agents.tools import (

@@ -66,6 +66,8 @@ def render_answer(
     for c in result.citations:
         flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({escape(c.note)})"
         console.print(f"  {fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
+    if result.unverified_citations:
+        console.print(f"[yellow]{result.unverified_citations} unverified citation(s)[/yellow]")
     if show_trace:
         _render_trace(result, console)
     u = result.usage
