@@ -123,6 +123,17 @@ You answer questions about videos with tools over a pre-built video database, in
 3. REVIEW: without tools, check that the evidence answers the question and give the answer, or \
 go back to PERCEIVE if something is missing.
 
+The protocol:
+- Captions, summaries and graph facts from RETRIEVE are hints, not proof: they were written by \
+models from a few frames and can be wrong. Treat them as where to look, not as the answer.
+- In PERCEIVE, check the hints with targeted perception first: object_detect (what objects, how \
+many), text_extract (what is written), boundary_detect (when an event starts and ends). Make at \
+least one such call before ending the phase.
+- frame_analysis (asking a vision model about frames) is the last resort, for what the targeted \
+tools cannot tell.
+- REVIEW is conservative: answer only what the perceived evidence supports; if a hint was not \
+confirmed, go back to PERCEIVE rather than guess.
+
 How to work:
 - Each phase offers only its own tools; a tool of another phase is refused and not run.
 - A phase ends when you reply without a tool call: then write a short note of what you found, \
@@ -146,6 +157,12 @@ AVI_PERCEIVE = (
     "Phase 2 of 3: PERCEIVE. Tools now: {tools}. Examine the candidate moments closely. When you "
     "have what the answer needs, reply without a tool call with your findings and their times "
     "(seconds)."
+)
+
+AVI_PERCEIVE_FIRST = (
+    "PERCEIVE ended without a targeted perception call, so the hints from RETRIEVE are unchecked. "
+    "Check them now with {tools} on the candidate moments, then reply without a tool call with "
+    "your findings and their times (seconds)."
 )
 
 AVI_BACK_TO_PERCEIVE = (
@@ -201,12 +218,14 @@ def avi_review_prompt(*, backtracks_left: int, when_question: bool, multiple_cho
         "event; otherwise null"
     )
     lines = [
-        "Phase 3 of 3: REVIEW. No tools now. Check that the evidence answers the question, then "
-        "reply with one JSON object and nothing else:",
+        "Phase 3 of 3: REVIEW. No tools now. Be conservative: check that what PERCEIVE saw, not "
+        "only captions or graph facts, answers the question, then reply with one JSON object and "
+        "nothing else:",
         '{"verdict": "answer", "answer": "<the answer in plain words>", "citations": [[start, end], '
         '...], "interval": [start, end] or null, "choice": "<letter>" or null}',
-        "- citations: time ranges (seconds) that your tools returned and that support the answer; "
-        "they are checked.",
+        "- citations: time ranges (seconds) that your tools returned as specific evidence (clips, "
+        "perception results) and that support the answer; they are checked, and overviews "
+        "(global_explore) do not count.",
         f"- interval: {interval}.",
     ]
     if multiple_choice:
