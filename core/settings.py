@@ -54,6 +54,12 @@ class IngestSettings(BaseModel):
     clip_seconds: float = Field(5.0, gt=0, description="Length of a retrieval clip; the last is shorter.")
     frame_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
     max_frame_side: int = Field(640, ge=32, description="Longest side of a stored frame, in pixels.")
+    caption_frames: int = Field(
+        10,
+        ge=1,
+        description="Frames of each clip the captioning model sees (10: every 2 fps frame of a 5 s "
+        "clip, as DVD captions from its 2 fps frames), within the backend's own caption_frames.",
+    )
     jpeg_quality: int = Field(85, ge=30, le=100)
     ocr_fps: float = Field(
         1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."
