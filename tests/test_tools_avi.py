@@ -714,6 +714,42 @@ def test_graph_retrieve(clip_world) -> None:
         ("catches", 35),
     ]
     assert (CLIPS_ID, 35.0, 40.0) in result.evidence_ranges()
+    assert result.path == [] and result.groups == []
+
+    # A path question between two entities, and a query naming a super-node (a scene).
+    store.upsert(store.graph_edges, [edge(4, "woman", "throws", "red-ball", 10, 15)])
+    store.replace_video_rows(
+        store.graph_supernodes,
+        CLIPS_ID,
+        [
+            {
+                "video_id": CLIPS_ID,
+                "supernode_index": 0,
+                "label": "kitchen scene",
+                "members": ["woman", "bread"],
+                "spans": [{"start": 0.0, "end": 15.0}],
+            }
+        ],
+    )
+    path = execute_tool(
+        ctx,
+        "graph_retrieve",
+        {"video_id": CLIPS_ID, "entity_query": "the woman", "to_entity": "Rex", "max_entities": 4},
+    )
+    assert path.ok, path.error
+    assert path.result.path == ["woman", "red ball", "brown dog"]
+    assert [e.name for e in path.result.entities][:3] == ["woman", "red ball", "brown dog"]
+    first = [(r.source, r.relation, r.target) for r in path.result.relations[:3]]
+    assert first == [
+        ("woman", "throws", "red ball"),
+        ("brown dog", "chases", "red ball"),
+        ("brown dog", "catches", "red ball"),
+    ]
+    scene = execute_tool(ctx, "graph_retrieve", {"video_id": CLIPS_ID, "entity_query": "the kitchen scene"})
+    assert scene.ok, scene.error
+    assert {"woman", "bread"} <= set(scene.result.matched)
+    assert scene.result.groups[0].label == "kitchen scene"
+    assert scene.result.groups[0].members == ["woman", "bread"]
 
 
 def test_cache_key_follows_the_perception_model_roles(tmp_path: Path) -> None:
