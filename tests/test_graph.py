@@ -28,9 +28,11 @@ from vidscope.tasks.graph import (
     GRAPH,
     contrasting,
     name_key,
+    parse_batch_reply,
     parse_extraction,
     resolve,
 )
+from vidscope.tasks.graph import SYSTEM_PROMPT as GRAPH_PROMPT
 from vidscope.tasks.graph_supernodes import (
     affinity_matrix,
     cluster_range,
@@ -383,6 +385,38 @@ def test_parse_extraction_clamps_times_and_rejects_bad_items() -> None:
     ):
         with pytest.raises(ValueError, match=problem):
             parse_extraction(bad, (0.0, 5.0))
+
+
+def test_relations_may_span_the_adjacent_clip_before_in_the_same_request() -> None:
+    entries = [
+        {"clip": 3, "start": 15.0, "end": 20.0, "caption": "A man picks up a cup."},
+        {"clip": 4, "start": 20.0, "end": 25.0, "caption": "The man hands the cup to a woman."},
+        {"clip": 9, "start": 45.0, "end": 50.0, "caption": "A woman drinks."},
+    ]
+    reply = json.dumps(
+        {
+            "clips": [
+                {"clip": 3, "entities": [{"name": "man"}, {"name": "cup"}], "relations": []},
+                {
+                    "clip": 4,
+                    "entities": [{"name": "man"}, {"name": "woman"}],
+                    "relations": [relation("man", "hands cup to", "woman", 17, 22)],
+                },
+                {
+                    "clip": 9,
+                    "entities": [{"name": "woman"}],
+                    "relations": [relation("woman", "drinks", "cup", 40)],
+                },
+            ]
+        }
+    )
+    good, problems = parse_batch_reply(reply, entries)
+    assert problems == {}
+    # Clip 4 follows clip 3 in the request: the relation keeps its start inside clip 3.
+    assert (good[4]["relations"][0]["start"], good[4]["relations"][0]["end"]) == (17.0, 22.0)
+    # Clip 9 has no adjacent clip before it in the request: clamped to its own span.
+    assert good[9]["relations"][0]["start"] == 45.0
+    assert "the clip just before it" in GRAPH_PROMPT
 
 
 def test_names_merge_by_embedding_unless_contrasting_or_of_another_kind() -> None:
