@@ -14,6 +14,12 @@ A phase ends when the model replies without a tool call. A call to a tool of ano
 an unknown tool) is refused with an error observation and never executed. Model turns are counted
 over all phases; at ``avi_max_iterations`` the model must answer (``Answer.forced``).
 
+The protocol follows the paper's: captions and graph facts found in Retrieve are hints, not proof;
+Perceive must check them with at least one targeted perception call (:data:`TARGETED_PERCEPTION`,
+or any Perceive tool when the registry offers none of those) before Review, and a Perceive phase
+ended without one is sent back once (``[agent] avi_require_perception``); frame_analysis is the
+last resort; Review is conservative and may send the agent back.
+
 The registries are parameters (:func:`run_avi_agent`), so the loop runs with any tools;
 :func:`avi_registries` gives the AVI tool families. Model turns, tool execution, usage totals,
 evidence and citation checks are the runtime's (:mod:`vidscope.agents.runtime`).
@@ -61,6 +67,10 @@ _WHEN_QUESTION = re.compile(
     r"^\s*(?:when\b|at what (?:time|point|moment)\b|what time\b|at which (?:time|point|moment)\b)",
     re.IGNORECASE,
 )
+
+
+#: The targeted perception tools: cheap, specific checks the paper runs before looking at frames.
+TARGETED_PERCEPTION = frozenset({"object_detect", "text_extract", "boundary_detect"})
 
 
 def is_when_question(question: str) -> bool:
@@ -176,6 +186,10 @@ class _AviRun:
         self.max_iterations = ctx.config.avi_max_iterations
         self.backtracks_left = ctx.config.avi_max_backtracks
         self.iterations = 0
+        # Perception calls that count as checking the hints, and whether the one send-back for
+        # a Perceive phase without any has been used.
+        self.perception_calls = 0
+        self.perception_sent_back = False
         # A terminal tool (finish) has no place here: the review phase gives the answer.
         self.tools: dict[Phase, list[str]] = {
             phase: [n for n in registry.names if not registry.get(n).terminal]
@@ -187,6 +201,7 @@ class _AviRun:
         for phase in (RETRIEVE, PERCEIVE):
             if not self.tools[phase]:
                 raise ValueError(f"the {phase} phase has no tools")
+        self.targeted = [n for n in self.tools[PERCEIVE] if n in TARGETED_PERCEPTION] or self.tools[PERCEIVE]
         # One context per phase whose registry is that phase's allow-list: execute_tool itself
         # can then run nothing of another phase. The copies share the video cache.
         self.contexts: dict[Phase, ToolContext] = {}
@@ -216,12 +231,30 @@ class _AviRun:
                     return outcome
                 phase = outcome
             elif self._tool_turn(phase):
+                if phase == PERCEIVE and self._send_back_to_perceive():
+                    continue
                 phase = PERCEIVE if phase == RETRIEVE else REVIEW
                 if phase == PERCEIVE:
                     self._say(prompts.AVI_PERCEIVE.format(tools=self._names(PERCEIVE)))
                 else:
                     self._say(self._review_prompt())
         return self._forced()
+
+    def _send_back_to_perceive(self) -> bool:
+        """Whether a Perceive phase that made no targeted perception call goes on (once)."""
+        if not self.ctx.config.avi_require_perception or self.perception_calls or self.perception_sent_back:
+            return False
+        self.perception_sent_back = True
+        self._say(prompts.AVI_PERCEIVE_FIRST.format(tools=", ".join(self.targeted)))
+        self._record(
+            TraceStep(
+                index=0,
+                kind="nudge",
+                phase=PERCEIVE,
+                observation="perceive ended without a targeted perception call; sent back once",
+            )
+        )
+        return True
 
     # ------------------------------------------------------------------ helpers
 
@@ -323,6 +356,8 @@ class _AviRun:
             return self._refuse(phase, owner, call, reply, first)
         outcome = run_tool(self.contexts[phase], self.state, call)
         remember_call(self.state, call)
+        if phase == PERCEIVE and call.name in self.targeted:
+            self.perception_calls += 1
         self._record(tool_step(0, call, outcome, reply, first=first, phase=phase))
         return format_observation(outcome)
 

@@ -7,10 +7,17 @@ graph and its super-nodes are built at ingestion (:mod:`vidscope.tasks.graph`,
 :mod:`vidscope.tasks.graph_supernodes`).
 
 Importance. ``w(n) = 0.4·freq + 0.3·centrality + 0.3·query_rel`` with
-``freq = clip_count / total_clips · log(1 + appearance_seconds)``,
+``freq = f(n) / max_m f(m)``, ``f(n) = clip_count / total_clips · log(1 + appearance_seconds)``,
 ``centrality = 0.5·degree / max degree + 0.5·betweenness`` (distinct neighbours and normalised
 betweenness on the undirected simple graph, self-loops ignored) and ``query_rel`` the cosine of the
 node's name embedding and the query embedding (0 without a query or an embedding).
+
+Deviation from the paper's formula: the paper uses ``f(n)`` as the frequency term directly. Its
+``log(1 + seconds)`` factor is unbounded while centrality and query relevance lie in [0, 1], so
+on a long video (a subject on screen for 3,000 s of 2 h scores ``0.5 · log 3001 ≈ 4``) frequency
+swamps the other terms and the same few subjects rank first whatever the query asks. Dividing by
+the video's largest ``f`` keeps the paper's ordering by frequency but bounds the term to [0, 1],
+so the weights mean what they say on videos of any length.
 """
 
 from __future__ import annotations
@@ -63,7 +70,8 @@ def node_importance(
     total_clips: int,
     query_embedding: Sequence[float] | np.ndarray | None = None,
 ) -> dict[str, float]:
-    """Importance ``w(n) = 0.4·freq + 0.3·centrality + 0.3·query_rel`` of every node, by node_id.
+    """Importance ``w(n) = 0.4·freq + 0.3·centrality + 0.3·query_rel`` of every node, by node_id
+    (``freq`` normalised by the video's largest, see the module docstring).
 
     ``nodes`` are ``graph_nodes`` rows (``node_id``, ``clip_count``, ``appearance_seconds``,
     ``name_embedding``), ``edges`` ``graph_edges`` rows (``source``, ``target``), ``total_clips``
@@ -71,13 +79,15 @@ def node_importance(
     ``query_embedding`` (0 when either is missing). See the module docstring for each term.
     """
     central = centrality(nodes, edges)
+    raw_freq = {node["node_id"]: frequency(node, total_clips) for node in nodes}
+    top_freq = max(raw_freq.values(), default=0.0)
     weights = {}
     for node in nodes:
         query_rel = (
             cosine(node.get("name_embedding"), query_embedding) if query_embedding is not None else 0.0
         )
         weights[node["node_id"]] = (
-            W_FREQ * frequency(node, total_clips)
+            W_FREQ * (raw_freq[node["node_id"]] / top_freq if top_freq > 0 else 0.0)
             + W_CENTRALITY * central[node["node_id"]]
             + W_QUERY * query_rel
         )

@@ -5,6 +5,13 @@ calls its backend returns (natively or read from JSON text, the backend's job), 
 (forcing a final answer at the limit), nudges the model out of repetitive calls, records a trace of
 every step and checks the citations of the final answer against the video and against what the
 tools returned in this conversation.
+
+The answer comes from the terminal ``finish`` tool. A reply without a tool call is not an answer:
+the model is asked to call ``finish`` (or, when the reply announces a tool, to call that tool), and
+only a text reply right after that request, with no tool call in between, is taken as the answer
+(marked ``forced``, like the answer at the step limit). Reasoning models think aloud before acting;
+taking their first tool-less reply as final is what made runs stop early. A conversation that no
+longer fits the model's context loses its oldest observations first, then ends in a forced answer.
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from vidscope.agents.tools import (
     execute_tool,
     validation_message,
 )
-from vidscope.core.errors import ModelOutputError
+from vidscope.core.errors import ContextLengthExceeded, ModelOutputError
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
 
@@ -40,7 +47,11 @@ DURATION_TOLERANCE = 0.5
 
 
 class Citation(BaseModel):
-    """A cited time range and whether the runtime could verify it."""
+    """A cited time range and whether the runtime could verify it.
+
+    Verified means the range lies in the video and overlaps a range that a tool returned as
+    *specific* evidence in this conversation (see :meth:`ToolResult.evidence_ranges`).
+    """
 
     video_id: str
     start: float
@@ -56,7 +67,10 @@ class TraceStep(BaseModel):
     kind: str  # "tool", "finish", "answer", "nudge", "model-error", "extractive", "refused", …
     #: The phase of a phased agent (AVI: retrieve, perceive, review); None for single-loop agents.
     phase: str | None = None
+    #: What the model wrote with its reply (its stated plan or reflection).
     reasoning: str | None = None
+    #: A reasoning model's hidden thinking (``ChatReply.reasoning``), kept out of the answer.
+    thinking: str | None = None
     tool: str | None = None
     arguments: dict[str, Any] = Field(default_factory=dict)
     observation: str = ""
@@ -102,6 +116,12 @@ class Answer(BaseModel):
     trace: list[TraceStep] = Field(default_factory=list)
     usage: UsageTotals = Field(default_factory=UsageTotals)
 
+    @property
+    def unverified_citations(self) -> int:
+        """How many citations (and the interval, if any) no specific evidence supports."""
+        cited = [*self.citations, *([self.interval] if self.interval is not None else [])]
+        return sum(not c.verified for c in cited)
+
 
 class Evidence:
     """The time ranges tools showed the model during one question (what citations may point at)."""
@@ -129,7 +149,9 @@ class Evidence:
         if start < 0 or end > duration + DURATION_TOLERANCE:
             return cite(False, f"outside the video (duration {duration:.1f}s)")
         if not any(v == video_id and s < end and start < e for v, s, e in self.ranges):
-            return cite(False, "no tool returned anything in this range")
+            # Overviews of the whole timeline (global_browse, global_explore) add no ranges: a
+            # summary that mentions every part of the video would otherwise verify any citation.
+            return cite(False, "no tool returned specific evidence in this range")
         return cite(True, "")
 
 
@@ -193,7 +215,10 @@ class LoopState:
     usage: UsageTotals = field(default_factory=UsageTotals)
     evidence: Evidence = field(default_factory=Evidence)
     recent_calls: list[tuple[str, str]] = field(default_factory=list)
+    #: The model was asked to call finish and has made no tool call since.
     asked_to_finish: bool = False
+    #: The conversation no longer fits the model's context, even with observations trimmed.
+    out_of_context: bool = False
 
 
 def format_observation(outcome: ToolOutcome) -> str:
@@ -265,15 +290,19 @@ def run_agent(
 
     for _ in range(ctx.config.max_steps):
         reply = ask_model(ctx, state, specs, record)
+        if state.out_of_context:
+            break
         if reply is None:
             continue
         answer = _handle_reply(ctx, state, reply, finish, default_video, options, record)
         if answer is not None:
             return answer
 
-    # Step limit: only finish is offered, so the next reply has to be an answer.
+    # Step limit (or no room left): only finish is offered, so the next reply has to be an answer.
+    why = "the conversation no longer fits the context" if state.out_of_context else "step limit reached"
+    state.out_of_context = False
     state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
-    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="step limit reached"))
+    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
     reply = ask_model(ctx, state, [finish.spec()], record)
     if reply is not None:
         for call in reply.tool_calls:
@@ -284,7 +313,7 @@ def run_agent(
                     return answer
         if reply.text:
             return _final(state, reply.text, [], options, forced=True)
-    return _final(state, "No answer was reached within the step limit.", [], options, forced=True)
+    return _final(state, f"No answer was reached ({why}).", [], options, forced=True)
 
 
 def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:
@@ -316,44 +345,95 @@ def ask_model(
     """One model turn over ``state.messages`` offering ``specs``, counted in ``state.usage``.
 
     A reply the backend could not use (even after re-asking) becomes a ``model-error`` step and a
-    ``bad_reply`` message telling the model what went wrong; the result is then ``None``.
+    ``bad_reply`` message telling the model what went wrong; the result is then ``None``. A request
+    that does not fit the model's context is retried with the oldest observations trimmed
+    (:func:`trim_observations`); when nothing is left to trim, ``state.out_of_context`` is set and
+    the result is ``None``, so the caller forces an answer.
     """
     assert ctx.chat is not None
     started = time.perf_counter()
     extra: dict[str, Any] = {"json_output": True} if json_output else {}
-    try:
-        reply = ctx.chat.chat(
-            state.messages,
-            tools=specs,
-            max_tokens=ctx.config.max_tokens,
-            temperature=ctx.config.temperature,
-            **extra,
-        )
-    except ModelOutputError as exc:
-        state.usage.model_calls += 1
-        state.messages.append(ChatMessage(role="user", content=bad_reply.format(error=exc)))
-        record(
-            TraceStep(
-                index=len(state.trace) + 1,
-                kind="model-error",
-                phase=phase,
-                observation=str(exc)[:300],
-                ok=False,
-                latency_s=time.perf_counter() - started,
+    while True:
+        try:
+            reply = ctx.chat.chat(
+                state.messages,
+                tools=specs,
+                max_tokens=ctx.config.max_tokens,
+                temperature=ctx.config.temperature,
+                **extra,
             )
-        )
-        return None
+            break
+        except ContextLengthExceeded as exc:
+            state.usage.model_calls += 1
+            trimmed = trim_observations(state.messages)
+            what = f"trimmed the {trimmed} oldest observations" if trimmed else "nothing left to trim"
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="context",
+                    phase=phase,
+                    observation=f"context exceeded, {what}: {str(exc)[:200]}",
+                    ok=False,
+                    latency_s=time.perf_counter() - started,
+                )
+            )
+            if not trimmed:
+                state.out_of_context = True
+                return None
+        except ModelOutputError as exc:
+            state.usage.model_calls += 1
+            state.messages.append(ChatMessage(role="user", content=bad_reply.format(error=exc)))
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="model-error",
+                    phase=phase,
+                    observation=str(exc)[:300],
+                    ok=False,
+                    latency_s=time.perf_counter() - started,
+                )
+            )
+            return None
     state.usage.add_model(reply.usage)
     return reply
+
+
+#: What an observation trimmed to fit the context is replaced with.
+TRIMMED = "[observation removed: the conversation no longer fit the model's context]"
+
+
+def trim_observations(messages: list[ChatMessage]) -> int:
+    """Replace the oldest half of the untrimmed tool observations (at least one) with a short note;
+    how many were trimmed (0: nothing left to trim).
+
+    Tool messages stay in place, so every tool call keeps its answer and the conversation stays
+    valid for the server; the newest observations, which the next step most likely builds on, go
+    last. Results written out for models without native tool calls are user turns that start
+    with the data note.
+    """
+    data_note = prompts.DATA_NOTE.split("{tool}")[0]
+    candidates = [
+        i
+        for i, m in enumerate(messages)
+        if m.content != TRIMMED
+        and (m.role == "tool" or (m.role == "user" and (m.content or "").startswith(data_note)))
+    ]
+    chosen = candidates[: max(1, len(candidates) // 2)] if candidates else []
+    for i in chosen:
+        messages[i] = messages[i].model_copy(update={"content": TRIMMED, "images": []})
+    return len(chosen)
 
 
 def reply_cost(reply: ChatReply, *, first: bool = True) -> dict[str, Any]:
     """The :class:`TraceStep` fields saying what ``reply`` cost. A turn's tokens belong to its
     first step only, so totals over a trace count each reply once."""
+    # getattr: ChatReply gains ``reasoning`` with the reasoning-model support of the backends.
+    thinking = getattr(reply, "reasoning", None)
     return {
         "input_tokens": reply.usage.input_tokens if first else 0,
         "output_tokens": reply.usage.output_tokens if first else 0,
         "model_cache_hit": reply.usage.cache_hit,
+        "thinking": thinking if first and thinking else None,
     }
 
 
@@ -409,22 +489,42 @@ def _handle_reply(
     if not calls:
         text = (reply.text or "").strip()
         state.messages.append(ChatMessage(role="assistant", content=text))
-        if text and state.asked_to_finish:
-            return _final(state, text, [], options)
-        state.asked_to_finish = True
-        state.messages.append(ChatMessage(role="user", content=prompts.FINISH_NUDGE))
+        offered = [n for n in ctx.registry.names if n != finish.name]
+        announced = announced_tool(text, offered)
+        if announced is not None:
+            # "I should confirm it with frame_inspect": a plan, not an answer; ask for the call.
+            state.asked_to_finish = False
+            nudge, observation = prompts.TOOL_NUDGE.format(tool=announced), f"announced {announced}"
+        elif text and state.asked_to_finish:
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="answer",
+                    reasoning=text,
+                    observation="text answer after the request to finish (forced)",
+                    latency_s=reply.usage.latency_s,
+                    **reply_cost(reply),
+                )
+            )
+            return _final(state, text, [], options, forced=True)
+        else:
+            state.asked_to_finish = True
+            nudge, observation = prompts.FINISH_NUDGE, "no tool call; asked for finish"
+        state.messages.append(ChatMessage(role="user", content=nudge))
         record(
             TraceStep(
                 index=len(state.trace) + 1,
                 kind="nudge",
                 reasoning=text or None,
-                observation="no tool call; asked for finish",
+                tool=announced,
+                observation=observation,
                 latency_s=reply.usage.latency_s,
                 **reply_cost(reply),
             )
         )
         return None
 
+    state.asked_to_finish = False
     state.messages.append(ChatMessage(role="assistant", content=reply.text, tool_calls=calls))
     for position, call in enumerate(calls):
         if call.name == finish.name:
@@ -441,6 +541,25 @@ def _handle_reply(
         record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
         remember_call(state, call)
     nudge_if_looping(ctx, state, record)
+    return None
+
+
+#: Words that make a tool named in a reply a plan ("I should check with frame_inspect") rather
+#: than a report of what was done.
+_INTENT = re.compile(
+    r"\b(?:should|shall|will|would|need(?:s)? to|let me|let's|going to|must|want to|have to|"
+    r"next|now|call|use|run|confirm|verify|check)\b|\bi'll\b",
+    re.IGNORECASE,
+)
+
+
+def announced_tool(text: str, tools: Sequence[str]) -> str | None:
+    """The tool ``text`` says it is about to use, if any: a sentence naming one of ``tools`` with
+    a word of intent (should, will, let me, next, call, …)."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
+        named = [t for t in tools if re.search(rf"\b{re.escape(t)}\b", sentence)]
+        if named and _INTENT.search(sentence):
+            return min(named, key=sentence.index)
     return None
 
 
@@ -521,10 +640,8 @@ def _finish(
             tool=call.name,
             arguments=values,
             observation=f"{sum(c.verified for c in citations)}/{len(citations)} citations verified",
-            input_tokens=reply.usage.input_tokens,
-            output_tokens=reply.usage.output_tokens,
-            model_cache_hit=reply.usage.cache_hit,
             latency_s=reply.usage.latency_s,
+            **reply_cost(reply),
         )
     )
     return _final(state, str(values.get("answer", "")), citations, options, choice=values.get("choice"))

@@ -392,17 +392,17 @@ def boundary_detect(
 
 
 class FrameAnalysisResult(ToolResult):
-    """A vision-language model's answer about the frames of one time range."""
+    """A vision-language model's answer about the frames of some time ranges."""
 
     video_id: str
     question: str
     answer: str
-    time_range: list[float]
+    time_ranges: list[list[float]]
     frame_times: list[float]
     usage: Usage | None = None
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.time_range[0], self.time_range[1])]
+        return [(self.video_id, a, b) for a, b in self.time_ranges]
 
     def summary(self) -> str:
         return f"{len(self.frame_times)} frames analysed: {self.answer[:80]}"
@@ -414,44 +414,71 @@ class FrameAnalysisResult(ToolResult):
         return self.model_dump(mode="json", exclude={"usage"})
 
 
-@tool(version=2, uses_models=("vlm",))  # v2: the frame_inspect prompt (ask_about_frames)
+def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:
+    """Frames per range: ``budget`` split in proportion to the ranges' lengths, at least one each."""
+    total = sum(b - a for a, b in ranges)
+    if total <= 0:
+        return [max(1, budget // len(ranges))] * len(ranges)
+    return [max(1, int(round(budget * (b - a) / total))) for a, b in ranges]
+
+
+# v3: a list of ranges (compare moments in one request), frames shared by their lengths
+@tool(version=3, uses_models=("vlm",))
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
-    time_range: TimeRange,
+    time_ranges: Annotated[
+        list[TimeRange],
+        Field(description="Time ranges [[start, end], ...] in seconds (1-8).", min_length=1, max_length=8),
+    ],
     question: Annotated[str, "What to find out from the frames."],
     frames: Annotated[
-        int, Field(description="How many frames to look at, spread over the range (1-64).", ge=1, le=64)
+        int,
+        Field(
+            description="How many frames to look at in all, spread over the ranges by length (1-64).",
+            ge=1,
+            le=ANALYSIS_MAX_FRAMES,
+        ),
     ] = 16,
 ) -> FrameAnalysisResult:
-    """Look at frames spread over one time range and answer a visual question about them
-    (appearance, actions, order of movements, counts, colours, positions, text in the image)."""
+    """The last resort, after object_detect, text_extract and boundary_detect: look at frames
+    spread over one or more time ranges and answer a visual question about them (appearance,
+    actions, order of movements, counts, colours, positions). Several ranges let you compare
+    moments in one look."""
     vlm = ctx.vision_model()
     if vlm is None:
         raise ToolError("frame_analysis needs a vision-language model (models.vlm or models.chat)")
     record = ctx.video(video_id)
-    start, end = checked_range(record, time_range)
+    ranges = [checked_range(record, r) for r in time_ranges]
     budget = min(frames, ANALYSIS_MAX_FRAMES, int(getattr(vlm, "max_images", ANALYSIS_MAX_FRAMES)))
-    found = range_frames(
-        ctx,
-        record,
-        start,
-        end,
-        budget=budget,
-        fps=max(record.fps, 1.0),
-        prefer_file=True,
-        max_side=ANALYSIS_MAX_SIDE,
-    )
+    times: list[float] = []
+    images: list[np.ndarray] = []
+    for (start, end), share in zip(ranges, _shares(ranges, budget), strict=True):
+        found = range_frames(
+            ctx,
+            record,
+            start,
+            end,
+            budget=min(share, budget - len(times)),
+            fps=max(record.fps, 1.0),
+            prefer_file=True,
+            max_side=ANALYSIS_MAX_SIDE,
+        )
+        times += found.times
+        images += found.images
+        if len(times) >= budget:
+            break
     quality = ctx.settings.ingest.jpeg_quality
-    jpegs = [encode_jpeg(_downscaled(image, ANALYSIS_MAX_SIDE), quality) for image in found.images]
-    times = [round(t, 2) for t in found.times]
-    reply = ask_about_frames(ctx, question, jpegs, times)
+    order = sorted(range(len(times)), key=times.__getitem__)
+    jpegs = [encode_jpeg(_downscaled(images[i], ANALYSIS_MAX_SIDE), quality) for i in order]
+    shown = [round(times[i], 2) for i in order]
+    reply = ask_about_frames(ctx, question, jpegs, shown)
     return FrameAnalysisResult(
         video_id=video_id,
         question=question,
         answer=(reply.text or "").strip(),
-        time_range=[start, end],
-        frame_times=times,
+        time_ranges=[[a, b] for a, b in ranges],
+        frame_times=shown,
         usage=reply.usage,
     )
 

@@ -198,8 +198,9 @@ class ExploreResult(ToolResult):
     usage: Usage | None = None
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        ranges = [(self.video_id, s.start, s.end) for s in self.segments]
-        return ranges + [(self.video_id, p.start, p.end) for p in self.timeline if p.caption]
+        # An overview of the whole timeline is not evidence for any one moment: citing a range it
+        # only pointed at stays unverified until a clip, frame or text tool looked there.
+        return []
 
     def summary(self) -> str:
         where = ", ".join(f"{fmt_time(s.start)}-{fmt_time(s.end)}" for s in self.segments[:3])
@@ -321,14 +322,32 @@ class GraphRelation(BaseModel):
     t_end: float
 
 
+class GraphGroup(BaseModel):
+    """A super-node: a cluster of related entities (a group, a scene) and when it is seen."""
+
+    label: str | None = None
+    members: list[str]
+    spans: list[list[float]] = Field(default_factory=list)
+
+
 class GraphRetrieveResult(ToolResult):
-    """Entities matching a query and their important neighbours, with relations and times."""
+    """Entities matching a query and their important neighbours, with relations and times; for a
+    path question, the chain of entities and relations connecting two entities."""
 
     video_id: str
     entity_query: str
     entities: list[GraphEntity]
     relations: list[GraphRelation]
     matched: list[str] = Field(default_factory=list, description="The entities the query matched.")
+    groups: list[GraphGroup] = Field(
+        default_factory=list,
+        description="Super-nodes (groups, scenes) the query matched or that hold the matches.",
+    )
+    to_entity: str | None = None
+    path: list[str] = Field(
+        default_factory=list,
+        description="Entity names from the query's match to to_entity's; empty if unconnected.",
+    )
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         ranges = [(self.video_id, a, b) for e in self.entities for a, b in e.spans]
@@ -341,19 +360,28 @@ class GraphRetrieveResult(ToolResult):
         )
 
 
-@tool(version=1, uses_embedder=True)
+@tool(version=2, uses_embedder=True)  # v2: super-nodes as seeds and groups; path questions
 def graph_retrieve(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video whose entity graph to search."],
-    entity_query: Annotated[str, "The person, animal, object or place to look up (a name or description)."],
+    entity_query: Annotated[
+        str, "The person, animal, object, place or group/scene to look up (a name or description)."
+    ],
     max_entities: Annotated[
         int,
         Field(description="Most entities to return (the matches plus important neighbours).", ge=1, le=40),
     ] = 12,
+    to_entity: Annotated[
+        str | None,
+        "A second entity, for a path question (how is A related to B?): the chain of relations "
+        "connecting the two is returned first.",
+    ] = None,
 ) -> GraphRetrieveResult:
-    """Look up entities of the video's entity graph matching a query, then walk to related
-    entities, keeping the most important ones. Returns the entities (kind, appearance, attributes,
-    actions, when seen) and the relations between them with their times."""
+    """Look up entities of the video's entity graph matching a query (entities, or super-nodes:
+    groups and scenes of related entities), then walk to related entities, keeping the most
+    important ones. With to_entity, also the chain of relations connecting the two entities.
+    Returns the entities (kind, appearance, attributes, actions, when seen) and the relations
+    between them with their times. Graph facts come from captions: hints to check, not proof."""
     ctx.video(video_id)
     graph = load_graph(ctx.store, video_id)
     if graph.number_of_nodes() == 0:
@@ -384,9 +412,38 @@ def graph_retrieve(
     best = scores[ranked[0]["node_id"]]
     # The best match, and others nearly as good (an entity named twice, "the dog" and "Rex").
     seeds = [n["node_id"] for n in ranked[:GRAPH_SEEDS] if scores[n["node_id"]] >= SEED_RATIO * best]
+    # Super-nodes: a query naming a group or scene ("the kitchen scene") better than any one entity
+    # seeds the walk with the group's members.
+    supernodes = [g for g in graph.graph.get("supernodes", []) if g.get("members")]
+    group_words = {i: set(keywords(g.get("label") or "")) for i, g in enumerate(supernodes)}
+    group_scores = {i: len(words & w) / max(1, len(words)) for i, w in group_words.items()}
+    strong = [i for i, v in group_scores.items() if v > 0 and v >= best]
+    for i in sorted(strong, key=lambda i: -group_scores[i])[:1]:
+        seeds += [m for m in supernodes[i]["members"] if m in by_id and m not in seeds]
     undirected = graph.to_undirected(as_view=True)
-    # Breadth-first from the matches; each hop keeps only the most important new entities.
-    kept = list(seeds)
+    path_ids: list[str] = []
+    if to_entity:
+        import networkx as nx
+
+        target_words = set(keywords(to_entity))
+        target_vector = np.asarray(ctx.embedder().embed([to_entity])[0], dtype=np.float64)
+
+        def target_match(node: dict[str, Any]) -> float:
+            names = [node["name"], *(node.get("aliases") or [])]
+            lexical = max(len(target_words & set(keywords(n))) / max(1, len(target_words)) for n in names)
+            emb = node.get("name_embedding")
+            semantic = _cosine(target_vector, None if emb is None else np.asarray(emb, dtype=np.float64))
+            return lexical + (semantic or 0.0)
+
+        target = max(nodes, key=lambda n: (target_match(n), importance.get(n["node_id"], 0.0)))["node_id"]
+        source = seeds[0]
+        try:
+            path_ids = list(nx.shortest_path(undirected, source, target))
+        except nx.NetworkXNoPath:
+            path_ids = []
+    # The path first (it answers the question), then breadth-first from the matches; each hop
+    # keeps only the most important new entities.
+    kept = list(dict.fromkeys([*path_ids, *seeds]))
     frontier = list(seeds)
     for _ in range(GRAPH_HOPS):
         reached = {m for n in frontier for m in undirected.neighbors(n)} - set(kept)
@@ -409,6 +466,7 @@ def graph_retrieve(
         for n in kept
     ]
     chosen = set(kept)
+    on_path = {frozenset(pair) for pair in zip(path_ids, path_ids[1:], strict=False)}
     relations = [
         GraphRelation(
             source=by_id[e["source"]]["name"],
@@ -417,10 +475,30 @@ def graph_retrieve(
             t_start=e["t_start"],
             t_end=e["t_end"],
         )
-        for e in sorted(edges, key=lambda e: (e["t_start"], e["edge_id"]))
+        # The path's relations first, so the cap never drops the chain the question asked for.
+        for e in sorted(
+            edges,
+            key=lambda e: (frozenset((e["source"], e["target"])) not in on_path, e["t_start"], e["edge_id"]),
+        )
         if e["source"] in chosen and e["target"] in chosen
     ][:GRAPH_RELATIONS]
     matched = [by_id[n]["name"] for n in seeds]
+    groups = [
+        GraphGroup(
+            label=g.get("label"),
+            members=[by_id[m]["name"] for m in g["members"] if m in by_id],
+            spans=[[s["start"], s["end"]] for s in (g.get("spans") or [])][:GRAPH_SPANS],
+        )
+        for i, g in enumerate(supernodes)
+        if i in strong or chosen & set(g["members"])
+    ]
     return GraphRetrieveResult(
-        video_id=video_id, entity_query=entity_query, entities=entities, relations=relations, matched=matched
+        video_id=video_id,
+        entity_query=entity_query,
+        entities=entities,
+        relations=relations,
+        matched=matched,
+        groups=groups,
+        to_entity=to_entity,
+        path=[by_id[n]["name"] for n in path_ids],
     )

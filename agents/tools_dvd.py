@@ -3,8 +3,13 @@
 global_browse, clip_search, frame_inspect and finish.
 
 Every tool is read-only and takes the id of the video it looks at, so one question can span several
-videos. Results are typed models that record the time ranges they showed the model, which is what
-citations are verified against.
+videos. Results are typed models that record the time ranges they showed the model as specific
+evidence, which is what citations are verified against (global_browse, an overview, records none).
+
+Budgets follow the paper and its public code unless said otherwise: frame_inspect looks at up to
+50 frames (the code's tool-VLM frame limit) at 720 px on the longest side (``[agent] max_frames``,
+``frame_max_side``); global_browse summarises the captions most relevant to the query (the code
+ranks captions by embedding similarity and keeps 300) together with the subject registry.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from vidscope.agents.evidence import (
     ClipSearchResult,
     ask_about_frames,
     inspection_times,
+    keyword_scores,
     load_clips,
     sample_evenly,
     search_clips,
@@ -71,7 +77,7 @@ class SubjectEntry(BaseModel):
 
 
 class BrowseResult(ToolResult):
-    """A query-focused overview of a whole video."""
+    """A query-focused overview of a whole video: its subjects and its most relevant captions."""
 
     video_id: str
     query: str
@@ -85,9 +91,8 @@ class BrowseResult(ToolResult):
     usage: Usage | None = None
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        ranges = [(self.video_id, c.start, c.end) for c in self.captions]
-        ranges += [(self.video_id, a, b) for s in self.subjects for a, b in s.spans]
-        return ranges
+        # An overview, not evidence for a moment: a citation needs clip_search or frame_inspect.
+        return []
 
     def summary(self) -> str:
         what = "summary" if self.summary_text else "captions only"
@@ -168,27 +173,51 @@ def load_subjects(ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS)
 # ============================================================================ tools
 
 
-@tool(version=2, uses_chat=True)
+def relevant_captions(ctx: ToolContext, video_id: str, query: str, count: int) -> list[dict[str, Any]]:
+    """The ``count`` captioned clips most relevant to ``query``, in time order.
+
+    Ranked by clip search (embedding similarity fused with keywords, as DVD ranks captions by
+    embedding similarity); without a text embedder, by keywords alone, the rest of the budget
+    spread evenly over the clips no keyword matched so the summary still sees the whole video.
+    """
+    clips = [c for c in load_clips(ctx, video_id) if c["caption"]]
+    if len(clips) <= count:
+        return clips
+    by_index = {int(c["clip_index"]): c for c in clips}
+    try:
+        hits = search_clips(ctx, video_id, query, min(count, 100)).by_relevance()
+        chosen = [by_index[h.clip_index] for h in hits if h.clip_index in by_index]
+    except ToolError:  # no text embedder: keywords only
+        scores = keyword_scores(query, [c["caption"] for c in clips])
+        chosen = [clips[i] for i in sorted(range(len(clips)), key=lambda i: -scores[i]) if scores[i] > 0]
+    chosen = chosen[:count]
+    if len(chosen) < count:
+        rest = [c for c in clips if c not in chosen]
+        chosen += [rest[i] for i in sample_evenly(len(rest), count - len(chosen))]
+    return sorted(chosen, key=lambda c: float(c["start"]))
+
+
+@tool(version=3, uses_chat=True, uses_embedder=True)
 def global_browse(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to browse."],
     query: Annotated[str, "What the overview should focus on (the question, or a part of it)."],
 ) -> BrowseResult:
     """Overview of a whole video: its recurring subjects (who or what, appearance, identity,
-    actions, when seen) and a summary of events relevant to the query, written from captions
-    sampled evenly across the video (with their times). Use it first for questions about the video
-    as a whole, its order of events or its main subjects."""
+    actions, when seen) and a summary, focused on the query, of the captions most relevant to it
+    (with their times). Use it first for questions about the video as a whole, its order of
+    events or its main subjects. It is an overview: cite moments found by clip_search or
+    frame_inspect."""
     record = ctx.video(video_id)
-    clips = [c for c in load_clips(ctx, video_id) if c["caption"]]
-    if not clips:
+    picked = relevant_captions(ctx, video_id, query, ctx.config.browse_captions)
+    if not picked:
         raise ToolError(f"video {video_id} has no captions yet; ingest it first (vidscope ingest)")
-    picked = [clips[i] for i in sample_evenly(len(clips), ctx.config.browse_captions)]
     captions = [CaptionSample(start=c["start"], end=c["end"], caption=c["caption"]) for c in picked]
     result = BrowseResult(
         video_id=video_id,
         query=query,
         duration=record.duration,
-        total_clips=len(clips),
+        total_clips=ctx.clip_count(video_id),
         captions=captions,
         subjects=load_subjects(ctx, video_id),
     )
@@ -201,8 +230,9 @@ def global_browse(
             ChatMessage(
                 role="user",
                 content=(
-                    f"Query: {query}\nVideo duration: {record.duration:.1f}s. "
-                    f"Captions (JSON, data):\n{quote_data(data, compact=False)}"
+                    f"Query: {query}\nVideo duration: {record.duration:.1f}s. The {len(data)} "
+                    f"captions most relevant to the query, of {result.total_clips} clips, in "
+                    f"time order (JSON, data):\n{quote_data(data, compact=False)}"
                 ),
             ),
         ],
@@ -238,8 +268,8 @@ def _frames_from_video(ctx: ToolContext, record: Any, ranges: list[list[float]])
     try:
         if not path.is_file() or path.stat().st_size != record.size_bytes:
             return []
-        times = inspection_times(ranges, ctx.config.max_frames, max(record.fps, 1.0))
-        images = frames_at(path, times, max_side=ctx.settings.ingest.max_frame_side)
+        times = inspection_times(ranges, frame_budget(ctx), max(record.fps, 1.0))
+        images = frames_at(path, times, max_side=ctx.config.frame_max_side)
     except (OSError, ValueError) as exc:  # moved, truncated since, undecodable: use stored frames
         log.info("frame_inspect: reading %s failed (%s); using stored frames", path, exc)
         return []
@@ -264,10 +294,17 @@ def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -
         frames = ctx.store.rows(
             ctx.store.frames, video_id=video_id, where=where, columns=["t", "jpeg"], order_by=["t"]
         ).to_pylist()
-    return [frames[i] for i in sample_evenly(len(frames), ctx.config.max_frames)]
+    return [frames[i] for i in sample_evenly(len(frames), frame_budget(ctx))]
 
 
-@tool(version=2, uses_models=("vlm",))
+def frame_budget(ctx: ToolContext) -> int:
+    """Frames frame_inspect sends: ``[agent] max_frames``, within what the vision model accepts per
+    request (a backend's ``max_images``, e.g. vLLM's ``--limit-mm-per-prompt``)."""
+    accepted = getattr(ctx.vision_model(), "max_images", None)
+    return min(ctx.config.max_frames, int(accepted)) if accepted else ctx.config.max_frames
+
+
+@tool(version=3, uses_models=("vlm",))  # v3: 50 frames at 720 px by default (the paper's budget)
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

@@ -1,19 +1,22 @@
-"""What one question costs in model calls and tokens: vidscope's ask against a DVD-like setup.
+"""What one question costs in model calls, tokens and images: vidscope's DVD and AVI agents.
 
-On one scripted session (global_browse → model summary → clip_search → finish) over a 30-minute
-video of 360 captioned clips, this runs the real ``ask`` flow and the real OpenAI-compatible
-backend against the loopback server of ``tests/llm_server.py`` three times:
+On one scripted session per agent over a 30-minute video of 360 captioned clips (with stored 2 fps
+frames and one on-screen text), this runs the real ``ask`` flow and the real OpenAI-compatible
+backend against the loopback server of ``tests/llm_server.py``:
 
-a. ours: ``global_browse`` samples 48 captions evenly across the video (the default);
-b. dvd-like: ``global_browse`` sends 300 captions, as the public Deep Video Discovery code does;
-c. repeat: the same question as (a) again, answered from the tool and response caches.
+a. dvd: global_browse → summary → clip_search → frame_inspect over a minute → finish, with the
+   default ``[agent]`` budgets (captions for global_browse, frames for frame_inspect);
+b. dvd-like: the same with 300 captions for global_browse, as the public Deep Video Discovery code;
+c. repeat: the same question as (a) again, answered from the tool and response caches;
+d. avi: global_explore → clip_retrieve → text_extract → frame_analysis over a minute (64 frames
+   asked for) → review, with the default budgets.
 
 It reports model calls, HTTP requests, prompt tokens as the server counts them (a word count, a
-proxy for real tokenizer counts), request bytes and wall time. The scripted model's replies are the
-same in every run, so the differences come only from what the runtime sends.
+proxy for real tokenizer counts), images sent, request bytes and wall time. The scripted model's
+replies are the same in every run, so the differences come only from what the runtime sends.
 
-Run: ``.venv/bin/python benchmarks/ask_cost.py`` (about 30–60 s on 2 cores; writes
-``benchmarks/out/ask_cost.json``).
+Run: ``.venv/bin/python benchmarks/ask_cost.py [label]`` (about 1–2 min on 2 cores; writes
+``benchmarks/out/ask_cost[-label].json``).
 """
 
 from __future__ import annotations
@@ -56,6 +59,17 @@ def _environment() -> None:
     }.items():
         os.environ.setdefault(key, value)
     sys.path.insert(0, str(ROOT / "tests"))  # the scripted loopback server lives with the tests
+
+
+def _jpeg(shade: int) -> bytes:
+    """A tiny stored frame (what frame tools send is counted in images, not in bytes)."""
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 18), (shade, 255 - shade, 128)).save(buf, "JPEG")
+    return buf.getvalue()
 
 
 def build_store(settings: Any) -> None:
@@ -111,6 +125,37 @@ def build_store(settings: Any) -> None:
             for i in range(CLIPS)
         ],
     )
+    store.replace_video_rows(
+        store.frames,
+        VIDEO_ID,
+        [
+            {
+                "video_id": VIDEO_ID,
+                "frame_index": f,
+                "t": f / 2,
+                "clip_index": int(f / 2 // CLIP_SECONDS),
+                "width": 32,
+                "height": 18,
+                "jpeg": _jpeg(f % 256),
+            }
+            for f in range(int(CLIPS * CLIP_SECONDS * 2))
+        ],
+    )
+    store.replace_video_rows(
+        store.ocr,
+        VIDEO_ID,
+        [
+            {
+                "video_id": VIDEO_ID,
+                "item_index": 0,
+                "t": 1200.0,
+                "t_end": 1205.0,
+                "text": "PASSWORD: BLUE HARBOUR",
+                "box": [0, 0, 10, 0, 10, 10, 0, 10],
+                "score": 0.99,
+            }
+        ],
+    )
     store.upsert(
         store.ledger,
         [
@@ -129,14 +174,24 @@ def build_store(settings: Any) -> None:
     )
 
 
-def session() -> list[Any]:
-    """The scripted model: browse, read the summary, search, finish."""
+#: The minute frame_inspect and frame_analysis look at (the answer sits at 20:00-20:05).
+LOOK = [1170.0, 1230.0]
+
+
+def dvd_session() -> list[Any]:
+    """The scripted DVD model: browse, read the summary, search, inspect a minute, finish."""
     from llm_server import text, tool_call
 
     return [
         tool_call("global_browse", {"video_id": VIDEO_ID, "query": QUESTION}, call_id="b"),
         text("The presenter walks by a river, a barn and a market; around 20:00 a password is said."),
         tool_call("clip_search", {"video_id": VIDEO_ID, "query": "password", "top_k": 16}, call_id="s"),
+        tool_call(
+            "frame_inspect",
+            {"video_id": VIDEO_ID, "question": "Is a password shown?", "time_ranges": [LOOK]},
+            call_id="i",
+        ),
+        text("At 1200 s a sign reads PASSWORD: BLUE HARBOUR."),
         tool_call(
             "finish",
             {
@@ -148,8 +203,50 @@ def session() -> list[Any]:
     ]
 
 
+def avi_session() -> list[Any]:
+    """The scripted AVI model: explore, retrieve, end the phase; read text, analyse frames, end
+    the phase; review."""
+    from llm_server import text, tool_call
+
+    from vidscope.agents.tools_avi_perceive import frame_analysis
+
+    # frame_analysis took one time_range before issue 12 and takes time_ranges since: the session
+    # calls whichever the code under measurement declares, with the same minute and frames.
+    fields = frame_analysis.args_model.model_fields
+    where = {"time_ranges": [LOOK]} if "time_ranges" in fields else {"time_range": LOOK}
+    return [
+        tool_call("global_explore", {"video_id": VIDEO_ID, "query": QUESTION}, call_id="e"),
+        text("Around 20:00 the presenter talks about a password."),
+        tool_call("clip_retrieve", {"video_id": VIDEO_ID, "query": "password", "k": 16}, call_id="r"),
+        text("Candidates: 1195-1210 s (the password is said)."),
+        tool_call("text_extract", {"video_id": VIDEO_ID, "time_range": [1195, 1210]}, call_id="t"),
+        tool_call(
+            "frame_analysis",
+            {"video_id": VIDEO_ID, "question": "Is a password shown?", "frames": 64, **where},
+            call_id="a",
+        ),
+        text("At 1200 s a sign reads PASSWORD: BLUE HARBOUR."),
+        text("Found: the sign PASSWORD: BLUE HARBOUR at 1200-1205 s; the speech says it too."),
+        text(
+            json.dumps(
+                {
+                    "verdict": "answer",
+                    "answer": "At 20:00 the presenter says the password is blue harbour.",
+                    "citations": [[1200, 1205]],
+                }
+            )
+        ),
+    ]
+
+
 def run(
-    label: str, settings: Any, server: Any, browse_captions: int, *, scripted: bool = True
+    label: str,
+    settings: Any,
+    server: Any,
+    *,
+    agent: str = "dvd",
+    browse_captions: int | None = None,
+    scripted: bool = True,
 ) -> dict[str, Any]:
     """One question through ``run_ask``; what it cost, from the result and the server's log."""
     from vidscope.agents.tools import AgentConfig
@@ -157,22 +254,27 @@ def run(
 
     seen = len(server.chat_requests)
     if scripted:  # a repeat gets no script: any request reaching the server would fail loudly
-        server.script(session())
+        server.script(dvd_session() if agent == "dvd" else avi_session())
+    config = AgentConfig() if browse_captions is None else AgentConfig(browse_captions=browse_captions)
     started = time.perf_counter()
-    result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(browse_captions=browse_captions))
+    result = run_ask(settings, VIDEO_ID, QUESTION, config=config, agent=agent)  # type: ignore[arg-type]
     seconds = time.perf_counter() - started
     requests = server.chat_requests[seen:]
     return {
         "run": label,
-        "browse_captions": browse_captions,
+        "agent": agent,
+        "browse_captions": config.browse_captions,
+        "max_frames": config.max_frames,
         "model_calls": result.usage.model_calls,
         "http_requests": len(requests),
         "prompt_tokens": result.usage.input_tokens,
         "completion_tokens": result.usage.output_tokens,
+        "images": result.usage.images,
         "request_bytes": sum(len(json.dumps(r)) for r in requests),
         "tool_calls": result.usage.tool_calls,
         "tool_cache_hits": result.usage.tool_cache_hits,
         "verified_citations": sum(c.verified for c in result.citations),
+        "forced": result.forced,
         "seconds": round(seconds, 3),
     }
 
@@ -194,35 +296,37 @@ def main() -> None:
                     "captioner": None,
                     "speech_recognizer": None,
                     "text_reader": None,
-                    "options": {"openai": {"base_url": server.base_url, "max_retries": 0}},
+                    # A server that takes 64 images per request (vLLM --limit-mm-per-prompt), so the
+                    # budgets of the tools, not the backend's default cap of 32, decide.
+                    "options": {"openai": {"base_url": server.base_url, "max_retries": 0, "max_images": 64}},
                 }
                 settings = Settings(data_dir=Path(tmp) / name, models=models)
                 build_store(settings)
                 return settings
 
-            warm = run("warm-up", fresh("warm"), server, 48)  # starts Prefect's server, loads models
-            ours, dvd = fresh("ours"), fresh("dvd")
+            warm = run("warm-up", fresh("warm"), server)  # starts Prefect's server, loads models
+            ours, dvd, avi = fresh("ours"), fresh("dvd"), fresh("avi")
             rows = [
-                run("ours", ours, server, 48),
-                run("dvd-like", dvd, server, 300),
-                run("repeat (ours)", ours, server, 48, scripted=False),
+                run("dvd", ours, server),
+                run("dvd-like", dvd, server, browse_captions=300),
+                run("repeat (dvd)", ours, server, scripted=False),
+                run("avi", avi, server, agent="avi"),
             ]
     finally:
         server.stop()
     print(
-        f"{'run':<16}{'captions':>9}{'calls':>7}{'HTTP':>6}{'prompt tok':>12}{'bytes':>9}"
-        f"{'tools':>7}{'cached':>8}{'s':>7}"
+        f"{'run':<14}{'captions':>9}{'calls':>7}{'HTTP':>6}{'prompt tok':>12}{'images':>8}"
+        f"{'bytes':>9}{'tools':>7}{'cached':>8}{'s':>7}"
     )
     for r in rows:
         print(
-            f"{r['run']:<16}{r['browse_captions']:>9}{r['model_calls']:>7}{r['http_requests']:>6}"
-            f"{r['prompt_tokens']:>12}{r['request_bytes']:>9}{r['tool_calls']:>7}"
+            f"{r['run']:<14}{r['browse_captions']:>9}{r['model_calls']:>7}{r['http_requests']:>6}"
+            f"{r['prompt_tokens']:>12}{r['images']:>8}{r['request_bytes']:>9}{r['tool_calls']:>7}"
             f"{r['tool_cache_hits']:>8}{r['seconds']:>7.2f}"
         )
-    ratio = rows[1]["prompt_tokens"] / max(1, rows[0]["prompt_tokens"])
-    print(f"dvd-like / ours prompt tokens: {ratio:.2f}x; repeat HTTP requests: {rows[2]['http_requests']}")
+    label = f"-{sys.argv[1]}" if len(sys.argv) > 1 else ""
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "ask_cost.json").write_text(json.dumps({"warm_up": warm, "runs": rows}, indent=2))
+    (OUT / f"ask_cost{label}.json").write_text(json.dumps({"warm_up": warm, "runs": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,12 @@ class IngestSettings(BaseModel):
     clip_seconds: float = Field(5.0, gt=0, description="Length of a retrieval clip; the last is shorter.")
     frame_fps: float = Field(2.0, gt=0, description="Frames sampled per second of video.")
     max_frame_side: int = Field(640, ge=32, description="Longest side of a stored frame, in pixels.")
+    caption_frames: int = Field(
+        10,
+        ge=1,
+        description="Frames of each clip the captioning model sees (10: every 2 fps frame of a 5 s "
+        "clip, as DVD captions from its 2 fps frames), within the backend's own caption_frames.",
+    )
     jpeg_quality: int = Field(85, ge=30, le=100)
     ocr_fps: float = Field(
         1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."
@@ -198,10 +204,15 @@ class AgentSettings(BaseModel):
     loop_repeats: int = Field(default=3, ge=2)
     #: Default number of clips clip_search returns (the extractive answerer's search depth).
     top_k: int = Field(default=16, ge=1, le=100)
-    #: Captions global_browse samples evenly across a video.
+    #: Captions global_browse summarises: the ones most relevant to the query. DVD's public code
+    #: keeps 300 (of 10 s clips, for a GPT-4.1-class context); 48 keeps the browse request within
+    #: a 32k-token local model with detailed captions. Set 300 for DVD's setting.
     browse_captions: int = Field(default=48, ge=1)
-    #: Frames frame_inspect sends to the model at most.
-    max_frames: int = Field(default=32, ge=1)
+    #: Frames frame_inspect sends to the vision model at most (DVD: 50), within the backend's
+    #: ``max_images`` per request.
+    max_frames: int = Field(default=50, ge=1)
+    #: Longest side (pixels) of frames frame_inspect decodes from the file (DVD: 720p).
+    frame_max_side: int = Field(default=720, ge=32)
     #: Output-token limit per model call.
     max_tokens: int | None = 1024
     temperature: float = 0.0
@@ -211,6 +222,9 @@ class AgentSettings(BaseModel):
     avi_max_iterations: int = Field(default=10, ge=1)
     #: AVI agent: how often the review phase may send the agent back to perceive.
     avi_max_backtracks: int = Field(default=1, ge=0)
+    #: AVI agent: the Perceive phase must make a targeted perception call (object_detect,
+    #: text_extract, boundary_detect) before Review; a phase ended without one is sent back once.
+    avi_require_perception: bool = True
     #: Where tool calls are answered: ``real`` (the ingested store and models) or ``sim`` (the
     #: script at ``script``, see vidscope.agents.simulator). The tools keep their names either way.
     environment: Literal["real", "sim"] = "real"
@@ -238,7 +252,9 @@ class AgentSettings(BaseModel):
 
     def tool_fingerprint(self) -> str:
         """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(self.browse_captions, self.max_frames, self.cvr_frames, self.cvr_frame_side)
+        return stable_hash(
+            self.browse_captions, self.max_frames, self.frame_max_side, self.cvr_frames, self.cvr_frame_side
+        )
 
 
 class ModelSettings(BaseModel):

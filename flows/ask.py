@@ -80,8 +80,14 @@ class AskResult(BaseModel):
     interval: Citation | None = Field(
         None, description='For "when" questions (AVI agent): the [start, end] of the event.'
     )
+    unverified_citations: int = Field(
+        0,
+        description="Citations (and the interval) that no specific evidence a tool returned supports.",
+    )
     extractive: bool = False
-    forced: bool = Field(False, description="The step limit forced the answer.")
+    forced: bool = Field(
+        False, description="The answer did not come from finish (step limit, or a text reply)."
+    )
     model: str | None = None
     agent: str | None = Field(
         None, description="The agent that answered (dvd or avi); none for an extractive answer."
@@ -232,6 +238,7 @@ def _result(
         choice_text=choice_text,
         citations=answer.citations,
         interval=answer.interval,
+        unverified_citations=answer.unverified_citations,
         extractive=answer.extractive,
         forced=answer.forced,
         model=model,

@@ -25,7 +25,6 @@ from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult,
 
 log = logging.getLogger(__name__)
 
-FRAMES_PER_CAPTION = 4
 NO_CAPTIONER_PREFIX = "[no visual caption: no captioning model configured]"
 
 
@@ -87,15 +86,18 @@ def signals_summary(speech: str, onscreen: str, objects: str = "") -> str:
 
 
 def _clip_frames(ctx: StageContext, clip_index: int) -> list[np.ndarray]:
+    """Up to ``[ingest] caption_frames`` stored frames of the clip, evenly spread, in order."""
     rows = ctx.store.rows(
         ctx.store.frames,
         video_id=ctx.video.video_id,
         where=f"clip_index = {clip_index}",
         columns=["frame_index", "jpeg"],
+        order_by=["frame_index"],
     ).to_pylist()
     if not rows:
         return []
-    picks = np.linspace(0, len(rows) - 1, num=min(FRAMES_PER_CAPTION, len(rows))).round().astype(int)
+    wanted = min(ctx.settings.ingest.caption_frames, len(rows))
+    picks = np.linspace(0, len(rows) - 1, num=wanted).round().astype(int)
     return [decode_jpeg(rows[i]["jpeg"]) for i in sorted(set(picks.tolist()))]
 
 
@@ -190,9 +192,12 @@ def _run(ctx: StageContext) -> StageOutcome:
 
 CAPTION = Stage(
     name="caption",
-    version=1,
+    version=2,  # v2: up to [ingest] caption_frames (10) frames per clip, was 4
     run=_run,
-    config=lambda s: role_config(s, "captioner", "captioner"),
+    config=lambda s: {
+        **role_config(s, "captioner", "captioner"),
+        "caption_frames": s.ingest.caption_frames,
+    },
     needs=("segment",),
     reads=("frames", "speech", "ocr", "detect"),
     description="clip captions from the captioning model, or a labelled summary of the clip's signals",

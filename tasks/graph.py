@@ -3,9 +3,12 @@
 1. *Extraction.* The chat model reads the caption and speech of :data:`BATCH_CLIPS` clips per call
    (quoted as data, never instructions) and answers, per clip, with the entities it names (name,
    kind, attributes, actions, appearance) and the directed relations between them, each with the
-   time interval it holds (default: the clip's span; always clamped to it). Each clip's validated
-   extraction is stored in ``graph_extractions`` with a hash of the clip text it came from, so a
-   re-run (a re-captioned clip, a changed transcript) re-sends only the clips whose text changed.
+   time interval it holds (default: the clip's span; always clamped to it). A relation may also
+   join an entity of the clip to one of the adjacent clip before it in the same call (an action
+   begun in one clip and finished in the next): its interval may then start in that clip. Each
+   clip's validated extraction is stored in ``graph_extractions`` with a hash of the clip text it
+   came from, so a re-run (a re-captioned clip, a changed transcript) re-sends only the clips whose
+   text changed.
 2. *Repair.* The backend already re-asks once when a reply is not JSON. A reply that is JSON but
    not the asked-for shape for some clips gets one corrective re-ask for those clips. A clip still
    unusable is recorded as failed in the ledger details (nothing half-parsed is stored) and the
@@ -84,7 +87,8 @@ MAX_ENDPOINT_FAILURES = 3
 #: Failed clips listed in the ledger details.
 MAX_REPORTED_ERRORS = 10
 #: Bumped when the extraction format changes, so stored extractions are not reused.
-EXTRACTION_VERSION = 1
+#: 2: relations may span the clip and the adjacent one before it.
+EXTRACTION_VERSION = 2
 
 SYSTEM_PROMPT = """\
 You extract an entity graph from the clips of a video. For each clip you get its time span, its \
@@ -104,9 +108,12 @@ name: a short handle, a proper name when the clip gives one, else a description 
 red jacket". Use the same name for the same entity in every clip. kind: person, animal, object, \
 vehicle, place, organisation or other. attributes: short facts about it (role, age, colour, …). \
 actions: what it does in the clip. appearance: what it looks like ("" when not seen).
-- relations: directed facts between two entities of the same clip ("man" "holds" "cup", "woman" \
-"talks to" "man"). start/end: when the relation holds, in seconds inside the clip's span; null \
-when it holds for the whole clip.
+- relations: directed facts between two entities of the clip ("man" "holds" "cup", "woman" \
+"talks to" "man"), or between an entity of the clip and one of the clip just before it when the \
+fact spans both (a man who picks up a cup in one clip and hands it to a woman in the next): give \
+such a relation in the later clip. start/end: when the relation holds, in seconds inside the \
+clip's span (or from inside the previous clip's span for a relation spanning both); null when it \
+holds for the whole clip.
 - Never invent names or facts that the clip does not support. An empty list is a valid answer.
 """
 
@@ -163,10 +170,13 @@ def _time(value: Any, what: str) -> float | None:
         raise ValueError(f"{what} must be a number of seconds or null, got {value!r}") from None
 
 
-def parse_extraction(item: Any, span: tuple[float, float]) -> dict[str, Any]:
+def parse_extraction(
+    item: Any, span: tuple[float, float], previous: tuple[float, float] | None = None
+) -> dict[str, Any]:
     """One clip's part of a reply, validated: ``{"entities": [...], "relations": [...]}`` with
-    relation times clamped to ``span``. Raises ``ValueError`` naming the first problem; nothing
-    is dropped silently except empty strings."""
+    relation times clamped to ``span``, or to ``previous`` + ``span`` when the adjacent clip
+    before it (``previous``) was in the same request. Raises ``ValueError`` naming the first
+    problem; nothing is dropped silently except empty strings."""
     if not isinstance(item, dict):
         raise ValueError("a clip entry must be a JSON object")
     raw_entities, raw_relations = item.get("entities"), item.get("relations", [])
@@ -194,6 +204,8 @@ def parse_extraction(item: Any, span: tuple[float, float]) -> dict[str, Any]:
         )
     known = {name_words(e["name"]) for e in entities}
     start, end = span
+    if previous is not None and span[0] - previous[1] <= ADJACENT_GAP_S:
+        start = previous[0]  # a relation spanning the adjacent clip before may start there
     relations: list[dict[str, Any]] = []
     for n, raw in enumerate(raw_relations):
         if not isinstance(raw, dict):
@@ -249,7 +261,7 @@ def parse_batch_reply(
             problems[clip] = f"clip {clip} is missing from the reply"
             continue
         try:
-            good[clip] = parse_extraction(items[clip], span)
+            good[clip] = parse_extraction(items[clip], span, spans.get(clip - 1))
         except ValueError as exc:
             problems[clip] = f"clip {clip}: {exc}"
     return good, problems
@@ -719,7 +731,7 @@ def _config(settings: Settings) -> dict[str, Any]:
 
 GRAPH = Stage(
     name="graph",
-    version=1,
+    version=2,  # v2: relations may span adjacent clips
     run=_run,
     config=_config,
     needs=("caption",),

@@ -321,19 +321,26 @@ def test_a_crashing_tool_is_retried_then_reported(world: tuple[Settings, Store])
     assert outcome.error == "not today" and calls.count(2) == 1  # expected errors are not retried
 
 
-def test_global_browse_without_a_model_samples_captions_evenly(
+def test_global_browse_summarises_the_captions_most_relevant_to_the_query(
     world: tuple[Settings, Store],
 ) -> None:
-    outcome = execute_tool(
-        context(world, browse_captions=4),
-        "global_browse",
-        {"video_id": VIDEO_ID, "query": "what happens"},
-    )
-    assert outcome.ok, outcome.error
-    result = outcome.result
-    assert isinstance(result, BrowseResult) and result.summary_text is None
-    assert [c.start for c in result.captions] == [0.0, 20.0, 35.0, 55.0]
-    assert result.total_clips == 12
+    def browse(query: str) -> BrowseResult:
+        outcome = execute_tool(
+            context(world, browse_captions=3), "global_browse", {"video_id": VIDEO_ID, "query": query}
+        )
+        assert outcome.ok, outcome.error
+        assert isinstance(outcome.result, BrowseResult)
+        return outcome.result
+
+    vault = browse("the secret code for the vault")
+    starts = [c.start for c in vault.captions]
+    assert len(starts) == 3 and starts == sorted(starts)  # the most relevant, in time order
+    assert ANSWER_CLIP * CLIP_SECONDS in starts  # evenly spaced captions (0, 30, 55) would miss it
+    oven = browse("oven temperature degrees")
+    assert 20.0 in [c.start for c in oven.captions] and oven.captions != vault.captions
+    assert vault.summary_text is None and vault.total_clips == 12
+    # An overview is no evidence for a moment: it verifies no citation.
+    assert vault.evidence_ranges() == []
     assert sample_evenly(300, 48)[:3] == [0, 6, 13] and len(sample_evenly(300, 48)) == 48
 
 
@@ -368,7 +375,7 @@ def test_citations_are_checked_against_the_video_and_the_trace(
     evidence.add(outcome.result)
     assert evidence.check(ctx, VIDEO_ID, 36, 38).verified
     inside_not_seen = evidence.check(ctx, VIDEO_ID, 0, 5)
-    assert not inside_not_seen.verified and "no tool returned" in inside_not_seen.note
+    assert not inside_not_seen.verified and "no tool returned specific evidence" in inside_not_seen.note
     outside = evidence.check(ctx, VIDEO_ID, 58, 75)
     assert not outside.verified and "outside the video" in outside.note
     assert not evidence.check(ctx, VIDEO_ID, 38, 36).verified

@@ -338,3 +338,118 @@ def test_frame_inspect_decodes_short_ranges_from_the_file_and_falls_back_to_stor
     video.rename(tmp_path / "moved.mp4")
     times = inspect("Which number does the door show?")
     assert 1 <= len(times) <= 2 and all(1.0 <= t <= 1.5 for t in times)
+
+
+# ---------------------------------------------------------------------------- issue 12: the loop
+
+INSPECT = {"video_id": VIDEO_ID, "question": "What is written on screen?", "time_ranges": [ANSWER_RANGE]}
+
+
+def test_a_reply_announcing_a_tool_is_nudged_and_the_tool_runs(world) -> None:
+    settings, _, server = world
+    server.script(
+        [
+            text("The code is probably purple elephant."),  # asked to finish
+            text("I should confirm it with frame_inspect before answering."),  # a plan, not an answer
+            tool_call("frame_inspect", INSPECT, call_id="f"),
+            text("The frames show CODE: PURPLE ELEPHANT at 35-40 s."),  # the vision model
+            finish_call("The code is purple elephant.", [ANSWER_RANGE]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert result.answer == "The code is purple elephant." and not result.forced
+    assert [s.kind for s in result.trace] == ["nudge", "nudge", "tool", "finish"]
+    assert result.trace[1].tool == "frame_inspect" and result.trace[2].tool == "frame_inspect"
+    assert result.citations[0].verified and result.unverified_citations == 0
+    requests = server.chat_requests
+    assert requests[1]["messages"][-1]["content"] == prompts.FINISH_NUDGE
+    assert requests[2]["messages"][-1]["content"] == prompts.TOOL_NUDGE.format(tool="frame_inspect")
+    assert server.pending == 0
+
+
+def test_only_a_text_reply_right_after_the_request_to_finish_answers(world) -> None:
+    settings, _, server = world
+    server.script(
+        [
+            text("Let me think about the vault."),  # asked to finish
+            search("secret code"),  # a tool call after the request: the request no longer stands
+            text("The clip at 35 s says the code."),  # asked to finish again, not taken as final
+            text("The code is purple elephant."),  # right after the request: the (forced) answer
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert result.answer == "The code is purple elephant." and result.forced
+    assert [s.kind for s in result.trace] == ["nudge", "tool", "nudge", "answer"]
+    assert server.pending == 0
+
+
+def test_the_paper_protocol_is_in_the_system_prompt(world) -> None:
+    settings, _, server = world
+    server.script([search("secret code"), finish_call("B. purple elephant", [ANSWER_RANGE], choice="B")])
+    run_ask(settings, VIDEO_ID, QUESTION, options=["red tiger", "purple elephant"])
+    system = server.chat_requests[0]["messages"][0]["content"]
+    for step in ("plan", "act", "observe", "reflect"):
+        assert step in system.lower()
+    assert "confirm any fine visual detail" in system and "frame_inspect" in system
+    assert "letter of the chosen option" in system
+
+
+class WindowedChat:
+    """The real OpenAI-compatible backend behind a context window of ``words`` words.
+
+    A request longer than the window raises ContextLengthExceeded, as the backends do on a
+    server's "maximum context length" 400 (that translation is tested with the backends); here
+    the runtime's answer to it is what is under test, over real HTTP for every request that fits.
+    """
+
+    def __init__(self, inner: object, words: int) -> None:
+        self.inner, self.words, self.rejected, self.sizes = inner, words, 0, []
+        self.name = getattr(inner, "name", "windowed")
+
+    def chat(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        from vidscope.core.errors import ContextLengthExceeded
+
+        size = sum(len((m.content or "").split()) for m in messages)
+        self.sizes.append(size)
+        if size > self.words:
+            self.rejected += 1
+            raise ContextLengthExceeded(f"{size} words; this model's maximum context length is {self.words}")
+        return self.inner.chat(messages, **kwargs)  # type: ignore[attr-defined]
+
+
+def windowed_run(world, words: int):
+    from vidscope.agents.runtime import TRIMMED, run_agent
+    from vidscope.agents.tools import ToolContext
+    from vidscope.agents.tools_dvd import dvd_registry
+    from vidscope.models import registry
+
+    settings, store, _ = world
+    chat = WindowedChat(registry.chat_model(settings), words)
+    ctx = ToolContext(settings, store, chat=chat, registry=dvd_registry())  # type: ignore[arg-type]
+    return run_agent(ctx, QUESTION, [VIDEO_ID]), chat, TRIMMED
+
+
+def test_a_context_overflow_trims_the_oldest_observations_and_retries(world) -> None:
+    settings, _, server = world
+    server.script(
+        [
+            search("bread flour dough oven", top_k=12, call_id="s1"),  # a long observation
+            search("secret code vault", top_k=2, call_id="s2"),
+            finish_call("The code is purple elephant.", [ANSWER_RANGE]),
+        ]
+    )
+    answer, chat, trimmed = windowed_run(world, words=700)  # requests: ~410, ~655, ~720
+    assert chat.rejected == 1  # the third request did not fit until the first search was trimmed
+    assert answer.answer == "The code is purple elephant." and not answer.forced
+    assert answer.citations[0].verified  # evidence outlives the trimmed observation text
+    kinds = [s.kind for s in answer.trace]
+    assert kinds[:2] == ["tool", "tool"] and "context" in kinds and kinds[-1] == "finish"
+    last = server.chat_requests[-1]["messages"]
+    tool_messages = [m for m in last if m["role"] == "tool"]
+    assert tool_messages[0]["content"] == trimmed and "purple elephant" in tool_messages[1]["content"]
+
+
+def test_a_context_too_small_for_anything_forces_an_answer(world) -> None:
+    answer, chat, _ = windowed_run(world, words=50)
+    assert answer.forced and "no longer fits the context" in answer.answer
+    assert chat.rejected == 2 and [s.kind for s in answer.trace] == ["context", "nudge", "context"]

@@ -43,6 +43,9 @@ def world(tmp_path: Path, llm_server: ScriptedLLMServer) -> tuple[Settings, Stor
 def run(world, question: str = QUESTION, **config: object):
     """The AVI loop with clip_search (retrieve) and frame_inspect (perceive)."""
     settings, store, _ = world
+    # Most tests script a Perceive phase that ends at once to test other parts of the loop; the
+    # requirement of a perception call is tested on its own (and is on by default).
+    config.setdefault("avi_require_perception", False)
     ctx = ToolContext(settings, store, chat=registry.chat_model(settings), config=AgentConfig(**config))
     steps = []
     answer = run_avi_agent(
@@ -313,11 +316,12 @@ def test_run_ask_with_agent_avi_uses_the_avi_tools_and_grounds_when(world) -> No
         [
             tool_call("clip_retrieve", {"video_id": VIDEO_ID, "query": "secret code", "k": 3}, call_id="c"),
             text("Candidate: 35-40 s."),
+            tool_call("text_extract", {"video_id": VIDEO_ID, "time_range": ANSWER_RANGE}, call_id="t"),
             tool_call(
                 "frame_analysis",
                 {
                     "video_id": VIDEO_ID,
-                    "time_range": ANSWER_RANGE,
+                    "time_ranges": [ANSWER_RANGE],
                     "question": "Is a code shown?",
                     "frames": 4,
                 },
@@ -336,11 +340,13 @@ def test_run_ask_with_agent_avi_uses_the_avi_tools_and_grounds_when(world) -> No
     assert (result.interval.start, result.interval.end) == (35.0, 40.0)
     assert [(s.phase, s.tool) for s in result.trace if s.kind == "tool"] == [
         ("retrieve", "clip_retrieve"),
+        ("perceive", "text_extract"),
         ("perceive", "frame_analysis"),
     ]
     requests = server.chat_requests
     assert tool_names(requests[0]) == ["clip_retrieve", "clip_merge", "global_explore", "graph_retrieve"]
     assert tool_names(requests[2]) == ["object_detect", "text_extract", "boundary_detect", "frame_analysis"]
+    assert tool_names(requests[3]) == tool_names(requests[2])  # still perceiving after text_extract
     assert "retrieve/tool" in trace_markdown(result) and "**Interval:** 0:35–0:40 ✓" in trace_markdown(result)
     out = Console(record=True, width=200)
     render_answer(result, out)
@@ -348,9 +354,9 @@ def test_run_ask_with_agent_avi_uses_the_avi_tools_and_grounds_when(world) -> No
     assert "AVI agent" in shown and "When: 0:35–0:40" in shown
 
     again = run_ask(settings, VIDEO_ID, question, agent="avi")  # model replies and tools are cached
-    assert len(server.chat_requests) == 6
+    assert len(server.chat_requests) == 7
     assert again.answer == result.answer and again.interval == result.interval
-    assert again.usage.model_http_calls == 0 and again.usage.tool_cache_hits == 2
+    assert again.usage.model_http_calls == 0 and again.usage.tool_cache_hits == 3
 
 
 def test_ask_agent_avi_without_a_chat_model_answers_extractively_with_a_note(
@@ -381,3 +387,80 @@ def test_ask_agent_avi_without_a_chat_model_answers_extractively_with_a_note(
 
     with pytest.raises(ValueError, match="unknown agent"):
         run_ask(make_settings(tmp_path / "data"), VIDEO_ID, QUESTION, agent="nope")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- issue 12: protocol
+
+
+def test_perceive_without_a_perception_call_is_sent_back_once(world) -> None:
+    from vidscope.flows.ask import run_ask
+
+    settings, _, server = world
+    server.script(
+        [
+            tool_call("clip_retrieve", {"video_id": VIDEO_ID, "query": "secret code", "k": 3}, call_id="c"),
+            text("Candidate: 35-40 s, where a caption mentions the code."),
+            text("The caption says the code; nothing to check."),  # no perception: sent back
+            tool_call("text_extract", {"video_id": VIDEO_ID, "time_range": ANSWER_RANGE}, call_id="t"),
+            text("On screen over 35-40 s: CODE: PURPLE ELEPHANT."),
+            review(answer="purple elephant", citations=[ANSWER_RANGE]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
+
+    assert result.answer == "purple elephant" and result.citations[0].verified
+    assert [(s.phase, s.kind, s.tool) for s in result.trace] == [
+        ("retrieve", "tool", "clip_retrieve"),
+        ("retrieve", "phase-end", None),
+        ("perceive", "phase-end", None),
+        ("perceive", "nudge", None),
+        ("perceive", "tool", "text_extract"),
+        ("perceive", "phase-end", None),
+        ("review", "answer", None),
+    ]
+    sent_back = server.chat_requests[3]
+    assert sent_back["messages"][-1]["content"] == prompts.AVI_PERCEIVE_FIRST.format(
+        tools="object_detect, text_extract, boundary_detect"
+    )
+    assert tool_names(sent_back) == ["object_detect", "text_extract", "boundary_detect", "frame_analysis"]
+    system = server.chat_requests[0]["messages"][0]["content"]
+    assert "hints, not proof" in system and "last resort" in system
+
+
+def test_the_perception_requirement_sends_back_only_once(world) -> None:
+    _, _, server = world
+    server.script(
+        [
+            search("secret code"),
+            text("Candidate: 35-40 s."),
+            text("Nothing to look at."),  # sent back once
+            text("Still nothing to look at."),  # not again: on to review
+            review(answer="purple elephant", citations=[ANSWER_RANGE]),
+        ]
+    )
+    answer = run(world, avi_require_perception=True)
+    assert answer.answer == "purple elephant"
+    kinds = [(s.phase, s.kind) for s in answer.trace]
+    assert kinds.count(("perceive", "nudge")) == 1 and kinds[-1] == ("review", "answer")
+    assert server.pending == 0
+
+
+def test_a_citation_only_an_overview_pointed_at_is_unverified(world) -> None:
+    from vidscope.flows.ask import run_ask
+
+    settings, _, server = world
+    server.script(
+        [
+            tool_call("global_explore", {"video_id": VIDEO_ID, "query": QUESTION}, call_id="e"),
+            text("A bread recipe; a code is spoken around 35-40 s; it ends at 55-60 s."),  # the summary
+            text("Candidates: 35-40 s."),
+            tool_call("text_extract", {"video_id": VIDEO_ID, "time_range": ANSWER_RANGE}, call_id="t"),
+            text("On screen over 35-40 s: CODE: PURPLE ELEPHANT."),
+            review(answer="purple elephant", citations=[ANSWER_RANGE, [55, 60]]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
+
+    assert [(c.start, c.verified) for c in result.citations] == [(35.0, True), (55.0, False)]
+    assert "specific evidence" in result.citations[1].note
+    assert result.unverified_citations == 1

@@ -28,9 +28,11 @@ from vidscope.tasks.graph import (
     GRAPH,
     contrasting,
     name_key,
+    parse_batch_reply,
     parse_extraction,
     resolve,
 )
+from vidscope.tasks.graph import SYSTEM_PROMPT as GRAPH_PROMPT
 from vidscope.tasks.graph_supernodes import (
     affinity_matrix,
     cluster_range,
@@ -385,6 +387,38 @@ def test_parse_extraction_clamps_times_and_rejects_bad_items() -> None:
             parse_extraction(bad, (0.0, 5.0))
 
 
+def test_relations_may_span_the_adjacent_clip_before_in_the_same_request() -> None:
+    entries = [
+        {"clip": 3, "start": 15.0, "end": 20.0, "caption": "A man picks up a cup."},
+        {"clip": 4, "start": 20.0, "end": 25.0, "caption": "The man hands the cup to a woman."},
+        {"clip": 9, "start": 45.0, "end": 50.0, "caption": "A woman drinks."},
+    ]
+    reply = json.dumps(
+        {
+            "clips": [
+                {"clip": 3, "entities": [{"name": "man"}, {"name": "cup"}], "relations": []},
+                {
+                    "clip": 4,
+                    "entities": [{"name": "man"}, {"name": "woman"}],
+                    "relations": [relation("man", "hands cup to", "woman", 17, 22)],
+                },
+                {
+                    "clip": 9,
+                    "entities": [{"name": "woman"}],
+                    "relations": [relation("woman", "drinks", "cup", 40)],
+                },
+            ]
+        }
+    )
+    good, problems = parse_batch_reply(reply, entries)
+    assert problems == {}
+    # Clip 4 follows clip 3 in the request: the relation keeps its start inside clip 3.
+    assert (good[4]["relations"][0]["start"], good[4]["relations"][0]["end"]) == (17.0, 22.0)
+    # Clip 9 has no adjacent clip before it in the request: clamped to its own span.
+    assert good[9]["relations"][0]["start"] == 45.0
+    assert "the clip just before it" in GRAPH_PROMPT
+
+
 def test_names_merge_by_embedding_unless_contrasting_or_of_another_kind() -> None:
     vectors = {
         "Bob": [1.0, 0.0, 0.0],
@@ -455,18 +489,35 @@ def test_importance_matches_hand_computed_values() -> None:
     ]
     edges = [edge("a", "b"), edge("c", "b"), edge("b", "c")]
     weights = node_importance(nodes, edges, total_clips=10, query_embedding=[3.0, 0.0])
-    # freq = clips/10 · ln(1 + s); centrality = 0.5·deg/2 + 0.5·betweenness, b lying on the one
-    # shortest path a–c of the 3 pairs not involving b: normalised betweenness 1/3.
+    # freq = clips/10 · ln(1 + s) over the largest (b's); centrality = 0.5·deg/2 + 0.5·betweenness,
+    # b lying on the one shortest path a–c of the 3 pairs not involving b: betweenness 1/3.
+    top = 0.5 * math.log(41)
     expected = {
-        "a": 0.4 * 0.2 * math.log(11) + 0.3 * (0.5 * 0.5) + 0.3 * 1.0,
-        "b": 0.4 * 0.5 * math.log(41) + 0.3 * (0.5 * 1.0 + 0.5 * (1 / 3)) + 0.3 * 0.0,
-        "c": 0.4 * 0.1 * math.log(1) + 0.3 * (0.5 * 0.5) + 0.3 * (1 / math.sqrt(2)),
-        "d": 0.4 * 0.1 * math.log(6) + 0.0 + 0.0,
+        "a": 0.4 * 0.2 * math.log(11) / top + 0.3 * (0.5 * 0.5) + 0.3 * 1.0,
+        "b": 0.4 * 1.0 + 0.3 * (0.5 * 1.0 + 0.5 * (1 / 3)) + 0.3 * 0.0,
+        "c": 0.4 * 0.1 * math.log(1) / top + 0.3 * (0.5 * 0.5) + 0.3 * (1 / math.sqrt(2)),
+        "d": 0.4 * 0.1 * math.log(6) / top + 0.0 + 0.0,
     }
     assert weights == pytest.approx(expected)
     without_query = node_importance(nodes, edges, total_clips=10)
     assert without_query["a"] == pytest.approx(expected["a"] - 0.3)
     assert node_importance(nodes, [], total_clips=0) == {n: 0.0 for n in "abcd"}
+
+
+def test_query_relevance_still_matters_on_a_long_video() -> None:
+    # Two hours of 5 s clips: the host is on screen half the time, the cook a quarter of it. Asked
+    # about the cook, the cook should rank first. With the paper's unbounded frequency term the
+    # host wins whatever the query (0.4·0.5·ln 3601 ≈ 1.64 against 0.4·0.25·ln 1801 + 0.3 ≈ 1.05).
+    nodes = [
+        node("host", clips=720, seconds=3600.0, emb=[0.0, 1.0]),
+        node("cook", clips=360, seconds=1800.0, emb=[1.0, 0.0]),
+    ]
+    edges = [edge("host", "cook")]
+    about_cook = node_importance(nodes, edges, total_clips=1440, query_embedding=[1.0, 0.0])
+    about_host = node_importance(nodes, edges, total_clips=1440, query_embedding=[0.0, 1.0])
+    assert about_cook["cook"] > about_cook["host"] and about_host["host"] > about_host["cook"]
+    assert 0.4 * 0.5 * math.log(3601) > 0.4 * 0.25 * math.log(1801) + 0.3  # the unnormalised case
+    assert max(about_cook.values()) <= 1.0  # every term in [0, 1], so the weights bound the sum
 
 
 def test_affinity_is_similarity_within_two_hops() -> None:

@@ -497,7 +497,7 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
         "frame_analysis",
         {
             "video_id": COLOUR_ID,
-            "time_range": [2, 6],
+            "time_ranges": [[2, 6]],
             "question": "When does the colour change?",
             "frames": 8,
         },
@@ -515,16 +515,30 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     many = execute_tool(
         ctx,
         "frame_analysis",
-        {"video_id": COLOUR_ID, "time_range": [0, 12], "question": "Colours?", "frames": 64},
+        {"video_id": COLOUR_ID, "time_ranges": [[0, 12]], "question": "Colours?", "frames": 64},
     )
     assert many.ok, many.error
     assert len(images_of(llm_server.chat_requests[-1])) == 32
     assert len(many.result.frame_times) == 32
+    # Several ranges in one look: frames shared by length, each range cited as evidence.
+    llm_server.script([text("Red at first, blue later.")])
+    both = execute_tool(
+        ctx,
+        "frame_analysis",
+        {"video_id": COLOUR_ID, "time_ranges": [[0, 2], [8, 12]], "question": "Colours?", "frames": 12},
+    )
+    assert both.ok, both.error
+    times = both.result.frame_times
+    assert len(times) == 12 and times == sorted(times)
+    assert sum(t <= 2 for t in times) == 4 and sum(t >= 8 for t in times) == 8
+    assert both.result.evidence_ranges() == [(COLOUR_ID, 0.0, 2.0), (COLOUR_ID, 8.0, 12.0)]
 
 
 def test_frame_analysis_needs_a_chat_model(world) -> None:
     outcome = execute_tool(
-        context(world), "frame_analysis", {"video_id": COLOUR_ID, "time_range": [0, 2], "question": "What?"}
+        context(world),
+        "frame_analysis",
+        {"video_id": COLOUR_ID, "time_ranges": [[0, 2]], "question": "What?"},
     )
     assert not outcome.ok and "models.chat" in outcome.error
 
@@ -700,6 +714,42 @@ def test_graph_retrieve(clip_world) -> None:
         ("catches", 35),
     ]
     assert (CLIPS_ID, 35.0, 40.0) in result.evidence_ranges()
+    assert result.path == [] and result.groups == []
+
+    # A path question between two entities, and a query naming a super-node (a scene).
+    store.upsert(store.graph_edges, [edge(4, "woman", "throws", "red-ball", 10, 15)])
+    store.replace_video_rows(
+        store.graph_supernodes,
+        CLIPS_ID,
+        [
+            {
+                "video_id": CLIPS_ID,
+                "supernode_index": 0,
+                "label": "kitchen scene",
+                "members": ["woman", "bread"],
+                "spans": [{"start": 0.0, "end": 15.0}],
+            }
+        ],
+    )
+    path = execute_tool(
+        ctx,
+        "graph_retrieve",
+        {"video_id": CLIPS_ID, "entity_query": "the woman", "to_entity": "Rex", "max_entities": 4},
+    )
+    assert path.ok, path.error
+    assert path.result.path == ["woman", "red ball", "brown dog"]
+    assert [e.name for e in path.result.entities][:3] == ["woman", "red ball", "brown dog"]
+    first = [(r.source, r.relation, r.target) for r in path.result.relations[:3]]
+    assert first == [
+        ("woman", "throws", "red ball"),
+        ("brown dog", "chases", "red ball"),
+        ("brown dog", "catches", "red ball"),
+    ]
+    scene = execute_tool(ctx, "graph_retrieve", {"video_id": CLIPS_ID, "entity_query": "the kitchen scene"})
+    assert scene.ok, scene.error
+    assert {"woman", "bread"} <= set(scene.result.matched)
+    assert scene.result.groups[0].label == "kitchen scene"
+    assert scene.result.groups[0].members == ["woman", "bread"]
 
 
 def test_cache_key_follows_the_perception_model_roles(tmp_path: Path) -> None:

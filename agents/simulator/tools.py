@@ -362,28 +362,41 @@ def _sim_object_detect(
     )
 
 
-@tool(version=1)
+@tool(version=2)
 def _sim_frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
-    time_range: TimeRange,
+    time_ranges: Annotated[
+        list[TimeRange],
+        Field(description="Time ranges [[start, end], ...] in seconds (1-8).", min_length=1, max_length=8),
+    ],
     question: Annotated[str, "What to find out from the frames."],
     frames: Annotated[
-        int, Field(description="How many frames to look at, spread over the range (1-64).", ge=1, le=64)
+        int,
+        Field(
+            description="How many frames to look at in all, spread over the ranges by length (1-64).",
+            ge=1,
+            le=64,
+        ),
     ] = 16,
 ) -> FrameAnalysisResult:
-    """Simulated frame_analysis (the script's visible events in the range)."""
+    """Simulated frame_analysis (the script's visible events in the ranges)."""
     sim = simulator_of(ctx)
-    start, end = sim.check_interval(video_id, time_range[0], time_range[1])
-    answer, usage = sim.phrase(question, [describe_event(e) for e in sim.events(video_id, start, end)])
-    count = max(1, min(frames, int((end - start) * SIM_FPS) + 1))
-    step = (end - start) / count
+    ranges = [sim.check_interval(video_id, r[0], r[1]) for r in time_ranges]
+    events = [e for start, end in ranges for e in sim.events(video_id, start, end)]
+    answer, usage = sim.phrase(question, [describe_event(e) for e in dict.fromkeys(events)])
+    total = sum(end - start for start, end in ranges) or 1.0
+    times: list[float] = []
+    for start, end in ranges:
+        count = max(1, min(round(frames * (end - start) / total), int((end - start) * SIM_FPS) + 1))
+        step = (end - start) / count
+        times += [round(start + step * (i + 0.5), 2) for i in range(count)]
     return FrameAnalysisResult(
         video_id=video_id,
         question=question,
         answer=answer,
-        time_range=[start, end],
-        frame_times=[round(start + step * (i + 0.5), 2) for i in range(count)],
+        time_ranges=[[start, end] for start, end in ranges],
+        frame_times=sorted(times)[:frames],
         usage=usage,
     )
 

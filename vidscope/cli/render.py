@@ -68,6 +68,8 @@ def render_answer(
         flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({escape(c.note)})"
         where = f"{escape(result.files.get(c.video_id, c.video_id[:12]))} " if result.library else ""
         console.print(f"  {where}{fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
+    if result.unverified_citations:
+        console.print(f"[yellow]{result.unverified_citations} unverified citation(s)[/yellow]")
     if show_trace:
         _render_trace(result, console)
     u = result.usage
