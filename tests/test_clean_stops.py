@@ -217,3 +217,60 @@ def test_refusing_a_public_bind_names_the_section(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "[api] section" in done.stderr and "Traceback" not in done.stderr
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_stopped_api_that_ran_a_job_leaves_no_process(tmp_path: Path, sig: int) -> None:
+    import httpx
+
+    (tmp_path / "videos").mkdir()
+    _video(tmp_path / "videos" / "short.mp4", 6)
+    port = _free_port()
+    env = {**_env(tmp_path), "VIDSCOPE_API__VIDEO_ROOTS": json.dumps([str(tmp_path / "videos")])}
+    proc = subprocess.Popen(
+        [*VIDSCOPE, "--data-dir", str(tmp_path / "data"), "api", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,  # so the test can find everything it started by session id
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        job = httpx.post(f"{base}/api/ingest", json={"paths": ["short.mp4"]}, timeout=10).json()
+        while time.monotonic() < deadline + 240:
+            job = httpx.get(f"{base}/api/ingest/{job['job_id']}", timeout=10).json()
+            if job["state"] not in ("queued", "running"):
+                break
+            time.sleep(1.0)
+        assert job["state"] == "done", job
+        # The job ran a flow, so the API now has children (Prefect's temporary server among them).
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert any("uvicorn" in " ".join(c.cmdline()) for c in children if c.is_running())
+    except BaseException:
+        proc.kill()
+        raise
+    proc.send_signal(sig)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (_session(proc.pid) or any(c.is_running() for c in children)):
+        time.sleep(0.3)
+    assert not _session(proc.pid)
+    assert not [c for c in children if c.is_running()]
