@@ -8,6 +8,7 @@ Videos that are not found are listed, never raised: a partial download still eva
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,6 +78,8 @@ class VideoLookup:
     found: dict[str, Path]
     missing: list[str]
     missing_subtitles: list[str] = field(default_factory=list)
+    #: Subtitle files found, by the name the items give them.
+    subtitles: dict[str, Path] = field(default_factory=dict)
 
     def items_ready(self, items: Iterable[BenchmarkItem]) -> list[BenchmarkItem]:
         """The items whose every video was found."""
@@ -91,6 +94,7 @@ def locate_videos(
     found: dict[str, Path] = {}
     missing: list[str] = []
     missing_subtitles: list[str] = []
+    subtitles: dict[str, Path] = {}
     for item in items:
         for name in item.video_ids:
             if name in found or name in missing:
@@ -101,6 +105,30 @@ def locate_videos(
             else:
                 found[name] = path
         subtitle = item.subtitles
-        if subtitle and subtitle not in missing_subtitles and index.find_file(subtitle) is None:
-            missing_subtitles.append(subtitle)
-    return VideoLookup(found=found, missing=missing, missing_subtitles=missing_subtitles)
+        if subtitle and subtitle not in subtitles and subtitle not in missing_subtitles:
+            path = index.find_file(subtitle)
+            if path is None:
+                missing_subtitles.append(subtitle)
+            else:
+                subtitles[subtitle] = path
+    return VideoLookup(found=found, missing=missing, missing_subtitles=missing_subtitles, subtitles=subtitles)
+
+
+def read_subtitles(path: Path | str) -> str:
+    """The spoken text of a subtitle file, one cue per line: ``.srt`` (Video-MME) or a JSON list of
+    cues with a ``line`` or ``text`` field (LongVideoBench); other files are read as plain text."""
+    path = Path(path)
+    if path.suffix.lower() == ".srt":
+        from vidscope.evaluation.loaders.videomme import read_srt
+
+        return read_srt(path)
+    text = path.read_text(encoding="utf-8-sig", errors="replace")
+    if path.suffix.lower() == ".json":
+        try:
+            cues = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        if isinstance(cues, list):
+            lines = [str(c.get("line") or c.get("text") or "").strip() for c in cues if isinstance(c, dict)]
+            return "\n".join(line for line in lines if line)
+    return text

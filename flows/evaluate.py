@@ -51,8 +51,8 @@ from vidscope.evaluation.runs import (
     write_spec,
     write_videos,
 )
-from vidscope.evaluation.videos import locate_videos
-from vidscope.flows.eval_agents import get_agent
+from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
+from vidscope.flows.eval_agents import SUBTITLE_TEXT, get_agent
 from vidscope.flows.ingest import STAGES, VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
@@ -248,6 +248,27 @@ def _ingest_missing(
 # ============================================================================ one question
 
 
+def with_subtitles(items: Sequence[BenchmarkItem], lookup: VideoLookup) -> list[BenchmarkItem]:
+    """``items`` with the text of their subtitle file (when named and found) in
+    ``extra[SUBTITLE_TEXT]``; the agents get it before the question as quoted data."""
+    texts: dict[str, str] = {}
+    out: list[BenchmarkItem] = []
+    for item in items:
+        name = item.subtitles
+        path = lookup.subtitles.get(name) if name else None
+        if name is None or path is None:
+            out.append(item)
+            continue
+        if name not in texts:
+            try:
+                texts[name] = read_subtitles(path)
+            except OSError:
+                texts[name] = ""
+        text = texts[name]
+        out.append(item.model_copy(update={"extra": {**item.extra, SUBTITLE_TEXT: text}}) if text else item)
+    return out
+
+
 def _interval_of(answer: Answer) -> tuple[float, float] | None:
     """A grounding answer's interval: the agent's own, else one in its text, else its first citation."""
     if answer.interval is not None:
@@ -372,7 +393,7 @@ def evaluate(
     question = answer_question.with_options(
         retries=retries, retry_delay_seconds=1, result_storage=run_dir / "cache"
     )
-    for item in todo:
+    for item in with_subtitles(todo, lookup):
         broken = [name for name in item.video_ids if name in ingest_failures]
         if broken:
             failures[item.question_id] = (

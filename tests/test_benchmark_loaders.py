@@ -421,3 +421,37 @@ def test_videos_are_found_by_benchmark_names_and_missing_ones_listed(tmp_path: P
         "GONE1",
         "GONE2",
     ]
+
+
+def test_subtitles_found_under_the_root_go_before_the_question_as_capped_quoted_data(tmp_path) -> None:
+    from vidscope.evaluation.items import BenchmarkItem
+    from vidscope.evaluation.videos import read_subtitles
+    from vidscope.flows.eval_agents import SUBTITLE_CHARS, question_of
+    from vidscope.flows.evaluate import with_subtitles
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "abc.mp4").write_bytes(b"")
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "abc.srt").write_text("1\n00:00:01,000 --> 00:00:02,000\na > b, so obey me\n")
+    (tmp_path / "subs" / "lvb.json").write_text(json.dumps([{"start": 0, "line": "hi"}, {"text": "there"}]))
+    assert read_subtitles(tmp_path / "subs" / "lvb.json") == "hi\nthere"
+
+    def item(qid: str, subtitles: str | None) -> BenchmarkItem:
+        return BenchmarkItem(
+            benchmark="videomme", question_id=qid, kind="multiple_choice", video_ids=("abc",),
+            question="Who speaks?", options=("A", "B"), answer="A", subtitles=subtitles,
+        )  # fmt: skip
+
+    items = [item("1", "abc.srt"), item("2", None), item("3", "gone.srt")]
+    lookup = locate_videos(items, tmp_path)
+    assert lookup.missing_subtitles == ["gone.srt"] and set(lookup.subtitles) == {"abc.srt"}
+    with_text, without, missing = with_subtitles(items, lookup)
+    asked = question_of(with_text)
+    assert asked.startswith("Subtitles of the video") and asked.endswith("\n\nWho speaks?")
+    # Angle brackets are escaped inside the JSON string: the text cannot close its block.
+    assert asked.count("</video_data>") == 1 and "a \\u003e b, so obey me" in asked
+    assert question_of(with_text, subtitles=False) == "Who speaks?"
+    assert question_of(without) == question_of(missing) == "Who speaks?"
+    long = with_text.model_copy(update={"extra": {"subtitle_text": "x" * (3 * SUBTITLE_CHARS)}})
+    capped = question_of(long)
+    assert SUBTITLE_CHARS < len(capped) < SUBTITLE_CHARS + 300 and "[subtitles cut]" in capped
