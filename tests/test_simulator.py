@@ -9,13 +9,15 @@ import pytest
 from pydantic import ValidationError
 
 from vidscope.agents import tools_avi, tools_dvd
+from vidscope.agents.cvr.agent import cvr_registry
 from vidscope.agents.environment import avi_tools, dvd_tools, tool_context
 from vidscope.agents.simulator import tools as sim_tools
 from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-from vidscope.agents.simulator.rollout import rollout, write_trajectories
+from vidscope.agents.simulator.rollout import Strategy, rollout, write_trajectories
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo, save_script
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_script, generate_scripts
+from vidscope.agents.simulator.tools_cvr import sim_cvr_agent_registry
 from vidscope.agents.tools import execute_tool
 from vidscope.core.settings import AgentSettings, Settings
 
@@ -55,8 +57,8 @@ def test_generation_is_seeded_and_every_question_has_one_right_option() -> None:
     assert kinds == {"counting", "ordering", "temporal_alignment", "comparison"}
 
 
-@pytest.mark.parametrize("strategy", ["actions", "avi"])
-def test_a_scripted_oracle_answers_every_generated_question(settings: Settings, strategy: str) -> None:
+@pytest.mark.parametrize("strategy", ["actions", "avi", "cvr"])
+def test_a_scripted_oracle_answers_every_generated_question(settings: Settings, strategy: Strategy) -> None:
     scripts = generate_scripts(12, seed=4)
     table = rollout(settings, scripts, lambda q, rng: OraclePolicy(q), strategy=strategy, group_size=1)
     assert table.num_rows == 48
@@ -102,6 +104,14 @@ def test_simulated_tools_have_the_real_names_specs_and_results() -> None:
     assert sim_tools.SIM_DVD_TOOLS[-1] is tools_dvd.finish
 
 
+def test_simulated_cvr_actions_are_the_real_master_agents() -> None:
+    real, sim = cvr_registry(), sim_cvr_agent_registry()
+    assert sim.names == real.names == ["visual_query", "audio_query", "answer"]
+    assert sim.specs() == real.specs()
+    for name in real.names:
+        assert sim.get(name).result_schema == real.get(name).result_schema
+
+
 def test_one_setting_swaps_real_tools_for_simulated_ones(settings: Settings, tmp_path: Path) -> None:
     script = generate_script(2)
     path = save_script(script, tmp_path / "script.json")
@@ -117,12 +127,15 @@ def test_one_setting_swaps_real_tools_for_simulated_ones(settings: Settings, tmp
     assert outcome.ok and any(video.events[0].label in (c.caption or "") for c in outcome.result.clips)
 
 
-def test_rollouts_are_reproducible_with_a_seed(settings: Settings, tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy", ["dvd", "cvr"])
+def test_rollouts_are_reproducible_with_a_seed(
+    settings: Settings, tmp_path: Path, strategy: Strategy
+) -> None:
     scripts = generate_scripts(2, seed=9)
 
     def run(seed: int):
         return rollout(
-            settings, scripts, lambda q, rng: RandomPolicy(rng), strategy="dvd", group_size=8, seed=seed
+            settings, scripts, lambda q, rng: RandomPolicy(rng), strategy=strategy, group_size=8, seed=seed
         )
 
     first, again, other = run(1), run(1), run(2)
@@ -136,3 +149,4 @@ def test_rollouts_are_reproducible_with_a_seed(settings: Settings, tmp_path: Pat
     assert (
         row["completion"][0]["role"] == "assistant" and row["messages"] == row["prompt"] + row["completion"]
     )
+    assert row["strategy"] == strategy

@@ -20,6 +20,7 @@ from vidscope.agents.simulator.script import Question
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
 
 _VIDEO_LINE = re.compile(r"video_id=(\S+) file='([^']*)' duration=([\d.]+)s")
+_VIDEO_JSON = re.compile(r"^Videos: (\[.*\])$", re.MULTILINE)
 
 #: A plan yields tool calls and receives each call's result (the JSON payload, or None on error);
 #: it returns the chosen option text.
@@ -37,9 +38,25 @@ def observation_payload(message: ChatMessage) -> dict[str, Any] | None:
 
 
 def listed_videos(messages: Sequence[ChatMessage]) -> dict[str, tuple[str, float]]:
-    """video_id -> (file name, duration) from the opening prompt's list of videos."""
+    """video_id -> (file name, duration) from the opening prompt's list of videos (one
+    ``video_id=…`` line each, or a ``Videos: [...]`` JSON list as the multi-video agents give)."""
     opening = next((m.content or "" for m in messages if m.role == "user"), "")
-    return {m.group(1): (m.group(2), float(m.group(3))) for m in _VIDEO_LINE.finditer(opening)}
+    found = {m.group(1): (m.group(2), float(m.group(3))) for m in _VIDEO_LINE.finditer(opening)}
+    for match in _VIDEO_JSON.finditer(opening):
+        try:
+            listed = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            continue
+        for video in listed if isinstance(listed, list) else []:
+            if isinstance(video, dict) and "video_id" in video:
+                found[str(video["video_id"])] = (str(video.get("file_name", "")), float(video["duration"]))
+    return found
+
+
+def json_actions(messages: Sequence[ChatMessage]) -> bool:
+    """Whether the conversation asks for JSON actions (AgentCVR's master agent) instead of tool calls."""
+    system = next((m.content or "" for m in messages if m.role == "system"), "")
+    return '{"actions": [' in system
 
 
 def _letter(options: Sequence[str], text: str) -> str | None:
@@ -51,6 +68,7 @@ class OraclePolicy:
 
     With ``visual_query`` offered it follows its plan; in AVI's retrieve phase it retrieves clips
     for the question's focus once and moves on; offered no tools (AVI's review) it answers in JSON.
+    Asked for JSON actions (AgentCVR's master agent) it follows the same plan, one action a turn.
     """
 
     name = "oracle"
@@ -76,6 +94,8 @@ class OraclePolicy:
         """The next step of the plan as a tool call, or the answer when the plan is done."""
         offered = {t.name for t in tools or []}
         q = self.question
+        if not offered and json_actions(messages):
+            return self._json_turn(messages)
         if not offered:  # AVI's review: one JSON object
             answer = self._answer or q.options[0]
             citations = [[e.start, e.end] for e in q.evidence]
@@ -110,6 +130,30 @@ class OraclePolicy:
             }
             return self._call("finish", args)
         return ChatReply(text=f"I have what I need: {self._answer}")
+
+    def _json_turn(self, messages: Sequence[ChatMessage]) -> ChatReply:
+        """AgentCVR's master turn: the plan's next query, or the answer, as ``{"actions": [...]}``."""
+        q = self.question
+        if self._answer is None:
+            last = messages[-1] if messages else None
+            result = observation_payload(last) if last is not None and last.role == "user" else None
+            try:
+                if self._plan is None:
+                    self._plan = self._steps(listed_videos(messages))
+                    call = next(self._plan)
+                else:
+                    call = self._plan.send(result)
+                self._calls += 1
+                return ChatReply(text=json.dumps({"actions": [{"action": call.name, **call.arguments}]}))
+            except StopIteration as done:
+                self._answer = str(done.value)
+        action = {
+            "action": "answer",
+            "answer": self._answer,
+            "choice": _letter(q.options, self._answer),
+            "citations": [{"video_id": e.video_id, "start": e.start, "end": e.end} for e in q.evidence],
+        }
+        return ChatReply(text=json.dumps({"actions": [action]}))
 
     # ------------------------------------------------------------------ plans per question kind
 
@@ -166,7 +210,8 @@ def _tool(name: str, **arguments: Any) -> ToolCall:
 
 
 class RandomPolicy:
-    """Calls random offered tools with random (sometimes invalid) arguments, then answers at random.
+    """Calls random offered tools with random (sometimes invalid) arguments, then answers at random
+    (with AgentCVR's master agent: random JSON query actions, then a random answer).
 
     Every choice comes from ``rng``, so a rollout with it is reproducible from the rollout's seed.
     """
@@ -191,18 +236,41 @@ class RandomPolicy:
         """A random tool call, a phase-ending remark, or a random answer."""
         rng = self.rng
         options = _options_of(messages)
-        offered = [t for t in tools or [] if t.name != "finish"]
+        if not tools and json_actions(messages):
+            return self._json_turn(messages, options)
+        offered = [t for t in tools or [] if t.name not in ("finish", "answer")]
         if not tools:  # AVI's review
             choice = rng.choice(options) if options else "A"
             return ChatReply(text=json.dumps({"verdict": "answer", "answer": choice, "choice": choice}))
         if self._calls >= self.max_calls or not offered:
-            if any(t.name == "finish" for t in tools):
+            terminal = next((t.name for t in tools if t.name in ("finish", "answer")), None)
+            if terminal is not None:
                 choice = rng.choice(options) if options else "A"
-                return self._reply("finish", {"answer": choice, "choice": choice})
+                return self._reply(terminal, {"answer": choice, "choice": choice})
             self._calls = 0  # a phase ends; the next phase starts a new budget
             return ChatReply(text="Moving on.")
         spec = rng.choice(offered)
         return self._reply(spec.name, self._arguments(spec, listed_videos(messages)))
+
+    def _json_turn(self, messages: Sequence[ChatMessage], options: list[str]) -> ChatReply:
+        """AgentCVR's master turn: a random query (or a malformed action), or a random answer."""
+        rng = self.rng
+        if self._calls >= self.max_calls:
+            choice = rng.choice(options) if options else "A"
+            return ChatReply(
+                text=json.dumps({"actions": [{"action": "answer", "answer": choice, "choice": choice}]})
+            )
+        self._calls += 1
+        name = rng.choice(["visual_query", "audio_query"])
+        params: dict[str, Any] = {
+            "video_id": {},
+            "t0": {},
+            "t1": {},
+            **({"focus": {}} if name == "visual_query" else {}),
+        }
+        spec = ToolSpec(name=name, description="", parameters={"properties": params})
+        args = self._arguments(spec, listed_videos(messages))
+        return ChatReply(text=json.dumps({"actions": [{"action": name, **args}]}))
 
     def _arguments(self, spec: ToolSpec, videos: dict[str, tuple[str, float]]) -> dict[str, Any]:
         rng = self.rng
@@ -236,4 +304,6 @@ class RandomPolicy:
 
 def _options_of(messages: Sequence[ChatMessage]) -> list[str]:
     opening = next((m.content or "" for m in messages if m.role == "user"), "")
-    return re.findall(r"^([A-Z])\. ", opening, flags=re.MULTILINE)
+    letters = re.findall(r"^([A-Z])\. ", opening, flags=re.MULTILINE)
+    inline = re.search(r"^Options: (.*)$", opening, flags=re.MULTILINE)  # AgentCVR: (A) …; (B) …
+    return letters or (re.findall(r"\(([A-Z])\) ", inline.group(1)) if inline else [])

@@ -2,11 +2,12 @@
 
 A *group* is one question answered ``group_size`` times by the same strategy with sampling on (the
 unit GRPO normalises rewards over). Each sample runs the strategy's real loop (DVD's ReAct loop,
-AVI's three phases, or a ReAct loop over AgentCVR's actions) with simulated tools, tool caching off
-and its own seed, and is scored as in AgentCVR: 1 for a correct answer plus 0.1 when every tool
-call was well formed. The conversation is stored in the conversational format TRL's trainers read:
-``prompt`` (system and question) and ``completion`` (everything the policy did and saw after it),
-also whole as ``messages``, with ``group_id`` and ``reward`` per sample.
+AVI's three phases, AgentCVR's master agent, or a ReAct loop over AgentCVR's actions) with
+simulated tools, tool caching off and its own seed, and is scored as in AgentCVR: 1 for a correct
+answer plus 0.1 when every tool call was well formed. The conversation is stored in the
+conversational format TRL's trainers read: ``prompt`` (system and question) and ``completion``
+(everything the policy did and saw after it), also whole as ``messages``, with ``group_id`` and
+``reward`` per sample.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 
-#: The strategies that can be rolled out: DVD's loop, AVI's phases, a ReAct loop over AgentCVR's
+#: The strategies that can be rolled out: DVD's loop, AVI's phases, AgentCVR's master agent (its
+#: JSON-action loop over visual_query, audio_query and answer), and a ReAct loop over AgentCVR's
 #: actions (visual_query, audio_query, clip_search, finish; what GRPO training offers).
-Strategy = Literal["dvd", "avi", "actions"]
+Strategy = Literal["dvd", "avi", "cvr", "actions"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 #: Reward parts (AgentCVR): a correct answer, and well-formed tool calls.
@@ -201,6 +203,12 @@ def run_strategy(strategy: Strategy, ctx: SimContext, question: Question) -> Ans
         return run_avi_agent(
             ctx, question.text, question.video_ids, retrieve=retrieve, perceive=perceive, options=options
         )
+    if strategy == "cvr":
+        from vidscope.agents.cvr.agent import run_cvr
+        from vidscope.agents.simulator.tools_cvr import sim_cvr_agent_registry
+
+        ctx.registry = sim_cvr_agent_registry()
+        return run_cvr(ctx, question.text, question.video_ids, options=options)
     ctx.registry = sim_dvd_registry() if strategy == "dvd" else sim_cvr_registry()
     return run_agent(ctx, question.text, question.video_ids, options=options)
 
@@ -213,6 +221,7 @@ def rollout_config(config: AgentConfig, *, temperature: float, max_turns: int) -
             "tool_cache": False,
             "max_steps": max_turns,
             "avi_max_iterations": max_turns,
+            "cvr_max_turns": max_turns,
         }
     )
 
