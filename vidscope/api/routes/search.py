@@ -84,10 +84,13 @@ def moments(
     from vidscope.models.open_store import open_store
     from vidscope.storage.videos import VideoNotFound, find_video
 
-    if start is not None and end is not None and end <= start:
-        # Schema-valid, so not a client error: no moment can fall in an empty range (the CLI, where
-        # this is likely a typo, refuses it instead).
-        return MomentsResponse(query=q.strip(), notes=[f"the time range {start:g}–{end:g} s is empty"])
+    ranges = MomentFilters(start=start, end=end, added_after=since, added_before=until)
+    try:
+        ranges.check()
+    except ValueError as exc:
+        # Schema-valid, so not a client error: no moment can fall in an empty time or date range
+        # (the CLI, where it is likely a typo, refuses it instead).
+        return MomentsResponse(query=q.strip(), notes=[str(exc)])
     try:
         ids = [find_video(open_store(state.settings), ref).video_id for ref in video] if video else None
         filters = MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
