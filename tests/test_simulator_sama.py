@@ -116,7 +116,9 @@ def test_the_sama_tools_read_events_attributes_audio_and_cross_video_relations(s
 
     tracked = execute_tool(ctx, "object_tracker", {**window, "target": f"{obj}s"}).result
     assert tracked.distinct_count == count and tracked.peak_count == count
-    reading = execute_tool(ctx, "video_reader", {**window, "question": f"How many {obj}s, what colour?"}).result
+    reading = execute_tool(
+        ctx, "video_reader", {**window, "question": f"How many {obj}s, what colour?"}
+    ).result
     assert reading.counts[obj] == count and reading.colours[obj] == colour and reading.time == sighting.start
     assert {f.kind for f in reading.facts()} == {"count", "colour", "time"}
     graph = execute_tool(ctx, "scene_graph", {**window, "prompts": [obj]}).result
@@ -167,7 +169,9 @@ def test_sama_rollouts_are_reproducible_with_a_seed(settings: Settings, tmp_path
     assert [m["role"] for m in row["prompt"]] == ["system", "user"]
 
 
-def test_a_sama_rollout_with_a_planner_served_over_http(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
+def test_a_sama_rollout_with_a_planner_served_over_http(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
     """The real SAMA loop, its planner the real ``openai`` backend against the loopback server:
     classification, a video_reader call answered by the simulator, the answer; scored 1.1 and
     stored as a conversation whose later turns are SAMA's rebuilt prompts."""
@@ -192,7 +196,9 @@ def test_a_sama_rollout_with_a_planner_served_over_http(llm_server: ScriptedLLMS
         ]
     )
     only = Script(script_id=script.script_id, videos=script.videos, questions=[question])
-    table = rollout(settings, [only], lambda q, rng: registry.chat_model(settings), strategy="sama", group_size=1)
+    table = rollout(
+        settings, [only], lambda q, rng: registry.chat_model(settings), strategy="sama", group_size=1
+    )
     row = table.to_pylist()[0]
     assert row["reward"] == 1.1 and row["tool_calls"] == 1 and not row["forced"]
 
@@ -236,7 +242,9 @@ def test_compare_runs_on_the_simulator_with_one_setting(
     citation = {"video_id": first.video_id, "start": first.start, "end": first.end}
     done = {"answer": question.answer, "choice": question.answer_letter, "citations": [citation]}
     steps.append(
-        tool_call("answer", done) if agent == "sama" else text(json.dumps({"actions": [{"action": "answer", **done}]}))
+        tool_call("answer", done)
+        if agent == "sama"
+        else text(json.dumps({"actions": [{"action": "answer", **done}]}))
     )
     llm_server.script(steps)
     result = run_compare(

@@ -300,7 +300,9 @@ class OraclePolicy:
             return next((o for o in q.options if any(o in h for h in heard)), q.options[0])
         if q.kind == "comparison":
             for ev in q.evidence:
-                memory = (yield _tool(tool, video_id=ev.video_id, t0=ev.start, t1=ev.end, target=target)) or {}
+                memory = (
+                    yield _tool(tool, video_id=ev.video_id, t0=ev.start, t1=ev.end, target=target)
+                ) or {}
             counts = {
                 v: sum(
                     float(f.value)

@@ -238,7 +238,9 @@ def _sim_scene_graph(
                 continue
             index[event.event_id] = f"{event.subject}#{len(objects)}"
             copies = int(event.attributes.get("count", 1)) if event.kind == "object" else 1
-            objects += [GraphObject(label=event.subject, box=[], colour=_colour(event)) for _ in range(copies)]
+            objects += [
+                GraphObject(label=event.subject, box=[], colour=_colour(event)) for _ in range(copies)
+            ]
         relations = [
             [index[r.source.event_id], r.kind, index[r.target.event_id]]
             for r in sim.script.relations
@@ -272,8 +274,7 @@ def _sim_temporal_grounding(
         video_id=video_id,
         query=query,
         hints=[
-            TimeHint(start=c.start, end=c.end, score=c.score or 0.0, found_by=["clip search"])
-            for c in found
+            TimeHint(start=c.start, end=c.end, score=c.score or 0.0, found_by=["clip search"]) for c in found
         ],
         notes=[f"{SOURCE}: keyword match over the clips' events, speech and text (no frames)"],
     )
@@ -349,7 +350,9 @@ def _sim_subtitle_retriever(
         video_id=video_id,
         query=query,
         lines=[
-            SubtitleLine(start=lines[i].start, end=lines[i].end, text=lines[i].text, score=round(scores[i], 3))
+            SubtitleLine(
+                start=lines[i].start, end=lines[i].end, text=lines[i].text, score=round(scores[i], 3)
+            )
             for i in top
         ],
     )
