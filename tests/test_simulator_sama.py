@@ -257,3 +257,48 @@ def test_compare_runs_on_the_simulator_with_one_setting(
     sighting = next(e for e in script.video(first.video_id).events if e.kind == "object")
     assert str(sighting.attributes["count"]) in seen.observation
     assert not (tmp_path / "data" / "lance" / "videos.lance").exists()  # only model calls were logged
+
+
+def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """object_tracker before the sighting (no car) and video_reader over the sighting (three cars)
+    share a stretch: SAMA's verification layer re-reads that stretch with video_reader, which the
+    simulator answers from the script, and keeps the side the re-read agrees with."""
+    from vidscope.agents.sama.agent import run_sama
+
+    script = generate_script(3)
+    video = script.videos[0]
+    sighting = next(e for e in video.events if e.kind == "object")
+    obj, count = str(sighting.subject), int(sighting.attributes["count"])
+    before = [max(0.0, sighting.start - 3), sighting.start - 0.1]
+    over = [sighting.start - 1, sighting.end]
+    v = video.video_id
+    llm_server.script(
+        [
+            text('{"type": "reading"}'),
+            tool_call("object_tracker", {"video_id": v, "t0": before[0], "t1": before[1], "target": obj}),
+            tool_call(
+                "video_reader", {"video_id": v, "t0": over[0], "t1": over[1], "question": f"How many {obj}s?"}
+            ),
+            tool_call(
+                "answer",
+                {
+                    "answer": f"{count} {obj}s",
+                    "citations": [{"video_id": v, "start": over[0], "end": over[1]}],
+                },
+            ),
+        ]
+    )
+    settings = planner_settings(tmp_path / "data", llm_server)
+    ctx = SimContext(
+        settings, ScriptSimulator(script), chat=registry.chat_model(settings), registry=sim_sama_registry()
+    )
+    result = run_sama(ctx, f"How many {obj}s are there?", [v])
+    verify = [s for s in result.trace if s.kind == "verify"]
+    assert verify and verify[0].tool == "video_reader" and verify[0].ok
+    assert verify[0].arguments["t0"] == round(over[0], 2) and verify[0].arguments["t1"] == round(before[1], 2)
+    (conflict,) = [s for s in result.trace if s.kind == "conflict"]
+    assert f"video_reader says {float(count)}, object_tracker says 0.0" in conflict.observation
+    assert conflict.observation.endswith("kept 0.0 (object_tracker)")
+    assert result.answer == f"{count} {obj}s" and [c.verified for c in result.citations] == [True]

@@ -384,7 +384,8 @@ def _tool(name: str, **arguments: Any) -> ToolCall:
 
 class RandomPolicy:
     """Calls random offered tools with random (sometimes invalid) arguments, then answers at random
-    (with AgentCVR's master agent: random JSON query actions, then a random answer).
+    (with AgentCVR's master agent: random JSON query actions, then a random answer; asked by SAMA's
+    meta planner, a random question type, so the skill is explored too).
 
     Every choice comes from ``rng``, so a rollout with it is reproducible from the rollout's seed.
     """
@@ -409,6 +410,11 @@ class RandomPolicy:
         """A random tool call, a phase-ending remark, or a random answer."""
         rng = self.rng
         options = _options_of(messages)
+        if not tools and classifying(messages):  # SAMA's meta planner: a random listed type
+            system = next((m.content or "" for m in messages if m.role == "system"), "")
+            types = re.findall(r"^- ([\w-]+): ", system, flags=re.MULTILINE)
+            types = list(dict.fromkeys(types))  # the meta skill's body lists them too
+            return ChatReply(text=json.dumps({"type": rng.choice(types) if types else ""}))
         if not tools and json_actions(messages):
             return self._json_turn(messages, options)
         offered = [t for t in tools or [] if t.name not in ("finish", "answer")]

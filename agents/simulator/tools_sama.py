@@ -107,7 +107,8 @@ def _colour(event: Event) -> str | None:
 def read(sim: ScriptSimulator, video_id: str, t0: float, t1: float, question: str) -> ReadResult:
     """The simulated reading of [t0, t1]: the segment's events as the answer; for what the question
     names, the count of each asked-about event label (times it happens) and object (its ``count``
-    attribute summed), colours, and the time the first asked-about event is seen."""
+    attribute summed; 0 when not in the segment), colours, and the time the asked-about event is
+    first seen (an event named by its label before one of a named subject)."""
     start, end = sim.check_interval(video_id, t0, t1)
     events = sim.events(video_id, start, end)
     labels, subjects = asked_about(sim, question)
@@ -131,7 +132,7 @@ def read(sim: ScriptSimulator, video_id: str, t0: float, t1: float, question: st
         t1=end,
         question=question,
         answer=answer_text,
-        counts=counts if events else {},
+        counts=counts,
         colours=colours,
         time=time,
         frame_times=sample_times(start, end, TRACK_FPS, READER_FRAMES),
