@@ -600,11 +600,6 @@ def embedding_models(store: Any, video_ids: Sequence[str], stage: str) -> dict[s
     return models
 
 
-def frame_embed_models(store: Any, video_ids: Sequence[str]) -> dict[str, str]:
-    """Video id -> the image–text model its frames were embedded with (``frame_embed`` done)."""
-    return embedding_models(store, video_ids, FRAME_EMBED.name)
-
-
 # ============================================================================ the pipeline
 
 
