@@ -302,3 +302,26 @@ def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
     assert f"video_reader says {float(count)}, object_tracker says 0.0" in conflict.observation
     assert conflict.observation.endswith("kept 0.0 (object_tracker)")
     assert result.answer == f"{count} {obj}s" and [c.verified for c in result.citations] == [True]
+
+
+def test_train_rollouts_command_writes_rewarded_sama_trajectories(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from vidscope.cli import app
+
+    script_path = save_script(generate_script(3), tmp_path / "scripts" / "s.json")
+    out = tmp_path / "rollouts.parquet"
+    env = {"VIDSCOPE_DATA_DIR": str(tmp_path / "data")}
+    args = ["train", "rollouts", "--agent", "sama", "--policy", "oracle", "--scripts", str(script_path)]
+    result = CliRunner().invoke(app, [*args, "--group-size", "2", "--out", str(out)], env=env)
+
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    questions = len(generate_script(3).questions)
+    assert table.num_rows == 2 * questions
+    assert len(set(table.column("group_id").to_pylist())) == questions
+    assert set(table.column("reward").to_pylist()) == {1.1}
+    assert "mean reward 1.100" in result.output
+
+    bad = CliRunner().invoke(app, ["train", "rollouts", "--agent", "nope", "--out", str(out)], env=env)
+    assert bad.exit_code == 2 and "unknown agent 'nope'" in bad.output
