@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from llm_server import ScriptedLLMServer, text, tool_call
 from PIL import Image, ImageStat
 from test_api import TOKEN, Library, serve, shared_library
 
@@ -224,3 +225,58 @@ def test_the_compare_box_asks_across_the_ticked_videos_and_plays_a_cited_moment(
         expect(page.locator("#now-playing")).to_contain_text("fruit and sea.mp4 from 0:05.0")
         page.close()
     assert not problems, problems
+
+
+def test_with_a_planner_the_compare_box_shows_the_agent_and_its_cited_moments(
+    browser: object, two_videos: tuple[Library, str], llm_server: ScriptedLLMServer
+) -> None:
+    from playwright.sync_api import expect
+
+    from vidscope.core.settings import ApiSettings, Settings
+
+    library, second = two_videos
+    models = {
+        "chat": "openai:scripted",
+        "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 30}},
+    }
+    settings = Settings(data_dir=library.data_dir, api=ApiSettings(video_roots=[library.root]), models=models)
+    llm_server.script(
+        [
+            text('{"type": "comparison"}'),
+            tool_call("temporal_grounding", {"video_id": library.video_id, "query": "the sea"}, call_id="g"),
+            tool_call(
+                "answer",
+                {
+                    "answer": "Only the first video shows the sea.",
+                    "citations": [
+                        {"video_id": library.video_id, "start": 5.0, "end": 8.0},
+                        {"video_id": second, "start": 0.0, "end": 4.0},  # no tool looked there
+                    ],
+                },
+                call_id="a",
+            ),
+        ]
+    )
+    with serve(create_app(settings)) as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        page.goto(url)
+        expect(page.locator("#compare-videos input[type=checkbox]")).to_have_count(2, timeout=20_000)
+        for box in page.locator("#compare-videos input[type=checkbox]").all():
+            box.check()
+        page.select_option("#compare-agent", "sama")
+        page.fill("#compare-q", "Which of these videos shows the sea?")
+        page.click("#compare-form button")
+        expect(page.locator("#compare-text")).to_have_text(
+            "Only the first video shows the sea.", timeout=60_000
+        )
+        expect(page.locator("#compare-meta")).to_contain_text("answer by sama (")
+        expect(page.locator("#compare-answer .note")).to_have_count(0)
+        cited = page.locator("#compare-answer .evidence")
+        expect(cited).to_have_count(2)
+        # The citation a tool returned evidence for is verified; the other is marked unverified.
+        expect(cited.nth(0)).to_contain_text("fruit and sea.mp4")
+        assert "unverified" not in (cited.nth(0).get_attribute("class") or "")
+        expect(cited.nth(1)).to_contain_text("green field.mp4")
+        expect(cited.nth(1)).to_have_class("evidence unverified")
+        page.close()
+    assert llm_server.pending == 0
