@@ -313,11 +313,30 @@ def test_compare_through_the_cli_cites_each_video_and_passes_the_citation_checks
     assert "Both videos show the flour being mixed." in result.output
     assert "a.mp4 0:05–0:11 verified" in result.output and "b.mp4 0:04–0:10 verified" in result.output
 
+    # AgentCVR through the same command: its master's JSON actions, a visual sub-agent's look.
+    look = {"action": "visual_query", "video_id": v["b"], "t0": STEP_B[0], "t1": STEP_B[1], "focus": "hands"}
+    done = {
+        "action": "answer",
+        "answer": "B mixes flour.",
+        "citations": [{"video_id": v["b"], "start": STEP_B[0], "end": STEP_B[1]}],
+    }
+    planner.script([text(json.dumps({"actions": [look]})), text("Hands mix flour."), text(json.dumps(done))])
+    result = cli(
+        world, config, "compare", "a.mp4", "b.mp4", "What do the hands do in b?", "--agent", "cvr", "--json"
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["agent"] == "cvr" and data["answer"] == "B mixes flour." and planner.pending == 0
+    assert [s["tool"] for s in data["trace"] if s["kind"] == "tool"] == ["visual_query"]
+    assert [(c["video_id"], c["verified"]) for c in data["citations"]] == [(v["b"], True)]
+    assert "Hands mix flour." in json.dumps(planner.chat_requests[-1])  # the master read the look
+
     # Bad input: one clear line each.
     for args, expected in (
         (("compare", "a.mp4", "nope.mp4", "q?"), "no ingested video"),
         (("compare", "a.mp4", "b.mp4", "   "), "the question is empty"),
         (("compare", "only a question?"), "give one or more videos and then the question"),
+        (("compare", "a.mp4", "b.mp4", "q?", "--options", "only"), "--options needs 2 to 26 options, got 1"),
     ):
         result = cli(world, config, *args)
         assert result.exit_code != 0 and expected in result.output, result.output
