@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from vidscope.agents.cvr.agent import run_cvr
 from vidscope.agents.environment import cvr_tools, is_simulated, sama_tools, tool_context
 from vidscope.agents.evidence import search_clips
+from vidscope.agents.extractive import describe
 from vidscope.agents.runtime import Answer, Citation, Evidence, TraceStep, UsageTotals
 from vidscope.agents.sama.agent import run_sama
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolError
@@ -86,8 +87,10 @@ def compare_extractively(ctx: ToolContext, question: str, video_ids: Sequence[st
         if not found.clips:
             lines.append(f"{name}: nothing relevant found")
             continue
-        best = found.clips[0]
-        lines.append(f"{name} {fmt_time(best.start)}–{fmt_time(best.end)}: {best.text() or '(no text)'}")
+        best = found.by_relevance()[0]
+        # As ask's extractive answer words it: what is said and shown, the caption only without
+        # them (a missing captioner leaves a placeholder caption that is no evidence).
+        lines.append(f"{name} {describe(best)}")
         citations.append(evidence.check(ctx, video_id, best.start, best.end))
     return Answer(answer="\n".join(lines), citations=citations, extractive=True)
 
@@ -188,6 +191,10 @@ def run_compare(
         raise ValueError("the question is empty")
     if len(video_refs) < 1:
         raise ValueError("compare needs at least one video")
+    if options is not None:  # as ask checks them: SAMA and AgentCVR letter them A, B, ...
+        options = [o.strip() for o in options if o.strip()]
+        if not 2 <= len(options) <= 26:
+            raise ValueError(f"--options needs 2 to 26 options, got {len(options)}")
     if is_simulated(config or settings.agent):
         video_ids = list(dict.fromkeys(video_refs))  # videos of the script: the store is not consulted
     else:

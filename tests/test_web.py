@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from llm_server import ScriptedLLMServer, text, tool_call
 from PIL import Image, ImageStat
 from test_api import TOKEN, Library, serve, shared_library
 
@@ -148,3 +149,134 @@ def test_with_a_token_the_page_asks_for_it_then_shows_the_library(browser: objec
         )
         assert status == 200
         page.close()
+
+
+@pytest.fixture(scope="module")
+def two_videos(library: Library, tmp_path_factory: pytest.TempPathFactory) -> tuple[Library, str]:
+    """A copy of the shared library with a second video ingested into it (the shared one stays as
+    other modules expect it)."""
+    import shutil
+
+    from media import text_video
+
+    from vidscope.flows.ingest import run_ingest
+
+    base = tmp_path_factory.mktemp("web-compare")
+    shutil.copytree(library.data_dir, base / "data")
+    copy = Library(base / "data", library.root, library.outside, library.video, library.video_id)
+    second = text_video(base / "videos" / "green field.mp4", duration=4.0, texts=[(0.0, 4.0, "GREEN FIELD")])
+    (report,) = run_ingest([str(second)], copy.settings())
+    assert not report.failed, report
+    return copy, report.video_id or ""
+
+
+def test_the_compare_box_asks_across_the_ticked_videos_and_plays_a_cited_moment(
+    browser: object, two_videos: tuple[Library, str]
+) -> None:
+    from playwright.sync_api import expect
+
+    library, second = two_videos
+    with serve(create_app(library.settings())) as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.goto(url)
+
+        # One checkbox per video of the library.
+        boxes = page.locator("#compare-videos input[type=checkbox]")
+        expect(boxes).to_have_count(2, timeout=20_000)
+        page.fill("#compare-q", "Where is the blue ocean?")
+        page.click("#compare-form button")  # nothing ticked: one line, no request
+        expect(page.locator("#compare-answer")).to_have_text("pick at least one video to compare")
+
+        page.locator("#compare-videos label", has_text="fruit and sea.mp4").locator("input").check()
+        page.locator("#compare-videos label", has_text="green field.mp4").locator("input").check()
+        with page.expect_response("**/api/compare") as response_info:
+            page.click("#compare-form button")
+        response = response_info.value
+        assert response.status == 200
+        sent = response.request.post_data_json
+        assert sorted(sent["videos"]) == sorted([library.video_id, second]) and sent["agent"] == "sama"
+
+        # No planner is configured: the best moment of each video, side by side, and the page says so.
+        text = page.locator("#compare-text")
+        expect(text).to_contain_text(
+            'fruit and sea.mp4 0:05–0:08 (5.0–8.0s): on screen "BLUE OCEAN"', timeout=60_000
+        )
+        expect(text).to_contain_text('green field.mp4 0:00–0:04 (0.0–4.0s): on screen "GREEN FIELD"')
+        expect(page.locator("#compare-answer .note")).to_contain_text("No planner model is configured")
+        expect(page.locator("#compare-meta")).to_contain_text("extractive answer · 2 videos")
+        ocean = page.locator("#compare-answer .evidence", has_text="fruit and sea.mp4")
+        expect(ocean.locator(".time")).to_have_text("0:05.0–0:08.0")
+        assert "unverified" not in (ocean.get_attribute("class") or "")
+
+        # A cited time is clickable, like the ask box's evidence: the player jumps there.
+        page.evaluate(
+            """() => {
+                window.seekedAt = [];
+                const player = document.querySelector('#player');
+                player.addEventListener('seeked', () => window.seekedAt.push(player.currentTime));
+            }"""
+        )
+        ocean.click()
+        page.wait_for_function("() => window.seekedAt.length > 0", timeout=30_000)
+        assert abs(page.evaluate("window.seekedAt[0]") - 5.0) < 0.1
+        expect(page.locator("#now-playing")).to_contain_text("fruit and sea.mp4 from 0:05.0")
+        page.close()
+    assert not problems, problems
+
+
+def test_with_a_planner_the_compare_box_shows_the_agent_and_its_cited_moments(
+    browser: object, two_videos: tuple[Library, str], llm_server: ScriptedLLMServer
+) -> None:
+    from playwright.sync_api import expect
+
+    from vidscope.core.settings import ApiSettings, Settings
+
+    library, second = two_videos
+    models = {
+        "chat": "openai:scripted",
+        "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 30}},
+    }
+    settings = Settings(data_dir=library.data_dir, api=ApiSettings(video_roots=[library.root]), models=models)
+    llm_server.script(
+        [
+            text('{"type": "comparison"}'),
+            tool_call("temporal_grounding", {"video_id": library.video_id, "query": "the sea"}, call_id="g"),
+            tool_call(
+                "answer",
+                {
+                    "answer": "Only the first video shows the sea.",
+                    "citations": [
+                        {"video_id": library.video_id, "start": 5.0, "end": 8.0},
+                        {"video_id": second, "start": 0.0, "end": 4.0},  # no tool looked there
+                    ],
+                },
+                call_id="a",
+            ),
+        ]
+    )
+    with serve(create_app(settings)) as url:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
+        page.goto(url)
+        expect(page.locator("#compare-videos input[type=checkbox]")).to_have_count(2, timeout=20_000)
+        for box in page.locator("#compare-videos input[type=checkbox]").all():
+            box.check()
+        page.select_option("#compare-agent", "sama")
+        page.fill("#compare-q", "Which of these videos shows the sea?")
+        page.click("#compare-form button")
+        expect(page.locator("#compare-text")).to_have_text(
+            "Only the first video shows the sea.", timeout=60_000
+        )
+        expect(page.locator("#compare-meta")).to_contain_text("answer by sama (")
+        expect(page.locator("#compare-answer .note")).to_have_count(0)
+        cited = page.locator("#compare-answer .evidence")
+        expect(cited).to_have_count(2)
+        # The citation a tool returned evidence for is verified; the other is marked unverified.
+        expect(cited.nth(0)).to_contain_text("fruit and sea.mp4")
+        assert "unverified" not in (cited.nth(0).get_attribute("class") or "")
+        expect(cited.nth(1)).to_contain_text("green field.mp4")
+        expect(cited.nth(1)).to_have_class("evidence unverified")
+        page.close()
+    assert llm_server.pending == 0

@@ -13,12 +13,14 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.evidence import sample_evenly
 from vidscope.agents.multi_video import json_object, look, segment_frames, vision_model
 from vidscope.agents.perception import perception_backend, range_frames
 from vidscope.agents.sama.facts import Fact
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.agents.tools_avi_perceive import matching_object
 from vidscope.core.errors import BackendUnavailable
+from vidscope.core.images import decode_jpeg
 from vidscope.models import registry
 from vidscope.models.protocols.chat import Usage
 
@@ -408,7 +410,16 @@ class SceneGraphResult(ToolResult):
         return found
 
 
-@tool(version=1, uses_chat=True, uses_models=("object_detector",))
+def _stored_images(ctx: ToolContext, video_id: str, times: list[float]) -> list[np.ndarray | None]:
+    """The stored frames of ``video_id`` at exactly ``times`` (those the detections were made
+    on); ``None`` where no frame is stored at that time."""
+    where = " OR ".join(f"t = {t!r}" for t in times)
+    rows = ctx.store.rows(ctx.store.frames, video_id=video_id, where=f"({where})", columns=["t", "jpeg"])
+    by_time = {float(r["t"]): r["jpeg"] for r in rows.to_pylist()}
+    return [decode_jpeg(by_time[t]) if t in by_time else None for t in times]
+
+
+@tool(version=2, uses_chat=True, uses_models=("object_detector",))
 def scene_graph(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -434,17 +445,19 @@ def scene_graph(
     except ToolError as exc:
         times, per_frame, images, note = [], [], None, str(exc)
     if per_frame:
-        if images is None:  # stored detections: measure colours on the frames at those times
-            record = ctx.video(video_id)
-            decoded = range_frames(
-                ctx, record, start, end, budget=len(times), fps=TRACK_FPS, prefer_file=False
-            )
-            by_time = dict(zip(decoded.times, decoded.images, strict=True))
-            images = [by_time.get(t, frames.images[0]) for t in times]
-        for t, found, image in list(zip(times, per_frame, images, strict=True))[:GRAPH_FRAMES]:
+        # Stored detections cover every frame of the window: describe GRAPH_FRAMES spread over
+        # it (not its first ones), measuring colours on exactly those stored frames.
+        keep = sample_evenly(len(times), GRAPH_FRAMES)
+        times, per_frame = [times[i] for i in keep], [per_frame[i] for i in keep]
+        pictures = _stored_images(ctx, video_id, times) if images is None else [images[i] for i in keep]
+        for t, found, image in zip(times, per_frame, pictures, strict=True):
             kept = [(label, box) for label, box, _ in found if not wanted or matching_object(label, wanted)]
             objects = [
-                GraphObject(label=label, box=[int(round(v)) for v in box], colour=dominant_colour(image, box))
+                GraphObject(
+                    label=label,
+                    box=[int(round(v)) for v in box],
+                    colour=None if image is None else dominant_colour(image, box),
+                )
                 for label, box in kept
             ]
             relations = [

@@ -1,4 +1,4 @@
-// vidscope's page: library, ingest, ask, search, and a player that jumps to evidence moments.
+// vidscope's page: library, ingest, ask, compare, search, and a player that jumps to evidence moments.
 // Everything from the server is inserted as text (never as HTML): video text is data.
 "use strict";
 
@@ -101,6 +101,7 @@ async function loadLibrary() {
     select.append(el("option", { value: video.video_id, text: video.file_name }));
   }
   if (videos.some((v) => v.video_id === previous)) select.value = previous;
+  fillCompareChoices();
   setStatus(`${videos.length} video${videos.length === 1 ? "" : "s"}`);
 }
 
@@ -153,7 +154,8 @@ function playAt(videoId, start) {
   $("#now-playing").textContent = `${video ? video.file_name : videoId} from ${fmtTime(start)}`;
 }
 
-function evidenceButton(videoId, start, end, extraClass = "") {
+// A thumbnail of the moment that plays it when clicked; ``label`` (a file name) is shown under it.
+function evidenceButton(videoId, start, end, extraClass = "", label = "") {
   const button = el(
     "button",
     {
@@ -168,6 +170,7 @@ function evidenceButton(videoId, start, end, extraClass = "") {
       loading: "lazy",
     }),
     el("span", { className: "time", text: `${fmtTime(start)}–${fmtTime(end)}` }),
+    ...(label ? [el("span", { className: "video", text: label })] : []),
   );
   button.addEventListener("click", () => playAt(videoId, start));
   return button;
@@ -194,6 +197,61 @@ $("#ask-form").addEventListener("submit", async (event) => {
       el("p", {
         className: "meta",
         text: `${kind} · ${result.seconds.toFixed(2)} s · ${result.trace.length} steps · trace ${result.query_id}`,
+      }),
+    );
+  } catch (error) {
+    out.replaceChildren(el("p", { className: "meta", text: `no answer: ${error.message}` }));
+  }
+});
+
+// ------------------------------------------------------------------ compare
+
+// One checkbox per video of the library; the ones ticked before a reload stay ticked.
+function fillCompareChoices() {
+  const box = $("#compare-videos");
+  const ticked = new Set(
+    [...box.querySelectorAll("input:checked")].map((input) => input.value),
+  );
+  box.replaceChildren(el("legend", { text: "videos to compare" }));
+  for (const video of videos) {
+    const input = el("input", { type: "checkbox", name: "compare-video", value: video.video_id });
+    input.checked = ticked.has(video.video_id);
+    box.append(el("label", { dataset: { videoId: video.video_id } }, input, video.file_name));
+  }
+}
+
+$("#compare-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const out = $("#compare-answer");
+  const chosen = [...document.querySelectorAll("#compare-videos input:checked")].map((i) => i.value);
+  if (!chosen.length) {
+    out.replaceChildren(el("p", { className: "meta", text: "pick at least one video to compare" }));
+    return;
+  }
+  out.replaceChildren(el("p", { className: "meta", text: "comparing…" }));
+  try {
+    const result = await postJson("/api/compare", {
+      videos: chosen,
+      question: $("#compare-q").value,
+      agent: $("#compare-agent").value,
+    });
+    const names = Object.fromEntries(result.videos.map((v) => [v.video_id, v.file_name]));
+    const list = el("div", { className: "evidence-list" });
+    for (const c of result.citations) {
+      list.append(
+        evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", names[c.video_id] || c.video_id),
+      );
+    }
+    const kind = result.extractive ? "extractive answer" : `answer by ${result.agent} (${result.model})`;
+    out.replaceChildren(
+      el("p", { className: "answer-text", id: "compare-text", text: result.answer }),
+      ...(result.choice ? [el("p", { text: `Choice ${result.choice}` })] : []),
+      list,
+      ...(result.note ? [el("p", { className: "meta note", text: result.note })] : []),
+      el("p", {
+        className: "meta",
+        id: "compare-meta",
+        text: `${kind} · ${result.videos.length} videos · ${result.seconds.toFixed(2)} s · ${result.trace.length} steps`,
       }),
     );
   } catch (error) {
