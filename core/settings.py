@@ -61,11 +61,11 @@ class IngestSettings(BaseModel):
         "clip, as DVD captions from its 2 fps frames), within the backend's own caption_frames.",
     )
     caption_dedup: float = Field(
-        4.0,
+        16.0,
         ge=0,
-        description="Frames whose 16x16 grayscale thumbnail differs from the last frame kept for "
-        "captioning (in this clip or the one before) by less than this mean absolute difference "
-        "(0-255 gray levels) are not sent to the captioner; 0 sends every frame.",
+        description="A frame is not sent to the captioner when it differs from the last frame "
+        "kept (in this clip or the one before) by less than this: the mean gray-level change "
+        "(0-255) of the most-changed tenth of a 16x16 thumbnail. 0 sends every frame.",
     )
     caption_carry_subjects: bool = Field(
         True,
