@@ -20,7 +20,14 @@ from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.stage import ledger_rows
 
 SIGNS = [(0.0, 5.0, "ALPHA DOCK"), (5.0, 10.0, "BRAVO GATE"), (10.0, 15.0, "CHARLIE YARD")]
-PARSE = json.dumps({"caption": "a loading yard with three painted signs", "scene": ["yard"], "objects": ["sign"], "actions": []})
+PARSE = json.dumps(
+    {
+        "caption": "a loading yard with three painted signs",
+        "scene": ["yard"],
+        "objects": ["sign"],
+        "actions": [],
+    }
+)
 
 
 def settings_for(tmp_path: Path, server: ScriptedLLMServer, **ingest: Any) -> Settings:
@@ -170,3 +177,18 @@ def test_without_carrying_or_dedup_clips_are_captioned_alone_with_every_frame(
     assert store.count(SUBJECTS, video_id=report.video_id) == 0
     # No chat model: the subjects stage has nothing to derive the registry with.
     assert ledger_rows(store, report.video_id)["subjects"]["status"] == "skipped"
+
+
+def test_replies_in_dvds_own_shape_are_read_too() -> None:
+    from vidscope.models.captioning import parse_registry_reply
+
+    dvd = {
+        "clip_start_time": "00:00:00",
+        "clip_description": "A chef chops onions at a steel counter.",
+        "subject_registry": {"0": {"name": "the chef", "appearance": ["white apron"]}},
+    }
+    read = parse_registry_reply("```json\n" + json.dumps(dvd) + "\n```")
+    assert read.caption == "A chef chops onions at a steel counter." and read.problem is None
+    assert read.subjects == [{"id": "0", "name": "the chef", "appearance": ["white apron"]}]
+    empty = parse_registry_reply('{"caption": "An empty street.", "subjects": []}')
+    assert empty.subjects == [] and empty.problem is None  # no subject is an answer, not a failure
