@@ -207,6 +207,10 @@ class FramePicker:
         return [decode_jpeg(rows[i]["jpeg"]) for i in picks]
 
 
+#: Registry entries each caption request shows. Every clip's request carries the registry (720
+#: an hour, where the subjects stage sends it 60 times an hour), so it is kept to the 40 most
+#: mentioned or most recently seen subjects; an entry left out is matched again by its name.
+CAPTION_REGISTRY_SUBJECTS = 40
 #: Clips per ``caption_batch`` call for backends that batch (local VLMs on a GPU).
 CAPTION_BATCH = 8
 CAPTION_ERRORS = (ModelOutputError, RuntimeError, TimeoutError, ValueError)
@@ -283,7 +287,9 @@ def _carried_captions(
         span = (float(clip["start"]), float(clip["end"]))
         frames = picker.frames(clip["clip_index"])
         try:
-            reply = captioner.caption_with_registry(frames, context, prompt_registry(carried.subjects), span)
+            reply = captioner.caption_with_registry(
+                frames, context, prompt_registry(carried.subjects, CAPTION_REGISTRY_SUBJECTS), span
+            )
         except BackendUnavailable:
             raise  # the server is gone: the stage is unavailable, not partly done
         except CAPTION_ERRORS as exc:

@@ -377,13 +377,14 @@ def clip_entry(
     return entry if len(entry) > spans else None
 
 
-def prompt_registry(subjects: list[Subject]) -> list[dict[str, Any]]:
-    """The registry as the model sees it, capped at :data:`PROMPT_SUBJECTS` entries."""
+def prompt_registry(subjects: list[Subject], limit: int = PROMPT_SUBJECTS) -> list[dict[str, Any]]:
+    """The registry as the model sees it, capped at ``limit`` entries (the most mentioned, then
+    the most recently seen), in registry order."""
     order = list(range(len(subjects)))
-    if len(subjects) > PROMPT_SUBJECTS:
+    if len(subjects) > limit:
         last = {i: s.spans[-1][1] if s.spans else 0.0 for i, s in enumerate(subjects)}
         ranked = sorted(order, key=lambda i: (-subjects[i].mentions, -last[i]))
-        order = sorted(ranked[:PROMPT_SUBJECTS])
+        order = sorted(ranked[:limit])
     return [subjects[i].for_prompt(i) for i in order]
 
 
