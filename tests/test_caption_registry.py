@@ -192,3 +192,24 @@ def test_replies_in_dvds_own_shape_are_read_too() -> None:
     assert read.subjects == [{"id": "0", "name": "the chef", "appearance": ["white apron"]}]
     empty = parse_registry_reply('{"caption": "An empty street.", "subjects": []}')
     assert empty.subjects == [] and empty.problem is None  # no subject is an answer, not a failure
+
+
+@pytest.mark.slow
+def test_on_real_traffic_footage_still_clips_send_one_frame_and_busy_ones_most(
+    tmp_path: Path, llm_server: ScriptedLLMServer, shared_videos: Path
+) -> None:
+    video = shared_videos / "car-detection.mp4"  # 30 s: cars pass in some clips, the road is empty in others
+    # Six clips (the 0.16 s tail joins the last one), then the parse.
+    llm_server.script([reply(f"Clip {i} of a road.") for i in range(6)] + [text(PARSE)])
+    settings = settings_for(tmp_path, llm_server)
+    (report,) = run_ingest([str(video)], settings)
+    assert report.status == "ok", report
+    sent = [images(r) for r in llm_server.chat_requests if "Subject registry" in user_text(r)]
+    store = open_store(settings)
+    assert len(sent) == store.count(store.clips, video_id=report.video_id) == 6
+    # An empty road between cars is the same picture as the end of the clip before: one frame.
+    assert sent.count(1) >= 2
+    # While cars pass, most of the clip's 10 frames are new.
+    assert max(sent) >= 7
+    details = json.loads(ledger_rows(store, report.video_id)["caption"]["details_json"])
+    assert details["frames_sent"] == sum(sent) and sum(sent) <= 0.55 * details["frames_stored"]
