@@ -65,3 +65,25 @@ def avi_tools(config: AgentConfig) -> tuple[ToolRegistry, ToolRegistry]:
     from vidscope.agents.avi import avi_registries
 
     return avi_registries()
+
+
+def sama_tools(config: AgentConfig) -> ToolRegistry:
+    """SAMA's allow-list in ``config``'s environment."""
+    if is_simulated(config):
+        from vidscope.agents.simulator.tools_sama import sim_sama_registry
+
+        return sim_sama_registry()
+    from vidscope.agents.sama.agent import sama_registry
+
+    return sama_registry()
+
+
+def cvr_tools(config: AgentConfig) -> ToolRegistry:
+    """AgentCVR's master-agent actions in ``config``'s environment."""
+    if is_simulated(config):
+        from vidscope.agents.simulator.tools_cvr import sim_cvr_agent_registry
+
+        return sim_cvr_agent_registry()
+    from vidscope.agents.cvr.agent import cvr_registry
+
+    return cvr_registry()

@@ -18,10 +18,17 @@ embedding and scene/object/action tags mapped to canonical concepts. A query run
    same read) cross-validates them. ``veto`` drops a
    video some agent scores below ``tau_hard``; ``union`` keeps the pool; ``intersection`` keeps
    videos every agent proposed; ``average`` keeps videos whose mean score reaches ``tau_hard``.
-4. **Rerank** — the survivors are ranked by image–text similarity of the query and sampled frames
-   (the image embeddings the ``frame_embed`` ingestion stage stored with the same model), or,
-   without an image–text model or such embeddings, by the similarity of the query and the window
-   captions (``SearchResult.rerank`` says which, a note says why); the top ``k`` are returned.
+4. **Rerank** — the survivors are ranked by the first of these that every survivor has (MAVIS
+   scores whole clips with a video encoder where one is configured):
+
+   a. video–text similarity of the query and the clips that matched (``models.video_text``, e.g.
+      X-CLIP; the clip vectors the ``clip_embed`` ingestion stage stored with the same model);
+   b. image–text similarity of the query and sampled frames (``models.image_text``, CLIP/SigLIP;
+      the frame vectors of the ``frame_embed`` stage);
+   c. the similarity of the query and the window captions (text embedder).
+
+   ``SearchResult.rerank`` says which was used, a note says why a higher one was not; the top
+   ``k`` are returned.
 
 Everything here is pure over a :class:`~vidscope.storage.Store` and the model backends handed in;
 ``flows/search.py`` wraps it in a Prefect flow.
@@ -53,9 +60,11 @@ from vidscope.core.settings import SearchSettings
 from vidscope.models.protocols.chat import ChatModel
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
+from vidscope.tasks.clip_embed import CLIP_EMBED
 from vidscope.tasks.frame_embed import FRAME_EMBED
 
 log = logging.getLogger(__name__)
@@ -478,7 +487,7 @@ def rerank_frames(
     method = f"image-text:{image_text.name}"
     if not survivors:
         return Fine({}, {}, method)
-    embedded_by = frame_embed_models(store, survivors)
+    embedded_by = embedding_models(store, survivors, FRAME_EMBED.name)
     other = sorted({m for m in embedded_by.values() if m != image_text.name})
     usable = [v for v in survivors if embedded_by.get(v) == image_text.name]
     frames: dict[str, list[tuple[float, np.ndarray]]] = {}
@@ -519,15 +528,72 @@ def rerank_frames(
     return Fine(scores, moments, method)
 
 
-def frame_embed_models(store: Any, video_ids: Sequence[str]) -> dict[str, str]:
-    """Video id -> the image–text model its frames were embedded with, for the videos whose
-    ``frame_embed`` stage finished (ledger status ``done``)."""
+def rerank_clips(
+    store: Store,
+    video_text: VideoTextEmbedder,
+    query: str,
+    survivors: Sequence[str],
+    focus: dict[str, list[tuple[float, float]]],
+) -> Fine:
+    """Fine scores from video–text similarity of the query and whole clips of each survivor.
+
+    The clip vectors are those the ``clip_embed`` ingestion stage stored; as with frames, a video
+    counts only when that stage finished with this same model. Every clip overlapping the spans
+    that matched (``focus``; all clips when none) is compared: the vectors are stored, so unlike
+    frames there is nothing to sample. A video's score is its best clip's, its moments the spans
+    of its best clips. With some survivor lacking vectors the result has no scores and a ``note``.
+    """
+    method = f"video-text:{video_text.name}"
+    if not survivors:
+        return Fine({}, {}, method)
+    embedded_by = embedding_models(store, survivors, CLIP_EMBED.name)
+    other = sorted({m for m in embedded_by.values() if m != video_text.name})
+    usable = [v for v in survivors if embedded_by.get(v) == video_text.name]
+    clips: dict[str, list[tuple[float, float, np.ndarray]]] = {}
+    table = store.rows_of_videos(
+        store.clip_videos,
+        usable,
+        columns=["video_id", "start", "end", "video_embedding"],
+        not_null="video_embedding",
+        order_by=("video_id", "start"),
+    )
+    if table.num_rows:
+        matrix = _unit(_vectors(table.column("video_embedding")))
+        starts, ends = table.column("start").to_pylist(), table.column("end").to_pylist()
+        for row, vid in enumerate(table.column("video_id").to_pylist()):
+            clips.setdefault(vid, []).append((float(starts[row]), float(ends[row]), matrix[row]))
+    lacking = [v for v in survivors if v not in clips]
+    if lacking:
+        note = (
+            f"{len(lacking)} of {len(survivors)} candidates have no clip embeddings of "
+            f"{video_text.name} (the clip_embed stage has not run for them"
+            + (f"; it ran with {', '.join(other)}" if other else "")
+            + "); the fine stage did not use the video encoder"
+        )
+        return Fine({}, {}, "caption", note=note)
+    query_vector = _unit(video_text.embed_texts([query]))[0]
+    scores: dict[str, float] = {}
+    moments: dict[str, list[tuple[float, float]]] = {}
+    for vid in survivors:
+        spans = focus.get(vid, [])
+        inside = [c for c in clips[vid] if any(c[0] < b and c[1] > a for a, b in spans)]
+        pool = inside or clips[vid]
+        sims = np.stack([c[2] for c in pool]) @ query_vector
+        order = np.argsort(-sims, kind="stable")[:MOMENTS_PER_HIT]
+        scores[vid] = float(sims[order[0]])
+        moments[vid] = [(pool[i][0], pool[i][1]) for i in order]
+    return Fine(scores, moments, method)
+
+
+def embedding_models(store: Any, video_ids: Sequence[str], stage: str) -> dict[str, str]:
+    """Video id -> the model ``stage`` (``frame_embed``, ``clip_embed``) embedded it with, for the
+    videos whose stage finished (ledger status ``done``)."""
     table = store.rows_of_videos(
         store.ledger, video_ids, columns=["video_id", "stage", "status", "details_json"]
     )
     models: dict[str, str] = {}
     for row in table.to_pylist():
-        if row["stage"] == FRAME_EMBED.name and row["status"] == STATUS_DONE and row["details_json"]:
+        if row["stage"] == stage and row["status"] == STATUS_DONE and row["details_json"]:
             model = json.loads(row["details_json"]).get("model")
             if isinstance(model, str):
                 models[row["video_id"]] = model
@@ -554,6 +620,7 @@ def search_library(
     options: SearchSettings,
     chat: ChatModel | None = None,
     image_text: ImageTextEmbedder | None = None,
+    video_text: VideoTextEmbedder | None = None,
     frame_seconds: float = 0.5,
 ) -> SearchResult:
     """Run the MAVIS pipeline for ``query`` over the library in ``store``.
@@ -618,8 +685,17 @@ def search_library(
     details = library.window_details(fused.survivors)
     query_vector = _unit(embedder.embed([query]))[0]
     fine: Fine | None = None
-    if image_text is not None:
-        focus = _focus(fused.survivors, agents, candidates, matrix, details)
+    focus = (
+        _focus(fused.survivors, agents, candidates, matrix, details)
+        if video_text is not None or image_text is not None
+        else {}
+    )
+    if video_text is not None:  # whole clips first, as MAVIS does with a video encoder
+        fine = rerank_clips(store, video_text, query, fused.survivors, focus)
+        if fine.note:
+            notes.append(fine.note)
+            fine = None
+    if fine is None and image_text is not None:
         fine = rerank_frames(
             store, image_text, query, fused.survivors, focus, options.frames_per_video, frame_seconds
         )

@@ -1,10 +1,14 @@
 """Moments across the library: clip-level hybrid search over every video at once.
 
-Two rankings of the library's clips are fused with reciprocal-rank fusion, as
+Two rankings of the library's clips (three with a video encoder) are fused with reciprocal-rank fusion, as
 :func:`~vidscope.agents.evidence.search_clips` does inside one video: the nearest clip text
 embeddings to the query (``Store.nearest``: the corpus ANN index when no filter applies, an exact
 scan of the filtered rows otherwise) and BM25 full-text matches over the clips' captions, speech
-and on-screen text (``Store.text_search``, Lance FTS). Hits of one video whose clips touch are
+and on-screen text (``Store.text_search``, Lance FTS). Where a video–text model is configured
+(``models.video_text``, X-CLIP) and the ``clip_embed`` stage has stored its clip vectors, a third
+ranking joins the fusion: the clips whose whole-clip vectors are nearest the query's vector in that
+model's space (``clip_videos``; what the clips look like and how they move, not what their captions
+say). Hits of one video whose clips touch are
 merged into one moment, scored by its best clip; each moment names its video, file, time span and
 the text that was said or shown in it.
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,11 +29,19 @@ from pydantic import BaseModel, Field
 
 from vidscope.agents.evidence import RRF_K
 from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 
 __all__ = ["Moment", "MomentFilters", "MomentSearch", "best_moments", "search_moments"]
 
+#: Refine factor of the corpus ANN ranking. It is :data:`MIN_DEPTH` (50) deep, not 16 like the
+#: store's default (20, chosen for top 16), so 10 already re-ranks 500 candidates: at 1M clips
+#: recall@50 0.997 against an exact scan (20: 1.000, 5: 0.933) in 43.5 ms vs 60.6 ms for 20
+#: (benchmarks/search_scale.py --moments, RESULTS.md).
+ANN_REFINE_FACTOR = 10
+#: Run the meaning (ANN) and words (FTS) rankings at the same time, in two threads.
+PARALLEL_RANKINGS = True
 #: Clips each ranking contributes per moment asked for (and at least :data:`MIN_DEPTH`).
 DEPTH_PER_MOMENT = 4
 MIN_DEPTH = 50
@@ -81,6 +94,10 @@ class MomentSearch(BaseModel):
     moments: list[Moment] = Field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = Field(default_factory=list)
+    ranked_by: list[str] = Field(
+        default_factory=list,
+        description="The rankings fused: 'text-embedding', 'full-text', 'video-text:<model>'.",
+    )
 
 
 def search_moments(
@@ -90,6 +107,7 @@ def search_moments(
     embedder: TextEmbedder,
     k: int = 10,
     filters: MomentFilters | None = None,
+    video_text: VideoTextEmbedder | None = None,
 ) -> MomentSearch:
     """The ``k`` best moments of the library for ``query`` (see the module docstring).
 
@@ -114,9 +132,40 @@ def search_moments(
         )
     depth = max(MIN_DEPTH, DEPTH_PER_MOMENT * k)
     vector = embedder.embed([query])[0]
-    by_meaning = store.nearest(store.clips, vector, depth, where=where, columns=_CLIP_COLUMNS)
-    by_words = store.text_search(store.clips, query, depth, where=where, columns=_CLIP_COLUMNS)
-    fused, rows = _fuse(by_meaning, by_words)
+    if PARALLEL_RANKINGS:
+        # The ANN search and the full-text search are independent Lance reads that release the
+        # GIL: overlapping them cut p50 latency at 1M clips (benchmarks/search_scale.py --moments).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            meaning = pool.submit(
+                store.nearest,
+                store.clips,
+                vector,
+                depth,
+                where=where,
+                columns=_CLIP_COLUMNS,
+                refine_factor=ANN_REFINE_FACTOR,
+            )
+            by_words = store.text_search(store.clips, query, depth, where=where, columns=_CLIP_COLUMNS)
+            by_meaning = meaning.result()
+    else:
+        by_meaning = store.nearest(
+            store.clips, vector, depth, where=where, columns=_CLIP_COLUMNS, refine_factor=ANN_REFINE_FACTOR
+        )
+        by_words = store.text_search(store.clips, query, depth, where=where, columns=_CLIP_COLUMNS)
+    rankings = [by_meaning, by_words]
+    result.ranked_by = ["text-embedding", "full-text"] if by_words else ["text-embedding"]
+    if video_text is not None:
+        by_look = _by_video_text(store, video_text, query, depth, where)
+        if by_look:
+            rankings.append(by_look)
+            result.ranked_by.append(f"video-text:{video_text.name}")
+        else:
+            result.notes.append(
+                f"no clip has a vector of {video_text.name} yet (the clip_embed stage); the video "
+                "encoder did not rank clips"
+            )
+    fused, rows = _fuse(*rankings)
+    _fill_texts(store, rows)
     moments = _merge(fused, rows)
     moments.sort(key=lambda m: (-m[0], m[1]["video_id"], m[1]["start"]))
     top = moments[:k]
@@ -142,6 +191,7 @@ def best_moments(
     *,
     embedder: TextEmbedder,
     per_video: int = 3,
+    video_text: VideoTextEmbedder | None = None,
 ) -> dict[str, list[Moment]]:
     """Per video of ``video_ids``, its ``per_video`` best moments for ``query`` (clip precision)."""
     if not video_ids:
@@ -152,6 +202,7 @@ def best_moments(
         embedder=embedder,
         k=per_video * len(video_ids) * 4,
         filters=MomentFilters(videos=list(video_ids)),
+        video_text=video_text,
     )
     best: dict[str, list[Moment]] = {}
     for moment in found.moments:
@@ -208,6 +259,45 @@ def _fuse(
             fused[key] = fused.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
             rows.setdefault(key, row)
     return fused, rows
+
+
+def _by_video_text(
+    store: Store, video_text: VideoTextEmbedder, query: str, depth: int, where: str | None
+) -> list[dict[str, Any]]:
+    """Clips ranked by the video–text model: the query's vector against the stored clip vectors.
+
+    Rows of another model (same size, other space) are dropped after the search rather than
+    filtered before it: a filter would turn the corpus ANN search into an exact scan.
+    """
+    if store.count(store.clip_videos) == 0:
+        return []
+    vector = video_text.embed_texts([query])[0]
+    found = store.nearest(
+        store.clip_videos,
+        vector,
+        depth,
+        where=where,
+        columns=["video_id", "clip_index", "start", "end", "model"],
+    )
+    return [row for row in found if row["model"] == video_text.name]
+
+
+def _fill_texts(store: Store, rows: dict[tuple[str, int], dict[str, Any]]) -> None:
+    """Give the clips found by the video encoder alone their texts (read in one query)."""
+    missing = [key for key, row in rows.items() if "transcript_text" not in row]
+    if not missing:
+        return
+    by_video: dict[str, list[int]] = {}
+    for video_id, clip_index in missing:
+        by_video.setdefault(video_id, []).append(clip_index)
+    where = " OR ".join(
+        f"(video_id = {sql_quote(v)} AND clip_index IN ({', '.join(map(str, sorted(c)))}))"
+        for v, c in sorted(by_video.items())
+    )
+    for row in store.rows(store.clips, where=where, columns=list(_CLIP_COLUMNS)).to_pylist():
+        key = (str(row["video_id"]), int(row["clip_index"]))
+        if key in rows:
+            rows[key] = {**rows[key], **row}
 
 
 def _merge(

@@ -23,9 +23,11 @@ measures the library's work at scale.
 Run: ``.venv/bin/python benchmarks/search_scale.py [--videos 100000] [--queries 30] [--windows 1]``
 (``--windows``: parsed windows per video; the full scan grows with windows, the library's look-up
 with candidate videos). ``--clips 1000000`` instead measures corpus-wide clip ANN against an exact
-scan (``benchmarks/clip_ann.py``). ``--calibrate [--embedder SPEC]`` instead prints how a text
-embedder (the embedded MiniLM by default) scores short sub-intents against matching and other
-captions and word pairs, and the thresholds that follow as a ``[search.thresholds."SPEC"]`` block.
+scan (``benchmarks/clip_ann.py``); ``--clips 1000000 --moments [--reuse]`` measures moment search
+across the library at that size (:func:`moment_scale`). ``--calibrate [--embedder SPEC]`` instead
+prints how a text embedder (the embedded MiniLM by default) scores short sub-intents against
+matching and other captions and word pairs, and the thresholds that follow as a
+``[search.thresholds."SPEC"]`` block.
 """
 
 from __future__ import annotations
@@ -282,14 +284,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="Instead: corpus clip ANN vs exact at this many clips (clip_ann.py).",
     )
+    parser.add_argument(
+        "--moments",
+        action="store_true",
+        help="With --clips: only moment search at that size (latency p50/p95 and where it goes).",
+    )
+    parser.add_argument("--reuse", action="store_true", help="With --clips: keep a store of that size.")
     args = parser.parse_args(argv)
     if args.calibrate:
         calibrate(args.embedder)
         return 0
+    if args.clips and args.moments:
+        return moment_scale(args.clips, args.queries, args.seed, args.out.parent / "clip_ann", args.reuse)
     if args.clips:
         from clip_ann import run as clip_ann_run  # a sibling script (benchmarks/ is not a package)
 
-        return clip_ann_run(args.clips, args.queries, args.seed, args.out.parent / "clip_ann")
+        return clip_ann_run(
+            args.clips, args.queries, args.seed, args.out.parent / "clip_ann", reuse=args.reuse
+        )
 
     space = ConceptSpace(args.seed)
     embedder = SyntheticEmbedder(space)
@@ -526,6 +538,148 @@ def index_vs_tag_scan(store: Store, queries: dict[str, str]) -> None:
         f"{index * 1000:.1f} ms vs full scan of every video's tags {scan * 1000:.1f} ms "
         f"(scan/index {scan / index:.1f}x)"
     )
+
+
+def moment_scale(clips: int, queries: int, seed: int, out: Path, reuse: bool) -> int:
+    """Moment search (``agents/moments.py``) over ``clips`` synthetic clips in a real store.
+
+    The store is :func:`clip_ann.generate`'s (clustered 384-d vectors, 12 made-up words of speech
+    per clip, on-screen text on one in five), indexed by ``Store.optimize`` as ingestion does
+    (IVF-PQ on the vectors, FTS on caption, speech and on-screen text, BTree on ``video_id``). Each
+    query is three words of a stored clip's speech with a noisy copy of a stored vector (the query
+    embedding is given, so MiniLM's ~5-10 ms per query is not included). Per query, interleaved:
+    the real ``search_moments`` with its two rankings run concurrently (the default) and one after
+    the other, then each part alone (ANN, FTS, fusion + merge, file names), so every number comes
+    from the same load. Without and with a one-video filter. Prints p50/p95 and ratios.
+    """
+    from clip_ann import DIM as CLIP_DIM
+    from clip_ann import GivenVectors
+    from clip_ann import generate as generate_clips
+
+    from vidscope.agents import moments as moment_search
+
+    print(f"moment search: {clips:,} synthetic clips in {out}")
+    store = Store(out, text_dim=CLIP_DIM) if reuse and out.exists() else None
+    if store is None or store.count(store.clips) != clips:
+        shutil.rmtree(out, ignore_errors=True)
+        store = Store(out, text_dim=CLIP_DIM)
+        started = time.perf_counter()
+        generate_clips(store, clips, seed)
+        print(f"  written in {time.perf_counter() - started:.0f} s")
+    started = time.perf_counter()
+    done = store.optimize()
+    print(f"  optimize: {done.get('clips', 'nothing')} in {time.perf_counter() - started:.0f} s")
+    indexes = sorted(
+        f"{ix.index_type}({', '.join(ix.columns)})" for ix in store.table(store.clips).list_indices()
+    )
+    print(f"  clip indexes: {', '.join(indexes)}")
+
+    rng = np.random.default_rng(seed + 2)
+    sample = (
+        store.table(store.clips)
+        .search()
+        .where("text_embedding IS NOT NULL")
+        .select(["video_id", "transcript_text", "text_embedding"])
+        .limit(20_000)
+        .to_list()
+    )
+    rows = [sample[i] for i in rng.choice(len(sample), size=queries, replace=False)]
+    noisy = [_unit(np.asarray(r["text_embedding"]) + rng.normal(scale=0.03, size=CLIP_DIM)) for r in rows]
+    texts = [" ".join(r["transcript_text"].split()[-3:]) for r in rows]
+    columns = moment_search._CLIP_COLUMNS  # what the real search selects
+    parts = ("concurrent", "sequential", "ANN", "FTS", "fuse+merge", "file names")
+    print(f"\n{queries} queries, top 10 moments (ANN depth {moment_search.MIN_DEPTH} + FTS, fused, merged)")
+    print(f"{'filter':>10}" + "".join(f"{p + ' p50':>17}" for p in parts[:2]) + f"{'p95':>8}{'p95':>8}")
+    breakdown: dict[str, dict[str, list[float]]] = {}
+    for label in ("none", "one video"):
+        times: dict[str, list[float]] = {p: [] for p in parts}
+        found = []
+        for i, (text, row, vector) in enumerate(zip(texts, rows, noisy, strict=True)):
+            embedder = GivenVectors({text: vector})
+            filters = moment_search.MomentFilters(videos=[row["video_id"]]) if label == "one video" else None
+            where = moment_search._where(store, filters) if filters else None
+            if i < 3:  # warm files, indexes and caches; every query below is timed once per way
+                moment_search.search_moments(store, text, embedder=embedder, k=10, filters=filters)
+            for way in ("concurrent", "sequential"):
+                moment_search.PARALLEL_RANKINGS = way == "concurrent"
+                t0 = time.perf_counter()
+                result = moment_search.search_moments(store, text, embedder=embedder, k=10, filters=filters)
+                times[way].append(time.perf_counter() - t0)
+            moment_search.PARALLEL_RANKINGS = True
+            found.append(len(result.moments))
+            t0 = time.perf_counter()
+            by_meaning = store.nearest(
+                store.clips,
+                vector,
+                moment_search.MIN_DEPTH,
+                where=where,
+                columns=columns,
+                refine_factor=moment_search.ANN_REFINE_FACTOR,
+            )
+            times["ANN"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            by_words = store.text_search(
+                store.clips, text, moment_search.MIN_DEPTH, where=where, columns=columns
+            )
+            times["FTS"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            merged = moment_search._merge(*moment_search._fuse(by_meaning, by_words))
+            times["fuse+merge"].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            moment_search._file_names(store, sorted({m["video_id"] for _, m in merged[:10]}))
+            times["file names"].append(time.perf_counter() - t0)
+        breakdown[label] = times
+        ratio = statistics.median(
+            s / c for s, c in zip(times["sequential"], times["concurrent"], strict=True)
+        )
+        print(
+            f"{label:>10}{statistics.median(times['concurrent']) * 1000:>17.1f}"
+            f"{statistics.median(times['sequential']) * 1000:>17.1f}"
+            f"{_p95(times['concurrent']) * 1000:>8.1f}{_p95(times['sequential']) * 1000:>8.1f}"
+            f"   sequential/concurrent {ratio:.2f}x, {statistics.mean(found):.1f} moments"
+        )
+    print("\nwhere the time goes (each part alone, ms p50 / p95):")
+    print(f"{'filter':>10}" + "".join(f"{p:>16}" for p in parts[2:]))
+    for label, times in breakdown.items():
+        cells = "".join(
+            f"{statistics.median(times[p]) * 1000:>8.1f} /{_p95(times[p]) * 1000:>6.1f}" for p in parts[2:]
+        )
+        print(f"{label:>10}{cells}")
+    ann_depth_recall(store, noisy[:12], moment_search.MIN_DEPTH, columns)
+    return 0
+
+
+def ann_depth_recall(store: Store, vectors: Sequence[np.ndarray], depth: int, columns: Sequence[str]) -> None:
+    """Latency and recall@``depth`` of the corpus ANN ranking per refine factor, against an exact
+    scan of the same vectors (how ``moments.ANN_REFINE_FACTOR`` was chosen). The refine factors
+    take turns per query, in rotating order, so none always runs right after the exact scan."""
+    factors = (5, 10, 20)
+    times: dict[int, list[float]] = {f: [] for f in factors}
+    recalls: dict[int, list[float]] = {f: [] for f in factors}
+    for i, vector in enumerate(vectors):
+        exact = (
+            store.table(store.clips)
+            .search(vector.tolist(), vector_column_name="text_embedding")
+            .distance_type("cosine")
+            .bypass_vector_index()
+            .select(["video_id", "clip_index", "_distance"])
+            .limit(depth)
+            .to_list()
+        )
+        truth = {(r["video_id"], r["clip_index"]) for r in exact}
+        for factor in factors[i % 3 :] + factors[: i % 3]:
+            t0 = time.perf_counter()
+            found = store.nearest(store.clips, vector, depth, columns=columns, refine_factor=factor)
+            times[factor].append(time.perf_counter() - t0)
+            recalls[factor].append(
+                len(truth & {(r["video_id"], r["clip_index"]) for r in found}) / len(truth)
+            )
+    print(
+        f"\nANN ranking {depth} deep, {len(vectors)} queries: refine factor, ms p50, recall@{depth} vs exact"
+    )
+    for factor in factors:
+        p50, recall = statistics.median(times[factor]) * 1000, statistics.mean(recalls[factor])
+        print(f"{factor:>10}{p50:>9.1f}{recall:>8.3f}")
 
 
 def _p95(values: Sequence[float]) -> float:

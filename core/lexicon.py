@@ -11,7 +11,8 @@ Word lists, each for one purpose (they differ on purpose, see each one's comment
   tell answers apart ("not", "yes", "no", "after").
 - :data:`PLACE_NOUNS` and :data:`SCENE_PREPOSITIONS` find scenes in running text;
   :data:`QUERY_PLACE_WORDS` and :data:`PLACE_PREPOSITIONS` find them in search queries.
-- :data:`LIGHT_VERBS`, :data:`COMMON_VERBS` and :data:`ING_NOUNS` tell actions from other words.
+- :data:`LIGHT_VERBS`, :data:`COMMON_VERBS`, :data:`INSTRUCTION_VERBS` and :data:`ING_NOUNS` tell
+  actions from other words.
 
 Canonical forms (:func:`canonical_form`) are how a tag is stored in the concept vocabulary: lower
 case, stop-words and filler dropped, nouns singular ("dogs" -> "dog"), the verb of an action as a
@@ -124,6 +125,17 @@ COMMON_VERBS = word_set("""
     fights fought laugh laughs laughed cry cries cried chase chases chased crash crashes crashed
     fall falls fell hug hugs hugged kiss kisses kissed surf surfs surfed skate skates skated ski
     skis skied chat chats chatted
+    """)
+
+#: Verbs that open instructions, recipes and signs ("MIX FLOUR", "PRESS BUTTON"). A two-word sign
+#: whose first word is both a noun and a verb is a command only when that verb is one of these (or
+#: a :data:`COMMON_VERBS` form); otherwise it is a compound noun ("SPRING TIMETABLE", "POST OFFICE",
+#: "MAP ROOM"): without a part-of-speech tagger, nothing else tells the two apart.
+INSTRUCTION_VERBS = word_set("""
+    add bake beat blend boil break brush chop clean close combine cook cool cover cut dice drain
+    dry fill fold fry grate grill heat hold insert knead lift melt mix open peel place pour press
+    pull push remove rinse roast roll rub scan season serve shake simmer slice soak spread sprinkle
+    squeeze stir strain switch tap tighten toast turn twist unplug wait wash whisk wipe wrap
     """)
 
 #: Words ending in -ing that are things or places, not actions. (A noun that is also a verb,
@@ -249,6 +261,16 @@ def canonical_form(word_or_phrase: str, dimension: str) -> str:
     else:
         words = [*words[:-1], singular(words[-1])]
     return " ".join(words[:MAX_CONCEPT_WORDS])
+
+
+def reads_as_command(verb: str, bare_object: bool) -> bool:
+    """Whether ``verb``, the first word of a clause, is a command rather than the first noun of a
+    compound. With a determiner, pronoun or number after it ("spring the trap", "bake 40 min") it
+    is; before a bare noun ("MIX FLOUR" vs "SPRING TIMETABLE") only a word with no noun reading,
+    a :data:`COMMON_VERBS` form or an :data:`INSTRUCTION_VERBS` verb is."""
+    if not bare_object or "NOUN" not in lemmas(verb):
+        return True
+    return verb in COMMON_VERBS or verb_lemma(verb) in INSTRUCTION_VERBS
 
 
 def _acts(words: list[str], i: int) -> bool:

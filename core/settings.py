@@ -291,6 +291,10 @@ class ModelSettings(BaseModel):
     vlm: str | None = None
     object_detector: str | None = None
     image_text: str | None = None
+    #: Whole clips and texts in one space (``xclip:<dir>``): the MAVIS fine stage and moment search
+    #: score clips with it (the ``clip_embed`` stage stores one vector per clip). No default: users
+    #: provide the checkpoint.
+    video_text: str | None = None
     #: Extra options per backend kind (endpoints, API-key env vars, devices); free-form for backends.
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -307,6 +311,7 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "vlm": None,
         "object_detector": None,
         "image_text": None,
+        "video_text": None,
     },
     # An OpenAI-compatible server (vLLM, Ollama, llama.cpp, …) at [models.options.openai] base_url
     # serves captioning and chat; "openai:" with no model name uses the model the server lists.
@@ -320,6 +325,7 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "vlm": None,
         "object_detector": None,
         "image_text": None,
+        "video_text": None,
     },
     # Local weights on a GPU machine; names resolve in the local Hugging Face cache (or are paths).
     "local-gpu": {
@@ -333,6 +339,7 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "vlm": None,
         "object_detector": "yolo:yolo11n.pt",
         "image_text": "open-clip:ViT-B-32",
+        "video_text": None,
     },
 }
 

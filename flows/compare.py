@@ -4,7 +4,9 @@ With a planner model (``models.planner``, else ``models.chat``), SAMA (``agent="
 conflict checks, evidence memory) or AgentCVR (``agent="cvr"``: a master agent with parallel
 visual and audio sub-agents) answers, their tool calls cached Prefect tasks as in ``ask``.
 Without one, the answer is extractive: the best evidence of each video side by side, with times,
-and the result says so. ``run_compare`` is the entry point of the CLI and the HTTP API.
+and the result says so. With ``[agent] environment = "sim"`` both agents answer from a script's
+simulated tools (the video ids are the script's). ``run_compare`` is the entry point of the CLI
+and the HTTP API.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Literal, get_args
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from vidscope.agents.cvr.agent import cvr_registry, run_cvr
+from vidscope.agents.cvr.agent import run_cvr
+from vidscope.agents.environment import cvr_tools, is_simulated, sama_tools, tool_context
 from vidscope.agents.evidence import search_clips
 from vidscope.agents.runtime import Answer, Citation, Evidence, TraceStep, UsageTotals
-from vidscope.agents.sama.agent import run_sama, sama_registry
+from vidscope.agents.sama.agent import run_sama
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolError
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
@@ -112,8 +115,12 @@ def compare(
     config = config or settings.agent
     started = time.perf_counter()
     chat = registry.planner_model(settings)
-    tools = sama_registry() if agent == "sama" else cvr_registry()
-    ctx = ToolContext(settings, open_store(settings), chat=chat, config=config, registry=tools)
+    simulated = is_simulated(config)
+    if simulated and chat is None:
+        raise ValueError("the simulated environment ([agent] environment = 'sim') needs a chat model")
+    # The simulator answers from its script: no store is opened for it.
+    ctx = tool_context(settings, None if simulated else open_store(settings), chat=chat, config=config)
+    ctx.registry = sama_tools(config) if agent == "sama" else cvr_tools(config)
     videos = [VideoRef(video_id=v, file_name=ctx.video(v).file_name) for v in video_ids]
     on_step = _on_step.get()
     if chat is None:
@@ -181,8 +188,11 @@ def run_compare(
         raise ValueError("the question is empty")
     if len(video_refs) < 1:
         raise ValueError("compare needs at least one video")
-    store = open_store(settings)
-    video_ids = list(dict.fromkeys(find_video(store, ref).video_id for ref in video_refs))
+    if is_simulated(config or settings.agent):
+        video_ids = list(dict.fromkeys(video_refs))  # videos of the script: the store is not consulted
+    else:
+        store = open_store(settings)
+        video_ids = list(dict.fromkeys(find_video(store, ref).video_id for ref in video_refs))
     token = _on_step.set(on_step)
     try:
         with query_run("compare"):

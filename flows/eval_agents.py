@@ -22,11 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vidscope.agents.avi import run_avi_agent
-from vidscope.agents.cvr.agent import cvr_registry, run_cvr
-from vidscope.agents.environment import avi_tools
+from vidscope.agents.cvr.agent import run_cvr
+from vidscope.agents.environment import avi_tools, cvr_tools, sama_tools
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import Answer, run_agent
-from vidscope.agents.sama.agent import run_sama, sama_registry
+from vidscope.agents.sama.agent import run_sama
 from vidscope.agents.tools import ToolContext
 from vidscope.evaluation.items import BenchmarkItem
 from vidscope.models.json_tools import quote_data
@@ -115,12 +115,12 @@ def _extractive(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str])
 
 
 def _sama(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
-    ctx.registry = sama_registry()  # a fresh context per item: its tools are SAMA's
+    ctx.registry = sama_tools(ctx.config)  # a fresh context per item: SAMA's tools, real or simulated
     return run_sama(ctx, question_of(item), video_ids, options=_options(item))
 
 
 def _cvr(ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
-    ctx.registry = cvr_registry()
+    ctx.registry = cvr_tools(ctx.config)
     return run_cvr(ctx, question_of(item), video_ids, options=_options(item))
 
 

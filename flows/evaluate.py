@@ -294,6 +294,7 @@ def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict
         options=options,
         chat=registry.chat_model(settings),
         image_text=registry.image_text(settings),
+        video_text=registry.video_text(settings),
         frame_seconds=1.0 / settings.ingest.frame_fps,
     )
     return [names[hit.video_id] for hit in result.hits if hit.video_id in names]

@@ -30,6 +30,7 @@ from vidscope.flows.runs import publish_table
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.tasks.caption import CAPTION, caption_task
+from vidscope.tasks.clip_embed import CLIP_EMBED, clip_embed_task
 from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.detect import DETECT, detect_task
 from vidscope.tasks.embed import EMBED, embed_task
@@ -62,6 +63,7 @@ STAGES: tuple[Stage, ...] = (
     TAGS,
     EMBED,
     FRAME_EMBED,
+    CLIP_EMBED,
 )
 #: Each stage's Prefect task (declared beside the stage, in its tasks/ module), by stage name.
 STAGE_TASKS: dict[str, Task[[str, Path, Settings], StageResult]] = {
@@ -78,6 +80,7 @@ STAGE_TASKS: dict[str, Task[[str, Path, Settings], StageResult]] = {
     TAGS.name: tags_task,
     EMBED.name: embed_task,
     FRAME_EMBED.name: frame_embed_task,
+    CLIP_EMBED.name: clip_embed_task,
 }
 
 #: File extensions picked up when a folder is given.

@@ -33,6 +33,7 @@ from vidscope.flows.runs import publish_markdown, query_run
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.store import Store
 
 __all__ = [
@@ -82,6 +83,7 @@ def search(
     except BackendUnavailable as exc:
         image_text = None
         notes.append(f"the image-text model is unavailable ({exc}); captions were compared instead")
+    video_text = _video_text(settings, notes)
     result = search_library(
         store,
         query,
@@ -89,11 +91,12 @@ def search(
         options=options,
         chat=chat,
         image_text=image_text,
+        video_text=video_text,
         frame_seconds=1.0 / settings.ingest.frame_fps,
     )
     result.notes = notes + result.notes
     if result.rerank == "caption":
-        _clip_moments(store, embedder, result)
+        _clip_moments(store, embedder, result, video_text)
     result.seconds = round(time.perf_counter() - started, 4)
     _publish(result)
     return result
@@ -111,9 +114,22 @@ def _embedder(settings: Settings) -> TextEmbedder:
     return embedder
 
 
-def _clip_moments(store: Store, embedder: TextEmbedder, result: SearchResult) -> None:
+def _video_text(settings: Settings, notes: list[str]) -> VideoTextEmbedder | None:
+    """The configured video–text model, or ``None`` (with a note when it cannot be loaded)."""
+    try:
+        return registry.video_text(settings)
+    except BackendUnavailable as exc:
+        notes.append(f"the video-text model is unavailable ({exc}); clips were not scored with it")
+        return None
+
+
+def _clip_moments(
+    store: Store, embedder: TextEmbedder, result: SearchResult, video_text: VideoTextEmbedder | None
+) -> None:
     """Replace the hits' window-caption moments (minutes long) by their best clip moments."""
-    found = best_moments(store, result.query, [h.video_id for h in result.hits], embedder=embedder)
+    found = best_moments(
+        store, result.query, [h.video_id for h in result.hits], embedder=embedder, video_text=video_text
+    )
     for hit in result.hits:
         if found.get(hit.video_id):
             hit.moments = [(m.start, m.end) for m in found[hit.video_id]]
@@ -133,7 +149,12 @@ def search_moments_flow(
 
     settings = settings or get_settings()
     store = open_store(settings)
-    result = search_moments(store, query, embedder=_embedder(settings), k=k, filters=filters)
+    notes: list[str] = []
+    video_text = _video_text(settings, notes)
+    result = search_moments(
+        store, query, embedder=_embedder(settings), k=k, filters=filters, video_text=video_text
+    )
+    result.notes = notes + result.notes
     publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
     return result
 

@@ -13,8 +13,9 @@ from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
+from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage import Store
-from vidscope.storage.store import DEFAULT_IMAGE_DIM, DEFAULT_TEXT_DIM
+from vidscope.storage.store import DEFAULT_IMAGE_DIM, DEFAULT_TEXT_DIM, DEFAULT_VIDEO_DIM
 
 #: Embedding sizes of specs that need not be loaded to be known.
 KNOWN_DIMS = {
@@ -23,11 +24,15 @@ KNOWN_DIMS = {
     "open-clip:ViT-B-32": 512,
 }
 
-_stores: dict[tuple[str, int, int], Store] = {}
+_stores: dict[tuple[str, int, int, int], Store] = {}
 _lock = threading.Lock()
 
 
-def _dim(spec: str | None, load: Callable[[], TextEmbedder | ImageTextEmbedder | None], default: int) -> int:
+def _dim(
+    spec: str | None,
+    load: Callable[[], TextEmbedder | ImageTextEmbedder | VideoTextEmbedder | None],
+    default: int,
+) -> int:
     """Vector size of the model ``spec`` names: the default when none, listed, or loaded."""
     if not spec:
         return default
@@ -39,20 +44,24 @@ def _dim(spec: str | None, load: Callable[[], TextEmbedder | ImageTextEmbedder |
     return int(model.dim)
 
 
-def embedding_dims(settings: Settings) -> tuple[int, int]:
-    """(text_dim, image_dim) of the configured text embedder and image–text model."""
+def embedding_dims(settings: Settings) -> tuple[int, int, int]:
+    """(text_dim, image_dim, video_dim) of the configured text embedder, image–text and video–text
+    models."""
     models = settings.models
     return (
         _dim(models.text_embedder, lambda: registry.text_embedder(settings), DEFAULT_TEXT_DIM),
         _dim(models.image_text, lambda: registry.image_text(settings), DEFAULT_IMAGE_DIM),
+        _dim(models.video_text, lambda: registry.video_text(settings), DEFAULT_VIDEO_DIM),
     )
 
 
 def open_store(settings: Settings) -> Store:
     """The store under ``settings.data_dir``, shared by every thread of this process."""
-    text_dim, image_dim = embedding_dims(settings)
-    key = (str(settings.data_dir.expanduser().resolve()), text_dim, image_dim)
+    text_dim, image_dim, video_dim = embedding_dims(settings)
+    key = (str(settings.data_dir.expanduser().resolve()), text_dim, image_dim, video_dim)
     with _lock:
         if key not in _stores:
-            _stores[key] = Store(settings.data_dir, text_dim=text_dim, image_dim=image_dim)
+            _stores[key] = Store(
+                settings.data_dir, text_dim=text_dim, image_dim=image_dim, video_dim=video_dim
+            )
         return _stores[key]

@@ -7,7 +7,8 @@ dependency fails with a message naming it instead of at import time. Each backen
 ``[models.options.<kind>]`` table.
 
 Each role has a typed loader (:func:`chat_model`, :func:`planner_model`, :func:`vision_model`,
-:func:`captioner`, :func:`text_embedder`, :func:`image_text`, :func:`speech_recognizer`,
+:func:`captioner`, :func:`text_embedder`, :func:`image_text`, :func:`video_text`,
+:func:`speech_recognizer`,
 :func:`text_reader`, :func:`object_detector`) returning its protocol type, or ``None`` when the role
 is not configured; :data:`LOADERS` maps role names to them for code that walks every role.
 
@@ -36,6 +37,7 @@ from vidscope.models.protocols.object_detector import ObjectDetector
 from vidscope.models.protocols.speech_recognizer import SpeechRecognizer
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.models.protocols.text_reader import TextReader
+from vidscope.models.protocols.video_text import VideoTextEmbedder
 
 #: Backend kind -> module (under vidscope.models) defining ``from_spec``.
 BACKEND_MODULES: dict[str, str] = {
@@ -49,6 +51,7 @@ BACKEND_MODULES: dict[str, str] = {
     "hf-clip": "clip",
     "yolo": "yolo",
     "paddleocr": "paddle_reader",
+    "xclip": "xclip",
 }
 
 _cache: dict[tuple[str, str, str], Any] = {}
@@ -187,6 +190,11 @@ def image_text(settings: Settings) -> ImageTextEmbedder | None:
     return _load(settings, "image_text")
 
 
+def video_text(settings: Settings) -> VideoTextEmbedder | None:
+    """The video–text embedder scoring whole clips against texts (``models.video_text``)."""
+    return _load(settings, "video_text")
+
+
 #: Each role's loader, in the order ``vidscope models`` lists them.
 LOADERS: dict[str, Callable[[Settings], object | None]] = {
     "text_embedder": text_embedder,
@@ -198,6 +206,7 @@ LOADERS: dict[str, Callable[[Settings], object | None]] = {
     "vlm": vision_model,
     "object_detector": object_detector,
     "image_text": image_text,
+    "video_text": video_text,
 }
 
 #: The model roles, in the order ``vidscope models`` lists them.

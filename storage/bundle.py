@@ -58,6 +58,9 @@ class BundleManifest(BaseModel):
     created_at: str
     text_dim: int
     image_dim: int
+    #: Absent from bundles written before the ``video_text`` role existed (they hold no clip video
+    #: vectors, so any size fits).
+    video_dim: int | None = None
     #: The model spec serving each role where the bundle was built (``{"captioner": "openai:…"}``).
     models: dict[str, str | None]
     #: The embedders named on the exported clips' vectors: what actually made them.
@@ -127,6 +130,7 @@ def export_videos(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         text_dim=store.text_dim,
         image_dim=store.image_dim,
+        video_dim=store.video_dim,
         models=dict(models),
         clip_embed_models=_distinct(tables[store.clips.name], "embed_model"),
         videos=wanted,
@@ -159,9 +163,10 @@ def check_compatible(store: Store, manifest: BundleManifest, models: Mapping[str
     for role, bundle_dim, store_dim in (
         ("text_embedder", manifest.text_dim, store.text_dim),
         ("image_text", manifest.image_dim, store.image_dim),
+        ("video_text", manifest.video_dim, store.video_dim),
     ):
         theirs, ours = manifest.models.get(role), models.get(role)
-        if bundle_dim != store_dim:
+        if bundle_dim is not None and bundle_dim != store_dim:
             raise BundleError(
                 f"bundle {role} is {theirs} ({bundle_dim}-d) but this store is {ours} ({store_dim}-d); "
                 f"import into a data dir configured with {theirs}"

@@ -47,3 +47,23 @@ def clips_spec(text_dim: int) -> TableSpec:
         vector_column="text_embedding",
         text_columns=("caption", "transcript_text", "ocr_text"),
     )
+
+
+def clip_videos_spec(video_dim: int) -> TableSpec:
+    """The ``clip_videos`` table: one ``video_dim``-d video–text embedding per clip (the
+    ``clip_embed`` stage, ``models.video_text``), with the clip's span and the model that made it."""
+    return TableSpec(
+        name="clip_videos",
+        schema=versioned(
+            [
+                pa.field("video_id", pa.string(), nullable=False),
+                pa.field("clip_index", pa.int32(), nullable=False),
+                pa.field("start", pa.float64(), nullable=False),
+                pa.field("end", pa.float64(), nullable=False),
+                pa.field("video_embedding", vector_type(video_dim)),
+                pa.field("model", pa.string()),
+            ]
+        ),
+        keys=("video_id", "clip_index"),
+        vector_column="video_embedding",
+    )

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from lancedb.index import FTS, IvfPq
 
 from vidscope.core.hashing import stable_hash
-from vidscope.storage.clips import clips_spec
+from vidscope.storage.clips import clip_videos_spec, clips_spec
 from vidscope.storage.detections import DETECTIONS
 from vidscope.storage.frames import frames_spec
 from vidscope.storage.graph import (
@@ -50,6 +50,8 @@ T = TypeVar("T")
 DEFAULT_TEXT_DIM = 384
 #: Image embedding size of CLIP ViT-B/32, the default image–text model family.
 DEFAULT_IMAGE_DIM = 512
+#: Video–text embedding size of X-CLIP base (patch32/patch16), the default video encoder family.
+DEFAULT_VIDEO_DIM = 512
 #: Corpus-wide ANN indexes are only worth building above this many vectors; below it, flat search.
 ANN_MIN_ROWS = 20_000
 #: IVF partitions probed and the refine factor of corpus-wide ANN queries, chosen on 1M clustered
@@ -83,15 +85,18 @@ class Store:
         *,
         text_dim: int = DEFAULT_TEXT_DIM,
         image_dim: int = DEFAULT_IMAGE_DIM,
+        video_dim: int = DEFAULT_VIDEO_DIM,
     ) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
         self.lance_dir = self.data_dir / "lance"
         self.lance_dir.mkdir(parents=True, exist_ok=True)
         self.text_dim = text_dim
         self.image_dim = image_dim
+        self.video_dim = video_dim
         self.videos = VIDEOS
         self.clips = clips_spec(text_dim)
         self.frames = frames_spec(image_dim)
+        self.clip_videos = clip_videos_spec(video_dim)
         self.transcripts = TRANSCRIPT_SEGMENTS
         self.ocr = OCR_ITEMS
         self.detections = DETECTIONS
@@ -118,6 +123,7 @@ class Store:
             self.videos,
             self.clips,
             self.frames,
+            self.clip_videos,
             self.transcripts,
             self.ocr,
             self.detections,
@@ -473,7 +479,8 @@ class Store:
         exact per-video vector search and cache look-ups stay fast (``concept_index`` also one on
         ``concept``, for the search library's look-ups); the clips' text columns get full-text
         (BM25) indexes, kept current by ``table.optimize()``; the clip vector column gets an ANN
-        index once the corpus is large enough for one to beat a flat scan.
+        index once the corpus is large enough for one to beat a flat scan (so do the clips' video–text
+        vectors, ``clip_videos``).
         """
         done: dict[str, str] = {}
         for spec in self.all_specs:
@@ -496,7 +503,8 @@ class Store:
                     if (column,) not in indexed:
                         table.create_index(column, config=FTS(), replace=True)
                         actions.append(f"fts({column})")
-            if spec.vector_column and spec is self.clips and rows >= ann_min_rows:
+            corpus_vectors = spec is self.clips or spec is self.clip_videos  # searched library-wide
+            if spec.vector_column and corpus_vectors and rows >= ann_min_rows:
                 action = self._ann_index(table, spec.vector_column, ann_min_rows)
                 if action:
                     actions.append(action)

@@ -48,6 +48,7 @@ from vidscope.core.lexicon import (
     canonical_form,
     gerund,
     lemmas,
+    reads_as_command,
     singular,
     tokens,
     verb_lemma,
@@ -79,7 +80,7 @@ MAX_REPLY_TOKENS = 512
 #: A last window shorter than this fraction of the window length joins the one before it.
 TAIL_FRACTION = 0.25
 #: Bump when the signals parse changes, so the stage re-runs.
-SIGNALS_VERSION = 2
+SIGNALS_VERSION = 3  # 3: a sign such as "SPRING TIMETABLE" is a compound noun, not a command
 
 SYSTEM_PROMPT = f"""\
 You index videos for search. For one window of a video you get a few frames in time order and, \
@@ -338,12 +339,16 @@ def _imperative_object(words: list[str], i: int) -> tuple[int, bool] | None:
 
     It does when an object follows: a determiner or object pronoun ("heat the oven", "bake it"), a
     number ("bake 40 min"), or, in a two-word clause such as a sign or title ("MIX FLOUR"), a
-    bare noun. The object noun is the first noun within three words after the verb.
+    bare noun when the verb reads as a command there (:func:`~vidscope.core.lexicon.reads_as_command`:
+    "SPRING TIMETABLE" is a compound noun). The object noun is the first noun within three words
+    after the verb.
     """
     after = words[i + 1] if i + 1 < len(words) else ""
     bare = after not in _DETERMINERS and after not in _OBJECT_PRONOUNS and not after.isdigit()
     if bare and not (len(words) <= _SHORT_CLAUSE and after and "NOUN" in lemmas(after)):
         return None
+    if not reads_as_command(words[i], bare):
+        return None  # "SPRING TIMETABLE": a compound noun, not a command
     for j in range(i + 1, min(len(words), i + 4)):
         reading = lemmas(words[j])
         if words[j].isdigit() or words[j] in _OBJECT_PRONOUNS:
@@ -404,7 +409,8 @@ def _scan(text: str) -> _Found:
                         found.phrases.append((position, f"{gerund(word)} {thing}".strip(), thing))
                     continue
             if lemma and lemma not in LIGHT_VERBS:
-                ing = word.endswith("ing") and before not in _DETERMINERS
+                # An -ing verb form, not a noun that ends so ("spring", "string" are their own lemma).
+                ing = word.endswith("ing") and lemma != word and before not in _DETERMINERS
                 after_subject = before in _SUBJECT_PRONOUNS or before == "to"
                 # Right after a subject noun: an inflected verb ("fox jumps"), or a base form that
                 # a preposition or determiner follows ("dogs run around", "fox jump over").

@@ -3,6 +3,7 @@
 Videos become scripts of timed events and audio (:mod:`.script`), written from templates with
 known answers (:mod:`.templates`) or imported from an ingested video (:mod:`.importer`). The
 simulator (:mod:`.simulator`) answers the agents' tool calls from the script behind the real tools'
-names and specs (:mod:`.tools`); strategies are rolled out and scored against it (:mod:`.rollout`),
+names and specs (:mod:`.tools`; AgentCVR's actions in :mod:`.tools_cvr`, SAMA's tools in
+:mod:`.tools_sama`); strategies are rolled out and scored against it (:mod:`.rollout`),
 trained with GRPO (:mod:`.train`) and compared with the real tools (:mod:`.sim_to_real`).
 """

@@ -14,13 +14,39 @@ import json
 import random
 import re
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from vidscope.agents.simulator.script import Question
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
 
 _VIDEO_LINE = re.compile(r"video_id=(\S+) file='([^']*)' duration=([\d.]+)s")
-_VIDEO_JSON = re.compile(r"^Videos: (\[.*\])$", re.MULTILINE)
+_VIDEO_JSON = re.compile(r"^Videos:\s*(\[.*\])$", re.MULTILINE)
+#: One of SAMA's verified facts as its evidence memory writes it (``Fact.describe``).
+_FACT = re.compile(
+    r"^(?P<source>\w+): (?P<kind>count|colour|time) of (?P<subject>.+) = (?P<value>.+?) "
+    r"in \[(?P<t0>[^,\]]+), (?P<t1>[^\]]+)\]s$"
+)
+#: SAMA's tools besides ``answer``; offered any of them (and no visual_query), the oracle plans for SAMA.
+SAMA_TOOLS = frozenset(
+    (
+        "video_reader",
+        "temporal_grounding",
+        "scene_graph",
+        "object_tracker",
+        "visual_similarity",
+        "subtitle_retriever",
+        "subtitle_extractor",
+    )
+)
+#: The SAMA skill (question type) the oracle picks for each kind of generated question.
+SAMA_TYPES = {
+    "counting": "reading",
+    "ordering": "grounding",
+    "temporal_alignment": "subtitles",
+    "comparison": "comparison",
+    "open": "reading",
+}
 
 #: A plan yields tool calls and receives each call's result (the JSON payload, or None on error);
 #: it returns the chosen option text.
@@ -53,6 +79,56 @@ def listed_videos(messages: Sequence[ChatMessage]) -> dict[str, tuple[str, float
     return found
 
 
+def classifying(messages: Sequence[ChatMessage]) -> bool:
+    """Whether the conversation is SAMA's meta planner asking for a question type."""
+    system = next((m.content or "" for m in messages if m.role == "system"), "")
+    return '{"type"' in system
+
+
+def sama_memory(messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    """SAMA's evidence memory as its planner sees it (the ``<video_data>`` block of the prompt):
+    video id -> verified facts, unresolved conflicts and notes."""
+    prompt = next((m for m in reversed(messages) if m.role == "user"), None)
+    return (observation_payload(prompt) if prompt is not None else None) or {}
+
+
+@dataclass(frozen=True)
+class SeenFact:
+    """A verified fact read back from SAMA's evidence memory."""
+
+    source: str
+    kind: str
+    subject: str
+    value: str
+    t0: float
+    t1: float
+
+
+def memory_facts(memory: dict[str, Any], video_id: str, kind: str) -> list[SeenFact]:
+    """The verified facts of one kind about ``video_id`` in SAMA's memory."""
+    found = []
+    for line in memory.get(video_id, {}).get("verified_facts", []):
+        match = _FACT.match(str(line))
+        if match and match["kind"] == kind:
+            found.append(
+                SeenFact(
+                    source=match["source"],
+                    kind=kind,
+                    subject=match["subject"],
+                    value=match["value"],
+                    t0=float(match["t0"]),
+                    t1=float(match["t1"]),
+                )
+            )
+    return found
+
+
+def memory_notes(memory: dict[str, Any], video_id: str, tool: str) -> list[str]:
+    """The notes SAMA's memory keeps of ``tool``'s results about ``video_id``."""
+    notes = memory.get(video_id, {}).get("notes", [])
+    return [str(n.get("text", "")) for n in notes if isinstance(n, dict) and n.get("tool") == tool]
+
+
 def json_actions(messages: Sequence[ChatMessage]) -> bool:
     """Whether the conversation asks for JSON actions (AgentCVR's master agent) instead of tool calls."""
     system = next((m.content or "" for m in messages if m.role == "system"), "")
@@ -69,6 +145,8 @@ class OraclePolicy:
     With ``visual_query`` offered it follows its plan; in AVI's retrieve phase it retrieves clips
     for the question's focus once and moves on; offered no tools (AVI's review) it answers in JSON.
     Asked for JSON actions (AgentCVR's master agent) it follows the same plan, one action a turn.
+    As SAMA's planner it names the skill for the question's kind when asked to classify, then
+    follows a plan over SAMA's tools, reading the answer from the evidence memory its prompt shows.
     """
 
     name = "oracle"
@@ -94,8 +172,12 @@ class OraclePolicy:
         """The next step of the plan as a tool call, or the answer when the plan is done."""
         offered = {t.name for t in tools or []}
         q = self.question
+        if not offered and classifying(messages):  # SAMA's meta planner: the skill to load
+            return ChatReply(text=json.dumps({"type": SAMA_TYPES[q.kind]}))
         if not offered and json_actions(messages):
             return self._json_turn(messages)
+        if offered & SAMA_TOOLS and "visual_query" not in offered:
+            return self._sama_turn(messages, offered)
         if not offered:  # AVI's review: one JSON object
             answer = self._answer or q.options[0]
             citations = [[e.start, e.end] for e in q.evidence]
@@ -155,6 +237,87 @@ class OraclePolicy:
         }
         return ChatReply(text=json.dumps({"actions": [action]}))
 
+    def _sama_turn(self, messages: Sequence[ChatMessage], offered: set[str]) -> ChatReply:
+        """A SAMA planner turn: the next call of the SAMA plan (which reads the evidence memory the
+        prompt shows), or ``answer`` with the question's evidence as citations."""
+        q = self.question
+        if self._answer is None:
+            memory = sama_memory(messages)
+            try:
+                if self._plan is None:
+                    self._plan = self._sama_steps(listed_videos(messages), offered)
+                    call = next(self._plan)
+                else:
+                    call = self._plan.send(memory)
+                return self._with_id(call)
+            except StopIteration as done:
+                self._answer = str(done.value)
+        citations = [{"video_id": e.video_id, "start": e.start, "end": e.end} for e in q.evidence]
+        args = {"answer": self._answer, "choice": _letter(q.options, self._answer), "citations": citations}
+        return self._call("answer", args)
+
+    def _sama_steps(self, videos: dict[str, tuple[str, float]], offered: set[str]) -> Plan:
+        """SAMA's plan per question kind, each answer read from the verified facts and notes of the
+        evidence memory: counting sums video_reader's counts over the evidence; ordering asks
+        video_reader when each option happens; temporal alignment reads subtitle_extractor over
+        the event; comparison counts the object with object_tracker in each video."""
+        q = self.question
+        target = q.focus[0] if q.focus else q.text
+        needed = {"temporal_alignment": "subtitle_extractor", "comparison": "object_tracker"}
+        tool = needed.get(q.kind, "video_reader")
+        if tool not in offered:
+            raise ValueError(f"the oracle's SAMA plan for {q.kind} questions needs {tool}")
+        memory: dict[str, Any] = {}
+        if q.kind == "counting":
+            ask = f"How many times does this happen: {target}?"
+            for ev in q.evidence:
+                memory = (yield _tool(tool, video_id=ev.video_id, t0=ev.start, t1=ev.end, question=ask)) or {}
+            seen = {
+                (f.t0, f.t1): float(f.value)
+                for v in q.video_ids
+                for f in memory_facts(memory, v, "count")
+                if f.subject == target
+            }
+            return str(round(sum(seen.values())))
+        if q.kind == "ordering":
+            video_id = q.evidence[0].video_id
+            t0, t1 = min(e.start for e in q.evidence), max(e.end for e in q.evidence)
+            times: dict[str, float] = {}
+            for option in q.options:
+                ask = f"When does this happen: {option}?"
+                memory = (yield _tool(tool, video_id=video_id, t0=t0, t1=t1, question=ask)) or {}
+                for fact in memory_facts(memory, video_id, "time"):
+                    if fact.subject == ask:
+                        times[option] = float(fact.value)
+            return min(times, key=lambda o: times[o]) if times else q.options[0]
+        if q.kind == "temporal_alignment":
+            ev = q.evidence[0]
+            memory = (yield _tool(tool, video_id=ev.video_id, t0=ev.start, t1=ev.end)) or {}
+            heard: list[str] = []
+            for note in memory_notes(memory, ev.video_id, tool):
+                payload = _note_payload(note)
+                heard += [str(line["text"]) for line in payload.get("lines", [])] if payload else [note]
+            return next((o for o in q.options if any(o in h for h in heard)), q.options[0])
+        if q.kind == "comparison":
+            for ev in q.evidence:
+                memory = (
+                    yield _tool(tool, video_id=ev.video_id, t0=ev.start, t1=ev.end, target=target)
+                ) or {}
+            counts = {
+                v: sum(
+                    float(f.value)
+                    for f in memory_facts(memory, v, "count")
+                    if f.source == tool and f.subject == target
+                )
+                for v in q.video_ids
+            }
+            best = max(counts.values())
+            winners = [v for v, c in counts.items() if c == best]
+            if len(winners) > 1:
+                return next((o for o in q.options if "same" in o), q.options[0])
+            return videos.get(winners[0], (winners[0], 0.0))[0]
+        raise ValueError(f"the oracle has no SAMA plan for {q.kind} questions")
+
     # ------------------------------------------------------------------ plans per question kind
 
     def _steps(self, videos: dict[str, tuple[str, float]]) -> Plan:
@@ -205,13 +368,24 @@ class OraclePolicy:
         return ChatReply(tool_calls=[call.model_copy(update={"id": f"oracle-{self._calls}"})])
 
 
+def _note_payload(note: str) -> dict[str, Any] | None:
+    """The JSON result a SAMA memory note carries after its summary (None if it was cut short)."""
+    start = note.find("{")
+    try:
+        value = json.loads(note[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _tool(name: str, **arguments: Any) -> ToolCall:
     return ToolCall(id="", name=name, arguments=arguments)
 
 
 class RandomPolicy:
     """Calls random offered tools with random (sometimes invalid) arguments, then answers at random
-    (with AgentCVR's master agent: random JSON query actions, then a random answer).
+    (with AgentCVR's master agent: random JSON query actions, then a random answer; asked by SAMA's
+    meta planner, a random question type, so the skill is explored too).
 
     Every choice comes from ``rng``, so a rollout with it is reproducible from the rollout's seed.
     """
@@ -236,6 +410,11 @@ class RandomPolicy:
         """A random tool call, a phase-ending remark, or a random answer."""
         rng = self.rng
         options = _options_of(messages)
+        if not tools and classifying(messages):  # SAMA's meta planner: a random listed type
+            system = next((m.content or "" for m in messages if m.role == "system"), "")
+            types = re.findall(r"^- ([\w-]+): ", system, flags=re.MULTILINE)
+            types = list(dict.fromkeys(types))  # the meta skill's body lists them too
+            return ChatReply(text=json.dumps({"type": rng.choice(types) if types else ""}))
         if not tools and json_actions(messages):
             return self._json_turn(messages, options)
         offered = [t for t in tools or [] if t.name not in ("finish", "answer")]
@@ -289,8 +468,12 @@ class RandomPolicy:
                 args[name] = t0
             elif name in ("t1",):
                 args[name] = t1
-            elif name in ("time_range",):
+            elif name in ("time_range", "other_range"):
                 args[name] = [t0, t1]
+            elif name == "other_video_id":
+                args[name] = rng.choice(sorted(videos)) if videos else "unknown"
+            elif name == "target":
+                args[name] = words
             elif name == "time_ranges":
                 args[name] = [[t0, t1]]
             elif name in ("query", "focus", "question", "entity_query", "event"):

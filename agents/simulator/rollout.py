@@ -2,7 +2,8 @@
 
 A *group* is one question answered ``group_size`` times by the same strategy with sampling on (the
 unit GRPO normalises rewards over). Each sample runs the strategy's real loop (DVD's ReAct loop,
-AVI's three phases, AgentCVR's master agent, or a ReAct loop over AgentCVR's actions) with
+AVI's three phases, SAMA's skill-guided loop, AgentCVR's master agent, or a ReAct loop over
+AgentCVR's actions) with
 simulated tools, tool caching off and its own seed, and is scored as in AgentCVR: 1 for a correct
 answer plus 0.1 when every tool call was well formed. The conversation is stored in the
 conversational format TRL's trainers read: ``prompt`` (system and question) and ``completion``
@@ -31,10 +32,11 @@ from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 
-#: The strategies that can be rolled out: DVD's loop, AVI's phases, AgentCVR's master agent (its
-#: JSON-action loop over visual_query, audio_query and answer), and a ReAct loop over AgentCVR's
-#: actions (visual_query, audio_query, clip_search, finish; what GRPO training offers).
-Strategy = Literal["dvd", "avi", "cvr", "actions"]
+#: The strategies that can be rolled out: DVD's loop, AVI's phases, SAMA (skills, evidence memory,
+#: conflict re-reads over its eight tools), AgentCVR's master agent (its JSON-action loop over
+#: visual_query, audio_query and answer), and a ReAct loop over AgentCVR's actions (visual_query,
+#: audio_query, clip_search, finish; what GRPO training offers).
+Strategy = Literal["dvd", "avi", "sama", "cvr", "actions"]
 STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 #: Reward parts (AgentCVR): a correct answer, and well-formed tool calls.
@@ -92,8 +94,16 @@ def score(question: Question, answer: Answer) -> Reward:
 
 
 class RecordingChat:
-    """Wraps a policy and keeps the conversation of its last call (messages + reply), and the tools
-    it was offered, so a sample's full conversation can be stored."""
+    """Wraps a policy and keeps its conversation (messages + reply), and the tools it was offered,
+    so a sample's full conversation can be stored.
+
+    A loop that keeps a growing history (DVD, AgentCVR) sends the whole conversation each call: the
+    last call is the conversation. SAMA rebuilds its prompt every turn (system, then one user
+    message with the question and the evidence memory): a call with the same system prompt and one
+    new user message continues the conversation, that message appended after the last reply. A
+    call under another system prompt starts a new conversation (SAMA's skill classification comes
+    before its loop and is not kept; the chosen skill is in the loop's system prompt).
+    """
 
     def __init__(self, inner: ChatModel) -> None:
         self.inner = inner
@@ -117,10 +127,9 @@ class RecordingChat:
         for spec in tools or []:
             if all(spec.name != t.name for t in self.tools):
                 self.tools.append(spec)
-        self.messages = [
-            *messages,
-            ChatMessage(role="assistant", content=reply.text, tool_calls=list(reply.tool_calls)),
-        ]
+        said = ChatMessage(role="assistant", content=reply.text, tool_calls=list(reply.tool_calls))
+        rebuilt = len(messages) == 2 and len(self.messages) > 2 and messages[0] == self.messages[0]
+        self.messages = [*self.messages, messages[1], said] if rebuilt else [*messages, said]
         return reply
 
 
@@ -203,6 +212,12 @@ def run_strategy(strategy: Strategy, ctx: SimContext, question: Question) -> Ans
         return run_avi_agent(
             ctx, question.text, question.video_ids, retrieve=retrieve, perceive=perceive, options=options
         )
+    if strategy == "sama":
+        from vidscope.agents.sama.agent import run_sama
+        from vidscope.agents.simulator.tools_sama import sim_sama_registry
+
+        ctx.registry = sim_sama_registry()
+        return run_sama(ctx, question.text, question.video_ids, options=options)
     if strategy == "cvr":
         from vidscope.agents.cvr.agent import run_cvr
         from vidscope.agents.simulator.tools_cvr import sim_cvr_agent_registry
@@ -221,6 +236,7 @@ def rollout_config(config: AgentConfig, *, temperature: float, max_turns: int) -
             "tool_cache": False,
             "max_steps": max_turns,
             "avi_max_iterations": max_turns,
+            "sama_max_turns": max_turns,
             "cvr_max_turns": max_turns,
         }
     )

@@ -189,14 +189,14 @@ def grpo_reward(
 # ============================================================================ data
 
 
-def load_scripts(options: GrpoOptions) -> list[Script]:
-    """The training scripts: ``options.scripts`` (a file or directory), else generated ones."""
-    if options.scripts is None:
-        return generate_scripts(options.generated_scripts, options.seed)
-    paths = sorted(options.scripts.glob("*.json")) if options.scripts.is_dir() else [options.scripts]
+def load_scripts(source: Path | None, *, generated: int, seed: int) -> list[Script]:
+    """Scripts from ``source`` (a script JSON file or a folder of them), else ``generated`` ones."""
+    if source is None:
+        return generate_scripts(generated, seed)
+    paths = sorted(source.glob("*.json")) if source.is_dir() else [source]
     scripts = [load_script(p) for p in paths]
     if not any(s.questions for s in scripts):
-        raise ValueError(f"no questions in the scripts at {options.scripts}")
+        raise ValueError(f"no questions in the scripts at {source}")
     return scripts
 
 
@@ -253,7 +253,7 @@ def train_grpo(
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("GRPO training needs TRL: pip install 'vidscope[train]'") from exc
 
-    scripts = load_scripts(options)
+    scripts = load_scripts(options.scripts, generated=options.generated_scripts, seed=options.seed)
     by_id = {s.script_id: s for s in scripts}
     rows = training_rows(scripts, settings, options.seed)
     config = GRPOConfig(

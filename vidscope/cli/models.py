@@ -95,6 +95,7 @@ def _unconfigured_note(role: str) -> str:
         "vlm": "no model looks at frames (frame_inspect, frame_analysis unavailable)",
         "object_detector": "no object detection during ingestion",
         "image_text": "no image embeddings",
+        "video_text": "no clip embeddings (the search rerank uses frames or captions)",
     }.get(role, "")
 
 

@@ -78,3 +78,91 @@ def grpo(
         f"trained {result.steps} steps on {result.questions} questions; last mean reward {last}; "
         f"model saved to {result.output_dir}"
     )
+
+
+#: Policies ``train rollouts`` can roll out: the scripted ones, or the configured planner model.
+ROLLOUT_POLICIES = ("oracle", "random", "model")
+
+
+@train_app.command("rollouts")
+def rollouts(
+    out: Annotated[Path, typer.Option("--out", help="Parquet file the trajectories are written to.")],
+    agent: Annotated[
+        str, typer.Option("--agent", help="Strategy: dvd, avi, sama, cvr, or actions (GRPO's tool loop).")
+    ] = "actions",
+    policy: Annotated[
+        str,
+        typer.Option(help="oracle (reads the script's answer), random (seeded), or model (the planner)."),
+    ] = "model",
+    scripts: Annotated[
+        Path | None, typer.Option(help="A script JSON file or a folder of them (default: generated scripts).")
+    ] = None,
+    generated: Annotated[int, typer.Option(help="Scripts to generate when --scripts is not given.")] = 8,
+    group_size: Annotated[int, typer.Option(help="Samples per question (GRPO's group).")] = 8,
+    max_turns: Annotated[int, typer.Option(help="Tool-calling turns per sample.")] = 20,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of the model policy.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of script generation and of each sample.")] = 0,
+) -> None:
+    """Roll a strategy out against the script simulator and store rewarded trajectories as Parquet."""
+    import random as random_module
+
+    from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
+    from vidscope.agents.simulator.rollout import STRATEGIES, rollout, write_trajectories
+    from vidscope.agents.simulator.script import Question
+    from vidscope.agents.simulator.train import load_scripts
+    from vidscope.core.errors import VidscopeError
+    from vidscope.models import registry
+    from vidscope.models.protocols.chat import ChatModel
+
+    if agent not in STRATEGIES:
+        errors.print(
+            f"[red]train rollouts:[/red] unknown agent {agent!r}; choose one of: {', '.join(STRATEGIES)}"
+        )
+        raise typer.Exit(2)
+    if policy not in ROLLOUT_POLICIES:
+        errors.print(
+            f"[red]train rollouts:[/red] unknown policy {policy!r}; "
+            f"choose one of: {', '.join(ROLLOUT_POLICIES)}"
+        )
+        raise typer.Exit(2)
+    if scripts is not None and not scripts.exists():
+        errors.print(f"[red]train rollouts:[/red] no scripts at {scripts}")
+        raise typer.Exit(2)
+    config = settings()
+    planner = registry.planner_model(config) if policy == "model" else None
+    if policy == "model" and planner is None:
+        errors.print(
+            "[red]train rollouts:[/red] no planner or chat model is configured "
+            "(set \\[models] planner or chat, or use --policy oracle/random)"
+        )
+        raise typer.Exit(2)
+
+    def factory(question: Question, rng: random_module.Random) -> ChatModel:
+        if policy == "oracle":
+            return OraclePolicy(question)
+        if policy == "random":
+            return RandomPolicy(rng)  # every choice from the sample's seeded generator
+        assert planner is not None
+        return planner
+
+    try:
+        loaded = load_scripts(scripts, generated=generated, seed=seed)
+        with console.status(f"rolling out {agent} with the {policy} policy…"):
+            table = rollout(
+                config,
+                loaded,
+                factory,
+                strategy=agent,  # type: ignore[arg-type]  # checked against STRATEGIES above
+                group_size=group_size,
+                seed=seed,
+                temperature=temperature,
+                max_turns=max_turns,
+            )
+    except (VidscopeError, ValueError, OSError) as exc:
+        errors.print(f"[red]train rollouts:[/red] {exc}")
+        raise typer.Exit(1) from None
+    path = write_trajectories(table, out)
+    rewards = table.column("reward").to_pylist()
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    groups = len(set(table.column("group_id").to_pylist()))
+    console.print(f"{len(rewards)} samples in {groups} groups; mean reward {mean:.3f}; written to {path}")

@@ -1,0 +1,327 @@
+"""SAMA against the script simulator: its eight tools simulated under the real specs, oracle rollouts
+of the real ``run_sama`` loop, refusals, seeded reproducibility, a planner served over HTTP, and
+``compare`` (SAMA and AgentCVR) switched to the simulator by one setting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from llm_server import ScriptedLLMServer, text, tool_call
+
+from vidscope.agents.environment import cvr_tools, sama_tools
+from vidscope.agents.sama.agent import sama_registry
+from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
+from vidscope.agents.simulator.rollout import rollout, write_trajectories
+from vidscope.agents.simulator.script import Script, save_script
+from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, SimContext
+from vidscope.agents.simulator.templates import generate_script, generate_scripts
+from vidscope.agents.simulator.tools_sama import sim_sama_registry
+from vidscope.agents.tools import execute_tool
+from vidscope.core.settings import AgentSettings, Settings
+from vidscope.models import registry
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data")
+
+
+def sim_context(settings: Settings, script: Script) -> SimContext:
+    return SimContext(settings, ScriptSimulator(script), registry=sim_sama_registry())
+
+
+def planner_settings(data_dir: Path, server: ScriptedLLMServer, **agent: object) -> Settings:
+    """The real ``openai`` backend against the loopback server, its response cache off (a rollout
+    must see every sampled reply)."""
+    options = {"openai": {"base_url": server.base_url, "max_retries": 0, "timeout_s": 30, "cache": False}}
+    return Settings(
+        data_dir=data_dir,
+        models={
+            "chat": "openai:scripted",
+            "captioner": None,
+            "speech_recognizer": None,
+            "text_reader": None,
+            "options": options,
+        },
+        agent=agent,
+    )
+
+
+def test_simulated_sama_tools_are_the_real_ones() -> None:
+    real, sim = sama_registry(), sim_sama_registry()
+    assert sim.names == real.names and len(real.names) == 8
+    assert sim.specs() == real.specs()
+    for name in real.names:
+        assert sim.get(name).result_schema == real.get(name).result_schema
+    assert sama_tools(AgentSettings()).names == real.names
+
+
+def test_a_scripted_oracle_answers_every_generated_question_through_sama(settings: Settings) -> None:
+    scripts = generate_scripts(12, seed=4)
+    table = rollout(settings, scripts, lambda q, rng: OraclePolicy(q), strategy="sama", group_size=1)
+    assert table.num_rows == 48
+    assert table.column("reward").to_pylist() == [1.1] * 48
+    kinds = table.column("question_kind").to_pylist()
+    assert {"counting", "ordering", "temporal_alignment", "comparison"} == set(kinds)
+
+
+def test_the_sama_tools_refuse_intervals_outside_the_video_and_say_when_nothing_happens(
+    settings: Settings,
+) -> None:
+    script = generate_script(1)
+    video, other = script.videos
+    ctx = sim_context(settings, script)
+    v = video.video_id
+    for t0, t1 in ((-1.0, 3.0), (video.duration + 1, video.duration + 5), (0.0, video.duration + 10)):
+        calls = {
+            "video_reader": {"video_id": v, "t0": t0, "t1": t1, "question": "what happens?"},
+            "object_tracker": {"video_id": v, "t0": t0, "t1": t1, "target": "person"},
+            "scene_graph": {"video_id": v, "t0": t0, "t1": t1},
+            "subtitle_extractor": {"video_id": v, "t0": t0, "t1": t1},
+            "visual_similarity": {
+                "video_id": other.video_id,
+                "time_range": [0.0, 5.0],
+                "other_video_id": v,
+                "other_range": [t0, t1],
+            },
+        }
+        for name, arguments in calls.items():
+            outcome = execute_tool(ctx, name, arguments)
+            assert not outcome.ok, name
+            assert f"duration {video.duration:.1f}s" in str(outcome.error), (name, outcome.error)
+    for name in ("temporal_grounding", "subtitle_retriever"):
+        outcome = execute_tool(ctx, name, {"video_id": "nope", "query": "door"})
+        assert "unknown video_id" in str(outcome.error)
+
+    quiet = video.events[0].start / 2  # before the first event nothing happens
+    reading = execute_tool(ctx, "video_reader", {"video_id": v, "t0": 0, "t1": quiet, "question": "what?"})
+    assert reading.ok and reading.result.answer == NO_EVIDENCE
+    assert reading.result.counts == {} and reading.result.facts() == []
+    tracked = execute_tool(ctx, "object_tracker", {"video_id": v, "t0": 0, "t1": quiet, "target": "car"})
+    assert tracked.ok and tracked.result.distinct_count == 0 and tracked.result.tracks == []
+    heard = execute_tool(ctx, "subtitle_extractor", {"video_id": v, "t0": 0, "t1": quiet})
+    assert heard.ok and heard.result.lines == []
+
+
+def test_the_sama_tools_read_events_attributes_audio_and_cross_video_relations(settings: Settings) -> None:
+    script = generate_script(3)
+    ctx = sim_context(settings, script)
+    first, second = script.videos
+    sighting = next(e for e in first.events if e.kind == "object")
+    obj, count, colour = sighting.subject, sighting.attributes["count"], sighting.attributes["colour"]
+    window = {"video_id": first.video_id, "t0": sighting.start, "t1": sighting.end}
+
+    tracked = execute_tool(ctx, "object_tracker", {**window, "target": f"{obj}s"}).result
+    assert tracked.distinct_count == count and tracked.peak_count == count
+    reading = execute_tool(
+        ctx, "video_reader", {**window, "question": f"How many {obj}s, what colour?"}
+    ).result
+    assert reading.counts[obj] == count and reading.colours[obj] == colour and reading.time == sighting.start
+    assert {f.kind for f in reading.facts()} == {"count", "colour", "time"}
+    graph = execute_tool(ctx, "scene_graph", {**window, "prompts": [obj]}).result
+    assert graph.frames and all(len(f.objects) == count for f in graph.frames)
+    assert all(o.colour == colour for f in graph.frames for o in f.objects)
+
+    # The script links the two videos' sightings (same_subject): they look the same; other
+    # moments do not.
+    other = next(e for e in second.events if e.kind == "object")
+    same = {
+        "video_id": first.video_id,
+        "time_range": [sighting.start, sighting.end],
+        "other_video_id": second.video_id,
+        "other_range": [0.0, second.duration],
+    }
+    alike = execute_tool(ctx, "visual_similarity", same).result
+    assert alike.similarity > 0.5 and alike.best_match == [other.start, other.end]
+    action = next(e for e in second.events if e.kind == "action" and not e.overlaps(other.start, other.end))
+    unlike = execute_tool(
+        ctx, "visual_similarity", {**same, "other_range": [action.start, action.end]}
+    ).result
+    assert unlike.similarity == 0.5 < alike.similarity
+
+    line = first.audio[0]
+    found = execute_tool(ctx, "subtitle_retriever", {"video_id": first.video_id, "query": line.text}).result
+    assert found.lines and found.lines[0].text == line.text
+    hints = execute_tool(ctx, "temporal_grounding", {"video_id": first.video_id, "query": sighting.label})
+    best = hints.result.hints[0]
+    assert best.start <= sighting.start < best.end
+
+
+def test_sama_rollouts_are_reproducible_with_a_seed(settings: Settings, tmp_path: Path) -> None:
+    scripts = generate_scripts(2, seed=9)
+
+    def run(seed: int):
+        return rollout(
+            settings, scripts, lambda q, rng: RandomPolicy(rng), strategy="sama", group_size=8, seed=seed
+        )
+
+    first, again, other = run(1), run(1), run(2)
+    assert first.equals(again) and not first.equals(other)
+    rewards = first.column("reward").to_pylist()
+    assert set(rewards) <= {0.0, 0.1, 1.0, 1.1} and len(set(rewards)) > 1
+    assert len(set(first.column("group_id").to_pylist())) == 8
+    path = write_trajectories(first, tmp_path / "rollouts.parquet")
+    row = pq.read_table(path).slice(0, 1).to_pylist()[0]
+    assert row["strategy"] == "sama" and row["messages"] == row["prompt"] + row["completion"]
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"]
+
+
+def test_a_sama_rollout_with_a_planner_served_over_http(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """The real SAMA loop, its planner the real ``openai`` backend against the loopback server:
+    classification, a video_reader call answered by the simulator, the answer; scored 1.1 and
+    stored as a conversation whose later turns are SAMA's rebuilt prompts."""
+    script = generate_script(7)
+    question = script.question(f"{script.script_id}-count")
+    label = question.focus[0]
+    ev = question.evidence
+    settings = planner_settings(tmp_path / "data", llm_server)
+    span = {"video_id": ev[0].video_id, "t0": ev[0].start, "t1": ev[-1].end}
+    llm_server.script(
+        [
+            text('{"type": "reading"}'),
+            tool_call("video_reader", {**span, "question": f"How many times does this happen: {label}?"}),
+            tool_call(
+                "answer",
+                {
+                    "answer": question.answer,
+                    "choice": question.answer_letter,
+                    "citations": [{"video_id": span["video_id"], "start": span["t0"], "end": span["t1"]}],
+                },
+            ),
+        ]
+    )
+    only = Script(script_id=script.script_id, videos=script.videos, questions=[question])
+    table = rollout(
+        settings, [only], lambda q, rng: registry.chat_model(settings), strategy="sama", group_size=1
+    )
+    row = table.to_pylist()[0]
+    assert row["reward"] == 1.1 and row["tool_calls"] == 1 and not row["forced"]
+
+    requests = llm_server.chat_requests
+    assert len(requests) == 3
+    offered = [t["function"]["name"] for t in requests[1]["tools"]]
+    assert offered == ["temporal_grounding", "video_reader", "scene_graph", "object_tracker", "answer"]
+    real = {s.name: s for s in sama_registry().specs()}
+    assert requests[1]["tools"][1]["function"]["description"] == real["video_reader"].description
+    # The second turn's prompt holds the simulator's reading in the evidence memory.
+    memory = requests[2]["messages"][-1]["content"]
+    assert f"count of {label} = {float(question.answer)}" in memory
+    roles = [m["role"] for m in row["messages"]]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
+    assert json.loads(row["tools"])[1]["name"] == "video_reader"
+
+
+@pytest.mark.parametrize("agent", ["sama", "cvr"])
+def test_compare_runs_on_the_simulator_with_one_setting(
+    llm_server: ScriptedLLMServer, tmp_path: Path, agent: str
+) -> None:
+    from vidscope.flows.compare import run_compare
+
+    script = generate_script(11)
+    question = script.question(f"{script.script_id}-compare")
+    path = save_script(script, tmp_path / "script.json")
+    settings = planner_settings(tmp_path / "data", llm_server, environment="sim", script=path)
+    assert cvr_tools(settings.agent).names == ["visual_query", "audio_query", "answer"]
+    first, second = question.evidence
+    if agent == "sama":
+        steps = [
+            text('{"type": "comparison"}'),
+            tool_call(
+                "object_tracker",
+                {"video_id": first.video_id, "t0": first.start, "t1": first.end, "target": question.focus[0]},
+            ),
+        ]
+    else:
+        query = {"action": "visual_query", "video_id": first.video_id, "t0": first.start, "t1": first.end}
+        steps = [text(json.dumps({"actions": [{**query, "focus": question.focus[0]}]}))]
+    citation = {"video_id": first.video_id, "start": first.start, "end": first.end}
+    done = {"answer": question.answer, "choice": question.answer_letter, "citations": [citation]}
+    steps.append(
+        tool_call("answer", done)
+        if agent == "sama"
+        else text(json.dumps({"actions": [{"action": "answer", **done}]}))
+    )
+    llm_server.script(steps)
+    result = run_compare(
+        settings, [v.video_id for v in script.videos], question.text, options=question.options, agent=agent
+    )  # type: ignore[arg-type]
+    assert result.agent == agent and result.choice == question.answer_letter
+    assert [c.verified for c in result.citations] == [True]
+    assert [v.file_name for v in result.videos] == ["scene_1.mp4", "scene_2.mp4"]
+    seen = next(s for s in result.trace if s.kind == "tool")
+    sighting = next(e for e in script.video(first.video_id).events if e.kind == "object")
+    assert str(sighting.attributes["count"]) in seen.observation
+    assert not (tmp_path / "data" / "lance" / "videos.lance").exists()  # only model calls were logged
+
+
+def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """object_tracker before the sighting (no car) and video_reader over the sighting (three cars)
+    share a stretch: SAMA's verification layer re-reads that stretch with video_reader, which the
+    simulator answers from the script, and keeps the side the re-read agrees with."""
+    from vidscope.agents.sama.agent import run_sama
+
+    script = generate_script(3)
+    video = script.videos[0]
+    sighting = next(e for e in video.events if e.kind == "object")
+    obj, count = str(sighting.subject), int(sighting.attributes["count"])
+    before = [max(0.0, sighting.start - 3), sighting.start - 0.1]
+    over = [sighting.start - 1, sighting.end]
+    v = video.video_id
+    llm_server.script(
+        [
+            text('{"type": "reading"}'),
+            tool_call("object_tracker", {"video_id": v, "t0": before[0], "t1": before[1], "target": obj}),
+            tool_call(
+                "video_reader", {"video_id": v, "t0": over[0], "t1": over[1], "question": f"How many {obj}s?"}
+            ),
+            tool_call(
+                "answer",
+                {
+                    "answer": f"{count} {obj}s",
+                    "citations": [{"video_id": v, "start": over[0], "end": over[1]}],
+                },
+            ),
+        ]
+    )
+    settings = planner_settings(tmp_path / "data", llm_server)
+    ctx = SimContext(
+        settings, ScriptSimulator(script), chat=registry.chat_model(settings), registry=sim_sama_registry()
+    )
+    result = run_sama(ctx, f"How many {obj}s are there?", [v])
+    verify = [s for s in result.trace if s.kind == "verify"]
+    assert verify and verify[0].tool == "video_reader" and verify[0].ok
+    assert verify[0].arguments["t0"] == round(over[0], 2) and verify[0].arguments["t1"] == round(before[1], 2)
+    (conflict,) = [s for s in result.trace if s.kind == "conflict"]
+    assert f"video_reader says {float(count)}, object_tracker says 0.0" in conflict.observation
+    assert conflict.observation.endswith("kept 0.0 (object_tracker)")
+    assert result.answer == f"{count} {obj}s" and [c.verified for c in result.citations] == [True]
+
+
+def test_train_rollouts_command_writes_rewarded_sama_trajectories(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from vidscope.cli import app
+
+    script_path = save_script(generate_script(3), tmp_path / "scripts" / "s.json")
+    out = tmp_path / "rollouts.parquet"
+    env = {"VIDSCOPE_DATA_DIR": str(tmp_path / "data")}
+    args = ["train", "rollouts", "--agent", "sama", "--policy", "oracle", "--scripts", str(script_path)]
+    result = CliRunner().invoke(app, [*args, "--group-size", "2", "--out", str(out)], env=env)
+
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    questions = len(generate_script(3).questions)
+    assert table.num_rows == 2 * questions
+    assert len(set(table.column("group_id").to_pylist())) == questions
+    assert set(table.column("reward").to_pylist()) == {1.1}
+    assert "mean reward 1.100" in result.output
+
+    bad = CliRunner().invoke(app, ["train", "rollouts", "--agent", "nope", "--out", str(out)], env=env)
+    assert bad.exit_code == 2 and "unknown agent 'nope'" in bad.output
