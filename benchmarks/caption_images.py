@@ -9,7 +9,8 @@ kept frames did not. The video is ingested first with ``[ingest] caption_dedup =
 up to ``caption_frames``: what DVD sends), then again in the same store with the default threshold
 (only captioning and the stages after it re-run). For both it prints the caption stage's images per
 ingested hour (DVD: 7,200) and all vision-role images and tokens per hour as `vidscope usage`
-computes them (the parse stage's few frames included), and whether ``clip_search`` returns the same
+computes them (the parse stage's few frames included; tokens as the loopback server counts them:
+words plus 85 per image, a proxy for a real tokenizer), and whether ``clip_search`` returns the same
 top hits for a few queries.
 
 Run: ``.venv/bin/python benchmarks/caption_images.py`` (about 5 minutes on 2 cores; writes
@@ -141,6 +142,7 @@ def main() -> None:
                 )
                 registry.clear_cache()
                 first = len(server.chat_requests)
+                earlier = usage.ingestion_per_hour(open_store(settings))["totals"]
                 (report,) = run_ingest([str(video)], settings)
                 if report.status != "ok":
                     raise SystemExit(f"{video.name} ({label}): ingestion {report.status}: {report}")
@@ -167,14 +169,16 @@ def main() -> None:
                     for q in QUERIES
                 }
                 vision = usage.ingestion_per_hour(store)
+                # This run's vision calls (captions and the parse), as `vidscope usage` counts them.
+                run_totals = {k: v - earlier[k] for k, v in vision["totals"].items()}
                 runs[label] = {
+                    "vision_totals": run_totals,
+                    "vision_per_hour": {k: v / hours for k, v in run_totals.items()},
                     "hours": hours,
                     "frames_stored": details["frames_stored"],
                     "frames_sent": details["frames_sent"],
                     "caption_images": caption_images,
                     "caption_images_per_hour": caption_images / hours,
-                    # Cumulative in the store: the "after" row includes the "before" run's calls.
-                    "vision_per_hour_cumulative": vision["per_hour"],
                     "top_hits": hits,
                 }
             same = sum(runs["before"]["top_hits"][q] == runs["after"]["top_hits"][q] for q in QUERIES)
@@ -194,7 +198,11 @@ def main() -> None:
     after = sum(v["after"]["caption_images"] for v in results["videos"].values())
     unchanged = sum(v["queries_unchanged"] for v in results["videos"].values())
     asked = sum(v["queries"] for v in results["videos"].values())
+    tokens_before = sum(v["before"]["vision_totals"]["input_tokens"] for v in results["videos"].values())
+    tokens_after = sum(v["after"]["vision_totals"]["input_tokens"] for v in results["videos"].values())
     results["total"] = {
+        "vision_input_tokens_per_hour_before": tokens_before / seconds * 3600,
+        "vision_input_tokens_per_hour_after": tokens_after / seconds * 3600,
         "seconds": seconds,
         "images_before": before,
         "images_after": after,
@@ -209,7 +217,9 @@ def main() -> None:
     print(
         f"all ({seconds:.0f} s of video): caption images per ingested hour {t['images_per_hour_before']:.0f} "
         f"-> {t['images_per_hour_after']:.0f} (ratio {t['ratio']:.2f}); clip_search top-{TOP} unchanged "
-        f"for {unchanged}/{asked} queries; {t['wall_s']:.0f} s"
+        f"for {unchanged}/{asked} queries; vision input tokens per hour (captions + parse, server's count) "
+        f"{t['vision_input_tokens_per_hour_before']:.0f} -> {t['vision_input_tokens_per_hour_after']:.0f}; "
+        f"{t['wall_s']:.0f} s"
     )
     OUT.mkdir(exist_ok=True)
     (OUT / "caption_images.json").write_text(json.dumps(results, indent=2, default=str))
