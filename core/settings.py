@@ -60,6 +60,20 @@ class IngestSettings(BaseModel):
         description="Frames of each clip the captioning model sees (10: every 2 fps frame of a 5 s "
         "clip, as DVD captions from its 2 fps frames), within the backend's own caption_frames.",
     )
+    caption_dedup: float = Field(
+        16.0,
+        ge=0,
+        description="A frame is not sent to the captioner when it differs from the last frame "
+        "kept (in this clip or the one before) by less than this: the mean gray-level change "
+        "(0-255) of the most-changed tenth of a 16x16 thumbnail. 0 sends every frame.",
+    )
+    caption_carry_subjects: bool = Field(
+        True,
+        description="Caption clips in order, each call seeing the subject registry after the clip "
+        "before and updating it (DVD's S_i, c_i = VLM(f_i, S_i-1)); the subjects stage then keeps "
+        "that registry. Off: clips are captioned independently (local VLMs batch them) and the "
+        "subjects stage derives the registry from the captions with the chat model.",
+    )
     jpeg_quality: int = Field(85, ge=30, le=100)
     ocr_fps: float = Field(
         1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."

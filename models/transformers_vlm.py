@@ -11,9 +11,11 @@ as for every :class:`~vidscope.models.protocols.chat.ChatModel`; a final ``{"ans
 comes back as its plain text.
 
 Options (``[models.options.transformers-vlm]``): ``device`` (``auto``: cuda when available, else
-cpu), ``dtype`` (``auto``: bfloat16 on cuda, float32 on cpu), ``max_new_tokens`` (captions, 160),
-``chat_max_new_tokens`` (512), ``batch_size`` (clips per ``generate`` call, 4), ``image_max_side``
-(frames are shrunk to this longest side before the processor sees them, 640), ``caption_prompt``.
+cpu), ``dtype`` (``auto``: bfloat16 on cuda, float32 on cpu), ``max_new_tokens`` (captions, 768),
+``chat_max_new_tokens`` (512), ``batch_size`` (clips per ``generate`` call, 4; used only when
+``[ingest] caption_carry_subjects`` is off, as a carried registry makes captioning sequential),
+``image_max_side`` (frames are shrunk to this longest side before the processor sees them, 640),
+``caption_prompt``.
 """
 
 from __future__ import annotations
@@ -30,17 +32,20 @@ import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
 from vidscope.models import registry, usage
+from vidscope.models.captioning import (
+    DEFAULT_CAPTION_PROMPT,
+    REGISTRY_INSTRUCTIONS,
+    caption_request_text,
+    clean_caption,
+    parse_registry_reply,
+    registry_request_text,
+)
 from vidscope.models.json_tools import read_tool_reply, tool_instructions
+from vidscope.models.protocols.captioner import RegistryCaption
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
 from vidscope.models.protocols.image import Image
 
 KIND = "transformers-vlm"
-
-DEFAULT_CAPTION_PROMPT = (
-    "These are frames from one short video clip, in time order. Describe what happens in the clip "
-    "in two or three plain sentences: the setting, people, objects, actions and any readable text. "
-    "Do not speculate beyond what is visible or said."
-)
 
 
 def resolve_local_model(role: str, spec: str, target: str) -> str:
@@ -151,7 +156,8 @@ class TransformersVLM:
         self.data_dir = data_dir
         self.prices = options.get("prices")
         self.device, self.dtype = pick_device_and_dtype(options)
-        self.max_new_tokens = int(options.get("max_new_tokens", 160))
+        # A detailed narration plus the clip's registry entries (see models/captioning.py).
+        self.max_new_tokens = int(options.get("max_new_tokens", 768))
         self.chat_max_new_tokens = int(options.get("chat_max_new_tokens", 512))
         self.batch_size = max(1, int(options.get("batch_size", 4)))
         self.image_max_side = int(options.get("image_max_side", 640))
@@ -290,6 +296,15 @@ class TransformersVLM:
 
     # ------------------------------------------------------------------ Captioner
 
+    def _caption_conversation(
+        self, frames: Sequence[Image], text: str
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
+        """One user turn: the frames, then the instructions and the request (as captioning always
+        did here: not every chat template accepts a system turn)."""
+        pil_frames = [_to_pil(f, self.image_max_side) for f in frames]
+        content = [{"type": "image"} for _ in pil_frames] + [{"type": "text", "text": text}]
+        return [{"role": "user", "content": content}], pil_frames
+
     def caption_batch(self, clips: Sequence[Sequence[Image]], contexts: Sequence[str]) -> list[str]:
         """One caption per clip; clips are run ``batch_size`` at a time through one ``generate``."""
         if len(clips) != len(contexts):
@@ -303,20 +318,32 @@ class TransformersVLM:
                 contexts[start : start + self.batch_size],
                 strict=True,
             ):
-                pil_frames = [_to_pil(f, self.image_max_side) for f in frames]
+                text = f"{self.caption_prompt}\n\n{caption_request_text(len(frames), context)}"
+                conversation, pil_frames = self._caption_conversation(frames, text)
+                conversations.append(conversation)
                 images.append(pil_frames)
-                prompt = self.caption_prompt
-                if context.strip():
-                    prompt += f"\n\nWhat is said or written during the clip:\n{context.strip()}"
-                content = [{"type": "image"} for _ in pil_frames] + [{"type": "text", "text": prompt}]
-                conversations.append([{"role": "user", "content": content}])
             results = self._generate(conversations, images, self.max_new_tokens, 0.0)
-            captions.extend(text for text, *_ in results)
+            captions.extend(clean_caption(text) for text, *_ in results)
         return captions
 
     def caption(self, frames: Sequence[Image], context: str) -> str:
         """A caption for one clip from a few of its frames plus speech/on-screen text."""
         return self.caption_batch([frames], [context])[0]
+
+    def caption_with_registry(
+        self,
+        frames: Sequence[Image],
+        context: str,
+        registry: list[dict[str, Any]],
+        span: tuple[float, float],
+    ) -> RegistryCaption:
+        """The narration plus this clip's subjects (see :class:`RegistryCaptioner`): one clip per
+        ``generate``, since each call needs the registry the previous one produced."""
+        request = registry_request_text(len(frames), context, registry, span)
+        text = f"{self.caption_prompt}\n\n{REGISTRY_INSTRUCTIONS}\n\n{request}"
+        conversation, pil_frames = self._caption_conversation(frames, text)
+        reply, *_ = self._generate([conversation], [pil_frames], self.max_new_tokens, 0.0)[0]
+        return parse_registry_reply(reply)
 
     # ------------------------------------------------------------------ ChatModel
 

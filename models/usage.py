@@ -257,6 +257,38 @@ def totals(store: Store, query_id: str | None = None, *, flow_run_id: str | None
     return result
 
 
+#: Roles whose calls during ingestion look at frames: the captioner, or the vlm serving it.
+VISION_ROLES = ("captioner", "vlm")
+
+
+def ingestion_per_hour(store: Store, roles: tuple[str, ...] = VISION_ROLES) -> dict[str, Any]:
+    """What ingestion's model calls of ``roles`` (calls outside any query) cost per hour of the
+    videos in the store: ``hours`` ingested and, per hour, ``calls``, ``images``,
+    ``input_tokens`` and ``output_tokens`` (``None`` each when nothing is ingested)."""
+    with _logs_lock:
+        pending = _logs.get(store.data_dir)
+    if pending is not None:
+        pending.flush()
+    seconds = sum(
+        float(d or 0.0) for d in store.rows(store.videos, columns=["duration"]).column(0).to_pylist()
+    )
+    hours = seconds / 3600
+    listed = ", ".join(sql_quote(r) for r in roles)
+    rows = store.rows(
+        MODEL_CALLS,
+        where=f"query_id IS NULL AND role IN ({listed})",
+        columns=["images", "input_tokens", "output_tokens"],
+    ).to_pylist()
+    sums = {
+        "calls": len(rows),
+        "images": sum(r["images"] for r in rows),
+        "input_tokens": sum(r["input_tokens"] for r in rows),
+        "output_tokens": sum(r["output_tokens"] for r in rows),
+    }
+    per_hour = {k: (v / hours if hours > 0 else None) for k, v in sums.items()}
+    return {"hours": hours, "totals": sums, "per_hour": per_hour}
+
+
 # ---------------------------------------------------------------------------- response cache
 
 

@@ -1,31 +1,64 @@
 """Describe each clip (the ``caption`` stage) and attach its speech and on-screen text.
 
-With a captioning model configured, a few frames of the clip plus its speech and on-screen text go
-to the model. Without one, the clip gets a clearly labelled summary of its own signals, never an
-invented description. A clip the model fails on gets that summary too, and the failure is counted.
+With a captioning model configured, the clip's frames plus its speech, on-screen text and detected
+objects (quoted as data) go to the model, which writes a detailed narration. Frames that barely
+differ from the last one kept, within the clip or at the end of the clip before, are not sent
+(``[ingest] caption_dedup``), so a still scene costs one image instead of ten.
+
+With ``[ingest] caption_carry_subjects`` (the default) and a captioner that can, the clips are
+captioned in order and each call also sees the subject registry after the clip before and reports
+this clip's subjects, as Deep Video Discovery's ``S_i, c_i = VLM(f_i, S_{i-1})``; the stage stores
+that registry in the ``subjects`` table. A reply whose registry part is unusable keeps its caption
+and leaves the registry as it was. (DVD's public code captions clips in parallel and merges the
+per-clip registries with one more LLM call afterwards; we follow the paper's sequential form, which
+needs no merge call and lets clip i reuse the ids of clip i-1.) Carrying forces sequential order,
+which costs a local batched VLM its batching; turn it off to batch, and the ``subjects`` stage then
+derives the registry from the captions with the chat model.
+
+Without a model, the clip gets a clearly labelled summary of its own signals, never an invented
+description. A clip the model fails on gets that summary too, and the failure is counted.
 """
 
 from __future__ import annotations
 
+import io
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from PIL import Image as PILImage
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from vidscope.core.errors import ModelOutputError
+from vidscope.core.errors import BackendUnavailable, ModelOutputError
+from vidscope.core.hashing import stable_hash
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols.captioner import Captioner
+from vidscope.models.captioning import DEFAULT_CAPTION_PROMPT, REGISTRY_INSTRUCTIONS
+from vidscope.models.protocols.captioner import Captioner, RegistryCaptioner
 from vidscope.storage.clips import SIGNALS_SUMMARY
+from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
+from vidscope.tasks.subjects import (
+    MAX_REPORTED_ERRORS,
+    REGISTRY_DETAIL,
+    Subject,
+    apply_updates,
+    merge_registry,
+    prompt_registry,
+    subject_row,
+)
 
 log = logging.getLogger(__name__)
 
 NO_CAPTIONER_PREFIX = "[no visual caption: no captioning model configured]"
+#: Side of the grayscale thumbnail compared to find near-duplicate frames.
+SIGNATURE_SIDE = 16
+#: Share of thumbnail cells, the most changed, whose change decides whether a frame is new.
+CHANGED_SHARE = 0.1
 
 
 def clip_texts(
@@ -85,22 +118,99 @@ def signals_summary(speech: str, onscreen: str, objects: str = "") -> str:
     return f"{NO_CAPTIONER_PREFIX} Signals in this clip: " + "; ".join(parts) + "."
 
 
-def _clip_frames(ctx: StageContext, clip_index: int) -> list[np.ndarray]:
-    """Up to ``[ingest] caption_frames`` stored frames of the clip, evenly spread, in order."""
-    rows = ctx.store.rows(
-        ctx.store.frames,
-        video_id=ctx.video.video_id,
-        where=f"clip_index = {clip_index}",
-        columns=["frame_index", "jpeg"],
-        order_by=["frame_index"],
-    ).to_pylist()
-    if not rows:
+def frame_signature(jpeg: bytes) -> np.ndarray:
+    """A 16x16 grayscale thumbnail of a stored frame (float32, 0-255), for near-duplicate checks.
+
+    The JPEG is decoded at reduced scale (PIL's draft mode), so this costs a fraction of a full
+    decode.
+    """
+    with PILImage.open(io.BytesIO(jpeg)) as image:
+        image.draft("L", (SIGNATURE_SIDE * 4, SIGNATURE_SIDE * 4))
+        small = image.convert("L").resize((SIGNATURE_SIDE, SIGNATURE_SIDE), PILImage.Resampling.BOX)
+        return np.asarray(small, dtype=np.float32)
+
+
+def frame_change(a: np.ndarray, b: np.ndarray) -> float:
+    """How much two signatures differ: the mean absolute difference (gray levels, 0-255) over the
+    :data:`CHANGED_SHARE` of thumbnail cells that changed most.
+
+    A mean over the whole thumbnail would call a signing hand or a passing car (a few cells)
+    unchanged; the most-changed tenth sees them while sensor noise and compression flicker stay
+    low (measured on the sample videos: benchmarks/RESULTS.md, "Caption images per hour").
+    """
+    diff = np.sort(np.abs(a - b).ravel())
+    return float(diff[-max(1, round(diff.size * CHANGED_SHARE)) :].mean())
+
+
+def pick_caption_frames(
+    signatures: list[np.ndarray], previous: np.ndarray | None, threshold: float, cap: int
+) -> list[int]:
+    """Indices of the clip's frames to send to the captioner.
+
+    A frame is kept when it differs from the last kept frame, the previous clip's last sent frame
+    before any is kept here, by at least ``threshold`` (so slow drift still adds a frame once it
+    adds up); a clip with nothing new sends its middle frame. At most ``cap`` are kept, evenly
+    spread. ``threshold`` 0 keeps every frame.
+    """
+    if not signatures:
         return []
-    wanted = min(ctx.settings.ingest.caption_frames, len(rows))
-    picks = np.linspace(0, len(rows) - 1, num=wanted).round().astype(int)
-    return [decode_jpeg(rows[i]["jpeg"]) for i in sorted(set(picks.tolist()))]
+    kept: list[int] = []
+    last = previous
+    for i, signature in enumerate(signatures):
+        if last is None or threshold <= 0 or frame_change(signature, last) >= threshold:
+            kept.append(i)
+            last = signature
+    if not kept:
+        kept = [len(signatures) // 2]
+    if len(kept) > cap:
+        picks = np.linspace(0, len(kept) - 1, num=cap).round().astype(int)
+        kept = [kept[i] for i in sorted(set(picks.tolist()))]
+    return kept
 
 
+class FramePicker:
+    """Loads each clip's frames for captioning, dropping near-duplicates within and across clips.
+
+    Clips must be asked for in time order: the last frame sent for one clip is what the next
+    clip's first frame is compared with.
+    """
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx = ctx
+        self.threshold = ctx.settings.ingest.caption_dedup
+        self.cap = ctx.settings.ingest.caption_frames
+        self.previous: np.ndarray | None = None
+        self.stored = 0
+        self.sent = 0
+
+    def frames(self, clip_index: int) -> list[np.ndarray]:
+        """The frames of ``clip_index`` to send, decoded, in order."""
+        ctx = self.ctx
+        rows = ctx.store.rows(
+            ctx.store.frames,
+            video_id=ctx.video.video_id,
+            where=f"clip_index = {clip_index}",
+            columns=["frame_index", "jpeg"],
+            order_by=["frame_index"],
+        ).to_pylist()
+        if not rows:
+            return []
+        if self.threshold > 0:
+            signatures = [frame_signature(r["jpeg"]) for r in rows]
+            picks = pick_caption_frames(signatures, self.previous, self.threshold, self.cap)
+            self.previous = signatures[picks[-1]]
+        else:  # every frame, evenly spread up to the cap: no need to look at them
+            wanted = min(self.cap, len(rows))
+            picks = sorted(set(np.linspace(0, len(rows) - 1, num=wanted).round().astype(int).tolist()))
+        self.stored += len(rows)
+        self.sent += len(picks)
+        return [decode_jpeg(rows[i]["jpeg"]) for i in picks]
+
+
+#: Registry entries each caption request shows. Every clip's request carries the registry (720
+#: an hour, where the subjects stage sends it 60 times an hour), so it is kept to the 40 most
+#: mentioned or most recently seen subjects; an entry left out is matched again by its name.
+CAPTION_REGISTRY_SUBJECTS = 40
 #: Clips per ``caption_batch`` call for backends that batch (local VLMs on a GPU).
 CAPTION_BATCH = 8
 CAPTION_ERRORS = (ModelOutputError, RuntimeError, TimeoutError, ValueError)
@@ -116,7 +226,11 @@ def _caption_context(speech: str, onscreen: str, objects: str) -> str:
 
 
 def _model_captions(
-    ctx: StageContext, captioner: Captioner, clips: list[dict[str, Any]], contexts: list[str]
+    ctx: StageContext,
+    captioner: Captioner,
+    clips: list[dict[str, Any]],
+    contexts: list[str],
+    picker: FramePicker,
 ) -> list[str | None]:
     """The model's caption per clip (``None`` where it failed), batched when the backend can."""
     video_id = ctx.video.video_id
@@ -125,7 +239,7 @@ def _model_captions(
     step = CAPTION_BATCH if callable(batch_fn) else 1
     for first in range(0, len(clips), step):
         chunk = clips[first : first + step]
-        frames = [_clip_frames(ctx, clip["clip_index"]) for clip in chunk]
+        frames = [picker.frames(clip["clip_index"]) for clip in chunk]
         try:
             if callable(batch_fn):
                 captions = list(batch_fn(frames, contexts[first : first + step]))
@@ -145,9 +259,67 @@ def _model_captions(
     return results
 
 
+@dataclass
+class CarriedRegistry:
+    """The subject registry carried through captioning, and how its updates went."""
+
+    subjects: list[Subject] = field(default_factory=list)
+    #: Clips whose reply updated the registry (an empty subject list counts: nothing new there).
+    updates: int = 0
+    #: Clips whose reply had a caption but no usable registry update (the registry was kept).
+    unusable: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _carried_captions(
+    ctx: StageContext,
+    captioner: RegistryCaptioner,
+    clips: list[dict[str, Any]],
+    contexts: list[str],
+    picker: FramePicker,
+) -> tuple[list[str | None], CarriedRegistry]:
+    """Caption the clips in order, each call seeing the registry the previous ones built."""
+    video_id = ctx.video.video_id
+    duration = float(ctx.video.duration) or max((float(c["end"]) for c in clips), default=0.0)
+    carried = CarriedRegistry()
+    results: list[str | None] = []
+    for clip, context in zip(clips, contexts, strict=True):
+        span = (float(clip["start"]), float(clip["end"]))
+        frames = picker.frames(clip["clip_index"])
+        try:
+            reply = captioner.caption_with_registry(
+                frames, context, prompt_registry(carried.subjects, CAPTION_REGISTRY_SUBJECTS), span
+            )
+        except BackendUnavailable:
+            raise  # the server is gone: the stage is unavailable, not partly done
+        except CAPTION_ERRORS as exc:
+            log.warning("captioning clip %d of %s failed: %s", clip["clip_index"], video_id[:12], exc)
+            results.append(None)
+            ctx.progress("caption", len(results), len(clips))
+            continue
+        results.append(reply.caption)
+        if reply.subjects is None:
+            carried.unusable += 1
+            problem = f"clip {clip['clip_index']}: {reply.problem}"
+            carried.problems.append(problem[:300])
+            log.warning(
+                "caption of clip %d of %s: registry update unusable (%s); the registry is kept",
+                clip["clip_index"],
+                video_id[:12],
+                reply.problem,
+            )
+        else:
+            carried.updates += 1
+            apply_updates(carried.subjects, reply.subjects, span, duration)
+        ctx.progress("caption", len(results), len(clips))
+    return results, carried
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
-    clips = store.rows(store.clips, video_id=video_id, columns=["clip_index", "start", "end"]).to_pylist()
+    clips = store.rows(
+        store.clips, video_id=video_id, columns=["clip_index", "start", "end"], order_by=["clip_index"]
+    ).to_pylist()
     segments = store.rows(
         store.transcripts, video_id=video_id, columns=["start", "end", "text", "words"]
     ).to_pylist()
@@ -158,11 +330,16 @@ def _run(ctx: StageContext) -> StageOutcome:
     objects_per_clip = clip_objects(clips, detections)
     texts = clip_texts(clips, segments, ocr_items)
     captioner: Captioner | None = registry.captioner(ctx.settings)
+    picker = FramePicker(ctx)
+    carried: CarriedRegistry | None = None
     if captioner is not None:
         contexts = [
             _caption_context(sp, on, ob) for (sp, on), ob in zip(texts, objects_per_clip, strict=True)
         ]
-        model_captions = _model_captions(ctx, captioner, clips, contexts)
+        if ctx.settings.ingest.caption_carry_subjects and isinstance(captioner, RegistryCaptioner):
+            model_captions, carried = _carried_captions(ctx, captioner, clips, contexts, picker)
+        else:
+            model_captions = _model_captions(ctx, captioner, clips, contexts, picker)
     else:
         model_captions = [None] * len(clips)
     updates = []
@@ -184,23 +361,48 @@ def _run(ctx: StageContext) -> StageOutcome:
         )
     store.update_columns(store.clips, updates)
     failures = sum(1 for c in model_captions if c is None) if captioner is not None else 0
-    return StageOutcome(
-        rows=len(updates),
-        details={"captioner": captioner.name if captioner else None, "failed_clips": failures},
-    )
+    details: dict[str, Any] = {
+        "captioner": captioner.name if captioner else None,
+        "failed_clips": failures,
+        "frames_stored": picker.stored,
+        "frames_sent": picker.sent,
+    }
+    if carried is not None and carried.updates:
+        # The registry the captioner kept is the video's registry: the subjects stage keeps it.
+        final = merge_registry(carried.subjects)
+        store.replace_video_rows(
+            SUBJECTS, video_id, [subject_row(video_id, i, s) for i, s in enumerate(final)]
+        )
+        details[REGISTRY_DETAIL] = {
+            "subjects": len(final),
+            "updates": carried.updates,
+            "unusable": carried.unusable,
+            "problems": carried.problems[:MAX_REPORTED_ERRORS],
+            "merged": len(carried.subjects) - len(final),
+        }
+    elif carried is not None:
+        details["registry_unusable"] = carried.problems[:MAX_REPORTED_ERRORS]
+    return StageOutcome(rows=len(updates), details=details)
 
 
 CAPTION = Stage(
     name="caption",
-    version=2,  # v2: up to [ingest] caption_frames (10) frames per clip, was 4
+    # v2: up to [ingest] caption_frames (10) frames per clip, was 4.
+    # v3: detailed narrations; near-duplicate frames are not sent; with caption_carry_subjects the
+    # clips are captioned in order carrying the subject registry, which this stage stores.
+    version=3,
     run=_run,
     config=lambda s: {
         **role_config(s, "captioner", "captioner"),
         "caption_frames": s.ingest.caption_frames,
+        "caption_dedup": s.ingest.caption_dedup,
+        "carry_subjects": s.ingest.caption_carry_subjects,
+        "prompts": stable_hash(DEFAULT_CAPTION_PROMPT, REGISTRY_INSTRUCTIONS),
     },
     needs=("segment",),
     reads=("frames", "speech", "ocr", "detect"),
-    description="clip captions from the captioning model, or a labelled summary of the clip's signals",
+    description="clip narrations from the captioning model (carrying the subject registry), or a "
+    "labelled summary of the clip's signals",
 )
 
 

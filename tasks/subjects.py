@@ -1,4 +1,11 @@
-"""Build the registry of a video's subjects from its clip texts (the ``subjects`` stage).
+"""The registry of a video's subjects (the ``subjects`` stage).
+
+When the caption stage carried the registry through captioning (``[ingest]
+caption_carry_subjects``, DVD's ``S_i, c_i = VLM(f_i, S_{i-1})``), it stored the registry the
+captioner kept, built with the data structures below, and this stage keeps it: no model call. That
+captioner saw the frames, so it names subjects by what they look like, which the chat model here,
+reading captions, can only repeat. Otherwise (carrying off, a captioner that cannot, or no
+registry update usable) the registry is derived from the clip texts as follows.
 
 The chat model reads the clips in time order, a window of :data:`WINDOW_CLIPS` at a time. Each call
 gets the running registry (compact JSON) and the window's captions, speech and on-screen text, all
@@ -14,6 +21,7 @@ model the stage does not apply.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -32,6 +40,7 @@ from vidscope.models import registry
 from vidscope.models.json_tools import loads_lenient, quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS, SIGNALS_SUMMARY
+from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.spans import merge_spans
 from vidscope.tasks.stage import (
@@ -40,6 +49,7 @@ from vidscope.tasks.stage import (
     StageNotApplicable,
     StageOutcome,
     StageResult,
+    ledger_rows,
     role_config,
     run_stage,
 )
@@ -59,6 +69,8 @@ MAX_ACTIONS = 24
 WORD_SIMILARITY = 0.8
 #: Skipped windows listed in the ledger details.
 MAX_REPORTED_ERRORS = 10
+#: The key of the caption stage's ledger details saying it stored the registry it carried.
+REGISTRY_DETAIL = "registry"
 
 
 SYSTEM_PROMPT = """\
@@ -365,13 +377,14 @@ def clip_entry(
     return entry if len(entry) > spans else None
 
 
-def prompt_registry(subjects: list[Subject]) -> list[dict[str, Any]]:
-    """The registry as the model sees it, capped at :data:`PROMPT_SUBJECTS` entries."""
+def prompt_registry(subjects: list[Subject], limit: int = PROMPT_SUBJECTS) -> list[dict[str, Any]]:
+    """The registry as the model sees it, capped at ``limit`` entries (the most mentioned, then
+    the most recently seen), in registry order."""
     order = list(range(len(subjects)))
-    if len(subjects) > PROMPT_SUBJECTS:
+    if len(subjects) > limit:
         last = {i: s.spans[-1][1] if s.spans else 0.0 for i, s in enumerate(subjects)}
         ranked = sorted(order, key=lambda i: (-subjects[i].mentions, -last[i]))
-        order = sorted(ranked[:PROMPT_SUBJECTS])
+        order = sorted(ranked[:limit])
     return [subjects[i].for_prompt(i) for i in order]
 
 
@@ -398,7 +411,8 @@ def window_messages(
 # ============================================================================ the stage
 
 
-def _row(video_id: str, index: int, subject: Subject) -> dict[str, Any]:
+def subject_row(video_id: str, index: int, subject: Subject) -> dict[str, Any]:
+    """The ``subjects`` table row of registry entry ``index``."""
     return {
         "video_id": video_id,
         "subject_index": index,
@@ -412,8 +426,24 @@ def _row(video_id: str, index: int, subject: Subject) -> dict[str, Any]:
     }
 
 
+def _carried_registry(ctx: StageContext) -> dict[str, Any] | None:
+    """What the caption stage's ledger says of the registry it carried and stored, if it did."""
+    row = ledger_rows(ctx.store, ctx.video.video_id).get("caption")
+    if not row or row["status"] != STATUS_DONE:
+        return None
+    details = json.loads(row.get("details_json") or "{}")
+    carried = details.get(REGISTRY_DETAIL)
+    return carried if isinstance(carried, dict) else None
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
+    carried = _carried_registry(ctx)
+    if carried is not None:
+        # The captioner kept the registry while captioning (it saw the frames, which the chat model
+        # here would not): its rows are the registry, and nothing is derived again.
+        count = store.count(SUBJECTS, video_id=video_id)
+        return StageOutcome(rows=count, details={"source": "caption", **carried})
     chat: ChatModel | None = registry.planner_model(ctx.settings)
     if chat is None:
         # Rows a previously configured model wrote no longer match the configuration.
@@ -462,7 +492,7 @@ def _run(ctx: StageContext) -> StageOutcome:
             f"of {ctx.video.file_name}; first problem: {skipped[0]['error']}"
         )
     final = merge_registry(subjects)
-    rows = [_row(video_id, i, s) for i, s in enumerate(final)]
+    rows = [subject_row(video_id, i, s) for i, s in enumerate(final)]
     store.replace_video_rows(SUBJECTS, video_id, rows)
     return StageOutcome(
         rows=len(rows),
@@ -487,11 +517,12 @@ def _config(settings: Settings) -> dict[str, Any]:
 
 SUBJECTS_STAGE = Stage(
     name="subjects",
-    version=1,
+    version=2,  # v2: keeps the registry the caption stage carried when it did, derives it otherwise
     run=_run,
     config=_config,
     needs=("caption",),
-    description="registry of the video's subjects (who/what, looks, actions, when) from captions",
+    description="registry of the video's subjects (who/what, looks, actions, when): the one "
+    "carried through captioning, else derived from the captions by the chat model",
 )
 
 

@@ -363,7 +363,7 @@ def test_tools_go_through_a_template_that_renders_them(vlm) -> None:
         vlm.template_renders_tools = False
 
 
-def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Path, tmp_path: Path) -> None:
+def test_ingestion_captions_clips_with_the_local_vlm(tiny_vlm_dir: Path, tmp_path: Path) -> None:
     from media import text_video
 
     from vidscope.core.settings import ModelSettings
@@ -392,6 +392,14 @@ def test_ingestion_captions_clips_in_batches_with_the_local_vlm(tiny_vlm_dir: Pa
     assert all(c["caption_source"].startswith("transformers-vlm:") for c in clips)
     assert all(c["caption"] and "no captioning model" not in c["caption"] for c in clips)
     assert "HELLO" in (clips[0]["ocr_text"] or "")
+    # The registry was carried (one clip per generate): the random model's noise is no registry
+    # JSON, so each clip kept its text as the caption and the registry stayed empty.
+    import json
+
+    from vidscope.tasks.stage import ledger_rows
+
+    caption = json.loads(ledger_rows(store, report.video_id)["caption"]["details_json"])
+    assert len(caption["registry_unusable"]) == 3 and "registry" not in caption
     from vidscope.models.usage import totals
 
     logged = totals(store)  # every clip's generate call is logged like any model call

@@ -83,8 +83,8 @@ def test_ingestion_captions_clips_with_the_served_vlm(tmp_path, llm_server) -> N
         if part.get("type") == "image_url"
     ]
     assert images and images[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
-    # The clip's 10 frames (5 s at 2 fps) are offered; the backend's caption_frames (8) caps them.
-    assert len(images) == 8
+    # The clip's 10 frames (5 s at 2 fps) show one still sign: the nine near-duplicates are not sent.
+    assert len(images) == 1
     assert "OPEN" in str(first["messages"])  # on-screen text went along as context
     [parsed] = store.rows(store.video_parses, video_id=report.video_id).to_pylist()
     assert parsed["objects"] == ["sign"] and "scripted" in parsed["parser"]
@@ -119,3 +119,17 @@ def test_usage_reports_ingestion_cost_per_hour(tmp_path, llm_server, monkeypatch
     # Twice 1000 tokens in at $2/M + 100 out at $10/M = $0.006 for 4 s of video = $5.40 per hour.
     assert "2 model calls during ingestion" in result.output
     assert "$0.0060 in total" in result.output and "$5.4000 per ingested hour" in result.output
+    # The images the server received, scaled from 4 s to an hour; tokens likewise (2000 in, 200 out).
+    sent = [
+        sum(
+            1
+            for m in r["messages"]
+            if isinstance(m.get("content"), list)
+            for p in m["content"]
+            if p.get("type") == "image_url"
+        )
+        for r in llm_server.chat_requests
+    ]
+    assert sent[0] == 1  # the still sign: one frame of the clip's eight
+    per_hour = f"{sum(sent) * 900:,} images, 1,800,000 input and 180,000 output tokens per ingested hour"
+    assert f"captioner during ingestion: {per_hour}" in " ".join(result.output.split())

@@ -151,3 +151,13 @@ def _print_ingestion_cost() -> None:
     elif calls:
         line += " (no price table in [models.options.<kind>] prices: cost unknown)"
     console.print(line)
+    from vidscope.models.usage import ingestion_per_hour
+
+    vision = ingestion_per_hour(store())
+    rate = vision["per_hour"]
+    if vision["totals"]["calls"] and rate["images"] is not None:
+        console.print(
+            f"captioner during ingestion: {rate['images']:,.0f} images, "
+            f"{rate['input_tokens']:,.0f} input and {rate['output_tokens']:,.0f} output tokens "
+            f"per ingested hour ({vision['totals']['calls']} calls, {vision['totals']['images']} images)"
+        )
