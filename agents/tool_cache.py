@@ -50,7 +50,7 @@ def read(results_dir: Path, key: str) -> tuple[bool, Any]:
 
 def write(results_dir: Path, key: str, result: Any) -> None:
     """Persist ``result`` under ``key`` as Prefect would (atomically: a reader never sees half a file)."""
-    import cloudpickle  # what Prefect pickles with; a dependency of prefect, cheap to import
+    import cloudpickle  # type: ignore[import-untyped]  # what Prefect pickles with (its dependency)
 
     path = results_dir / key
     record = {

@@ -284,6 +284,35 @@ def test_server_status_reports_the_running_server_and_worker(prefect_server: Set
     assert "healthy" in result.output and "online" in result.output
 
 
+def test_a_cold_cli_ask_finds_the_running_server_and_its_run_is_recorded(prefect_server: Settings) -> None:
+    """No PREFECT_API_URL in the CLI's environment: it finds the data dir's server by its pid file."""
+    import os
+    import subprocess
+    import sys
+
+    from test_agent_runtime import VIDEO_ID, build_store, make_settings
+
+    build_store(make_settings(prefect_server.data_dir))
+    question = "Which room is the vault in?"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["VIDSCOPE_SERVER__PORT"] = str(prefect_server.server.port)
+    done = subprocess.run(
+        [sys.executable, "-m", "vidscope.cli", "--data-dir", str(prefect_server.data_dir)]
+        + ["ask", VIDEO_ID[:8], question, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    run = one_run(f"ask {VIDEO_ID[:12]}: {question}")
+    assert run.state_type == StateType.COMPLETED
+    assert "clip_search" in task_runs_of(run)  # the tool calls are its task runs
+    [artifact] = [a for a in artifacts_keyed(f"ask-{VIDEO_ID[:12]}") if a.flow_run_id == run.id]
+    assert answer["answer"] in artifact.data
+
+
 @pytest.mark.slow
 def test_server_up_status_down(tmp_path: Path) -> None:
     from vidscope.cli import app

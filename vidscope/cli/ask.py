@@ -59,7 +59,7 @@ def ask(
         errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
-    log = quiet_prefect(prefect=_prefect_runs())
+    log = quiet_prefect(with_prefect=_prefect_runs())
     from vidscope.flows.answer import run_ask
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
@@ -79,7 +79,7 @@ def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] |
             "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
         )
         raise typer.Exit(2)
-    quiet_prefect(prefect=_prefect_runs())
+    quiet_prefect(with_prefect=_prefect_runs())
     from vidscope.flows.answer import run_ask_library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))

@@ -122,21 +122,21 @@ def log_file() -> Path:
     return managed_dir(settings().data_dir, "logs") / "vidscope.log"
 
 
-def quiet_prefect(prefect: bool = True) -> Path:
+def quiet_prefect(with_prefect: bool = True) -> Path:
     """Send library logging to :func:`log_file` instead of the terminal; returns the file.
 
     Prefect prints every failed task's traceback, RapidOCR its INFO lines and Prefect's events
     worker "Still processing items" to stderr; the user needs one line per problem, which the
     commands print themselves. The records still go to the file (and Prefect's own handler still
     sends run logs, tracebacks included, to the Prefect UI). With ``--verbose`` the terminal
-    gets them as well. ``prefect=False`` is for a command that will not run Prefect (a question
+    gets them as well. ``with_prefect=False`` is for a command that will not run Prefect (a question
     answered without a server): Prefect, ~1 s to import, is then left alone.
     """
     import logging
 
     path = log_file()
     handler = _file_handler(path)
-    if prefect:
+    if with_prefect:
         import prefect.main  # noqa: F401  (prefect sets its logging up here, once; ours must come after)
         from prefect.logging.handlers import PrefectConsoleHandler
 
