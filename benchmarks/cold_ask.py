@@ -72,6 +72,8 @@ def environment(data_dir: Path, port: int, source: Path | None) -> dict[str, str
             "VIDSCOPE_DATA_DIR": str(data_dir),
             "VIDSCOPE_SERVER__PORT": str(port),
             "DO_NOT_TRACK": "1",
+            # On a loaded machine the earlier tree's temporary server takes longer than the default 20 s.
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
