@@ -6,6 +6,8 @@ signature (pydantic) and whose arguments are validated against it. :func:`execut
 as a Prefect task with retries, cached on (tool, normalised arguments, the video's store version,
 the models and settings it depends on), with results persisted under the data dir, so asking the
 same question twice costs no tool work. A failing tool yields an error outcome, never an exception.
+Outside a flow run (no Prefect server to report to) a call runs in-process instead, cached in the
+same files (:mod:`.tool_cache`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import sys
 import time
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -23,6 +26,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
+from vidscope.agents import tool_cache
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import AgentSettings, Settings
 from vidscope.models import registry as model_registry
@@ -372,6 +376,39 @@ def _make_tool_task(name: str, results_dir: str, retries: int) -> Any:
     )(_run_tool)
 
 
+def in_flow_run() -> bool:
+    """Whether this thread runs inside a Prefect flow run (then tool calls are its task runs).
+
+    Prefect is not imported to find out: a process that never imported it runs no flow.
+    """
+    context = sys.modules.get("prefect.context")
+    return context is not None and context.FlowRunContext.get() is not None
+
+
+def _run_tool_cached(name: str, arguments: dict[str, Any], key: str, ctx: ToolContext) -> tuple[Any, bool]:
+    """Run one tool call outside Prefect, reading and writing the task's persisted result.
+
+    Retries what the Prefect task would retry (errors that may be transient), as often.
+    """
+    hit, result = tool_cache.read(ctx.results_dir, key)
+    if hit:
+        return result, True
+    attempt = 0
+    while True:
+        try:
+            result = _run_tool(name, arguments, key, ctx)
+            break
+        except (ToolError, ValidationError, ValueError, TypeError, KeyError):
+            raise
+        except Exception:
+            attempt += 1
+            if attempt > ctx.config.tool_retries:
+                raise
+            time.sleep(0.2)
+    tool_cache.write(ctx.results_dir, key, result)
+    return result, False
+
+
 def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> str:
     """(tool, version, normalised arguments, the store version of every video it reads — and the
     library's for a library tool —, models, tool config) as a key."""
@@ -429,15 +466,20 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
                 tool=name, arguments=validated, result=direct, latency_s=time.perf_counter() - started
             )
         key = tool_cache_key(ctx, spec, validated)
-        state = _tool_task(name, ctx)(name, validated, key, ctx, return_state=True)
-        if state.is_failed() or state.is_crashed():
-            try:
-                state.result()
-            except Exception as exc:  # the task's own exception, re-raised by Prefect
-                return failed(f"{type(exc).__name__}: {exc}")
-            return failed(state.message or "the tool failed")
-        result = state.result()
-        cached = state.name == "Cached"
+        if not in_flow_run():
+            # No flow run to report to (a question answered without a Prefect server): run the
+            # call here, cached in the same files its Prefect task would use.
+            result, cached = _run_tool_cached(name, validated, key, ctx)
+        else:
+            state = _tool_task(name, ctx)(name, validated, key, ctx, return_state=True)
+            if state.is_failed() or state.is_crashed():
+                try:
+                    state.result()
+                except Exception as exc:  # the task's own exception, re-raised by Prefect
+                    return failed(f"{type(exc).__name__}: {exc}")
+                return failed(state.message or "the tool failed")
+            result = state.result()
+            cached = state.name == "Cached"
         if isinstance(result, ToolFailure):
             return ToolOutcome(
                 tool=name,

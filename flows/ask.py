@@ -1,45 +1,29 @@
-"""The ``ask`` query flow: answer a question about an ingested video, with cited moments.
+"""The ``ask`` and ``ask-library`` query flows: a question about one video, or about the library.
 
-With a chat model configured, an agent answers (tools run as cached Prefect tasks): the
-Deep-Video-Discovery agent (``agent="dvd"``, the default) or the three-phase AVI agent
-(``agent="avi"``: retrieve, perceive, review; "when" questions get an ``interval``). Without a chat
-model, the extractive answerer returns the best evidence; asked for the AVI agent, the result says
-so in its ``note``. The flow is built for latency: no heartbeat thread per run, models loaded once
-per process by the backend registry, and tool results and model replies cached, so asking the same
-question again costs no model or tool work.
-
-``ask-library`` answers a question about every ingested video: the DVD agent with the
-``library_search`` tool (moments across videos) beside the per-video tools, or, without a chat
-model, the library's best moments, extractively; citations name their video.
-
-``run_ask`` (and ``run_ask_library``) are the entry points of the CLI, the HTTP API and the MCP
-server; they return an :class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
+Each flow is a thin Prefect wrapper around the work in :mod:`vidscope.flows.answer`, so a flow run
+(with its tool calls as task runs and its trace as an artifact) is what the Prefect UI shows; the
+deployment ``ask/on-demand`` points at :func:`ask`. The entry points :func:`run_ask` and
+:func:`run_ask_library` (re-exported here) use these flows when a Prefect server is running and call
+the work directly otherwise.
 """
 
 from __future__ import annotations
 
-import contextvars
-import json
-import time
-from collections.abc import Callable, Sequence
-from typing import Literal, get_args
-
 from prefect import flow
-from pydantic import BaseModel, Field
 
-from vidscope.agents import prompts
-from vidscope.agents.avi import run_avi_agent
-from vidscope.agents.environment import avi_tools, is_simulated, tool_context
-from vidscope.agents.extractive import answer_extractively, answer_library_extractively
-from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
-from vidscope.agents.tools import AgentConfig, ToolContext
-from vidscope.agents.tools_library import library_registry
-from vidscope.core.settings import Settings, disable_telemetry
-from vidscope.core.timecodes import fmt_time
-from vidscope.flows.runs import publish_markdown, query_run
-from vidscope.models import registry
-from vidscope.models.open_store import open_store
-from vidscope.storage.videos import VideoNotFound, VideoRecord, find_video
+from vidscope.agents.tools import AgentConfig
+from vidscope.core.settings import Settings
+from vidscope.flows.answer import (
+    AGENTS,
+    AgentName,
+    AskResult,
+    VideoNotFound,
+    answer_library,
+    answer_video,
+    run_ask,
+    run_ask_library,
+    trace_markdown,
+)
 
 __all__ = [
     "AGENTS",
@@ -50,59 +34,8 @@ __all__ = [
     "ask_library",
     "run_ask",
     "run_ask_library",
+    "trace_markdown",
 ]
-
-#: The agents that can answer: Deep Video Discovery (one loop) or AVI (retrieve, perceive, review).
-AgentName = Literal["dvd", "avi"]
-AGENTS: tuple[str, ...] = get_args(AgentName)
-
-#: The note on an extractive answer when the AVI agent was asked for.
-AVI_NEEDS_CHAT = "The AVI agent needs a chat model (models.chat); without one this is the extractive answer."
-
-# The live-step callback cannot travel as a flow parameter (Prefect serialises those), so it is
-# handed to the flow through a context variable set by run_ask.
-_on_step: contextvars.ContextVar[Callable[[TraceStep], None] | None] = contextvars.ContextVar(
-    "vidscope_ask_on_step", default=None
-)
-
-
-class AskResult(BaseModel):
-    """The answer to one question, as the CLI shows it (``--json`` prints this model)."""
-
-    video_id: str = Field(description="The video asked about ('' for a question about the library).")
-    file_name: str
-    question: str
-    options: list[str] | None = None
-    answer: str
-    choice: str | None = None
-    choice_text: str | None = None
-    citations: list[Citation] = Field(default_factory=list)
-    interval: Citation | None = Field(
-        None, description='For "when" questions (AVI agent): the [start, end] of the event.'
-    )
-    unverified_citations: int = Field(
-        0,
-        description="Citations (and the interval) that no specific evidence a tool returned supports.",
-    )
-    extractive: bool = False
-    forced: bool = Field(
-        False, description="The answer did not come from finish (step limit, or a text reply)."
-    )
-    model: str | None = None
-    agent: str | None = Field(
-        None, description="The agent that answered (dvd or avi); none for an extractive answer."
-    )
-    note: str | None = Field(None, description="Why the answer is not what was asked for, if so.")
-    library: bool = Field(False, description="Asked about the whole library (citations name their video).")
-    files: dict[str, str] = Field(
-        default_factory=dict, description="File name of each cited video (library questions)."
-    )
-    seconds: float = 0.0
-    trace: list[TraceStep] = Field(default_factory=list)
-    usage: UsageTotals = Field(default_factory=UsageTotals)
-
-
-# ============================================================================ the flow
 
 
 @flow(
@@ -120,48 +53,7 @@ def ask(
     agent: AgentName = "dvd",
 ) -> AskResult:
     """Answer ``question`` about ``video_id`` (``agent`` with a chat model, else extractive)."""
-    from vidscope.core.settings import get_settings
-
-    settings = settings or get_settings()
-    config = config or settings.agent
-    started = time.perf_counter()
-    simulated = is_simulated(config)
-    chat = registry.planner_model(settings)  # the loop's model; frame tools use ctx.vision_model()
-    if simulated and chat is None:
-        raise ValueError("the simulated environment ([agent] environment = 'sim') needs a chat model")
-    # The simulator answers from its script: no store is opened for it.
-    ctx = tool_context(settings, None if simulated else open_store(settings), chat=chat, config=config)
-    record = ctx.video(video_id)
-    on_step = _on_step.get()
-    note = None
-    if chat is None:
-        answer = answer_extractively(ctx, question, video_id, options=options, on_step=on_step)
-        note = AVI_NEEDS_CHAT if agent == "avi" else None
-    elif agent == "avi":
-        retrieve, perceive = avi_tools(config)
-        answer = run_avi_agent(
-            ctx,
-            question,
-            [video_id],
-            retrieve=retrieve,
-            perceive=perceive,
-            options=options,
-            on_step=on_step,
-        )
-    else:
-        answer = run_agent(ctx, question, [video_id], options=options, on_step=on_step)
-    result = _result(
-        answer,
-        record,
-        question,
-        options,
-        chat.name if chat else None,
-        time.perf_counter() - started,
-    )
-    result.agent = None if answer.extractive else agent
-    result.note = note
-    _publish(result)
-    return result
+    return answer_video(video_id, question, options, settings, config, agent)
 
 
 @flow(
@@ -175,184 +67,4 @@ def ask_library(
 ) -> AskResult:
     """Answer ``question`` about the whole library: the DVD agent with library-wide search when a
     chat model is configured, else extractively from the library's best moments."""
-    from vidscope.core.settings import get_settings
-
-    settings = settings or get_settings()
-    config = config or settings.agent
-    started = time.perf_counter()
-    store = open_store(settings)
-    chat = registry.planner_model(settings)
-    ctx = ToolContext(settings, store, chat=chat, config=config, registry=library_registry())
-    on_step = _on_step.get()
-    if chat is None:
-        answer = answer_library_extractively(ctx, question, on_step=on_step)
-    else:
-        videos, clips = store.count(store.videos), store.count(store.clips)
-        answer = run_agent(
-            ctx,
-            question,
-            [],
-            on_step=on_step,
-            system=prompts.LIBRARY_SYSTEM,
-            opening=prompts.library_prompt(question, videos, clips),
-        )
-    files = {c.video_id: ctx.video(c.video_id).file_name for c in answer.citations if c.verified}
-    result = AskResult(
-        video_id="",
-        file_name=f"the library ({store.count(store.videos)} videos)",
-        question=question,
-        answer=answer.answer,
-        citations=answer.citations,
-        extractive=answer.extractive,
-        forced=answer.forced,
-        model=chat.name if chat else None,
-        agent=None if answer.extractive else "dvd",
-        library=True,
-        files=files,
-        seconds=round(time.perf_counter() - started, 3),
-        trace=answer.trace,
-        usage=answer.usage,
-    )
-    _publish(result)
-    return result
-
-
-def _result(
-    answer: Answer,
-    record: VideoRecord,
-    question: str,
-    options: Sequence[str] | None,
-    model: str | None,
-    seconds: float,
-) -> AskResult:
-    choice_text = None
-    if options and answer.choice:
-        choice_text = options[prompts.option_letters(len(options)).index(answer.choice)]
-    return AskResult(
-        video_id=record.video_id,
-        file_name=record.file_name,
-        question=question,
-        options=list(options) if options else None,
-        answer=answer.answer,
-        choice=answer.choice,
-        choice_text=choice_text,
-        citations=answer.citations,
-        interval=answer.interval,
-        unverified_citations=answer.unverified_citations,
-        extractive=answer.extractive,
-        forced=answer.forced,
-        model=model,
-        seconds=round(seconds, 3),
-        trace=answer.trace,
-        usage=answer.usage,
-    )
-
-
-def trace_markdown(result: AskResult) -> str:
-    """The answer and its trace as Markdown (the Prefect artifact; also useful in reports)."""
-    lines = [f"## {result.question}", "", result.answer, ""]
-    if result.choice:
-        lines += [f"**Choice:** {result.choice} — {result.choice_text}", ""]
-    if result.citations:
-        lines.append(
-            "**Citations:** "
-            + ", ".join(
-                f"{result.files.get(c.video_id, '') + ' ' if result.library else ''}"
-                f"{fmt_time(c.start)}–{fmt_time(c.end)} {'✓' if c.verified else '✗ ' + c.note}"
-                for c in result.citations
-            )
-        )
-        lines.append("")
-    if result.interval:
-        i = result.interval
-        mark = "✓" if i.verified else "✗ " + i.note
-        lines += [f"**Interval:** {fmt_time(i.start)}–{fmt_time(i.end)} {mark}", ""]
-    if result.note:
-        lines += [f"*{result.note}*", ""]
-    lines += [
-        "| # | kind | tool | arguments | observation | tokens in/out | latency s | cached |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for step in result.trace:
-        args = json.dumps(step.arguments, ensure_ascii=False)[:120].replace("|", "\\|")
-        obs = step.observation[:160].replace("|", "\\|").replace("\n", " ")
-        cached = "tool" if step.tool_cached else ("model" if step.model_cache_hit else "")
-        kind = f"{step.phase}/{step.kind}" if step.phase else step.kind
-        lines.append(
-            f"| {step.index} | {kind} | {step.tool or ''} | {args} | {obs} | "
-            f"{step.input_tokens}/{step.output_tokens} | {step.latency_s:.2f} | {cached} |"
-        )
-    u = result.usage
-    lines += [
-        "",
-        f"Model calls {u.model_calls} (HTTP {u.model_http_calls}), tokens {u.input_tokens} in / "
-        f"{u.output_tokens} out, tool calls {u.tool_calls} ({u.tool_cache_hits} cached).",
-    ]
-    return "\n".join(lines)
-
-
-def _publish(result: AskResult) -> None:
-    """Store the trace as a Prefect artifact of this flow run (shown in the UI)."""
-    key = f"ask-{result.video_id[:12]}" if result.video_id else "ask-library"
-    publish_markdown(key, trace_markdown(result), f"ask: {result.question[:80]}")
-
-
-# ============================================================================ entry points
-
-
-def run_ask(
-    settings: Settings,
-    video_ref: str,
-    question: str,
-    options: list[str] | None = None,
-    on_step: Callable[[TraceStep], None] | None = None,
-    *,
-    config: AgentConfig | None = None,
-    agent: AgentName = "dvd",
-) -> AskResult:
-    """Resolve ``video_ref`` and run the ``ask`` flow with ``agent`` (dvd or avi); ``on_step``
-    sees each trace step live."""
-    disable_telemetry()
-    if agent not in AGENTS:
-        raise ValueError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
-    question = question.strip()
-    if not question:
-        raise ValueError("the question is empty")
-    if options is not None:
-        options = [o.strip() for o in options if o.strip()]
-        if not 2 <= len(options) <= 26:
-            raise ValueError(f"--options needs 2 to 26 options, got {len(options)}")
-    if is_simulated(config or settings.agent):
-        video_id = video_ref  # a video of the script: the store is not consulted
-    else:
-        video_id = find_video(open_store(settings), video_ref).video_id
-    token = _on_step.set(on_step)
-    try:
-        with query_run("ask"):
-            return ask(video_id, question, options, settings, config, agent)
-    finally:
-        _on_step.reset(token)
-
-
-def run_ask_library(
-    settings: Settings,
-    question: str,
-    on_step: Callable[[TraceStep], None] | None = None,
-    *,
-    config: AgentConfig | None = None,
-) -> AskResult:
-    """Run the ``ask-library`` flow: ``question`` about every ingested video; ``on_step`` sees
-    each trace step live. Raises ``ValueError`` for an empty question or an empty library."""
-    disable_telemetry()
-    question = question.strip()
-    if not question:
-        raise ValueError("the question is empty")
-    store = open_store(settings)
-    if store.count(store.clips) == 0:
-        raise ValueError("the library has no clips yet: ingest videos first (vidscope ingest)")
-    token = _on_step.set(on_step)
-    try:
-        with query_run("ask"):
-            return ask_library(question, settings, config)
-    finally:
-        _on_step.reset(token)
+    return answer_library(question, settings, config)

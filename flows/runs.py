@@ -1,13 +1,15 @@
 """What every flow run shares: publishing artifacts to the Prefect UI, and the context of a query.
 
 Artifacts are a courtesy to whoever watches the UI: failing to publish one is logged and never fails
-the run. A query run (``ask``, ``search``) skips Prefect's per-run heartbeat thread — a sync flow
-joins it at exit, ~1.1 s a question should not pay — and tags its model calls with a query id.
+the run; outside any run (a query answered without a Prefect server) nothing is published. A query
+run (``ask``, ``search``) skips Prefect's per-run heartbeat thread — a sync flow joins it at exit,
+~1.1 s a question should not pay — and tags its model calls with a query id.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +20,8 @@ log = logging.getLogger(__name__)
 
 def publish_table(key: str, table: list[dict[str, Any]], description: str) -> None:
     """A table artifact of the current flow run (logged, not raised, when it cannot be made)."""
+    if not _in_run():
+        return
     try:
         from prefect.artifacts import create_table_artifact
 
@@ -28,6 +32,8 @@ def publish_table(key: str, table: list[dict[str, Any]], description: str) -> No
 
 def publish_markdown(key: str, markdown: str, description: str) -> None:
     """A Markdown artifact of the current flow run (logged, not raised, when it cannot be made)."""
+    if not _in_run():
+        return
     try:
         from prefect.artifacts import create_markdown_artifact
 
@@ -36,13 +42,34 @@ def publish_markdown(key: str, markdown: str, description: str) -> None:
         log.debug("could not publish the %s artifact: %s", key, exc)
 
 
+def _in_run() -> bool:
+    """Whether a flow or task run is current: without one there is nothing to attach an artifact
+    to (a query answered without Prefect), and Prefect is not imported to learn that."""
+    context = sys.modules.get("prefect.context")
+    return context is not None and bool(context.FlowRunContext.get() or context.TaskRunContext.get())
+
+
 @contextmanager
-def query_run(kind: str) -> Iterator[str]:
-    """The context a query flow runs in: no heartbeat thread, model calls tagged ``<kind>-<id>``."""
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+def query_run(kind: str, api_url: str | None = None) -> Iterator[str]:
+    """The context a query flow runs in: no heartbeat thread, model calls tagged ``<kind>-<id>``,
+    and, given ``api_url``, the Prefect API the run reports to."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     from vidscope.models.usage import query_context
 
     query_id = f"{kind}-{uuid.uuid4().hex[:12]}"
-    with temporary_settings({PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}), query_context(query_id):
+    updates: dict[Any, Any] = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+    if api_url:
+        updates[PREFECT_API_URL] = api_url
+    with temporary_settings(updates), query_context(query_id):
+        yield query_id
+
+
+@contextmanager
+def direct_query(kind: str) -> Iterator[str]:
+    """The context of a query answered without Prefect: model calls tagged ``<kind>-<id>``."""
+    from vidscope.models.usage import query_context
+
+    query_id = f"{kind}-{uuid.uuid4().hex[:12]}"
+    with query_context(query_id):
         yield query_id

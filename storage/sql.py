@@ -24,7 +24,7 @@ def connect(store: Store) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB connection with every store table registered under its name."""
     con = duckdb.connect(":memory:")
     for spec in store.all_specs:
-        con.register(spec.name, store.table(spec).to_lance())
+        con.register(spec.name, store.dataset(spec))
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

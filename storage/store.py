@@ -16,10 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import lancedb
 import pyarrow as pa
 import pyarrow.compute as pc
-from lancedb.index import FTS, IvfPq
 
 from vidscope.core.hashing import stable_hash
 from vidscope.storage.clips import clip_videos_spec, clips_spec
@@ -110,11 +108,34 @@ class Store:
         self.concept_index = CONCEPT_INDEX
         self.concepts = concepts_spec(text_dim)
         self.ledger = LEDGER
-        self._db = lancedb.connect(str(self.lance_dir))
+        self._connection: Any = None
         self._lock = threading.Lock()
         self._checked: set[str] = set()
 
     # ------------------------------------------------------------------ tables
+
+    @property
+    def _db(self) -> Any:
+        """The LanceDB connection, made on first use: importing lancedb costs ~1 s, which
+        ``vidscope sql`` (Lance datasets read by DuckDB, :meth:`dataset`) never pays."""
+        if self._connection is None:
+            import lancedb
+
+            self._connection = lancedb.connect(str(self.lance_dir))
+        return self._connection
+
+    def dataset(self, spec: TableSpec) -> Any:
+        """The Lance dataset of ``spec`` for reading, opened without LanceDB when it exists."""
+        path = self.lance_dir / f"{spec.name}.lance"
+        if not path.is_dir():
+            return self.table(spec).to_lance()  # created empty (and checked) through LanceDB
+        import lance
+
+        dataset = lance.dataset(str(path))
+        if spec.name not in self._checked:
+            self._check_schema(spec, dataset.schema)
+            self._checked.add(spec.name)
+        return dataset
 
     @property
     def specs(self) -> tuple[TableSpec, ...]:
@@ -501,7 +522,7 @@ class Store:
                 # Moment search (agents/moments.py) ranks clips by BM25 over these columns.
                 for column in spec.text_columns:
                     if (column,) not in indexed:
-                        table.create_index(column, config=FTS(), replace=True)
+                        table.create_index(column, config=lancedb_index().FTS(), replace=True)
                         actions.append(f"fts({column})")
             corpus_vectors = spec is self.clips or spec is self.clip_videos  # searched library-wide
             if spec.vector_column and corpus_vectors and rows >= ann_min_rows:
@@ -536,10 +557,17 @@ class Store:
             table.drop_index(existing.name)
         table.create_index(
             column,
-            config=IvfPq(distance_type="cosine", num_partitions=ann_partitions(vectors)),
+            config=lancedb_index().IvfPq(distance_type="cosine", num_partitions=ann_partitions(vectors)),
             name=f"{column}_ivfpq_{vectors}",
         )
         return f"ivf_pq({column}, {vectors:,} vectors)" + (" rebuilt" if existing is not None else "")
+
+
+def lancedb_index() -> Any:
+    """``lancedb.index`` (index configurations), imported where an index is built."""
+    import lancedb.index
+
+    return lancedb.index
 
 
 def ann_partitions(vectors: int) -> int:

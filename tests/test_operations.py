@@ -284,6 +284,51 @@ def test_server_status_reports_the_running_server_and_worker(prefect_server: Set
     assert "healthy" in result.output and "online" in result.output
 
 
+def test_a_cold_cli_ask_finds_the_running_server_and_its_run_is_recorded(prefect_server: Settings) -> None:
+    """No PREFECT_API_URL in the CLI's environment: it finds the data dir's server by its pid file.
+
+    The tool cache is shared with questions answered without a server, in both directions.
+    """
+    import os
+    import subprocess
+    import sys
+
+    from test_agent_runtime import VIDEO_ID, build_store, make_settings
+
+    build_store(make_settings(prefect_server.data_dir))
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+
+    def ask(question: str, *, server_running: bool) -> dict[str, Any]:
+        # Another port: the pid file's server is not found there, as if it were not running.
+        port = prefect_server.server.port if server_running else free_port()
+        done = subprocess.run(
+            [sys.executable, "-m", "vidscope.cli", "--data-dir", str(prefect_server.data_dir)]
+            + ["ask", VIDEO_ID[:8], question, "--json"],
+            capture_output=True,
+            text=True,
+            env={**env, "VIDSCOPE_SERVER__PORT": str(port)},
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    question = "Which room is the vault in?"
+    alone = ask(question, server_running=False)
+    assert alone["usage"]["tool_cache_hits"] == 0 and not flow_runs_named(f"ask {VIDEO_ID[:12]}: {question}")
+    answer = ask(question, server_running=True)
+    run = one_run(f"ask {VIDEO_ID[:12]}: {question}")
+    assert run.state_type == StateType.COMPLETED
+    assert "clip_search" in task_runs_of(run)  # the tool calls are its task runs …
+    assert answer["usage"]["tool_cache_hits"] == answer["usage"]["tool_calls"]  # … read from that cache
+    [artifact] = [a for a in artifacts_keyed(f"ask-{VIDEO_ID[:12]}") if a.flow_run_id == run.id]
+    assert answer["answer"] == alone["answer"] and answer["answer"] in artifact.data
+
+    other = "Is the vault door open?"
+    assert ask(other, server_running=True)["usage"]["tool_cache_hits"] == 0
+    again = ask(other, server_running=False)  # Prefect's task records, read without Prefect
+    assert again["usage"]["tool_cache_hits"] == again["usage"]["tool_calls"] >= 1
+
+
 @pytest.mark.slow
 def test_server_up_status_down(tmp_path: Path) -> None:
     from vidscope.cli import app

@@ -22,6 +22,7 @@ from vidscope.core.settings import Settings, disable_telemetry
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app_state(app).warm_in_background()
     yield
     app_state(app).jobs.shutdown()
 

@@ -7,6 +7,7 @@ depends on :func:`require_token`. Neither adds a parameter to the OpenAPI schema
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -69,6 +70,28 @@ class ApiState:
         from vidscope.models.open_store import open_store
 
         return open_store(self.settings)
+
+    def warm(self) -> None:
+        """Open the store, load the text embedder and the query code once, so that the first
+        question is as quick as the next (the registry and ``open_store`` keep them per process).
+        A failure is only logged: the request that needs the piece reports it properly."""
+        try:
+            import vidscope.flows.ask  # noqa: F401  (the query code, Prefect included)
+            from vidscope.models import registry
+
+            store = self.store()
+            store.count(store.videos)  # opens LanceDB and its first table
+            embedder = registry.text_embedder(self.settings)
+            if embedder is not None:
+                embedder.embed(["warm-up"])
+        except Exception:  # noqa: BLE001 - warming is an optimisation, never an error
+            logging.getLogger(__name__).warning("warming the models and the store failed", exc_info=True)
+
+    def warm_in_background(self) -> threading.Thread:
+        """:meth:`warm` in a daemon thread, so the app answers (health, the page) meanwhile."""
+        thread = threading.Thread(target=self.warm, name="vidscope-warm", daemon=True)
+        thread.start()
+        return thread
 
 
 def app_state(app: FastAPI) -> ApiState:

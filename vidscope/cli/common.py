@@ -122,31 +122,35 @@ def log_file() -> Path:
     return managed_dir(settings().data_dir, "logs") / "vidscope.log"
 
 
-def quiet_prefect() -> Path:
+def quiet_prefect(with_prefect: bool = True) -> Path:
     """Send library logging to :func:`log_file` instead of the terminal; returns the file.
 
     Prefect prints every failed task's traceback, RapidOCR its INFO lines and Prefect's events
     worker "Still processing items" to stderr; the user needs one line per problem, which the
     commands print themselves. The records still go to the file (and Prefect's own handler still
     sends run logs, tracebacks included, to the Prefect UI). With ``--verbose`` the terminal
-    gets them as well.
+    gets them as well. ``with_prefect=False`` is for a command that will not run Prefect (a question
+    answered without a server): Prefect, ~1 s to import, is then left alone.
     """
     import logging
 
-    import prefect.main  # noqa: F401  (prefect sets its logging up here, once; ours must come after)
-    from prefect.logging.handlers import PrefectConsoleHandler
-
     path = log_file()
     handler = _file_handler(path)
-    for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
-        logging.getLogger(name).setLevel(logging.INFO if output["verbose"] else logging.WARNING)
-    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in list(logging.root.manager.loggerDict))]
-    for logger in loggers:
-        for console_handler in [h for h in logger.handlers if isinstance(h, PrefectConsoleHandler)]:
-            if not output["verbose"]:
-                logger.removeHandler(console_handler)
-            if handler not in logger.handlers:
-                logger.addHandler(handler)
+    if with_prefect:
+        import prefect.main  # noqa: F401  (prefect sets its logging up here, once; ours must come after)
+        from prefect.logging.handlers import PrefectConsoleHandler
+
+        for name in ("prefect", "prefect.flow_runs", "prefect.task_runs"):
+            logging.getLogger(name).setLevel(logging.INFO if output["verbose"] else logging.WARNING)
+        names = list(logging.root.manager.loggerDict)
+        for logger in [logging.getLogger(), *(logging.getLogger(n) for n in names)]:
+            for console_handler in [h for h in logger.handlers if isinstance(h, PrefectConsoleHandler)]:
+                if not output["verbose"]:
+                    logger.removeHandler(console_handler)
+                if handler not in logger.handlers:
+                    logger.addHandler(handler)
+    elif handler not in logging.getLogger().handlers:
+        logging.getLogger().addHandler(handler)
     # vidscope's own loggers (stage tracebacks) propagate to the root logger, hence to the file.
     logging.getLogger("vidscope").setLevel(logging.INFO)
     # RapidOCR gives its logger a coloured console handler at import unless it has one already.

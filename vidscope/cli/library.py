@@ -41,12 +41,12 @@ def status(
     video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None,
 ) -> None:
     """Per-stage ingestion status of one video (with errors), or an overview of all."""
-    # The order of the stages is the ingestion flow's, so this imports the flow (and Prefect).
-    from vidscope.flows.ingest import STAGES
+    # The ledger's list of stage names, not the ingestion flow's: that would import Prefect (~1 s).
+    from vidscope.storage.ledger import STAGE_NAMES
     from vidscope.tasks.stage import ledger_rows
 
     opened = store()
-    stage_names = [s.name for s in STAGES]
+    stage_names = list(STAGE_NAMES)
     if video:
         record = find(video)[1]
         ledger = ledger_rows(opened, record.video_id)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from vidscope.agents.mavis import SearchResult
     from vidscope.agents.moments import MomentSearch
     from vidscope.agents.runtime import TraceStep
-    from vidscope.flows.ask import AskResult
+    from vidscope.flows.answer import AskResult
 
 
 def render_step(step: TraceStep, console: Console) -> None:

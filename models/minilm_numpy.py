@@ -1,0 +1,116 @@
+"""The embedded all-MiniLM-L6-v2 forward pass in NumPy: the same weights and vectors, no torch.
+
+Loading the embedder through transformers imports torch and transformers (~3 s of CPU, ~2.5 s of it
+imports) before the first query vector; a cold ``vidscope ask`` spends most of its time there. This
+module reads the packaged ``model.safetensors`` and ``tokenizer.json`` directly (``safetensors`` and
+``tokenizers`` are already dependencies of transformers) and runs the six BERT layers with NumPy
+matrix products: ~0.1 s to load. The vectors equal the transformers ones to float32 rounding
+(``tests/test_embedder.py`` compares them); the only approximation is GELU's ``erf``, computed
+with Abramowitz–Stegun 7.1.26 (error below 1.5e-7) since NumPy has none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+
+def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * weight + bias
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf by Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), computed in float64."""
+    z = np.abs(x.astype(np.float64))
+    t = 1.0 / (1.0 + 0.3275911 * z)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-z * z))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    """BERT's exact GELU, x·Φ(x)."""
+    return (0.5 * x * (1.0 + _erf(x * np.float32(1 / np.sqrt(2.0))))).astype(np.float32)
+
+
+class NumpyBert:
+    """A BERT encoder (``BertModel``'s ``last_hidden_state``) from a safetensors checkpoint."""
+
+    def __init__(self, model_dir: Path, max_tokens: int) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        config = json.loads((model_dir / "config.json").read_text())
+        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
+            raise ValueError(f"{model_dir} is not a BERT model with GELU activations")
+        self.hidden = int(config["hidden_size"])
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config["layer_norm_eps"])
+        # Dense weights are stored transposed and contiguous, so every layer is one BLAS product.
+        tensors = load_file(str(model_dir / "model.safetensors"))
+        dense = {k for k, v in tensors.items() if k.startswith("encoder.") and v.ndim == 2}
+        self.w = {
+            k: np.ascontiguousarray(v.T if k in dense else v).astype(np.float32, copy=False)
+            for k, v in tensors.items()
+        }
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # As AutoTokenizer(padding=True, truncation=True, max_length=max_tokens) would: pad to the
+        # longest text of the batch (the file's own setting pads every text to 128).
+        self.tokenizer.enable_truncation(max_tokens)
+        self.tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)), pad_token="[PAD]")
+
+    def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(last hidden states (batch, tokens, hidden), attention mask (batch, tokens))."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
+        types = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        w = self.w
+        positions = np.arange(ids.shape[1])
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][positions][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][types]
+        )
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
+        # Padding gets the most negative float added before the softmax, as transformers does.
+        bias = ((1.0 - mask) * np.finfo(np.float32).min)[:, None, None, :]
+        batch, tokens, _ = x.shape
+        head_dim = self.hidden // self.heads
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+
+            def linear(h: np.ndarray, name: str, p: str = p) -> np.ndarray:
+                weight = w[p + name + ".weight"]
+                out = h.reshape(-1, h.shape[-1]) @ weight + w[p + name + ".bias"]
+                return out.reshape(batch, tokens, weight.shape[1])
+
+            def split(h: np.ndarray) -> np.ndarray:
+                return h.reshape(batch, tokens, self.heads, head_dim).transpose(0, 2, 1, 3)
+
+            q = split(linear(x, "attention.self.query"))
+            k = split(linear(x, "attention.self.key"))
+            v = split(linear(x, "attention.self.value"))
+            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(head_dim)) + bias
+            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            probs = scores / scores.sum(axis=-1, keepdims=True)
+            context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, tokens, self.hidden)
+            x = _layer_norm(
+                linear(context, "attention.output.dense") + x,
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                self.eps,
+            )
+            inner = _gelu(linear(x, "intermediate.dense"))
+            x = _layer_norm(
+                linear(inner, "output.dense") + x,
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+                self.eps,
+            )
+        return x.astype(np.float32, copy=False), mask
