@@ -160,10 +160,17 @@ def two_videos(library: Library, tmp_path_factory: pytest.TempPathFactory) -> tu
     from media import text_video
 
     from vidscope.flows.ingest import run_ingest
+    from vidscope.models.open_store import open_store
 
     base = tmp_path_factory.mktemp("web-compare")
     shutil.copytree(library.data_dir, base / "data")
     copy = Library(base / "data", library.root, library.outside, library.video, library.video_id)
+    # Other modules may have added videos to the shared library before this one runs: the copy keeps
+    # only its own video, so the page lists exactly the two this module compares.
+    store = open_store(copy.settings())
+    for row in store.rows(store.videos, columns=["video_id"]).to_pylist():
+        if row["video_id"] != library.video_id:
+            store.delete_video(row["video_id"])
     second = text_video(base / "videos" / "green field.mp4", duration=4.0, texts=[(0.0, 4.0, "GREEN FIELD")])
     (report,) = run_ingest([str(second)], copy.settings())
     assert not report.failed, report

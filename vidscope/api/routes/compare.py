@@ -7,6 +7,7 @@ from typing import Literal
 from fastapi import HTTPException
 from pydantic import BaseModel, Field
 
+from vidscope.api.models import NonBlank
 from vidscope.api.routes import guarded_router
 from vidscope.api.state import State
 from vidscope.flows.compare import CompareResult
@@ -19,7 +20,9 @@ class CompareRequest(BaseModel):
 
     videos: list[str] = Field(min_length=1, max_length=16)
     question: str = Field(min_length=1, max_length=2000)
-    options: list[str] | None = None
+    options: list[NonBlank] | None = Field(
+        None, min_length=2, max_length=26, description="Multiple-choice options, if any (as ask's)."
+    )
     agent: Literal["sama", "cvr"] = "sama"
     use_skills: bool = True
     conflict_check: bool = True
