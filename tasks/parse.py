@@ -80,7 +80,7 @@ MAX_REPLY_TOKENS = 512
 #: A last window shorter than this fraction of the window length joins the one before it.
 TAIL_FRACTION = 0.25
 #: Bump when the signals parse changes, so the stage re-runs.
-SIGNALS_VERSION = 3  # 3: a sign such as "SPRING TIMETABLE" is a compound noun, not a command
+SIGNALS_VERSION = 3  # 3: a two-word sign ("SPRING TIMETABLE") is a compound noun, its head a thing shown
 
 SYSTEM_PROMPT = f"""\
 You index videos for search. For one window of a video you get a few frames in time order and, \
@@ -374,6 +374,7 @@ def _scan(text: str) -> _Found:
     offset = 0
     for words in clauses(text):
         last_object = -2
+        commanded = False  # the clause opened with a command (its object is counted with it)
         for i, word in enumerate(words):
             if word in STOP_WORDS or word.isdigit():
                 continue
@@ -397,6 +398,7 @@ def _scan(text: str) -> _Found:
                     else None
                 )
                 if command is not None:
+                    commanded = True
                     j, bare = command
                     thing = add("object", words[j], offset + j) if j >= 0 and bare else ""
                     thing = thing or (canonical_form(words[j], "object") if j >= 0 else "")
@@ -425,7 +427,17 @@ def _scan(text: str) -> _Found:
                     add("action", gerund(word), position)
                     continue
             modifier = "ADJ" in reading and i + 1 < len(words) and "NOUN" in lemmas(words[i + 1])
-            if noun and not modifier and _after_determiner(words, i):
+            # The head of a two-word sign whose first word modifies it ("BLUE BOAT") or could be
+            # verbed ("SPRING TIMETABLE") is a thing shown, though no determiner opens it; after a
+            # place ("KITCHEN TOUR") it names no thing. A command's object was counted above.
+            opener = words[0]
+            sign_head = (
+                len(words) == _SHORT_CLAUSE
+                and i == 1
+                and not commanded
+                and ("ADJ" in lemmas(opener) or verb_lemma(opener) is not None)
+            )
+            if noun and not modifier and (_after_determiner(words, i) or sign_head):
                 add("object", word, position)
                 last_object = i
         offset += len(words) + 1
