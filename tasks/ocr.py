@@ -1,8 +1,18 @@
 """Read on-screen text from sampled frames (the ``ocr`` stage).
 
 OCR is the slowest embedded model, so it reads a subset of the stored frames (``ingest.ocr_fps``)
-and skips frames that look the same as the last one it read. Text that stays on screen across
-consecutive reads becomes one item with a time span instead of one row per frame.
+and, of those, only the frames whose text may have changed:
+
+1. a frame that looks the same as the previous one (tiny grey thumbnails) keeps its result;
+2. otherwise, when the reader can find text regions without reading them
+   (:class:`~vidscope.models.protocols.text_reader.TextRegionFinder`) and ``ingest.ocr_gate_side``
+   is not 0, the *gate* detects text regions at the stored frame size (a fraction of a full read's
+   cost): no regions means no text; the same regions as the last frame read, with the same pixels
+   inside them (compared in cells about one character wide), keep that read;
+3. anything else is read in full.
+
+Text that stays on screen across consecutive sampled frames becomes one item with a time span
+instead of one row per frame, whichever of the three produced the lines.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols.text_reader import TextLine, TextReader
+from vidscope.models.protocols.text_reader import TextLine, TextReader, TextRegionFinder
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -37,6 +47,13 @@ READ_BATCH = 64
 SAME_FRAME_DIFF = 2.0
 #: Text similarity above which two reads are the same on-screen text (OCR misreads a character).
 SAME_TEXT_RATIO = 0.8
+#: Overlap (intersection over union) above which a gate region is "the same place" as one of the
+#: last frame read.
+SAME_REGION_IOU = 0.5
+#: Mean absolute grey difference (0–255) of a region cell (a square about one character wide)
+#: above which the text in it changed. JPEG noise on unchanged text stays under ~3; one changed
+#: character moves its cell by tens.
+CHANGED_CELL_DIFF = 10.0
 
 
 def normalise_text(text: str) -> str:
@@ -47,6 +64,71 @@ def normalise_text(text: str) -> str:
 def thumbnail(image: np.ndarray) -> np.ndarray:
     """A tiny grey version of ``image`` for cheap "did anything change" tests."""
     return np.asarray(Image.fromarray(image).convert("L").resize((64, 36)), dtype=np.float32)
+
+
+Region = tuple[int, int, int, int]  # x0, y0, x1, y1 (pixels, exclusive ends)
+
+
+def region_of(box: tuple[float, ...], width: int, height: int) -> Region:
+    """The axis-aligned pixel rectangle around a corner-point box, clipped to the frame."""
+    xs, ys = box[0::2], box[1::2]
+    x0, y0 = max(0, int(min(xs))), max(0, int(min(ys)))
+    x1, y1 = min(width, int(np.ceil(max(xs))) + 1), min(height, int(np.ceil(max(ys))) + 1)
+    return x0, y0, max(x0, x1), max(y0, y1)
+
+
+def _iou(a: Region, b: Region) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def region_changed(grey: np.ndarray, before: np.ndarray, region: Region) -> bool:
+    """Whether the pixels in ``region`` differ between two grey frames, cell by cell.
+
+    The region is cut into squares as wide as it is high (about one character), so that one
+    changed character in a long line is not averaged away by the unchanged rest.
+    """
+    x0, y0, x1, y1 = region
+    if x1 <= x0 or y1 <= y0:
+        return False
+    diff = np.abs(grey[y0:y1, x0:x1] - before[y0:y1, x0:x1]).mean(axis=0)  # per column
+    cells = max(1, round((x1 - x0) / (y1 - y0)))
+    return max(float(cell.mean()) for cell in np.array_split(diff, cells)) > CHANGED_CELL_DIFF
+
+
+@dataclass
+class _LastRead:
+    """The last frame read in full: its grey pixels, gate regions and lines."""
+
+    grey: np.ndarray
+    regions: list[Region]
+    lines: list[TextLine]
+
+
+def same_text(last: _LastRead, grey: np.ndarray, regions: list[Region]) -> bool:
+    """Whether ``regions`` of the frame ``grey`` hold the text of the last frame read.
+
+    Both ways: every region matches one of the last read's and every one of those is still there
+    (text that appeared or went away means a new read), and no matched region's pixels changed.
+    """
+    if len(regions) != len(last.regions):
+        return False
+    for region in regions:
+        match = max(last.regions, key=lambda old: _iou(region, old))
+        if _iou(region, match) < SAME_REGION_IOU:
+            return False
+        if region_changed(grey, last.grey, region) or region_changed(grey, last.grey, match):
+            return False
+    return all(max(_iou(old, new) for new in regions) >= SAME_REGION_IOU for old in last.regions)
+
+
+def grey_frame(image: np.ndarray) -> np.ndarray:
+    """``image`` as float32 grey levels, the gate's pixels for region comparisons."""
+    return np.asarray(Image.fromarray(image).convert("L"), dtype=np.float32)
 
 
 @dataclass
@@ -112,9 +194,11 @@ def _run(ctx: StageContext) -> StageOutcome:
     step = max(1, round(settings.frame_fps / settings.ocr_fps))
     tracker = TextTracker(interval=step / settings.frame_fps)
     total_frames = store.count(store.frames, video.video_id)
+    finder = reader if isinstance(reader, TextRegionFinder) and settings.ocr_gate_side > 0 else None
     previous_thumb: np.ndarray | None = None
     previous_lines: list[TextLine] = []
-    reads = reused = 0
+    last: _LastRead | None = None
+    sampled = reused = no_text = same = 0
     for first in range(0, total_frames, READ_BATCH * step):
         batch = store.rows(
             store.frames,
@@ -129,11 +213,26 @@ def _run(ctx: StageContext) -> StageOutcome:
             if previous_thumb is not None and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF:
                 lines = previous_lines
                 reused += 1
-            else:
+            elif finder is None:
                 lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
-            tracker.add(reads, row["t"], lines)
+            else:
+                height, width = image.shape[:2]
+                grey = grey_frame(image)
+                regions = [
+                    region_of(b, width, height) for b in finder.find_text(image, settings.ocr_gate_side)
+                ]
+                if not regions:
+                    lines = []
+                    no_text += 1
+                elif last is not None and same_text(last, grey, regions):
+                    lines = last.lines
+                    same += 1
+                else:
+                    lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
+                    last = _LastRead(grey, regions, lines)
+            tracker.add(sampled, row["t"], lines)
             previous_thumb, previous_lines = thumb, lines
-            reads += 1
+            sampled += 1
         ctx.progress("ocr", min(first + READ_BATCH * step, total_frames), total_frames)
     items = tracker.items(video.duration)
     rows = [
@@ -151,7 +250,14 @@ def _run(ctx: StageContext) -> StageOutcome:
     store.replace_video_rows(store.ocr, video.video_id, rows)
     return StageOutcome(
         rows=len(rows),
-        details={"frames_read": reads - reused, "frames_reused": reused, "reader": reader.name},
+        details={
+            "frames_sampled": sampled,
+            "frames_read": sampled - reused - no_text - same,
+            "frames_reused": reused,
+            "frames_gated_no_text": no_text,
+            "frames_gated_same_text": same,
+            "reader": reader.name,
+        },
     )
 
 
@@ -160,16 +266,18 @@ def _config(settings: Settings) -> dict[str, Any]:
         **role_config(settings, "text_reader", "reader"),
         "ocr_fps": settings.ingest.ocr_fps,
         "min_score": settings.ingest.ocr_min_score,
+        "gate_side": settings.ingest.ocr_gate_side,
     }
 
 
 OCR = Stage(
     name="ocr",
-    version=1,
+    version=2,  # 2: the text-region gate decides which frames are read
     run=_run,
     config=_config,
     needs=("frames",),
-    description="on-screen text (PP-OCR via rapidocr), merged across frames while it stays on screen",
+    description="on-screen text (PP-OCR via rapidocr) of frames whose text regions changed, merged "
+    "across frames while it stays on screen",
 )
 
 
