@@ -7,8 +7,11 @@ and, of those, only the frames whose text may have changed:
 2. otherwise, when the reader can find text regions without reading them
    (:class:`~vidscope.models.protocols.text_reader.TextRegionFinder`) and ``ingest.ocr_gate_side``
    is not 0, the *gate* detects text regions at the stored frame size (a fraction of a full read's
-   cost): no regions means no text; the same regions as the last frame read, with the same pixels
-   inside them (compared in cells about one character wide), keep that read;
+   cost). Regions that cannot be a legible line of text (:func:`plausible_text`: thinner than a
+   glyph, taller than a title, or not longer than high) and regions that a full read found empty
+   whose pixels have not changed since are dropped; no regions left means no text; the same
+   regions as the last frame read, with the same pixels inside them (compared in cells about one
+   character wide), keep that read;
 3. anything else is read in full.
 
 Text that stays on screen across consecutive sampled frames becomes one item with a time span
@@ -54,6 +57,17 @@ SAME_REGION_IOU = 0.5
 #: above which the text in it changed. JPEG noise on unchanged text stays under ~3; one changed
 #: character moves its cell by tens.
 CHANGED_CELL_DIFF = 10.0
+#: A gate region thinner than this (px at the stored size, across the line) holds no legible
+#: glyph: a full read upscales the frame about 2x, and PP-OCR's recogniser needs ~16 px glyphs.
+MIN_TEXT_HEIGHT = 8.0
+#: A gate region thicker than this share of the frame's shorter side is a blob of scene detail,
+#: not a line of text (the synthetic titles, 1/8 of the frame high, give regions of ~1/5).
+MAX_TEXT_HEIGHT_SHARE = 0.4
+#: A region must be at least this many times longer than thick: a line of 2+ glyphs. Square
+#: regions on real footage are texture (leaves, wheels, labels seen edge-on); a lone glyph is lost.
+MIN_TEXT_ASPECT = 1.5
+#: Regions a full read found empty are remembered (newest first) for this many reads.
+BLANK_MEMORY = 32
 
 
 def normalise_text(text: str) -> str:
@@ -75,6 +89,20 @@ def region_of(box: tuple[float, ...], width: int, height: int) -> Region:
     x0, y0 = max(0, int(min(xs))), max(0, int(min(ys)))
     x1, y1 = min(width, int(np.ceil(max(xs))) + 1), min(height, int(np.ceil(max(ys))) + 1)
     return x0, y0, max(x0, x1), max(y0, y1)
+
+
+def plausible_text(box: tuple[float, ...], width: int, height: int) -> bool:
+    """Whether a detected corner-point box could hold a legible line of text (see the constants).
+
+    Thickness and length are the box's two side lengths (detectors return rotated rectangles), so
+    vertical and slanted lines count like horizontal ones.
+    """
+    corners = np.asarray(box[:8], dtype=np.float64).reshape(4, 2)
+    sides = np.linalg.norm(corners - np.roll(corners, -1, axis=0), axis=1)
+    thick, long = float(min(sides[0], sides[1])), float(max(sides[0], sides[1]))
+    return MIN_TEXT_HEIGHT <= thick <= MAX_TEXT_HEIGHT_SHARE * min(width, height) and long >= (
+        MIN_TEXT_ASPECT * thick
+    )
 
 
 def _iou(a: Region, b: Region) -> float:
@@ -124,6 +152,38 @@ def same_text(last: _LastRead, grey: np.ndarray, regions: list[Region]) -> bool:
         if region_changed(grey, last.grey, region) or region_changed(grey, last.grey, match):
             return False
     return all(max(_iou(old, new) for new in regions) >= SAME_REGION_IOU for old in last.regions)
+
+
+def holds_line(region: Region, lines: list[TextLine], width: int, height: int) -> bool:
+    """Whether any read line overlaps ``region`` by at least 30 % of the smaller of the two."""
+    for line in lines:
+        box = region_of(line.box, width, height)
+        w = min(box[2], region[2]) - max(box[0], region[0])
+        h = min(box[3], region[3]) - max(box[1], region[1])
+        smaller = min(
+            (box[2] - box[0]) * (box[3] - box[1]), (region[2] - region[0]) * (region[3] - region[1])
+        )
+        if w > 0 and h > 0 and w * h >= 0.3 * smaller:
+            return True
+    return False
+
+
+@dataclass
+class BlankRegion:
+    """A gate region that a full read found no text in, with the frame's grey pixels then."""
+
+    region: Region
+    grey: np.ndarray
+
+
+def known_blank(blanks: list[BlankRegion], grey: np.ndarray, region: Region) -> bool:
+    """Whether ``region`` is one a full read found empty, in the same place with the same pixels."""
+    return any(
+        _iou(region, b.region) >= SAME_REGION_IOU
+        and not region_changed(grey, b.grey, region)
+        and not region_changed(grey, b.grey, b.region)
+        for b in blanks
+    )
 
 
 def grey_frame(image: np.ndarray) -> np.ndarray:
@@ -198,6 +258,7 @@ def _run(ctx: StageContext) -> StageOutcome:
     previous_thumb: np.ndarray | None = None
     previous_lines: list[TextLine] = []
     last: _LastRead | None = None
+    blanks: list[BlankRegion] = []
     sampled = reused = no_text = same = 0
     for first in range(0, total_frames, READ_BATCH * step):
         batch = store.rows(
@@ -219,8 +280,11 @@ def _run(ctx: StageContext) -> StageOutcome:
                 height, width = image.shape[:2]
                 grey = grey_frame(image)
                 regions = [
-                    region_of(b, width, height) for b in finder.find_text(image, settings.ocr_gate_side)
+                    region_of(b, width, height)
+                    for b in finder.find_text(image, settings.ocr_gate_side)
+                    if plausible_text(b, width, height)
                 ]
+                regions = [r for r in regions if not known_blank(blanks, grey, r)]
                 if not regions:
                     lines = []
                     no_text += 1
@@ -229,7 +293,15 @@ def _run(ctx: StageContext) -> StageOutcome:
                     same += 1
                 else:
                     lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
-                    last = _LastRead(grey, regions, lines)
+                    held = [r for r in regions if holds_line(r, lines, width, height)]
+                    # Only when every line read lies in a gate region: text the gate cannot see
+                    # must not end up behind a region marked empty.
+                    if all(any(holds_line(r, [ln], width, height) for r in held) for ln in lines):
+                        blanks = [BlankRegion(r, grey) for r in regions if r not in held] + blanks
+                        del blanks[BLANK_MEMORY:]
+                        last = _LastRead(grey, held, lines)
+                    else:
+                        last = _LastRead(grey, regions, lines)
             tracker.add(sampled, row["t"], lines)
             previous_thumb, previous_lines = thumb, lines
             sampled += 1
@@ -272,7 +344,7 @@ def _config(settings: Settings) -> dict[str, Any]:
 
 OCR = Stage(
     name="ocr",
-    version=2,  # 2: the text-region gate decides which frames are read
+    version=3,  # 2: the text-region gate decides which frames are read; 3: only text-shaped regions count
     run=_run,
     config=_config,
     needs=("frames",),
