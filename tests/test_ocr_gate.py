@@ -10,10 +10,10 @@ from media import first_frame_at, text_video
 
 from vidscope.core.settings import IngestSettings, Settings
 from vidscope.models.open_store import open_store
-from vidscope.models.protocols.text_reader import TextRegionFinder
+from vidscope.models.protocols.text_reader import TextLine, TextRegionFinder
 from vidscope.models.rapidocr_reader import RapidOcrReader, from_spec
 from vidscope.tasks.frames import FRAMES
-from vidscope.tasks.ocr import OCR
+from vidscope.tasks.ocr import OCR, BlankRegion, holds_line, known_blank, plausible_text
 from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.stage import StageContext, StageResult, execute
 
@@ -111,3 +111,53 @@ def test_rapidocr_finds_text_regions_without_reading(slide_video: Path, tmp_path
     assert reader.find_text(np.full((360, 640, 3), 255, dtype=np.uint8), 640) == []
     # Finding regions leaves the full reader as it was: it still recognises the text.
     assert "WELCOME" in " ".join(line.text.upper() for line in reader.read(frame))
+
+
+def box(x0: float, y0: float, x1: float, y1: float) -> tuple[float, ...]:
+    """An axis-aligned corner-point box, clockwise from the top left (as the detector returns)."""
+    return (x0, y0, x1, y0, x1, y1, x0, y1)
+
+
+def test_only_boxes_that_can_hold_a_line_of_text_count() -> None:
+    # Boxes the stored-size detector returned on the real sample videos (no on-screen text) and
+    # on the slide titles, in a 640x360 frame.
+    assert plausible_text(box(10, 300, 625, 340), 640, 360)  # a title line, 40x615
+    assert plausible_text(box(300, 20, 340, 320), 640, 360)  # the same line, vertical
+    rotated = (100.0, 100.0, 300.0, 140.0, 296.0, 160.0, 96.0, 120.0)  # ~20x204, slanted
+    assert plausible_text(rotated, 640, 360)
+    assert plausible_text(box(200, 100, 230, 112), 640, 360)  # small print: 12 px high, 30 px long
+    assert not plausible_text(box(50, 50, 57, 57), 640, 360)  # 7x7: no glyph fits
+    assert not plausible_text(box(50, 50, 65, 57), 640, 360)  # 7x15: too thin
+    assert not plausible_text(box(100, 100, 148, 142), 640, 360)  # 42x48: square texture
+    assert not plausible_text(box(0, 10, 642, 343), 640, 360)  # 333x642: a blob of scene detail
+
+
+def test_footage_without_text_is_not_read(shared_videos: Path, tmp_path: Path) -> None:
+    # Cars on a road, no on-screen text: the stored-size detector still marks regions on scene
+    # detail in some frames (wheels, shadows), none of them shaped like a line of text.
+    result, items = ingest_ocr(shared_videos / "car-detection.mp4", tmp_path)
+    details = result.details
+    assert details["frames_sampled"] >= 25
+    assert details["frames_read"] <= 2, details
+    assert details["frames_gated_no_text"] >= details["frames_sampled"] // 2, details
+
+
+def test_a_region_read_empty_is_not_read_again_while_its_pixels_stay() -> None:
+    rng = np.random.default_rng(0)
+    grey = rng.uniform(0, 255, (360, 640)).astype(np.float32)
+    region = (100, 100, 250, 140)
+    blanks = [BlankRegion(region, grey.copy())]
+    moved = grey.copy()
+    moved[200:360, :] = rng.uniform(0, 255, (160, 640))  # the rest of the frame changes
+    assert known_blank(blanks, moved, (102, 101, 252, 141))  # same place, same pixels
+    assert not known_blank(blanks, moved, (300, 100, 450, 140))  # elsewhere
+    changed = moved.copy()
+    changed[105:135, 120:140] = 255 - changed[105:135, 120:140]  # one glyph-sized cell changes
+    assert not known_blank(blanks, changed, region)
+
+
+def test_only_regions_without_lines_count_as_read_empty() -> None:
+    line = TextLine(text="STEP ONE", box=box(210, 150, 430, 190), score=0.99)
+    assert holds_line((200, 145, 440, 195), [line], 640, 360)
+    assert not holds_line((20, 20, 120, 60), [line], 640, 360)
+    assert not holds_line((200, 145, 440, 195), [], 640, 360)
