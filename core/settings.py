@@ -69,8 +69,9 @@ class IngestSettings(BaseModel):
         640,
         ge=0,
         description="Longest side (px) at which OCR's text-presence gate detects text regions on a "
-        "frame before deciding to read it (never upscaled): a frame without text regions is not "
-        "read, and one whose regions and their pixels match the last frame read keeps that read. "
+        "frame before deciding to read it (never upscaled): a frame without regions shaped like a "
+        "line of text is not read, and one whose regions and their pixels match the last frame read "
+        "keeps that read. "
         "0 turns the gate off (every sampled frame is read in full).",
     )
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
