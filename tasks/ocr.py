@@ -58,13 +58,16 @@ SAME_REGION_IOU = 0.5
 #: character moves its cell by tens.
 CHANGED_CELL_DIFF = 10.0
 #: A gate region thinner than this (px at the stored size, across the line) holds no legible
-#: glyph: a full read upscales the frame about 2x, and PP-OCR's recogniser needs ~16 px glyphs.
+#: glyph: a full read upscales the frame ~2x, so that is ~16 px there. On the real sample footage
+#: (no on-screen text) the detector also returns specks 5-8 px thick.
 MIN_TEXT_HEIGHT = 8.0
-#: A gate region thicker than this share of the frame's shorter side is a blob of scene detail,
-#: not a line of text (the synthetic titles, 1/8 of the frame high, give regions of ~1/5).
+#: A gate region thicker than this share of the frame's shorter side is a blob of scene detail
+#: (up to the whole frame on the real sample footage), not a line of text; the synthetic titles,
+#: 1/8 of the frame high, give regions 0.11-0.15 of it.
 MAX_TEXT_HEIGHT_SHARE = 0.4
-#: A region must be at least this many times longer than thick: a line of 2+ glyphs. Square
-#: regions on real footage are texture (leaves, wheels, labels seen edge-on); a lone glyph is lost.
+#: A region must be at least this many times longer than thick: a line of 2+ glyphs. On the real
+#: sample footage most regions are texture 1.0-1.5x long (and the walking square of the synthetic
+#: videos is ~1.1x); the price is that a lone glyph (a single digit) is never read.
 MIN_TEXT_ASPECT = 1.5
 #: Regions a full read found empty are remembered (newest first) for this many reads.
 BLANK_MEMORY = 32
