@@ -65,10 +65,11 @@ MIN_TEXT_HEIGHT = 8.0
 #: (up to the whole frame on the real sample footage), not a line of text; the synthetic titles,
 #: 1/8 of the frame high, give regions 0.11-0.15 of it.
 MAX_TEXT_HEIGHT_SHARE = 0.4
-#: A region must be at least this many times longer than thick: a line of 2+ glyphs. On the real
-#: sample footage most regions are texture 1.0-1.5x long (and the walking square of the synthetic
-#: videos is ~1.1x); the price is that a lone glyph (a single digit) is never read.
-MIN_TEXT_ASPECT = 1.5
+#: A region must be at least this many times longer than thick: a line of 2+ glyphs (a big
+#: two-glyph word such as "42" or "HI" gives 1.3-1.45). On the real sample footage most regions are
+#: square texture 1.0-1.3x long, and the synthetic videos' walking square 1.0-1.25x; the price is
+#: that a lone glyph (a single digit) is never read.
+MIN_TEXT_ASPECT = 1.25
 #: Regions a full read found empty are remembered (newest first) for this many reads.
 BLANK_MEMORY = 32
 

@@ -126,10 +126,19 @@ def test_only_boxes_that_can_hold_a_line_of_text_count() -> None:
     rotated = (100.0, 100.0, 300.0, 140.0, 296.0, 160.0, 96.0, 120.0)  # ~20x204, slanted
     assert plausible_text(rotated, 640, 360)
     assert plausible_text(box(200, 100, 230, 112), 640, 360)  # small print: 12 px high, 30 px long
+    assert plausible_text(box(270, 146, 369, 215), 640, 360)  # a big two-glyph word ('42'): 1.43x
     assert not plausible_text(box(50, 50, 57, 57), 640, 360)  # 7x7: no glyph fits
     assert not plausible_text(box(50, 50, 65, 57), 640, 360)  # 7x15: too thin
     assert not plausible_text(box(100, 100, 148, 142), 640, 360)  # 42x48: square texture
     assert not plausible_text(box(0, 10, 642, 343), 640, 360)  # 333x642: a blob of scene detail
+
+
+def test_a_big_two_glyph_word_is_still_read(tmp_path: Path) -> None:
+    # Two glyphs at title size make a region only ~1.4x longer than high: it must still count.
+    video = text_video(tmp_path / "score.mp4", duration=3.0, texts=[(0.0, 3.0, "42")])
+    result, items = ingest_ocr(video, tmp_path / "data")
+    assert result.details["frames_read"] >= 1, result.details
+    assert "42" in {i["text"].strip() for i in items}
 
 
 def test_footage_without_text_is_not_read(shared_videos: Path, tmp_path: Path) -> None:
