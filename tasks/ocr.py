@@ -67,8 +67,8 @@ MIN_TEXT_HEIGHT = 8.0
 MAX_TEXT_HEIGHT_SHARE = 0.4
 #: A region must be at least this many times longer than thick: a line of 2+ glyphs (a big
 #: two-glyph word such as "42" or "HI" gives 1.3-1.45). On the real sample footage most regions are
-#: square texture 1.0-1.3x long, and the synthetic videos' walking square 1.0-1.25x; the price is
-#: that a lone glyph (a single digit) is never read.
+#: square texture 1.0-1.3x long, and the synthetic videos' walking square is mostly 1.0-1.25x (up
+#: to 1.36x); the price is that a lone glyph (a single digit) is never read.
 MIN_TEXT_ASPECT = 1.25
 #: Regions a full read found empty are remembered (newest first) for this many reads.
 BLANK_MEMORY = 32
