@@ -13,15 +13,33 @@ Prefect overhead share = (flow wall − critical path − hashing) / flow wall. 
 Prefect's one-time ephemeral-server start and the index rebuild after ingestion are timed and
 printed separately: neither is per-video orchestration.
 
-    .venv/bin/python benchmarks/ingest_throughput.py [--minutes 5]
+    .venv/bin/python benchmarks/ingest_throughput.py [--minutes 5] [--flat]
+
+The video's background is moving real footage (the shared ``car-detection.mp4``, looped) with the
+text drawn over it, as in a recorded talk or tutorial; ``--flat`` draws the text on a flat
+background instead (the video of the runs before 2026-11-22 19:00, where OCR cost almost nothing
+because consecutive frames looked the same).
+
+``--baseline COMMIT`` compares with another commit instead: the same video is ingested by the
+real flows in fresh child processes, alternately with this checkout's code and with COMMIT's
+(checked out into a temporary ``git worktree`` and put first on ``PYTHONPATH``), ``--rounds``
+times each; models are loaded and Prefect's server started before timing in every child. Printed:
+each round's wall and CPU seconds and stage times, the medians, and the ratio of video-seconds per
+wall-second (and per CPU-second) of this checkout over COMMIT's:
+
+    .venv/bin/python benchmarks/ingest_throughput.py --baseline 94b6946 --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -38,6 +56,8 @@ from vidscope.tasks.probe import content_hash, register_video  # noqa: E402
 from vidscope.tasks.stage import StageContext, execute  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
+ROOT = Path(__file__).resolve().parent.parent
+FOOTAGE = Path("/work/shared/videos/car-detection.mp4")
 NARRATION = (
     "This is a long recording made to measure how fast vidscope ingests video. "
     "The speaker describes a workshop: first the wood is measured and cut, then the pieces are "
@@ -45,9 +65,11 @@ NARRATION = (
 )
 
 
-def make_video(minutes: float) -> Path:
+def make_video(minutes: float, footage: Path | None = FOOTAGE) -> Path:
     OUT.mkdir(exist_ok=True)
-    path = OUT / f"throughput-{minutes:g}min.mp4"
+    path = OUT / (
+        f"throughput-{minutes:g}min.mp4" if footage is None else f"throughput-footage-{minutes:g}min.mp4"
+    )
     if path.exists():
         return path
     duration = minutes * 60
@@ -56,8 +78,100 @@ def make_video(minutes: float) -> Path:
     text = NARRATION * (words_needed // len(NARRATION.split()) + 1)
     speech_wav(text, wav, rate_wpm=150)
     texts = [(t, t + 10.0, f"PART {i + 1}") for i, t in enumerate(range(0, int(duration), 10))]
-    text_video(path, duration=duration, fps=25, texts=texts, audio=wav)
+    text_video(path, duration=duration, fps=25, texts=texts, audio=wav, footage=footage)
     return path
+
+
+#: Run in a child process against whichever vidscope comes first on its path: only APIs that
+#: both this checkout and the baseline commit have.
+CHILD = """
+import json, sys, time
+from pathlib import Path
+import numpy as np
+import vidscope
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.flows.ingest import run_ingest
+from vidscope.models import registry
+disable_telemetry()
+video, work = Path(sys.argv[1]), Path(sys.argv[2])
+run_ingest([], Settings(data_dir=work / "warm-up"))  # Prefect's ephemeral server, before timing
+settings = Settings(data_dir=work / "flow")
+registry.text_embedder(settings).embed(["warm up"])
+registry.text_reader(settings).read(np.zeros((64, 64, 3), dtype=np.uint8))
+recognizer = registry.speech_recognizer(settings)
+if hasattr(recognizer, "load"):
+    recognizer.load()
+wall, cpu = time.perf_counter(), time.process_time()
+(report,) = run_ingest([str(video)], settings, optimize=False)
+wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+stages = {s.stage: s.seconds for s in report.stages}
+ocr = next((getattr(s, "details", None) or {} for s in report.stages if s.stage == "ocr"), {})
+print("RESULT " + json.dumps({"code": vidscope.__file__, "status": report.status, "wall": wall,
+                              "cpu": cpu, "stages": stages, "ocr": ocr}))
+"""
+
+
+def run_child(code_root: Path, video: Path) -> dict:
+    """Ingest ``video`` with the vidscope under ``code_root`` in a fresh process; its measurements."""
+    work = Path(tempfile.mkdtemp(prefix="vidscope-bench-child-"))
+    env = dict(os.environ, PYTHONPATH=str(code_root), PREFECT_HOME=str(work / "prefect"))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(video), str(work)],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"child on {code_root} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    result = json.loads(lines[-1][len("RESULT ") :])
+    if not Path(result["code"]).resolve().is_relative_to(code_root.resolve()):
+        raise RuntimeError(f"child imported vidscope from {result['code']}, not from {code_root}")
+    return result
+
+
+def compare(commit: str, video: Path, duration: float, rounds: int) -> None:
+    """Alternate child ingestions of ``video`` with this checkout and with ``commit``; print ratios."""
+    baseline = Path(tempfile.mkdtemp(prefix="vidscope-bench-baseline-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(baseline), commit], check=True)
+    runs: dict[str, list[dict]] = {"baseline": [], "current": []}
+    try:
+        for index in range(rounds):
+            order = [("baseline", baseline), ("current", ROOT)]
+            for name, root in order if index % 2 == 0 else order[::-1]:
+                result = run_child(root, video)
+                runs[name].append(result)
+                stages = " ".join(f"{k}={v:.1f}" for k, v in result["stages"].items() if v >= 0.05)
+                print(
+                    f"round {index + 1} {name:<8} wall {result['wall']:7.1f} s  CPU {result['cpu']:7.1f} s  "
+                    f"{result['status']}  {stages}  ocr {result['ocr']}",
+                    flush=True,
+                )
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(baseline)], check=False)
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    med = {
+        name: {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu")} for name, rs in runs.items()
+    }
+    for name in ("baseline", "current"):
+        label = commit if name == "baseline" else f"this checkout ({head.stdout.strip()} + working tree)"
+        print(
+            f"{name:<8} {label}: median wall {med[name]['wall']:.1f} s = "
+            f"{duration / med[name]['wall']:.2f} video-s per wall-s; median CPU {med[name]['cpu']:.1f} s"
+        )
+    ratios = [b["wall"] / c["wall"] for b, c in zip(runs["baseline"], runs["current"], strict=True)]
+    print(
+        f"throughput current / baseline: {med['baseline']['wall'] / med['current']['wall']:.2f}x "
+        f"(median walls; per round {', '.join(f'{r:.2f}x' for r in ratios)}; goal >= 1.5x), "
+        f"CPU {med['baseline']['cpu'] / med['current']['cpu']:.2f}x less"
+    )
 
 
 def warm_up(settings: Settings) -> None:
@@ -94,10 +208,17 @@ def critical_path(seconds: dict[str, float]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--flat", action="store_true", help="text on a flat background, no footage")
+    parser.add_argument("--baseline", metavar="COMMIT", help="compare with this commit (child processes)")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of each side with --baseline")
     args = parser.parse_args()
     disable_telemetry()
-    video = make_video(args.minutes)
+    video = make_video(args.minutes, None if args.flat or not FOOTAGE.exists() else FOOTAGE)
     duration = args.minutes * 60
+    if args.baseline:
+        print(f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, text changes every 10 s")
+        compare(args.baseline, video, duration, args.rounds)
+        return
     work = Path(tempfile.mkdtemp(prefix="vidscope-bench-"))
     try:
         direct_settings = Settings(data_dir=work / "direct")
@@ -127,7 +248,11 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    print(f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, text changes every 10 s")
+    background = "flat background" if args.flat else "over real footage"
+    print(
+        f"video: {video.name}, {duration:.0f} s, 640x360 25 fps, narrated, "
+        f"text {background} changes every 10 s"
+    )
     print(f"{'stage':<10}{'direct s':>10}{'flow s':>10}{'video-s per wall-s (flow)':>28}")
     for name in ["hash", *[s.name for s in STAGES]]:
         d = direct.get(name, 0.0)

@@ -79,6 +79,15 @@ class IngestSettings(BaseModel):
         1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."
     )
     ocr_min_score: float = Field(0.5, ge=0, le=1, description="OCR lines below this confidence are dropped.")
+    ocr_gate_side: int = Field(
+        640,
+        ge=0,
+        description="Longest side (px) at which OCR's text-presence gate detects text regions on a "
+        "frame before deciding to read it (never upscaled): a frame without regions shaped like a "
+        "line of text is not read, and one whose regions and their pixels match the last frame read "
+        "keeps that read. "
+        "0 turns the gate off (every sampled frame is read in full).",
+    )
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")

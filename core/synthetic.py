@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 
@@ -78,9 +78,10 @@ def _draw_frame(
     index: int,
     text: str | None,
     font: ImageFont.FreeTypeFont | ImageFont.ImageFont,
+    base: Image.Image | None = None,
 ) -> np.ndarray:
     width, height = size
-    image = Image.new("RGB", size, background)
+    image = Image.new("RGB", size, background) if base is None else base.convert("RGB").resize(size)
     draw = ImageDraw.Draw(image)
     # A small square that walks along the bottom edge, so consecutive frames always differ
     # (scene-change and dedup logic must not see a frozen video).
@@ -129,11 +130,14 @@ def text_video(
     texts: Sequence[tuple[float, float, str]] = (),
     audio: Path | None = None,
     background: tuple[int, int, int] = (30, 30, 30),
+    footage: Path | None = None,
 ) -> Path:
     """Write an H.264 MP4 showing each ``(t0, t1, text)`` as black text on a white box in [t0, t1).
 
     The text is about 1/8 of the frame high. With ``audio`` (a WAV) the video gets an AAC track
-    starting at t=0, padded with silence or trimmed to ``duration``.
+    starting at t=0, padded with silence or trimmed to ``duration``. With ``footage`` (a video
+    file) the background is that video's frames, looped and stretched to ``size``, instead of a
+    flat ``background`` colour: real moving pictures, as behind slides or titles in a recording.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,10 +153,11 @@ def text_video(
         if audio is not None:
             astream = container.add_stream("aac", rate=_AUDIO_RATE)
             astream.layout = "mono"
+        bases = _looped_frames(footage) if footage is not None else None
         for index in range(n_frames):
             t = index / fps
             shown = next((text for t0, t1, text in texts if t0 <= t < t1), None)
-            rgb = _draw_frame(size, background, index, shown, font)
+            rgb = _draw_frame(size, background, index, shown, font, next(bases) if bases else None)
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
             frame.pts = index
             frame.time_base = Fraction(1, fps)
@@ -174,6 +179,18 @@ def text_video(
             for packet in astream.encode(None):
                 container.mux(packet)
     return path
+
+
+def _looped_frames(path: Path) -> Iterator[Image.Image]:
+    """The frames of the video at ``path``, from the start again whenever it ends."""
+    while True:
+        with av.open(str(path)) as container:
+            count = 0
+            for frame in container.decode(video=0):
+                count += 1
+                yield frame.to_image()
+        if count == 0:
+            raise ValueError(f"{path}: no video frames")
 
 
 def silent_video(path: Path, duration: float, size: tuple[int, int] = (640, 360), fps: int = 25) -> Path:

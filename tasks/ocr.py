@@ -1,8 +1,21 @@
 """Read on-screen text from sampled frames (the ``ocr`` stage).
 
 OCR is the slowest embedded model, so it reads a subset of the stored frames (``ingest.ocr_fps``)
-and skips frames that look the same as the last one it read. Text that stays on screen across
-consecutive reads becomes one item with a time span instead of one row per frame.
+and, of those, only the frames whose text may have changed:
+
+1. a frame that looks the same as the previous one (tiny grey thumbnails) keeps its result;
+2. otherwise, when the reader can find text regions without reading them
+   (:class:`~vidscope.models.protocols.text_reader.TextRegionFinder`) and ``ingest.ocr_gate_side``
+   is not 0, the *gate* detects text regions at the stored frame size (a fraction of a full read's
+   cost). Regions that cannot be a legible line of text (:func:`plausible_text`: thinner than a
+   glyph, taller than a title, or not longer than high) and regions that a full read found empty
+   whose pixels have not changed since are dropped; no regions left means no text; the same
+   regions as the last frame read, with the same pixels inside them (compared in cells about one
+   character wide), keep that read;
+3. anything else is read in full.
+
+Text that stays on screen across consecutive sampled frames becomes one item with a time span
+instead of one row per frame, whichever of the three produced the lines.
 """
 
 from __future__ import annotations
@@ -21,7 +34,7 @@ from prefect.cache_policies import NO_CACHE
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.models import registry
-from vidscope.models.protocols.text_reader import TextLine, TextReader
+from vidscope.models.protocols.text_reader import TextLine, TextReader, TextRegionFinder
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -37,6 +50,28 @@ READ_BATCH = 64
 SAME_FRAME_DIFF = 2.0
 #: Text similarity above which two reads are the same on-screen text (OCR misreads a character).
 SAME_TEXT_RATIO = 0.8
+#: Overlap (intersection over union) above which a gate region is "the same place" as one of the
+#: last frame read.
+SAME_REGION_IOU = 0.5
+#: Mean absolute grey difference (0–255) of a region cell (a square about one character wide)
+#: above which the text in it changed. JPEG noise on unchanged text stays under ~3; one changed
+#: character moves its cell by tens.
+CHANGED_CELL_DIFF = 10.0
+#: A gate region thinner than this (px at the stored size, across the line) holds no legible
+#: glyph: a full read upscales the frame ~2x, so that is ~16 px there. On the real sample footage
+#: (no on-screen text) the detector also returns specks 5-8 px thick.
+MIN_TEXT_HEIGHT = 8.0
+#: A gate region thicker than this share of the frame's shorter side is a blob of scene detail
+#: (up to the whole frame on the real sample footage), not a line of text; the synthetic titles,
+#: 1/8 of the frame high, give regions 0.11-0.15 of it.
+MAX_TEXT_HEIGHT_SHARE = 0.4
+#: A region must be at least this many times longer than thick: a line of 2+ glyphs (a big
+#: two-glyph word such as "42" or "HI" gives 1.3-1.45). On the real sample footage most regions are
+#: square texture 1.0-1.3x long, and the synthetic videos' walking square is mostly 1.0-1.25x (up
+#: to 1.36x); the price is that a lone glyph (a single digit) is never read.
+MIN_TEXT_ASPECT = 1.25
+#: Regions a full read found empty are remembered (newest first) for this many reads.
+BLANK_MEMORY = 32
 
 
 def normalise_text(text: str) -> str:
@@ -47,6 +82,117 @@ def normalise_text(text: str) -> str:
 def thumbnail(image: np.ndarray) -> np.ndarray:
     """A tiny grey version of ``image`` for cheap "did anything change" tests."""
     return np.asarray(Image.fromarray(image).convert("L").resize((64, 36)), dtype=np.float32)
+
+
+Region = tuple[int, int, int, int]  # x0, y0, x1, y1 (pixels, exclusive ends)
+
+
+def region_of(box: tuple[float, ...], width: int, height: int) -> Region:
+    """The axis-aligned pixel rectangle around a corner-point box, clipped to the frame."""
+    xs, ys = box[0::2], box[1::2]
+    x0, y0 = max(0, int(min(xs))), max(0, int(min(ys)))
+    x1, y1 = min(width, int(np.ceil(max(xs))) + 1), min(height, int(np.ceil(max(ys))) + 1)
+    return x0, y0, max(x0, x1), max(y0, y1)
+
+
+def plausible_text(box: tuple[float, ...], width: int, height: int) -> bool:
+    """Whether a detected corner-point box could hold a legible line of text (see the constants).
+
+    Thickness and length are the box's two side lengths (detectors return rotated rectangles), so
+    vertical and slanted lines count like horizontal ones.
+    """
+    corners = np.asarray(box[:8], dtype=np.float64).reshape(4, 2)
+    sides = np.linalg.norm(corners - np.roll(corners, -1, axis=0), axis=1)
+    thick, long = float(min(sides[0], sides[1])), float(max(sides[0], sides[1]))
+    return MIN_TEXT_HEIGHT <= thick <= MAX_TEXT_HEIGHT_SHARE * min(width, height) and long >= (
+        MIN_TEXT_ASPECT * thick
+    )
+
+
+def _iou(a: Region, b: Region) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    if w <= 0 or h <= 0:
+        return 0.0
+    inter = w * h
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def region_changed(grey: np.ndarray, before: np.ndarray, region: Region) -> bool:
+    """Whether the pixels in ``region`` differ between two grey frames, cell by cell.
+
+    The region is cut into squares as wide as it is high (about one character), so that one
+    changed character in a long line is not averaged away by the unchanged rest.
+    """
+    x0, y0, x1, y1 = region
+    if x1 <= x0 or y1 <= y0:
+        return False
+    diff = np.abs(grey[y0:y1, x0:x1] - before[y0:y1, x0:x1]).mean(axis=0)  # per column
+    cells = max(1, round((x1 - x0) / (y1 - y0)))
+    return max(float(cell.mean()) for cell in np.array_split(diff, cells)) > CHANGED_CELL_DIFF
+
+
+@dataclass
+class _LastRead:
+    """The last frame read in full: its grey pixels, gate regions and lines."""
+
+    grey: np.ndarray
+    regions: list[Region]
+    lines: list[TextLine]
+
+
+def same_text(last: _LastRead, grey: np.ndarray, regions: list[Region]) -> bool:
+    """Whether ``regions`` of the frame ``grey`` hold the text of the last frame read.
+
+    Both ways: every region matches one of the last read's and every one of those is still there
+    (text that appeared or went away means a new read), and no matched region's pixels changed.
+    """
+    if len(regions) != len(last.regions):
+        return False
+    for region in regions:
+        match = max(last.regions, key=lambda old: _iou(region, old))
+        if _iou(region, match) < SAME_REGION_IOU:
+            return False
+        if region_changed(grey, last.grey, region) or region_changed(grey, last.grey, match):
+            return False
+    return all(max(_iou(old, new) for new in regions) >= SAME_REGION_IOU for old in last.regions)
+
+
+def holds_line(region: Region, lines: list[TextLine], width: int, height: int) -> bool:
+    """Whether any read line overlaps ``region`` by at least 30 % of the smaller of the two."""
+    for line in lines:
+        box = region_of(line.box, width, height)
+        w = min(box[2], region[2]) - max(box[0], region[0])
+        h = min(box[3], region[3]) - max(box[1], region[1])
+        smaller = min(
+            (box[2] - box[0]) * (box[3] - box[1]), (region[2] - region[0]) * (region[3] - region[1])
+        )
+        if w > 0 and h > 0 and w * h >= 0.3 * smaller:
+            return True
+    return False
+
+
+@dataclass
+class BlankRegion:
+    """A gate region that a full read found no text in, with the frame's grey pixels then."""
+
+    region: Region
+    grey: np.ndarray
+
+
+def known_blank(blanks: list[BlankRegion], grey: np.ndarray, region: Region) -> bool:
+    """Whether ``region`` is one a full read found empty, in the same place with the same pixels."""
+    return any(
+        _iou(region, b.region) >= SAME_REGION_IOU
+        and not region_changed(grey, b.grey, region)
+        and not region_changed(grey, b.grey, b.region)
+        for b in blanks
+    )
+
+
+def grey_frame(image: np.ndarray) -> np.ndarray:
+    """``image`` as float32 grey levels, the gate's pixels for region comparisons."""
+    return np.asarray(Image.fromarray(image).convert("L"), dtype=np.float32)
 
 
 @dataclass
@@ -112,9 +258,12 @@ def _run(ctx: StageContext) -> StageOutcome:
     step = max(1, round(settings.frame_fps / settings.ocr_fps))
     tracker = TextTracker(interval=step / settings.frame_fps)
     total_frames = store.count(store.frames, video.video_id)
+    finder = reader if isinstance(reader, TextRegionFinder) and settings.ocr_gate_side > 0 else None
     previous_thumb: np.ndarray | None = None
     previous_lines: list[TextLine] = []
-    reads = reused = 0
+    last: _LastRead | None = None
+    blanks: list[BlankRegion] = []
+    sampled = reused = no_text = same = 0
     for first in range(0, total_frames, READ_BATCH * step):
         batch = store.rows(
             store.frames,
@@ -129,11 +278,37 @@ def _run(ctx: StageContext) -> StageOutcome:
             if previous_thumb is not None and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF:
                 lines = previous_lines
                 reused += 1
-            else:
+            elif finder is None:
                 lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
-            tracker.add(reads, row["t"], lines)
+            else:
+                height, width = image.shape[:2]
+                grey = grey_frame(image)
+                regions = [
+                    region_of(b, width, height)
+                    for b in finder.find_text(image, settings.ocr_gate_side)
+                    if plausible_text(b, width, height)
+                ]
+                regions = [r for r in regions if not known_blank(blanks, grey, r)]
+                if not regions:
+                    lines = []
+                    no_text += 1
+                elif last is not None and same_text(last, grey, regions):
+                    lines = last.lines
+                    same += 1
+                else:
+                    lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
+                    held = [r for r in regions if holds_line(r, lines, width, height)]
+                    # Only when every line read lies in a gate region: text the gate cannot see
+                    # must not end up behind a region marked empty.
+                    if all(any(holds_line(r, [ln], width, height) for r in held) for ln in lines):
+                        blanks = [BlankRegion(r, grey) for r in regions if r not in held] + blanks
+                        del blanks[BLANK_MEMORY:]
+                        last = _LastRead(grey, held, lines)
+                    else:
+                        last = _LastRead(grey, regions, lines)
+            tracker.add(sampled, row["t"], lines)
             previous_thumb, previous_lines = thumb, lines
-            reads += 1
+            sampled += 1
         ctx.progress("ocr", min(first + READ_BATCH * step, total_frames), total_frames)
     items = tracker.items(video.duration)
     rows = [
@@ -151,7 +326,14 @@ def _run(ctx: StageContext) -> StageOutcome:
     store.replace_video_rows(store.ocr, video.video_id, rows)
     return StageOutcome(
         rows=len(rows),
-        details={"frames_read": reads - reused, "frames_reused": reused, "reader": reader.name},
+        details={
+            "frames_sampled": sampled,
+            "frames_read": sampled - reused - no_text - same,
+            "frames_reused": reused,
+            "frames_gated_no_text": no_text,
+            "frames_gated_same_text": same,
+            "reader": reader.name,
+        },
     )
 
 
@@ -160,16 +342,18 @@ def _config(settings: Settings) -> dict[str, Any]:
         **role_config(settings, "text_reader", "reader"),
         "ocr_fps": settings.ingest.ocr_fps,
         "min_score": settings.ingest.ocr_min_score,
+        "gate_side": settings.ingest.ocr_gate_side,
     }
 
 
 OCR = Stage(
     name="ocr",
-    version=1,
+    version=3,  # 2: the text-region gate decides which frames are read; 3: only text-shaped regions count
     run=_run,
     config=_config,
     needs=("frames",),
-    description="on-screen text (PP-OCR via rapidocr), merged across frames while it stays on screen",
+    description="on-screen text (PP-OCR via rapidocr) of frames whose text regions changed, merged "
+    "across frames while it stays on screen",
 )
 
 

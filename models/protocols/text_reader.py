@@ -26,3 +26,18 @@ class TextReader(Protocol):
     def read(self, image: Image) -> list[TextLine]:
         """The lines found in ``image``, in the backend's reading order."""
         ...
+
+
+@runtime_checkable
+class TextRegionFinder(Protocol):
+    """A reader that can also find where text is without reading it, much more cheaply.
+
+    The ``ocr`` stage uses this as a gate: a frame whose text regions look like those of the last
+    frame it read keeps that read, and a frame without text regions is not read at all. Readers
+    without it have every sampled frame read.
+    """
+
+    def find_text(self, image: Image, max_side: int) -> list[tuple[float, ...]]:
+        """Boxes (x1,y1,…,x4,y4 in ``image`` pixels) of likely text, detected on ``image``
+        scaled to at most ``max_side`` pixels on its longer side (never upscaled)."""
+        ...
