@@ -36,6 +36,7 @@ STAGE_NAMES: tuple[str, ...] = (
     "tags",
     "embed",
     "frame_embed",
+    "clip_embed",
 )
 
 STATUS_RUNNING = "running"
