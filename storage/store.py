@@ -482,22 +482,32 @@ class Store:
         indexed = self.fts_columns(spec)
         if not indexed or not query.strip():
             return []
-        search = self.table(spec).search(query, query_type="fts", fts_columns=indexed)
-        if where:
-            search = search.where(where, prefilter=True)
-        if columns is not None:
-            search = search.select([*columns, "_score"])
-        rows: list[dict[str, Any]] = search.limit(k).to_list()
+        from lance.query import MatchQuery, MultiMatchQuery
+
+        # Lance's own full-text search (see _existing_dataset), the query LanceDB builds for a
+        # string over these columns: one match query per column, BM25 in ``_score``, best first.
+        words = MultiMatchQuery(query, indexed) if len(indexed) > 1 else MatchQuery(query, indexed[0])
+        found = self.dataset(spec).to_table(
+            full_text_query=words,
+            columns=[*columns, "_score"] if columns is not None else None,
+            filter=where or None,
+            prefilter=bool(where),
+            limit=k,
+        )
+        rows: list[dict[str, Any]] = found.to_pylist()
         return rows
 
     def fts_columns(self, spec: TableSpec) -> list[str]:
         """The text columns of ``spec`` that have a full-text index."""
         if not spec.text_columns:
             return []
+        dataset = self._existing_dataset(spec)
+        if dataset is None:
+            return []
         indexed = {
-            ix.columns[0]
-            for ix in self.table(spec).list_indices()
-            if ix.index_type == "FTS" and len(ix.columns) == 1
+            ix.field_names[0]
+            for ix in dataset.describe_indices()
+            if ix.index_type == "Inverted" and len(ix.field_names) == 1  # Lance's name for FTS
         }
         return [c for c in spec.text_columns if c in indexed]
 
@@ -522,7 +532,9 @@ class Store:
 
     def table_version(self, spec: TableSpec) -> int:
         """The Lance version number of ``spec``'s table (grows with every commit)."""
-        return int(self.table(spec).version)
+        dataset = self._existing_dataset(spec)
+        # A table never written is created (through LanceDB) so that it has a version to report.
+        return int(dataset.version if dataset is not None else self.table(spec).version)
 
     # ------------------------------------------------------------------ indexes
 
