@@ -125,7 +125,7 @@ class Store:
             self._connection = lancedb.connect(str(self.lance_dir))
         return self._connection
 
-    def _existing_dataset(self, spec: TableSpec) -> Any | None:
+    def existing_dataset(self, spec: TableSpec) -> Any | None:
         """The Lance dataset of ``spec`` for a read, or ``None`` when the table was never written.
 
         Reads (:meth:`rows`, :meth:`count`, :meth:`nearest`) go through the ``lance`` package, not
@@ -349,7 +349,7 @@ class Store:
         if where:
             filters.append(f"({where})")
         # One scan that reads only the requested columns (frames hold JPEG blobs).
-        dataset = self._existing_dataset(spec)
+        dataset = self.existing_dataset(spec)
         selected = list(columns) if columns is not None else None
         if dataset is None:
             result = spec.schema.empty_table()
@@ -432,10 +432,10 @@ class Store:
         if spec.vector_column is None:
             raise ValueError(f"table {spec.name} has no vector column")
         column = spec.vector_column
-        dataset = self._existing_dataset(spec)
+        dataset = self.existing_dataset(spec)
         if dataset is None:
             return []
-        # Lance's own vector search (see _existing_dataset), as LanceDB's query builder words it:
+        # Lance's own vector search (see existing_dataset), as LanceDB's query builder words it:
         # cosine distance in ``_distance``, nearest first.
         nearest: dict[str, Any] = {
             "column": column,
@@ -484,7 +484,7 @@ class Store:
             return []
         from lance.query import MatchQuery, MultiMatchQuery
 
-        # Lance's own full-text search (see _existing_dataset), the query LanceDB builds for a
+        # Lance's own full-text search (see existing_dataset), the query LanceDB builds for a
         # string over these columns: one match query per column, BM25 in ``_score``, best first.
         words = MultiMatchQuery(query, indexed) if len(indexed) > 1 else MatchQuery(query, indexed[0])
         found = self.dataset(spec).to_table(
@@ -501,7 +501,7 @@ class Store:
         """The text columns of ``spec`` that have a full-text index."""
         if not spec.text_columns:
             return []
-        dataset = self._existing_dataset(spec)
+        dataset = self.existing_dataset(spec)
         if dataset is None:
             return []
         indexed = {
@@ -514,7 +514,7 @@ class Store:
     def count(self, spec: TableSpec, video_id: str | None = None) -> int:
         """Number of rows of ``spec`` (of one video when given)."""
         where = f"video_id = {sql_quote(video_id)}" if video_id is not None else None
-        dataset = self._existing_dataset(spec)
+        dataset = self.existing_dataset(spec)
         return 0 if dataset is None else int(dataset.count_rows(filter=where))
 
     def video_version(self, video_id: str) -> str:
@@ -532,7 +532,7 @@ class Store:
 
     def table_version(self, spec: TableSpec) -> int:
         """The Lance version number of ``spec``'s table (grows with every commit)."""
-        dataset = self._existing_dataset(spec)
+        dataset = self.existing_dataset(spec)
         # A table never written is created (through LanceDB) so that it has a version to report.
         return int(dataset.version if dataset is not None else self.table(spec).version)
 

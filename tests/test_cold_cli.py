@@ -17,7 +17,8 @@ import pytest
 from test_agent_runtime import VIDEO_ID, build_store, make_settings
 
 #: Runs ``vidscope ARGS…`` in this process, then prints one JSON line: the exit code, which of the
-#: heavy libraries were imported, and the pids of child processes still alive.
+#: heavy libraries were imported (LanceDB too: the store reads through the lighter ``lance``), and
+#: the pids of child processes still alive.
 WRAPPER = """
 import json, sys
 import psutil
@@ -27,7 +28,7 @@ try:
     app(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code or 0
-heavy = ("prefect", "torch", "transformers", "sentence_transformers")
+heavy = ("prefect", "torch", "transformers", "sentence_transformers", "lancedb")
 print(json.dumps({
     "code": code,
     "imported": sorted(m for m in heavy if m in sys.modules),

@@ -84,7 +84,7 @@ class ApiState:
 
             store = self.store()
             store.count(store.videos)  # reads go through the lance package: loads it
-            store.fts_columns(store.clips)  # full-text search goes through LanceDB: loads it too
+            store.fts_columns(store.clips)  # opens the clips dataset and its index list
             embedder = registry.text_embedder(self.settings)
             if embedder is not None:
                 embedder.embed(["warm-up"])
