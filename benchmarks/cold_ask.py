@@ -29,12 +29,15 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 GOALS = {"ask": 2.0, "ask (server)": None, "sql": 1.0, "videos": 1.0, "status": 1.0, "--help": 1.0}
 _counter = itertools.count(1)
+#: Where the commands run (see ``run``): no ``vidscope`` package there.
+NEUTRAL_CWD = Path(tempfile.gettempdir())
 
 
 def free_port() -> int:
@@ -53,7 +56,9 @@ def run(args: list[str], env: dict[str, str], attempts: int = 2) -> tuple[float,
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         command = [sys.executable, "-m", "vidscope.cli", *args]
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+        # A neutral working directory: ``python -m`` puts it first on sys.path, so run from a
+        # source tree it would shadow the --before tree's PYTHONPATH with that tree's vidscope.
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=NEUTRAL_CWD)
         wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode == 0:
@@ -156,6 +161,7 @@ def main() -> None:
     up = subprocess.run(
         [sys.executable, "-m", "vidscope.cli", "server", "up"],
         env=trees["now"],
+        cwd=NEUTRAL_CWD,
         capture_output=True,
         text=True,
     )
@@ -170,7 +176,10 @@ def main() -> None:
             print(f"  round {i + 1} (server running) done", flush=True)
     finally:
         subprocess.run(
-            [sys.executable, "-m", "vidscope.cli", "server", "down"], env=trees["now"], check=False
+            [sys.executable, "-m", "vidscope.cli", "server", "down"],
+            env=trees["now"],
+            check=False,
+            cwd=NEUTRAL_CWD,
         )
 
     print("\nmedians (wall s / CPU s)" + ("   before → now, ratio of wall" if args.before else ""))

@@ -15,8 +15,8 @@ model, the library's best moments, extractively; citations name their video.
 
 ``run_ask`` (and ``run_ask_library``) are the entry points of the CLI, the HTTP API and the MCP
 server; they return an :class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
-When a Prefect server is running (:func:`~vidscope.flows.prefect_api.reachable_api`) they run the
-flows of :mod:`vidscope.flows.ask`, so the question, its tool calls and its trace appear in the UI;
+Through :func:`~vidscope.flows.runs.run_query`, when a Prefect server is running they run the flows
+of :mod:`vidscope.flows.ask`, so the question, its tool calls and its trace appear in the UI;
 otherwise they call :func:`answer_video` / :func:`answer_library` directly, without importing
 Prefect or starting its temporary server, and the tool calls use the same on-disk cache. This module
 imports no Prefect, so a cold ``vidscope ask`` does not pay for it.
@@ -37,12 +37,11 @@ from vidscope.agents.avi import run_avi_agent
 from vidscope.agents.environment import avi_tools, is_simulated, tool_context
 from vidscope.agents.extractive import answer_extractively, answer_library_extractively
 from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
-from vidscope.agents.tools import AgentConfig, ToolContext, in_flow_run
+from vidscope.agents.tools import AgentConfig, ToolContext
 from vidscope.agents.tools_library import library_registry
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
-from vidscope.flows.prefect_api import reachable_api
-from vidscope.flows.runs import direct_query, publish_markdown
+from vidscope.flows.runs import publish_markdown, run_query
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.storage.videos import VideoNotFound, VideoRecord, find_video
@@ -322,15 +321,8 @@ def run_ask(
         video_id = find_video(open_store(settings), video_ref).video_id
     token = _on_step.set(on_step)
     try:
-        api = reachable_api(settings)
-        if api is None and not in_flow_run():
-            with direct_query("ask"):
-                return answer_video(video_id, question, options, settings, config, agent)
-        from vidscope.flows.ask import ask
-        from vidscope.flows.runs import query_run
-
-        with query_run("ask", api):
-            return ask(video_id, question, options, settings, config, agent)
+        args = (video_id, question, options, settings, config, agent)
+        return run_query("ask", settings, "vidscope.flows.ask:ask", answer_video, *args)
     finally:
         _on_step.reset(token)
 
@@ -354,14 +346,7 @@ def run_ask_library(
         raise ValueError("the library has no clips yet: ingest videos first (vidscope ingest)")
     token = _on_step.set(on_step)
     try:
-        api = reachable_api(settings)
-        if api is None and not in_flow_run():
-            with direct_query("ask"):
-                return answer_library(question, settings, config)
-        from vidscope.flows.ask import ask_library
-        from vidscope.flows.runs import query_run
-
-        with query_run("ask", api):
-            return ask_library(question, settings, config)
+        flow = "vidscope.flows.ask:ask_library"
+        return run_query("ask", settings, flow, answer_library, question, settings, config)
     finally:
         _on_step.reset(token)

@@ -1,4 +1,6 @@
-"""What every flow run shares: publishing artifacts to the Prefect UI, and the context of a query.
+"""What every flow run shares: publishing artifacts to the Prefect UI, the context of a query, and
+:func:`run_query`, which runs a query as a flow run when a Prefect server records it and in-process
+otherwise.
 
 Artifacts are a courtesy to whoever watches the UI: failing to publish one is logged and never fails
 the run; outside any run (a query answered without a Prefect server) nothing is published. A query
@@ -8,12 +10,18 @@ run (``ask``, ``search``) skips Prefect's per-run heartbeat thread — a sync fl
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from vidscope.core.settings import Settings
+
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
@@ -73,3 +81,27 @@ def direct_query(kind: str) -> Iterator[str]:
     query_id = f"{kind}-{uuid.uuid4().hex[:12]}"
     with query_context(query_id):
         yield query_id
+
+
+def run_query(kind: str, settings: Settings, flow: str, work: Callable[..., R], *args: Any) -> R:
+    """Run a query (``ask``, ``search``, ``compare``) the way the moment allows, and return its result.
+
+    ``work`` is the query's Prefect-free function and ``flow`` (``"module:name"``) the Prefect flow
+    wrapping it, called with the same ``args``. When a Prefect server answers
+    (:func:`~vidscope.flows.prefect_api.reachable_api`) or a flow run is current (the query is a
+    subflow), the flow runs, so the UI shows the run, its tool calls and its artifact. Otherwise
+    ``work`` runs in-process: Prefect is not imported and no temporary API server starts (7+ s,
+    and everything it recorded would be thrown away with it). The flow module is imported only
+    then, since importing it imports Prefect.
+    """
+    from vidscope.agents.tools import in_flow_run
+    from vidscope.flows.prefect_api import reachable_api
+
+    api = reachable_api(settings)
+    if api is None and not in_flow_run():
+        with direct_query(kind):
+            return work(*args)
+    module, name = flow.split(":")
+    flow_function: Callable[..., R] = getattr(importlib.import_module(module), name)
+    with query_run(kind, api):
+        return flow_function(*args)

@@ -1,40 +1,31 @@
 """The query flows over the whole library: ``search`` (videos, MAVIS) and ``search-moments``.
 
-``search`` ranks whole videos with the MAVIS pipeline (planner, per-dimension agents, fusion with a
-veto, fine rerank: :mod:`vidscope.agents.mavis`); when its fine stage compared window captions, its
-hits' moments are then placed at clip precision by a moment search inside each hit video.
-``search-moments`` ranks moments from every video: clip-level hybrid search
-(:mod:`vidscope.agents.moments`). Both load their models once per process through the backend
-registry and publish their result as a Prefect artifact. ``run_search`` and ``run_search_moments``
-are the entry points of the CLI, the HTTP API and the MCP server; like ``run_ask`` they skip the
-flow's heartbeat thread, which would add ~1.1 s to every query.
+Each is a thin Prefect wrapper around the work in :mod:`vidscope.flows.search_work`, so a flow run
+(with its result as an artifact) is what the Prefect UI shows; the deployment ``search/on-demand``
+points at :func:`search`. The entry points :func:`run_search` and :func:`run_search_moments`
+(re-exported here) use these flows when a Prefect server is running and call the work directly
+otherwise.
 """
 
 from __future__ import annotations
 
-import time
-
 from prefect import flow
 
-from vidscope.agents.mavis import (
-    FUSIONS,
+from vidscope.core.settings import SearchSettings, Settings
+from vidscope.flows.search_work import (
     DroppedVideo,
     LibraryEmpty,
+    MomentFilters,
+    MomentSearch,
     SearchHit,
     SearchResult,
-    ensure_library,
-    search_library,
+    find_moments,
+    moments_markdown,
+    result_markdown,
+    run_search,
+    run_search_moments,
+    search_videos,
 )
-from vidscope.agents.moments import MomentFilters, MomentSearch, best_moments, search_moments
-from vidscope.core.errors import BackendUnavailable
-from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
-from vidscope.core.timecodes import fmt_time
-from vidscope.flows.runs import publish_markdown, query_run
-from vidscope.models import registry
-from vidscope.models.open_store import open_store
-from vidscope.models.protocols.text_embedder import TextEmbedder
-from vidscope.models.protocols.video_text import VideoTextEmbedder
-from vidscope.storage.store import Store
 
 __all__ = [
     "DroppedVideo",
@@ -57,82 +48,7 @@ def search(
     query: str, settings: Settings | None = None, options: SearchSettings | None = None
 ) -> SearchResult:
     """Search the library for ``query`` with the MAVIS pipeline and publish the result."""
-    from vidscope.core.settings import get_settings
-
-    settings = settings or get_settings()
-    spec = settings.models.text_embedder
-    options = options or settings.search.for_embedder(spec)
-    started = time.perf_counter()
-    store = open_store(settings)
-    embedder = _embedder(settings)
-    notes: list[str] = []
-    explicit = {"tau_soft", "tau_hard"} <= settings.search.model_fields_set
-    if not settings.search.calibrated(spec) and not explicit:
-        notes.append(
-            f"no search thresholds are calibrated for the text embedder {spec!r}; the defaults "
-            "(MiniLM's) were used: run benchmarks/search_scale.py --calibrate --embedder "
-            f"{spec!r} and add the [search.thresholds] block it prints"
-        )
-    try:
-        chat = registry.planner_model(settings)
-    except BackendUnavailable as exc:
-        chat = None
-        notes.append(f"the chat model is unavailable ({exc}); the rule-based planner was used")
-    try:
-        image_text = registry.image_text(settings)
-    except BackendUnavailable as exc:
-        image_text = None
-        notes.append(f"the image-text model is unavailable ({exc}); captions were compared instead")
-    video_text = _video_text(settings, notes)
-    result = search_library(
-        store,
-        query,
-        embedder=embedder,
-        options=options,
-        chat=chat,
-        image_text=image_text,
-        video_text=video_text,
-        frame_seconds=1.0 / settings.ingest.frame_fps,
-    )
-    result.notes = notes + result.notes
-    if result.rerank == "caption":
-        _clip_moments(store, embedder, result, video_text)
-    result.seconds = round(time.perf_counter() - started, 4)
-    _publish(result)
-    return result
-
-
-def _embedder(settings: Settings) -> TextEmbedder:
-    embedder = registry.text_embedder(settings)
-    if embedder is None:
-        raise BackendUnavailable(
-            "text_embedder",
-            "none",
-            "the settings",
-            "search needs a text embedder: set [models] text_embedder",
-        )
-    return embedder
-
-
-def _video_text(settings: Settings, notes: list[str]) -> VideoTextEmbedder | None:
-    """The configured video–text model, or ``None`` (with a note when it cannot be loaded)."""
-    try:
-        return registry.video_text(settings)
-    except BackendUnavailable as exc:
-        notes.append(f"the video-text model is unavailable ({exc}); clips were not scored with it")
-        return None
-
-
-def _clip_moments(
-    store: Store, embedder: TextEmbedder, result: SearchResult, video_text: VideoTextEmbedder | None
-) -> None:
-    """Replace the hits' window-caption moments (minutes long) by their best clip moments."""
-    found = best_moments(
-        store, result.query, [h.video_id for h in result.hits], embedder=embedder, video_text=video_text
-    )
-    for hit in result.hits:
-        if found.get(hit.video_id):
-            hit.moments = [(m.start, m.end) for m in found[hit.video_id]]
+    return search_videos(query, settings, options)
 
 
 @flow(
@@ -145,119 +61,4 @@ def search_moments_flow(
     query: str, settings: Settings | None = None, k: int = 10, filters: MomentFilters | None = None
 ) -> MomentSearch:
     """The ``k`` best moments across the library for ``query`` (clip-level hybrid search)."""
-    from vidscope.core.settings import get_settings
-
-    settings = settings or get_settings()
-    store = open_store(settings)
-    notes: list[str] = []
-    video_text = _video_text(settings, notes)
-    result = search_moments(
-        store, query, embedder=_embedder(settings), k=k, filters=filters, video_text=video_text
-    )
-    result.notes = notes + result.notes
-    publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
-    return result
-
-
-def moments_markdown(result: MomentSearch) -> str:
-    """The ranked moments as Markdown (the Prefect artifact)."""
-    lines = [f"## moments: {result.query}", "", f"{len(result.moments)} moments, {result.seconds:.3f} s.", ""]
-    lines += ["| # | video | from | to | score | text |", "|---|---|---|---|---|---|"]
-    for rank, m in enumerate(result.moments, 1):
-        text = m.text[:160].replace("\n", " ")
-        lines.append(
-            f"| {rank} | {_cell(m.file)} | {fmt_time(m.start)} | {fmt_time(m.end)} | {m.score:.2f} | "
-            f"{_cell(text)} |"
-        )
-    lines += [f"> {n}" for n in result.notes]
-    return "\n".join(lines)
-
-
-def run_search_moments(
-    settings: Settings, query: str, *, k: int = 10, filters: MomentFilters | None = None
-) -> MomentSearch:
-    """Moments across the library for ``query`` (the ``search-moments`` flow).
-
-    Raises ``ValueError`` for an empty query or bad filters and :class:`LibraryEmpty` when no clip
-    has been ingested yet.
-    """
-    disable_telemetry()
-    if not query.strip():
-        raise ValueError("the query is empty")
-    if not 1 <= k <= 1000:
-        raise ValueError(f"k must be between 1 and 1000, got {k}")
-    if filters is not None:
-        filters.check()
-    store = open_store(settings)
-    if store.count(store.clips) == 0:  # before a flow run is made for nothing
-        raise LibraryEmpty("the library is empty: no clips have been ingested yet (vidscope ingest)")
-    with query_run("search"):
-        return search_moments_flow(query.strip(), settings, k, filters)
-
-
-def result_markdown(result: SearchResult) -> str:
-    """The plan, the ranked hits and the dropped videos as Markdown (the Prefect artifact)."""
-    dims = list(result.plan)
-    lines = [f"## search: {result.query}", ""]
-    lines.append(
-        "**Plan** (" + result.planner + "): " + "; ".join(f"{d} = {i!r}" for d, i in result.plan.items())
-    )
-    lines += [
-        "",
-        f"Fusion **{result.fusion}**, pool {result.pool_size} videos, fine stage {result.fine_comparisons} "
-        f"videos ({result.rerank}), {result.seconds:.2f} s.",
-        "",
-        "| # | video | score | " + " | ".join(dims) + " | caption | moments |",
-        "|---|---|---|" + "---|" * len(dims) + "---|---|",
-    ]
-    for rank, hit in enumerate(result.hits, 1):
-        moments = ", ".join(f"{fmt_time(a)}–{fmt_time(b)}" for a, b in hit.moments)
-        phis = " | ".join(f"{hit.scores.get(d, 0.0):.2f}" for d in dims)
-        caption = hit.caption[:100].replace("|", "\\|")
-        lines.append(
-            f"| {rank} | {_cell(hit.file_name)} | {hit.score:.3f} | {phis} | {caption} | {moments} |"
-        )
-    if result.dropped:
-        lines += ["", "**Dropped**", ""]
-        lines += [f"- {_cell(d.file_name)}: {d.reason}" for d in result.dropped[:50]]
-    if result.notes:
-        lines += ["", *[f"> {n}" for n in result.notes]]
-    return "\n".join(lines)
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _publish(result: SearchResult) -> None:
-    """Store the result as a Markdown artifact of this flow run (shown in the Prefect UI)."""
-    publish_markdown("search-result", result_markdown(result), f"search: {result.query[:80]}")
-
-
-def run_search(
-    settings: Settings,
-    query: str,
-    *,
-    k: int | None = None,
-    fusion: str | None = None,
-    tau_soft: float | None = None,
-    tau_hard: float | None = None,
-) -> SearchResult:
-    """Search the library for ``query``; arguments left ``None`` come from ``settings.search``.
-
-    Raises ``ValueError`` for an empty query or bad options and
-    :class:`~vidscope.agents.mavis.LibraryEmpty` when nothing has been parsed into the library.
-    """
-    disable_telemetry()
-    if not query.strip():
-        raise ValueError("the query is empty")
-    if fusion is not None and fusion not in FUSIONS:
-        raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
-    updates = {"k": k, "fusion": fusion, "tau_soft": tau_soft, "tau_hard": tau_hard}
-    base = settings.search.for_embedder(settings.models.text_embedder)
-    options = SearchSettings.model_validate(
-        {**base.model_dump(), **{key: v for key, v in updates.items() if v is not None}}
-    )
-    ensure_library(open_store(settings))  # before a flow run is made for nothing
-    with query_run("search"):
-        return search(query.strip(), settings, options)
+    return find_moments(query, settings, k, filters)

@@ -24,7 +24,9 @@ def connect(store: Store) -> duckdb.DuckDBPyConnection:
     """A fresh in-memory DuckDB connection with every store table registered under its name."""
     con = duckdb.connect(":memory:")
     for spec in store.all_specs:
-        con.register(spec.name, store.dataset(spec))
+        # A table never written is an empty table of its schema: creating it would need LanceDB.
+        dataset = store.existing_dataset(spec)
+        con.register(spec.name, dataset if dataset is not None else spec.schema.empty_table())
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

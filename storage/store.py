@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -123,6 +124,20 @@ class Store:
 
             self._connection = lancedb.connect(str(self.lance_dir))
         return self._connection
+
+    def existing_dataset(self, spec: TableSpec) -> Any | None:
+        """The Lance dataset of ``spec`` for a read, or ``None`` when the table was never written.
+
+        Reads (:meth:`rows`, :meth:`count`, :meth:`nearest`) go through the ``lance`` package, not
+        LanceDB: importing LanceDB costs ~1.2 s of CPU more than ``lance`` (it imports its remote
+        namespace client eagerly), which a cold ``vidscope ask``, ``videos`` or ``status`` should
+        not pay. Both read the same files; a dataset opened here is at the latest version, so it
+        sees every committed write. A table that does not exist reads as empty, without creating
+        it (creating needs LanceDB).
+        """
+        if not (self.lance_dir / f"{spec.name}.lance").is_dir():
+            return None
+        return self.dataset(spec)
 
     def dataset(self, spec: TableSpec) -> Any:
         """The Lance dataset of ``spec`` for reading, opened without LanceDB when it exists."""
@@ -334,12 +349,13 @@ class Store:
         if where:
             filters.append(f"({where})")
         # One scan that reads only the requested columns (frames hold JPEG blobs).
-        query = self.table(spec).search().limit(None)
-        if filters:
-            query = query.where(" AND ".join(filters))
-        if columns is not None:
-            query = query.select(list(columns))
-        result = query.to_arrow()
+        dataset = self.existing_dataset(spec)
+        selected = list(columns) if columns is not None else None
+        if dataset is None:
+            result = spec.schema.empty_table()
+            result = result.select(selected) if selected is not None else result
+        else:
+            result = dataset.to_table(columns=selected, filter=" AND ".join(filters) or None)
         sort_keys = [k for k in (order_by or spec.keys) if k in result.column_names]
         if sort_keys and result.num_rows:
             result = result.sort_by([(k, "ascending") for k in sort_keys])
@@ -416,20 +432,36 @@ class Store:
         if spec.vector_column is None:
             raise ValueError(f"table {spec.name} has no vector column")
         column = spec.vector_column
-        query = self.table(spec).search(list(map(float, vector)), vector_column_name=column)
-        query = query.distance_type("cosine")
+        dataset = self.existing_dataset(spec)
+        if dataset is None:
+            return []
+        # Lance's own vector search (see existing_dataset), as LanceDB's query builder words it:
+        # cosine distance in ``_distance``, nearest first.
+        nearest: dict[str, Any] = {
+            "column": column,
+            "q": np.asarray(vector, dtype=np.float32),
+            "k": k,
+            "metric": "cosine",
+        }
+        filter_sql = None
         if video_id is not None or where:
             filters = [f"{column} IS NOT NULL"]
             if video_id is not None:
                 filters.append(f"video_id = {sql_quote(video_id)}")
             if where:
                 filters.append(f"({where})")
-            query = query.where(" AND ".join(filters), prefilter=True).bypass_vector_index()
+            filter_sql = " AND ".join(filters)
+            nearest["use_index"] = False  # exact: scan the rows the prefilter keeps
         else:
-            query = query.nprobes(nprobes).refine_factor(refine_factor)
-        if columns is not None:
-            query = query.select([*columns, "_distance"])
-        return query.limit(k).to_list()
+            nearest.update(nprobes=nprobes, refine_factor=refine_factor)
+        found = dataset.to_table(
+            columns=[*columns, "_distance"] if columns is not None else None,
+            nearest=nearest,
+            filter=filter_sql,
+            prefilter=filter_sql is not None,
+        )
+        rows: list[dict[str, Any]] = found.to_pylist()
+        return rows
 
     def text_search(
         self,
@@ -450,29 +482,40 @@ class Store:
         indexed = self.fts_columns(spec)
         if not indexed or not query.strip():
             return []
-        search = self.table(spec).search(query, query_type="fts", fts_columns=indexed)
-        if where:
-            search = search.where(where, prefilter=True)
-        if columns is not None:
-            search = search.select([*columns, "_score"])
-        rows: list[dict[str, Any]] = search.limit(k).to_list()
+        from lance.query import MatchQuery, MultiMatchQuery
+
+        # Lance's own full-text search (see existing_dataset), the query LanceDB builds for a
+        # string over these columns: one match query per column, BM25 in ``_score``, best first.
+        words = MultiMatchQuery(query, indexed) if len(indexed) > 1 else MatchQuery(query, indexed[0])
+        found = self.dataset(spec).to_table(
+            full_text_query=words,
+            columns=[*columns, "_score"] if columns is not None else None,
+            filter=where or None,
+            prefilter=bool(where),
+            limit=k,
+        )
+        rows: list[dict[str, Any]] = found.to_pylist()
         return rows
 
     def fts_columns(self, spec: TableSpec) -> list[str]:
         """The text columns of ``spec`` that have a full-text index."""
         if not spec.text_columns:
             return []
+        dataset = self.existing_dataset(spec)
+        if dataset is None:
+            return []
         indexed = {
-            ix.columns[0]
-            for ix in self.table(spec).list_indices()
-            if ix.index_type == "FTS" and len(ix.columns) == 1
+            ix.field_names[0]
+            for ix in dataset.describe_indices()
+            if ix.index_type == "Inverted" and len(ix.field_names) == 1  # Lance's name for FTS
         }
         return [c for c in spec.text_columns if c in indexed]
 
     def count(self, spec: TableSpec, video_id: str | None = None) -> int:
         """Number of rows of ``spec`` (of one video when given)."""
         where = f"video_id = {sql_quote(video_id)}" if video_id is not None else None
-        return int(self.table(spec).count_rows(where))
+        dataset = self.existing_dataset(spec)
+        return 0 if dataset is None else int(dataset.count_rows(filter=where))
 
     def video_version(self, video_id: str) -> str:
         """A short hash that changes whenever any ingestion stage rewrites ``video_id``'s data.
@@ -489,7 +532,9 @@ class Store:
 
     def table_version(self, spec: TableSpec) -> int:
         """The Lance version number of ``spec``'s table (grows with every commit)."""
-        return int(self.table(spec).version)
+        dataset = self.existing_dataset(spec)
+        # A table never written is created (through LanceDB) so that it has a version to report.
+        return int(dataset.version if dataset is not None else self.table(spec).version)
 
     # ------------------------------------------------------------------ indexes
 

@@ -17,7 +17,8 @@ import pytest
 from test_agent_runtime import VIDEO_ID, build_store, make_settings
 
 #: Runs ``vidscope ARGS…`` in this process, then prints one JSON line: the exit code, which of the
-#: heavy libraries were imported, and the pids of child processes still alive.
+#: heavy libraries were imported (LanceDB too: the store reads through the lighter ``lance``), and
+#: the pids of child processes still alive.
 WRAPPER = """
 import json, sys
 import psutil
@@ -27,7 +28,7 @@ try:
     app(sys.argv[1:])
 except SystemExit as exc:
     code = exc.code or 0
-heavy = ("prefect", "torch", "transformers", "sentence_transformers")
+heavy = ("prefect", "torch", "transformers", "sentence_transformers", "lancedb")
 print(json.dumps({
     "code": code,
     "imported": sorted(m for m in heavy if m in sys.modules),
@@ -117,3 +118,35 @@ def test_an_unreachable_prefect_api_url_still_gets_an_answer(data_dir: Path) -> 
     )
     assert report["code"] == 0, out
     assert json.loads(out)["video_id"] == VIDEO_ID and report["children"] == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("search", "--moments", "the secret code for the vault", "--json"),
+        ("compare", VIDEO_ID[:8], "What is the secret code for the vault?", "--json"),
+        ("ask", "--library", "What is the secret code for the vault?", "--json"),
+    ],
+)
+def test_library_queries_without_a_server_answer_without_prefect(
+    data_dir: Path, args: tuple[str, ...]
+) -> None:
+    """search --moments, compare and ask --library take ask's path (flows.runs.run_query): no
+    server, so no flow run, no Prefect import, no temporary API server, nothing left running."""
+    report, out = cold(*args, data_dir=data_dir)
+    assert report["code"] == 0, out
+    assert report["imported"] == [] and report["children"] == []
+    result = json.loads(out)
+    cited = result["moments"] if args[0] == "search" else result["citations"]
+    assert cited and {c["video_id"] for c in cited} == {VIDEO_ID}
+
+
+def test_video_search_without_a_server_answers_without_prefect(tmp_path: Path) -> None:
+    """The MAVIS video search (``vidscope search``), on a parsed library, takes the same path."""
+    from test_search import TRUE_MATCH, minilm_library, minilm_settings
+
+    minilm_library(minilm_settings(tmp_path))
+    report, out = cold("search", "dogs running", "--k", "1", "--json", data_dir=tmp_path / "data")
+    assert report["code"] == 0, out
+    assert report["imported"] == [] and report["children"] == []
+    assert [h["video_id"] for h in json.loads(out)["hits"]] == [TRUE_MATCH]

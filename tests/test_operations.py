@@ -329,6 +329,54 @@ def test_a_cold_cli_ask_finds_the_running_server_and_its_run_is_recorded(prefect
     assert again["usage"]["tool_cache_hits"] == again["usage"]["tool_calls"] >= 1
 
 
+@pytest.mark.parametrize(
+    ("command", "run_name", "artifact_key"),
+    [
+        (["search", "--moments"], "moments {q}", "search-moments"),
+        (["compare", "{video}"], "compare {q}", "compare"),
+        (["ask", "--library"], "ask library: {q}", "ask-library"),
+    ],
+)
+def test_cold_library_queries_are_flow_runs_only_while_a_server_runs(
+    prefect_server: Settings, command: list[str], run_name: str, artifact_key: str
+) -> None:
+    """search --moments, compare and ask --library take ask's path (flows.runs.run_query): a flow
+    run with its artifact on the data dir's server when it runs, in-process (no run) otherwise."""
+    import os
+    import subprocess
+    import sys
+
+    from test_agent_runtime import VIDEO_ID, build_store, make_settings
+
+    build_store(make_settings(prefect_server.data_dir))
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    args = [a.format(video=VIDEO_ID[:8]) for a in command]
+
+    def query(text: str, *, server_running: bool) -> dict[str, Any]:
+        port = prefect_server.server.port if server_running else free_port()
+        done = subprocess.run(
+            [sys.executable, "-m", "vidscope.cli", "--data-dir", str(prefect_server.data_dir)]
+            + [*args, text, "--json"],
+            capture_output=True,
+            text=True,
+            env={**env, "VIDSCOPE_SERVER__PORT": str(port)},
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        return dict(json.loads(done.stdout))
+
+    alone_text = f"the vault code, asked alone via {command[0]}"
+    query(alone_text, server_running=False)
+    assert not flow_runs_named(run_name.format(q=alone_text))
+    text = f"the vault code, asked via {command[0]}"
+    result = query(text, server_running=True)
+    run = one_run(run_name.format(q=text))
+    assert run.state_type == StateType.COMPLETED
+    [artifact] = [a for a in artifacts_keyed(artifact_key) if a.flow_run_id == run.id]
+    assert text in artifact.data
+    assert result.get("moments") or result.get("citations")
+
+
 @pytest.mark.slow
 def test_server_up_status_down(tmp_path: Path) -> None:
     from vidscope.cli import app

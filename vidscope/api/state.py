@@ -76,11 +76,15 @@ class ApiState:
         question is as quick as the next (the registry and ``open_store`` keep them per process).
         A failure is only logged: the request that needs the piece reports it properly."""
         try:
-            import vidscope.flows.ask  # noqa: F401  (the query code, Prefect included)
+            # The query code, Prefect included: a running server makes each query a flow run.
+            import vidscope.flows.ask  # noqa: F401
+            import vidscope.flows.compare  # noqa: F401
+            import vidscope.flows.search  # noqa: F401
             from vidscope.models import registry
 
             store = self.store()
-            store.count(store.videos)  # opens LanceDB and its first table
+            store.count(store.videos)  # reads go through the lance package: loads it
+            store.fts_columns(store.clips)  # opens the clips dataset and its index list
             embedder = registry.text_embedder(self.settings)
             if embedder is not None:
                 embedder.embed(["warm-up"])

@@ -7,7 +7,15 @@ from typing import Annotated, Literal
 
 import typer
 
-from vidscope.cli.common import app, console, errors, quiet_prefect, report_failure, settings
+from vidscope.cli.common import (
+    app,
+    console,
+    errors,
+    query_runs_in_prefect,
+    quiet_prefect,
+    report_failure,
+    settings,
+)
 from vidscope.cli.render import render_answer, render_step
 
 
@@ -59,7 +67,7 @@ def ask(
         errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
-    log = quiet_prefect(with_prefect=_prefect_runs())
+    log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
@@ -79,7 +87,7 @@ def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] |
             "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
         )
         raise typer.Exit(2)
-    quiet_prefect(with_prefect=_prefect_runs())
+    quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask_library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
@@ -89,10 +97,3 @@ def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] |
         errors.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)
-
-
-def _prefect_runs() -> bool:
-    """Whether the question will be a Prefect flow run (a server is running) or answered without."""
-    from vidscope.flows.prefect_api import reachable_api
-
-    return reachable_api(settings()) is not None

@@ -122,6 +122,17 @@ def log_file() -> Path:
     return managed_dir(settings().data_dir, "logs") / "vidscope.log"
 
 
+def query_runs_in_prefect() -> bool:
+    """Whether a query (ask, search, compare) will be a Prefect flow run: a server is running.
+
+    Without one the query is answered in-process (:func:`vidscope.flows.runs.run_query`) and
+    Prefect, ~1 s to import, is left alone by :func:`quiet_prefect`.
+    """
+    from vidscope.flows.prefect_api import reachable_api
+
+    return reachable_api(settings()) is not None
+
+
 def quiet_prefect(with_prefect: bool = True) -> Path:
     """Send library logging to :func:`log_file` instead of the terminal; returns the file.
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.cli.common import app, console, errors, query_runs_in_prefect, quiet_prefect, settings
 from vidscope.cli.render import render_step
 from vidscope.core.timecodes import fmt_time
 
@@ -43,8 +43,8 @@ def compare(
         errors.print("[red]give one or more videos and then the question[/red]")
         raise typer.Exit(2)
     *videos, question = args
-    quiet_prefect()
-    from vidscope.flows.compare import run_compare
+    quiet_prefect(with_prefect=query_runs_in_prefect())
+    from vidscope.flows.compare_work import run_compare
     from vidscope.storage.videos import VideoNotFound
 
     show_steps = None if as_json or not trace else (lambda step: render_step(step, console))

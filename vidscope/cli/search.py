@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from vidscope.cli.common import app, console, errors, find, quiet_prefect, settings
+from vidscope.cli.common import app, console, errors, find, query_runs_in_prefect, quiet_prefect, settings
 from vidscope.cli.render import render_moments, render_search
 
 if TYPE_CHECKING:
@@ -65,21 +65,21 @@ def search(
     """Search all ingested videos: whole videos (MAVIS, the default) or moments (--moments)."""
     from vidscope.agents.mavis import LibraryEmpty
 
-    quiet_prefect()
+    quiet_prefect(with_prefect=query_runs_in_prefect())
     filtered = videos or start is not None or end is not None or since or until
     if filtered and not moments:
         errors.print("[red]--video, --from, --to, --since and --until filter moments: add --moments[/red]")
         raise typer.Exit(2)
     try:
         if moments:
-            from vidscope.flows.search import run_search_moments
+            from vidscope.flows.search_work import run_search_moments
 
             found = run_search_moments(
                 settings(), query, k=k or 10, filters=_filters(videos, start, end, since, until)
             )
             render_moments(found, console, as_json)
             return
-        from vidscope.flows.search import run_search
+        from vidscope.flows.search_work import run_search
 
         result = run_search(settings(), query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:

@@ -1,0 +1,209 @@
+"""The work of the ``compare`` query flow, and its entry point: one question across several videos.
+
+With a planner model (``models.planner``, else ``models.chat``), SAMA (``agent="sama"``: skills,
+conflict checks, evidence memory) or AgentCVR (``agent="cvr"``: a master agent with parallel
+visual and audio sub-agents) answers, their tool calls cached Prefect tasks as in ``ask``.
+Without one, the answer is extractive: the best evidence of each video side by side, with times,
+and the result says so. With ``[agent] environment = "sim"`` both agents answer from a script's
+simulated tools (the video ids are the script's). ``run_compare`` is the entry point of the CLI
+and the HTTP API: like ``run_ask`` (:func:`~vidscope.flows.runs.run_query`) it runs the flow of
+:mod:`vidscope.flows.compare` when a Prefect server is running and :func:`compare_videos`
+in-process otherwise; this module imports no Prefect.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Sequence
+from typing import Literal, get_args
+
+from pydantic import BaseModel, Field
+
+from vidscope.agents.environment import cvr_tools, is_simulated, sama_tools, tool_context
+from vidscope.agents.evidence import search_clips
+from vidscope.agents.extractive import describe
+from vidscope.agents.runtime import Answer, Citation, Evidence, TraceStep, UsageTotals
+from vidscope.agents.tools import AgentConfig, ToolContext, ToolError
+from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.core.timecodes import fmt_time
+from vidscope.flows.runs import publish_markdown, run_query
+from vidscope.models import registry
+from vidscope.models.open_store import open_store
+from vidscope.storage.videos import find_video
+
+CompareAgent = Literal["sama", "cvr"]
+COMPARE_AGENTS: tuple[str, ...] = get_args(CompareAgent)
+
+EXTRACTIVE_NOTE = (
+    "No planner model is configured (models.planner or models.chat): this is the best evidence of "
+    "each video side by side, not a reasoned answer."
+)
+
+_on_step: contextvars.ContextVar[Callable[[TraceStep], None] | None] = contextvars.ContextVar(
+    "vidscope_compare_on_step", default=None
+)
+
+
+class VideoRef(BaseModel):
+    """One compared video."""
+
+    video_id: str
+    file_name: str
+
+
+class CompareResult(BaseModel):
+    """The answer to one question across videos (``--json`` prints this model)."""
+
+    videos: list[VideoRef]
+    question: str
+    options: list[str] | None = None
+    answer: str
+    choice: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    extractive: bool = False
+    forced: bool = False
+    agent: str | None = None
+    model: str | None = None
+    note: str | None = None
+    seconds: float = 0.0
+    trace: list[TraceStep] = Field(default_factory=list)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+
+
+def compare_extractively(ctx: ToolContext, question: str, video_ids: Sequence[str]) -> Answer:
+    """The best clip of each video for ``question``, side by side, cited."""
+    evidence = Evidence()
+    lines, citations = [], []
+    for video_id in video_ids:
+        name = ctx.video(video_id).file_name
+        try:
+            found = search_clips(ctx, video_id, question, 1)
+        except ToolError as exc:
+            lines.append(f"{name}: {exc}")
+            continue
+        evidence.add(found)
+        if not found.clips:
+            lines.append(f"{name}: nothing relevant found")
+            continue
+        best = found.by_relevance()[0]
+        # As ask's extractive answer words it: what is said and shown, the caption only without
+        # them (a missing captioner leaves a placeholder caption that is no evidence).
+        lines.append(f"{name} {describe(best)}")
+        citations.append(evidence.check(ctx, video_id, best.start, best.end))
+    return Answer(answer="\n".join(lines), citations=citations, extractive=True)
+
+
+def compare_videos(
+    video_ids: list[str],
+    question: str,
+    options: list[str] | None = None,
+    settings: Settings | None = None,
+    config: AgentConfig | None = None,
+    agent: CompareAgent = "sama",
+    use_skills: bool = True,
+    conflict_check: bool = True,
+) -> CompareResult:
+    """Answer ``question`` across ``video_ids`` (``agent`` with a planner, else extractive)."""
+    from vidscope.core.settings import get_settings
+
+    settings = settings or get_settings()
+    config = config or settings.agent
+    started = time.perf_counter()
+    chat = registry.planner_model(settings)
+    simulated = is_simulated(config)
+    if simulated and chat is None:
+        raise ValueError("the simulated environment ([agent] environment = 'sim') needs a chat model")
+    # The simulator answers from its script: no store is opened for it.
+    ctx = tool_context(settings, None if simulated else open_store(settings), chat=chat, config=config)
+    # The agent's tools are loaded only when an agent answers: their perception tools import
+    # Prefect (OCR's stage module), which the extractive comparison (direct searches) never uses.
+    if chat is not None:
+        ctx.registry = sama_tools(config) if agent == "sama" else cvr_tools(config)
+    videos = [VideoRef(video_id=v, file_name=ctx.video(v).file_name) for v in video_ids]
+    on_step = _on_step.get()
+    if chat is None:
+        answer = compare_extractively(ctx, question, video_ids)
+    elif agent == "cvr":
+        from vidscope.agents.cvr.agent import run_cvr
+
+        answer = run_cvr(ctx, question, video_ids, options=options, on_step=on_step)
+    else:
+        from vidscope.agents.sama.agent import run_sama
+
+        answer = run_sama(
+            ctx,
+            question,
+            video_ids,
+            options=options,
+            use_skills=use_skills,
+            conflict_check=conflict_check,
+            on_step=on_step,
+        )
+    result = CompareResult(
+        videos=videos,
+        question=question,
+        options=options,
+        answer=answer.answer,
+        choice=answer.choice,
+        citations=answer.citations,
+        extractive=answer.extractive,
+        forced=answer.forced,
+        agent=None if answer.extractive else agent,
+        model=chat.name if chat else None,
+        note=EXTRACTIVE_NOTE if answer.extractive else None,
+        seconds=round(time.perf_counter() - started, 3),
+        trace=answer.trace,
+        usage=answer.usage,
+    )
+    publish_markdown("compare", _markdown(result), f"compare: {question[:80]}")
+    return result
+
+
+def _markdown(result: CompareResult) -> str:
+    lines = [f"## {result.question}", "", result.answer, ""]
+    for c in result.citations:
+        mark = "✓" if c.verified else f"✗ {c.note}"
+        lines.append(f"- {c.video_id[:12]} {fmt_time(c.start)}–{fmt_time(c.end)} {mark}")
+    if result.note:
+        lines += ["", f"*{result.note}*"]
+    return "\n".join(lines)
+
+
+def run_compare(
+    settings: Settings,
+    video_refs: Sequence[str],
+    question: str,
+    *,
+    options: list[str] | None = None,
+    agent: CompareAgent = "sama",
+    use_skills: bool = True,
+    conflict_check: bool = True,
+    config: AgentConfig | None = None,
+    on_step: Callable[[TraceStep], None] | None = None,
+) -> CompareResult:
+    """Resolve the videos and answer (the ``compare`` flow when a Prefect server is running, else
+    in-process); ``on_step`` sees each trace step live."""
+    disable_telemetry()
+    if agent not in COMPARE_AGENTS:
+        raise ValueError(f"unknown agent {agent!r}; choose one of: {', '.join(COMPARE_AGENTS)}")
+    question = question.strip()
+    if not question:
+        raise ValueError("the question is empty")
+    if len(video_refs) < 1:
+        raise ValueError("compare needs at least one video")
+    if options is not None:  # as ask checks them: SAMA and AgentCVR letter them A, B, ...
+        options = [o.strip() for o in options if o.strip()]
+        if not 2 <= len(options) <= 26:
+            raise ValueError(f"--options needs 2 to 26 options, got {len(options)}")
+    if is_simulated(config or settings.agent):
+        video_ids = list(dict.fromkeys(video_refs))  # videos of the script: the store is not consulted
+    else:
+        store = open_store(settings)
+        video_ids = list(dict.fromkeys(find_video(store, ref).video_id for ref in video_refs))
+    token = _on_step.set(on_step)
+    try:
+        args = (video_ids, question, options, settings, config, agent, use_skills, conflict_check)
+        return run_query("compare", settings, "vidscope.flows.compare:compare", compare_videos, *args)
+    finally:
+        _on_step.reset(token)
