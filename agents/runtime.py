@@ -24,9 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
 from vidscope.agents import prompts
+from vidscope.agents.answers import Answer, Citation, TraceStep, UsageTotals
 from vidscope.agents.tools import (
     Tool,
     ToolContext,
@@ -38,89 +39,10 @@ from vidscope.agents.tools import (
 )
 from vidscope.core.errors import ContextLengthExceeded, ModelOutputError
 from vidscope.models.json_tools import quote_data
-from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
+from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
 
 #: Seconds a citation may run past the end of the video (containers round durations).
 DURATION_TOLERANCE = 0.5
-
-# ============================================================================ answers
-
-
-class Citation(BaseModel):
-    """A cited time range and whether the runtime could verify it.
-
-    Verified means the range lies in the video and overlaps a range that a tool returned as
-    *specific* evidence in this conversation (see :meth:`ToolResult.evidence_ranges`).
-    """
-
-    video_id: str
-    start: float
-    end: float
-    verified: bool
-    note: str = ""
-
-
-class TraceStep(BaseModel):
-    """One step of the loop: what the model said and did, what it observed, what it cost."""
-
-    index: int
-    kind: str  # "tool", "finish", "answer", "nudge", "model-error", "extractive", "refused", …
-    #: The phase of a phased agent (AVI: retrieve, perceive, review); None for single-loop agents.
-    phase: str | None = None
-    #: What the model wrote with its reply (its stated plan or reflection).
-    reasoning: str | None = None
-    #: A reasoning model's hidden thinking (``ChatReply.reasoning``), kept out of the answer.
-    thinking: str | None = None
-    tool: str | None = None
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    observation: str = ""
-    ok: bool = True
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    model_cache_hit: bool = False
-    tool_cached: bool = False
-
-
-class UsageTotals(BaseModel):
-    """What answering one question cost."""
-
-    model_calls: int = 0
-    model_http_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    images: int = 0
-    tool_calls: int = 0
-    tool_cache_hits: int = 0
-
-    def add_model(self, usage: Usage) -> None:
-        """Count one model call (a response-cache hit costs no HTTP call)."""
-        self.model_calls += 1
-        self.model_http_calls += 0 if usage.cache_hit else 1
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.images += usage.images
-
-
-class Answer(BaseModel):
-    """The result of answering a question, agentic or extractive."""
-
-    answer: str
-    choice: str | None = None
-    citations: list[Citation] = Field(default_factory=list)
-    #: For "when does X happen" questions: the [start, end] the answer places the event in, checked
-    #: like a citation.
-    interval: Citation | None = None
-    extractive: bool = False
-    forced: bool = False
-    trace: list[TraceStep] = Field(default_factory=list)
-    usage: UsageTotals = Field(default_factory=UsageTotals)
-
-    @property
-    def unverified_citations(self) -> int:
-        """How many citations (and the interval, if any) no specific evidence supports."""
-        cited = [*self.citations, *([self.interval] if self.interval is not None else [])]
-        return sum(not c.verified for c in cited)
 
 
 class Evidence:

@@ -96,7 +96,8 @@ disable_telemetry()
 video, work = Path(sys.argv[1]), Path(sys.argv[2])
 run_ingest([], Settings(data_dir=work / "warm-up"))  # Prefect's ephemeral server, before timing
 settings = Settings(data_dir=work / "flow")
-registry.text_embedder(settings).embed(["warm up"])
+# More texts than a query's: the embedded MiniLM runs batches on torch and loads it on the first one.
+registry.text_embedder(settings).embed([f"warm up {i}" for i in range(16)])
 registry.text_reader(settings).read(np.zeros((64, 64, 3), dtype=np.uint8))
 recognizer = registry.speech_recognizer(settings)
 if hasattr(recognizer, "load"):
@@ -178,7 +179,8 @@ def warm_up(settings: Settings) -> None:
     """Load every embedded model once so neither run pays for loading."""
     import numpy as np
 
-    registry.text_embedder(settings).embed(["warm up"])
+    # More texts than a query's: the embedded MiniLM runs batches on torch, loaded on the first one.
+    registry.text_embedder(settings).embed([f"warm up {i}" for i in range(16)])
     registry.text_reader(settings).read(np.zeros((64, 64, 3), dtype=np.uint8))
     recognizer = registry.speech_recognizer(settings)
     if hasattr(recognizer, "load"):

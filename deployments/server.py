@@ -1,10 +1,15 @@
-"""The local Prefect server and its process worker, run in the background (``vidscope server``).
+"""The local Prefect server, its process worker and the vidscope API, run in the background
+(``vidscope server``).
 
-``start`` launches ``prefect server start`` and ``prefect worker start --type process`` as detached
-processes (each the leader of its own process group) with their logs and pid files under the data
-dir's ``server`` directory; the server keeps its SQLite database there too, never in ``~/.prefect``.
-``status`` reads the pid files and asks the API whether it is healthy and the worker online;
-``stop`` ends both process groups (TERM, then KILL after a grace period) and removes the pid files.
+``start`` launches ``prefect server start``, ``prefect worker start --type process`` and (unless
+asked not to) ``vidscope api`` as detached processes (each the leader of its own process group)
+with their logs and pid files under the data dir's ``server`` directory; the server keeps its
+SQLite database there too, never in ``~/.prefect``. The API reports its flow runs to the server and
+keeps the store and the query models warm: ``vidscope ask`` hands its question to it (see
+:mod:`vidscope.cli.running_api`), so a question costs the CLI's start-up, not Prefect's and the
+models'. ``status`` reads the pid files and asks the APIs whether they are healthy and the worker
+online; ``stop`` ends the process groups (TERM, then KILL after a grace period) and removes the pid
+files.
 """
 
 from __future__ import annotations
@@ -24,8 +29,10 @@ import httpx
 from vidscope.core.settings import OFFLINE_ENVIRONMENT, Settings
 from vidscope.storage.files import managed_dir
 
-#: The two background processes, in start order (stopped in reverse).
-PROCESSES = ("server", "worker")
+#: The background processes, in start order (stopped in reverse).
+PROCESSES = ("server", "worker", "api")
+#: What each process's command line contains (a pid file's pid reused by another program is not it).
+_COMMAND_MARK = {"server": b"prefect", "worker": b"prefect", "api": b"vidscope"}
 
 
 class ServerError(RuntimeError):
@@ -73,6 +80,9 @@ class ServerStatus:
     worker_online: bool
     work_pool: str
     processes: dict[str, ProcessStatus]
+    #: The vidscope API's address, and whether it answers there.
+    api_url: str = ""
+    api_healthy: bool = False
 
     @property
     def running(self) -> bool:
@@ -124,9 +134,18 @@ def process_environment(settings: Settings, process: str) -> dict[str, str]:
     return env
 
 
+def vidscope_api_url(settings: Settings) -> str:
+    """The address of the vidscope API ``start`` runs (its ``[api]`` host and port)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(settings.api.host, settings.api.host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{settings.api.port}"
+
+
 def _command(settings: Settings, process: str) -> list[str]:
     if process == "server":
         return [sys.executable, "-m", "prefect", "server", "start", "--analytics-off"]
+    if process == "api":
+        api = settings.api
+        return [sys.executable, "-m", "vidscope.cli", "api", "--host", api.host, "--port", str(api.port)]
     return [
         sys.executable, "-m", "prefect", "worker", "start",
         "--pool", settings.server.work_pool,
@@ -145,8 +164,8 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
-def _is_ours(pid: int) -> bool:
-    """``pid`` runs and is a Prefect process (not a recycled pid of something else)."""
+def _is_ours(pid: int, process: str) -> bool:
+    """``pid`` runs and is ``process`` (not a recycled pid of something else)."""
     proc = Path("/proc") / str(pid)
     if proc.is_dir():
         try:
@@ -154,7 +173,7 @@ def _is_ours(pid: int) -> bool:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
         except (OSError, IndexError):
             return False
-        return state not in ("Z", "X") and b"prefect" in cmdline
+        return state not in ("Z", "X") and _COMMAND_MARK[process] in cmdline
     try:  # no /proc (macOS): trust the pid
         os.kill(pid, 0)
     except OSError:
@@ -174,7 +193,7 @@ def process_status(settings: Settings, process: str) -> ProcessStatus:
     pid = _read_pid(paths.pid_file(process))
     if pid is not None:
         _reap(pid)
-    return ProcessStatus(process, pid, pid is not None and _is_ours(pid), paths.log_file(process))
+    return ProcessStatus(process, pid, pid is not None and _is_ours(pid, process), paths.log_file(process))
 
 
 def _spawn(settings: Settings, process: str) -> int:
@@ -197,7 +216,7 @@ def _spawn(settings: Settings, process: str) -> int:
     return child.pid
 
 
-def _end(pid: int, grace: float) -> None:
+def _end(pid: int, process: str, grace: float) -> None:
     """TERM the process group led by ``pid``; KILL it if it is still there after ``grace`` s."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
@@ -209,7 +228,7 @@ def _end(pid: int, grace: float) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             _reap(pid)
-            if not _is_ours(pid):
+            if not _is_ours(pid, process):
                 return
             time.sleep(0.1)
 
@@ -221,6 +240,15 @@ def is_healthy(settings: Settings, timeout: float = 2.0) -> bool:
     """The API at the configured address answers its health check."""
     try:
         response = httpx.get(api_url(settings) + "/health", timeout=timeout)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
+def api_is_healthy(settings: Settings, timeout: float = 2.0) -> bool:
+    """A vidscope API answers its health check at the configured ``[api]`` address."""
+    try:
+        response = httpx.get(vidscope_api_url(settings) + "/api/health", timeout=timeout)
     except httpx.HTTPError:
         return False
     return response.status_code == 200
@@ -268,7 +296,7 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def status(settings: Settings) -> ServerStatus:
-    """The server's health, whether a worker of the pool is online, and both processes."""
+    """The server's health, whether a worker of the pool is online, the API's, and the processes."""
     processes = {name: process_status(settings, name) for name in PROCESSES}
     healthy = is_healthy(settings)
     return ServerStatus(
@@ -277,14 +305,17 @@ def status(settings: Settings) -> ServerStatus:
         worker_online=healthy and worker_online(settings),
         work_pool=settings.server.work_pool,
         processes=processes,
+        api_url=vidscope_api_url(settings),
+        api_healthy=api_is_healthy(settings),
     )
 
 
-def start(settings: Settings, timeout: float = 120.0) -> ServerStatus:
-    """Start the server and a worker of the work pool in the background (no-op if running).
+def start(settings: Settings, timeout: float = 120.0, api: bool = True) -> ServerStatus:
+    """Start the server, a worker of the work pool and (with ``api``) the vidscope API in the
+    background; what already runs is left as it is.
 
-    Waits until the API is healthy and the worker has registered; raises :class:`ServerError`
-    with the end of the log when either fails to come up.
+    Waits until the server is healthy, the worker has registered and the API answers; raises
+    :class:`ServerError` with the end of the log when one fails to come up.
     """
     server = process_status(settings, "server")
     if not server.alive:
@@ -300,17 +331,28 @@ def start(settings: Settings, timeout: float = 120.0) -> ServerStatus:
         _spawn(settings, "worker")
     _wait(lambda: worker_online(settings), "the worker did not come online", timeout, "worker",
           settings)  # fmt: skip
+    if api and not process_status(settings, "api").alive and not api_is_healthy(settings):
+        # A vidscope API already answering there (``vidscope api`` run by hand) is used as it is.
+        if _port_taken(settings.api.host, settings.api.port):
+            raise ServerError(
+                f"{settings.api.host}:{settings.api.port} ([api] port) is already in use by another "
+                "program; set [api] port in vidscope.toml, or start without it: vidscope server up --no-api"
+            )
+        _spawn(settings, "api")
+        _wait(lambda: api_is_healthy(settings), "the vidscope API did not answer", timeout, "api",
+              settings)  # fmt: skip
     return status(settings)
 
 
-def stop(settings: Settings, grace: float = 15.0) -> list[str]:
-    """Stop the worker, then the server; remove their pid files. Returns what was stopped."""
+def stop(settings: Settings, grace: float = 15.0, processes: tuple[str, ...] = PROCESSES) -> list[str]:
+    """Stop the API, the worker, then the server (or only ``processes``); remove their pid files.
+    Returns what was stopped."""
     stopped = []
     paths = server_paths(settings)
-    for name in reversed(PROCESSES):
+    for name in [p for p in reversed(PROCESSES) if p in processes]:
         state = process_status(settings, name)
         if state.alive and state.pid is not None:
-            _end(state.pid, grace)
+            _end(state.pid, name, grace)
             stopped.append(name)
         paths.pid_file(name).unlink(missing_ok=True)
     return stopped

@@ -30,13 +30,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Literal, get_args
 
-from pydantic import BaseModel, Field
-
 from vidscope.agents import prompts
+from vidscope.agents.answers import Answer, AskResult, TraceStep
 from vidscope.agents.avi import run_avi_agent
 from vidscope.agents.environment import avi_tools, is_simulated, tool_context
 from vidscope.agents.extractive import answer_extractively, answer_library_extractively
-from vidscope.agents.runtime import Answer, Citation, TraceStep, UsageTotals, run_agent
+from vidscope.agents.runtime import run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext
 from vidscope.agents.tools_library import library_registry
 from vidscope.core.settings import Settings, disable_telemetry
@@ -69,42 +68,6 @@ AVI_NEEDS_CHAT = "The AVI agent needs a chat model (models.chat); without one th
 _on_step: contextvars.ContextVar[Callable[[TraceStep], None] | None] = contextvars.ContextVar(
     "vidscope_ask_on_step", default=None
 )
-
-
-class AskResult(BaseModel):
-    """The answer to one question, as the CLI shows it (``--json`` prints this model)."""
-
-    video_id: str = Field(description="The video asked about ('' for a question about the library).")
-    file_name: str
-    question: str
-    options: list[str] | None = None
-    answer: str
-    choice: str | None = None
-    choice_text: str | None = None
-    citations: list[Citation] = Field(default_factory=list)
-    interval: Citation | None = Field(
-        None, description='For "when" questions (AVI agent): the [start, end] of the event.'
-    )
-    unverified_citations: int = Field(
-        0,
-        description="Citations (and the interval) that no specific evidence a tool returned supports.",
-    )
-    extractive: bool = False
-    forced: bool = Field(
-        False, description="The answer did not come from finish (step limit, or a text reply)."
-    )
-    model: str | None = None
-    agent: str | None = Field(
-        None, description="The agent that answered (dvd or avi); none for an extractive answer."
-    )
-    note: str | None = Field(None, description="Why the answer is not what was asked for, if so.")
-    library: bool = Field(False, description="Asked about the whole library (citations name their video).")
-    files: dict[str, str] = Field(
-        default_factory=dict, description="File name of each cited video (library questions)."
-    )
-    seconds: float = 0.0
-    trace: list[TraceStep] = Field(default_factory=list)
-    usage: UsageTotals = Field(default_factory=UsageTotals)
 
 
 # ============================================================================ the work

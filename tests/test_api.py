@@ -168,6 +168,37 @@ def test_ask_cites_the_moment_and_the_trace_can_be_fetched_again(
     assert one_option.status_code == 422
 
 
+def ndjson(response: Any) -> list[dict[str, Any]]:
+    import json
+
+    return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def test_ask_stream_sends_each_step_then_the_answer_or_one_error(
+    client: TestClient, library: Library
+) -> None:
+    body = {"video": "fruit and sea.mp4", "question": "Where is the blue ocean, streamed?"}
+    response = client.post("/api/ask/stream", json=body)
+    assert response.status_code == 200 and response.headers["content-type"] == "application/x-ndjson"
+    events = ndjson(response)
+    steps = [e["step"] for e in events if "step" in e]
+    assert [set(e) for e in events[-1:]] == [{"result"}] and len(steps) == len(events) - 1
+    result = events[-1]["result"]
+    assert steps == result["trace"] and steps[0]["tool"] == "clip_search"  # streamed as they happened
+    assert "BLUE OCEAN" in result["answer"] and result["citations"][0]["start"] == BLUE_START
+    assert client.get(f"/api/traces/{result['query_id']}").json()["answer"] == result["answer"]
+
+    missing = ndjson(client.post("/api/ask/stream", json={"video": "no-such.mp4", "question": "q?"}))
+    assert missing == [
+        {"error": {"status": 404, "type": "VideoNotFound", "message": missing[0]["error"]["message"]}}
+    ]
+    assert "no-such.mp4" in missing[0]["error"]["message"]
+    # A malformed request is refused before anything streams, as on /api/ask.
+    assert (
+        client.post("/api/ask/stream", json={"video": library.video_id, "question": " "}).status_code == 422
+    )
+
+
 def test_with_a_chat_model_the_agent_answers_through_the_api(library: Library, llm_server: Any) -> None:
     options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
     settings = Settings(

@@ -11,14 +11,17 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from test_agent_runtime import VIDEO_ID, build_store, make_settings
 
 #: Runs ``vidscope ARGS…`` in this process, then prints one JSON line: the exit code, which of the
-#: heavy libraries were imported (LanceDB too: the store reads through the lighter ``lance``), and
-#: the pids of child processes still alive.
+#: heavy libraries were imported (LanceDB too: the store reads through the lighter ``lance``), which
+#: of the modules that answer a question in-process were, and the pids of child processes still alive.
 WRAPPER = """
 import json, sys
 import psutil
@@ -29,9 +32,11 @@ try:
 except SystemExit as exc:
     code = exc.code or 0
 heavy = ("prefect", "torch", "transformers", "sentence_transformers", "lancedb")
+answering = ("pyarrow", "vidscope.storage.store", "vidscope.flows.answer")
 print(json.dumps({
     "code": code,
     "imported": sorted(m for m in heavy if m in sys.modules),
+    "answering": sorted(m for m in answering if m in sys.modules),
     "children": [p.pid for p in psutil.Process().children(recursive=True)],
 }))
 """
@@ -50,7 +55,9 @@ def cold(*args: str, data_dir: Path, env: dict[str, str] | None = None) -> tuple
     )
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr
-    return json.loads(lines[-1]), "\n".join(lines[:-1])
+    report = json.loads(lines[-1])
+    report["stderr"] = done.stderr
+    return report, "\n".join(lines[:-1])
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +157,118 @@ def test_video_search_without_a_server_answers_without_prefect(tmp_path: Path) -
     assert report["code"] == 0, out
     assert report["imported"] == [] and report["children"] == []
     assert [h["video_id"] for h in json.loads(out)["hits"]] == [TRUE_MATCH]
+
+
+# ---------------------------------------------------------------------------- a running API
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def running_api(data_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``vidscope api`` on a free port for ``data_dir``, as a user starts it; stopped with SIGTERM."""
+    import httpx
+
+    from vidscope.cli.running_api import registration_path
+    from vidscope.core.settings import Settings
+
+    port = free_port()
+    environment = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "vidscope.cli", "--data-dir", str(data_dir), "api", "--port", str(port)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    registration = registration_path(Settings(data_dir=data_dir))
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            not registration.exists() or httpx.get(f"http://127.0.0.1:{port}/api/health").status_code != 200
+        ):
+            assert process.poll() is None, "vidscope api exited while starting"
+            assert time.monotonic() < deadline, "vidscope api did not come up"
+            time.sleep(0.2)
+        assert json.loads(registration.read_text())["pid"] == process.pid
+        yield process
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    assert not registration.exists()  # a stopped API is not advertised
+
+
+@pytest.fixture(scope="module")
+def api_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Its own store: while its API runs, every ask about it goes there."""
+    path = tmp_path_factory.mktemp("cold-api") / "data"
+    build_store(make_settings(path))
+    return path
+
+
+def test_a_running_api_answers_the_cli_which_loads_nothing_to_answer(api_data_dir: Path) -> None:
+    """``vidscope ask`` hands its question to the ``vidscope api`` registered for its data dir: the
+    answer (steps, citations) is the in-process one, and the CLI loaded none of the answering code."""
+    question = "What is the secret code for the vault, asked of the API?"
+    alone, alone_out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=api_data_dir)
+    assert alone["answering"] == ["pyarrow", "vidscope.flows.answer", "vidscope.storage.store"]
+    with running_api(api_data_dir):
+        report, out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=api_data_dir)
+        assert report["code"] == 0, report["stderr"]
+        assert report["answering"] == [] and report["imported"] == [] and report["children"] == []
+        remote, local = json.loads(out), json.loads(alone_out)
+        assert remote["answer"] == local["answer"] and remote["citations"] == local["citations"]
+        assert "query_id" not in remote and set(remote) == set(local)
+
+        human, out = cold("ask", VIDEO_ID[:8], "Which room holds the vault?", data_dir=api_data_dir)
+        assert human["code"] == 0 and "step 1: clip_search" in out  # steps stream as they happen
+        assert "answered by the vidscope API at http://127.0.0.1:" in human["stderr"]
+
+        # The API's failure is the user's one line, with the API's error type, and exit code 1.
+        missing, out = cold("ask", "nosuchvideo", "Anything?", "--json", data_dir=api_data_dir)
+        assert missing["code"] == 1 and missing["answering"] == []
+        failure = json.loads(out)
+        assert failure["type"] == "VideoNotFound" and failure["error"].startswith("no ingested video matches")
+        # A request the API refuses (one option) is answered in-process, with the CLI's own wording.
+        refused, out = cold(
+            "ask", VIDEO_ID[:8], "Which?", "--options", "only", "--json", data_dir=api_data_dir
+        )
+        assert "vidscope.flows.answer" in refused["answering"]
+    after, out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=api_data_dir)
+    assert after["code"] == 0 and "vidscope.flows.answer" in after["answering"]  # the API is gone
+
+
+def test_a_registration_that_cannot_answer_is_passed_over(api_data_dir: Path) -> None:
+    """A dead pid, another settings fingerprint, or a live process that does not serve the port:
+    the CLI answers in-process, with no error and no wait."""
+    from vidscope.cli.running_api import find_running_api, register, registration_path
+    from vidscope.core.settings import Settings
+
+    settings = Settings(data_dir=api_data_dir)
+    path = registration_path(settings)
+    register(settings, "127.0.0.1", free_port())
+    record = json.loads(path.read_text())
+    assert find_running_api(settings) is not None  # this process: alive, same settings
+    assert find_running_api(Settings(data_dir=api_data_dir, agent={"max_steps": 3})) is None
+
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        path.write_text(json.dumps({**record, "pid": sleeper.pid}))  # alive, but nothing listens
+        report, out = cold("ask", VIDEO_ID[:8], "Which room is shown?", "--json", data_dir=api_data_dir)
+        assert report["code"] == 0 and json.loads(out)["video_id"] == VIDEO_ID
+        assert "vidscope.flows.answer" in report["answering"]
+        log = (api_data_dir / "logs" / "vidscope.log").read_text()
+        assert f"answering in-process: http://127.0.0.1:{record['port']}" in log  # it did try
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    path.write_text(json.dumps({**record, "pid": sleeper.pid}))  # dead
+    assert find_running_api(settings) is None
+    path.write_text("{not json")
+    assert find_running_api(settings) is None
+    path.unlink()

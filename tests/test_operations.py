@@ -31,7 +31,7 @@ from prefect.client.schemas.objects import FlowRun, StateType, TaskRun
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from typer.testing import CliRunner
 
-from vidscope.core.settings import IngestSettings, ServerSettings, Settings
+from vidscope.core.settings import ApiSettings, IngestSettings, ServerSettings, Settings
 from vidscope.deployments import server
 from vidscope.deployments.deploy import apply_deployments, check_schedule
 from vidscope.flows.ask import run_ask
@@ -55,7 +55,9 @@ def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setting
         server=ServerSettings(port=free_port()),
     )
     try:
-        server.start(settings, timeout=240)
+        # Without the vidscope API: these tests ask in the CLI's process (the API's turn is
+        # test_a_cold_cli_ask_is_answered_by_the_running_api_as_a_recorded_flow_run).
+        server.start(settings, timeout=240, api=False)
         with temporary_settings({PREFECT_API_URL: server.api_url(settings)}):
             yield settings
     finally:
@@ -329,6 +331,58 @@ def test_a_cold_cli_ask_finds_the_running_server_and_its_run_is_recorded(prefect
     assert again["usage"]["tool_cache_hits"] == again["usage"]["tool_calls"] >= 1
 
 
+def test_a_cold_cli_ask_is_answered_by_the_running_api_as_a_recorded_flow_run(
+    prefect_server: Settings,
+) -> None:
+    """``server up`` also runs the vidscope API; ``vidscope ask`` hands the question to it, and the
+    API's flow run (task runs, artifact) is on the server, as when the CLI ran the flow itself."""
+    import os
+    import subprocess
+    import sys
+
+    from test_agent_runtime import VIDEO_ID, build_store, make_settings
+
+    from vidscope.cli.running_api import registration_path
+
+    build_store(make_settings(prefect_server.data_dir))
+    settings = prefect_server.model_copy(update={"api": ApiSettings(port=free_port())})
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(
+        {"VIDSCOPE_SERVER__PORT": str(settings.server.port), "VIDSCOPE_API__PORT": str(settings.api.port)}
+    )
+
+    def ask(question: str, *extra: str, video: str = VIDEO_ID[:8]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vidscope.cli", "--data-dir", str(settings.data_dir)]
+            + ["ask", video, question, *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+
+    try:
+        state = server.start(settings, timeout=240)  # the server and worker run: only the API starts
+        assert state.api_healthy and state.processes["api"].alive
+        registered = json.loads(registration_path(settings).read_text())
+        assert registered["pid"] == state.processes["api"].pid
+
+        question = "Which room is the vault in, asked through the API?"
+        done = ask(question)
+        assert done.returncode == 0, done.stderr
+        assert "step 1: clip_search" in done.stdout and "answered by the vidscope API" in done.stderr
+        run = one_run(f"ask {VIDEO_ID[:12]}: {question}")
+        assert run.state_type == StateType.COMPLETED and "clip_search" in task_runs_of(run)
+        [artifact] = [a for a in artifacts_keyed(f"ask-{VIDEO_ID[:12]}") if a.flow_run_id == run.id]
+        assert "vault" in artifact.data.lower()
+
+        missing = ask("Anything?", "--json", video="nosuchvideo")  # one JSON line, exit 1
+        assert missing.returncode == 1 and json.loads(missing.stdout)["type"] == "VideoNotFound"
+    finally:
+        assert server.stop(settings, processes=("api",)) == ["api"]
+    assert not registration_path(settings).exists()
+
+
 @pytest.mark.parametrize(
     ("command", "run_name", "artifact_key"),
     [
@@ -382,13 +436,17 @@ def test_server_up_status_down(tmp_path: Path) -> None:
     from vidscope.cli import app
 
     runner = CliRunner()
-    env = {"VIDSCOPE_SERVER__PORT": str(free_port())}
+    env = {"VIDSCOPE_SERVER__PORT": str(free_port()), "VIDSCOPE_API__PORT": str(free_port())}
     data = tmp_path / "data"
 
     def cli(*args: str):  # type: ignore[no-untyped-def]
         return runner.invoke(app, ["--data-dir", str(data), "server", *args], env=env)
 
-    settings = Settings(data_dir=data, server=ServerSettings(port=int(env["VIDSCOPE_SERVER__PORT"])))
+    settings = Settings(
+        data_dir=data,
+        server=ServerSettings(port=int(env["VIDSCOPE_SERVER__PORT"])),
+        api=ApiSettings(port=int(env["VIDSCOPE_API__PORT"])),
+    )
     try:
         up = cli("up")
         assert up.exit_code == 0, up.output
@@ -396,6 +454,7 @@ def test_server_up_status_down(tmp_path: Path) -> None:
         pids = {name: int(paths.pid_file(name).read_text()) for name in server.PROCESSES}
         status = cli("status")
         assert status.exit_code == 0 and "healthy" in status.output and "online" in status.output
+        assert f"vidscope API http://127.0.0.1:{settings.api.port}: answering" in status.output
         assert (paths.database).exists()  # the server's database lives under the data dir
         assert cli("up").exit_code == 0  # already running: nothing new is started
         deploy = cli("deploy")
@@ -404,9 +463,9 @@ def test_server_up_status_down(tmp_path: Path) -> None:
         assert {name: int(paths.pid_file(name).read_text()) for name in server.PROCESSES} == pids
 
         down = cli("down")
-        assert down.exit_code == 0 and "worker" in down.output and "server" in down.output
+        assert down.exit_code == 0 and all(name in down.output for name in ("api", "worker", "server"))
         assert not any(paths.pid_file(name).exists() for name in server.PROCESSES)
-        assert not any(server._is_ours(pid) for pid in pids.values())
+        assert not any(server._is_ours(pid, name) for name, pid in pids.items())
         after = cli("status")
         assert after.exit_code == 1 and "not answering" in after.output
     finally:

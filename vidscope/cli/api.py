@@ -11,6 +11,8 @@ from typing import Annotated
 import typer
 
 from vidscope.cli.common import app, console, errors, settings
+from vidscope.cli.running_api import register, unregister
+from vidscope.core.settings import Settings
 
 
 @app.command()
@@ -19,7 +21,6 @@ def api(
     port: Annotated[int | None, typer.Option(help="Port (default [api] port, 8000).")] = None,
 ) -> None:
     """Serve the HTTP API and the web page (a token is required to bind beyond loopback)."""
-    import uvicorn
     from rich.markup import escape
 
     from vidscope.api import create_app
@@ -46,19 +47,48 @@ def api(
     start_watchdog()
     code = 1  # unless uvicorn returns normally (it does on SIGINT and SIGTERM)
     try:
-        uvicorn.run(
-            create_app(cfg),
-            host=cfg.api.host,
-            port=cfg.api.port,
-            log_level="warning",
-            server_header=False,
-            h11_max_incomplete_event_size=64 * 1024,
-        )
+        _serve(create_app(cfg), cfg)
         code = 0
     except Exception as exc:  # shutting down exits at once, so say what happened first
         errors.print(f"[red]the API stopped:[/red] {escape(f'{type(exc).__name__}: {exc}')}")
     finally:
+        unregister(cfg)
         _shut_down(end_children, stop_watchdog, code)
+
+
+def _serve(application: object, cfg: Settings) -> None:
+    """Serve ``application`` with uvicorn until it is stopped, registered for ``vidscope ask``
+    (:mod:`vidscope.cli.running_api`) once it listens: never before, so a port another program
+    holds is never advertised as this API's."""
+    import socket
+
+    import uvicorn
+
+    class RegisteredServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                register(cfg, cfg.api.host, cfg.api.port)
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            unregister(cfg)  # first: no new question is sent to an API on its way out
+            await super().shutdown(sockets=sockets)
+            # uvicorn re-raises the signal that stopped it once it has shut down; with SIGTERM's
+            # default action that ends the process before `_shut_down` can stop ingest jobs, flush
+            # usage records and end children. The signal has done its work: the server stopped.
+            captured = getattr(self, "_captured_signals", None)
+            if isinstance(captured, list):
+                captured.clear()
+
+    config = uvicorn.Config(
+        application,  # type: ignore[arg-type]
+        host=cfg.api.host,
+        port=cfg.api.port,
+        log_level="warning",
+        server_header=False,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    RegisteredServer(config).run()
 
 
 def _shut_down(end_children: Callable[[], int], stop_watchdog: Callable[[], None], code: int) -> None:

@@ -67,6 +67,8 @@ def ask(
         errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
+    if _ask_running_api(video, question, options, agent, as_json, trace):
+        return
     log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask
 
@@ -79,6 +81,38 @@ def ask(
         report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)
+
+
+def _ask_running_api(
+    video: str, question: str, options: list[str] | None, agent: str, as_json: bool, trace: bool
+) -> bool:
+    """Answer through the ``vidscope api`` running for these settings, if there is one (see
+    :mod:`vidscope.cli.running_api`); False when there is none or it cannot take the question."""
+    import logging
+
+    from vidscope.cli.running_api import ApiUnavailable, RemoteAskFailed, find_running_api
+
+    running = find_running_api(settings())
+    if running is None:
+        return False
+    from vidscope.agents.answers import AskResult, TraceStep
+
+    log = quiet_prefect(with_prefect=False)
+    request = {"video": video, "question": question, "options": options, "agent": agent}
+    on_step = None if as_json else (lambda step: render_step(TraceStep.model_validate(step), console))
+    try:
+        reply = running.ask(request, on_step)
+    except ApiUnavailable as exc:
+        logging.getLogger("vidscope.cli.ask").info("answering in-process: %s", exc)
+        return False
+    except RemoteAskFailed as exc:
+        report_failure("ask", exc, log, as_json, kind=exc.kind)
+        raise typer.Exit(1) from exc
+    reply.pop("query_id", None)
+    render_answer(AskResult.model_validate(reply), console, as_json, trace)
+    if not as_json:
+        errors.print(f"[dim]answered by the vidscope API at {running.url}[/dim]")
+    return True
 
 
 def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str) -> None:

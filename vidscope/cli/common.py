@@ -210,10 +210,13 @@ def registered_command(name: str) -> Callable[..., Any]:
     raise LookupError(f"no command {name!r} is registered")
 
 
-def report_failure(command: str, exc: BaseException, log: Path, as_json: bool) -> None:
+def report_failure(
+    command: str, exc: BaseException, log: Path, as_json: bool, kind: str | None = None
+) -> None:
     """A command failed: its traceback to the log file, one line (or a JSON object) to the user.
 
-    The line names the log file, so the details are one step away.
+    The line names the log file, so the details are one step away. ``kind`` names the error when
+    its type is not the exception's own (a failure reported by a running API).
     """
     import json
     import logging
@@ -223,11 +226,11 @@ def report_failure(command: str, exc: BaseException, log: Path, as_json: bool) -
     from vidscope.core.errors import VidscopeError
 
     logging.getLogger(f"vidscope.cli.{command}").error("%s failed", command, exc_info=exc)
-    if isinstance(exc, (VidscopeError, LookupError, ValueError, OSError)) and str(exc):
+    if (kind is not None or isinstance(exc, (VidscopeError, LookupError, ValueError, OSError))) and str(exc):
         reason = str(exc).strip().splitlines()[0]
     else:  # e.g. a connection error from an HTTP client: its type says what went wrong
         reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
     if as_json:
-        print(json.dumps({"error": reason, "type": type(exc).__name__, "log": str(log)}))
+        print(json.dumps({"error": reason, "type": kind or type(exc).__name__, "log": str(log)}))
     else:
         errors.print(f"[red]{command} failed:[/red] {escape(reason)} [dim](details: {log})[/dim]")

@@ -1,6 +1,6 @@
 """Terminal rendering of the query flows' results: ``ask`` steps and answers, ``search`` hits and moments.
 
-The flows return data (:class:`~vidscope.flows.ask.AskResult`,
+The flows return data (:class:`~vidscope.agents.answers.AskResult`,
 :class:`~vidscope.agents.mavis.SearchResult`); how it looks in a terminal is decided here. Text
 that came from a video or a model is escaped, so brackets in it are never read as Rich markup.
 """
@@ -16,10 +16,9 @@ from rich.panel import Panel
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from vidscope.agents.answers import AskResult, TraceStep
     from vidscope.agents.mavis import SearchResult
     from vidscope.agents.moments import MomentSearch
-    from vidscope.agents.runtime import TraceStep
-    from vidscope.flows.answer import AskResult
 
 
 def render_step(step: TraceStep, console: Console) -> None:

@@ -1,4 +1,5 @@
-"""``vidscope server up|down|status|deploy``: the local Prefect server, its worker, the deployments."""
+"""``vidscope server up|down|status|deploy``: the local Prefect server, its worker, the vidscope
+API, the deployments."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from vidscope.deployments.server import ServerStatus
 
 server_app = typer.Typer(
-    help="Run the local Prefect server (UI, schedules) and its worker in the background.",
+    help="Run the local Prefect server (UI, schedules), its worker and the vidscope API in the background.",
     no_args_is_help=True,
 )
 app.add_typer(server_app, name="server")
@@ -30,19 +31,31 @@ def _print_status(state: ServerStatus) -> None:
     health = "[green]healthy[/green]" if state.healthy else "[red]not answering[/red]"
     worker = "[green]online[/green]" if state.worker_online else "[red]offline[/red]"
     console.print(f"server {state.url}: {health}; worker of pool {state.work_pool!r}: {worker}")
+    if state.api_healthy:
+        console.print(f"vidscope API {state.api_url}: [green]answering[/green] (`vidscope ask` uses it)")
+    elif state.processes["api"].alive:
+        console.print(f"vidscope API {state.api_url}: [red]not answering[/red]")
 
 
 @server_app.command("up")
 def up(
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the server and the worker.")] = 120.0,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for each process to come up.")] = 120.0,
+    api: Annotated[
+        bool,
+        typer.Option(
+            "--api/--no-api",
+            help="Also run the vidscope API ([api] host and port): `vidscope ask` then answers through "
+            "it, with the store and models already loaded, and each question shows in the UI.",
+        ),
+    ] = True,
 ) -> None:
-    """Start the Prefect server and a worker of the work pool in the background."""
+    """Start the Prefect server, a worker of the work pool and the vidscope API in the background."""
     from vidscope.deployments.server import ServerError, start
 
     cfg = settings()
     try:
         with console.status(f"starting the Prefect server on port {cfg.server.port} …"):
-            state = start(cfg, timeout=timeout)
+            state = start(cfg, timeout=timeout, api=api)
     except ServerError as exc:
         errors.print(f"[red]could not start the server:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -55,7 +68,7 @@ def up(
 
 @server_app.command("down")
 def down() -> None:
-    """Stop the worker and the server (their pid files are removed)."""
+    """Stop the API, the worker and the server (their pid files are removed)."""
     from vidscope.deployments.server import stop
 
     stopped = stop(settings())

@@ -1,16 +1,40 @@
-"""``POST /api/ask``: answer a question about one video; the answer is kept for ``/api/traces``."""
+"""``POST /api/ask``: answer a question about one video; the answer is kept for ``/api/traces``.
+
+``POST /api/ask/stream`` answers the same request as it happens, in NDJSON: one ``{"step": …}``
+line per agent step, then ``{"result": …}`` (an :class:`AskResponse`) or ``{"error": …}``. It is
+how ``vidscope ask`` hands a question to a running API (warm models and store, Prefect imported)
+and still shows each step live.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import queue
+import threading
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 from fastapi import HTTPException
+from fastapi.responses import StreamingResponse
 
 from vidscope.api.models import AskRequest, AskResponse
 from vidscope.api.routes import guarded_router
-from vidscope.api.state import State
+from vidscope.api.state import ApiState, State
 
 router = guarded_router()
+log = logging.getLogger(__name__)
+
+
+def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskResponse:
+    """Answer ``body`` and remember the answer for ``/api/traces``."""
+    from vidscope.flows.ask import run_ask
+
+    result = run_ask(state.settings, body.video, body.question, body.options, on_step, agent=body.agent)
+    answer = AskResponse(**result.model_dump(), query_id=uuid.uuid4().hex[:16])
+    state.traces.put(answer)
+    return answer
 
 
 @router.post(
@@ -21,15 +45,57 @@ router = guarded_router()
 )
 def ask(body: AskRequest, state: State) -> AskResponse:
     """Answer a question about one video, citing the moments that support the answer."""
-    from vidscope.flows.ask import run_ask
     from vidscope.storage.videos import VideoNotFound
 
     try:
-        result = run_ask(state.settings, body.video, body.question, body.options, agent=body.agent)
+        return _answer(state, body)
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    answer = AskResponse(**result.model_dump(), query_id=uuid.uuid4().hex[:16])
-    state.traces.put(answer)
-    return answer
+
+
+@router.post(
+    "/ask/stream",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": 'NDJSON: a {"step": TraceStep} line per agent step, then {"result": '
+            'AskResponse} or {"error": {"status", "type", "message"}} (404: no such video; '
+            "422: bad question; 500: the question failed).",
+            "content": {"application/x-ndjson": {}},
+        }
+    },
+    tags=["questions"],
+)
+def ask_stream(body: AskRequest, state: State) -> StreamingResponse:
+    """Answer a question about one video, streaming each agent step as it happens."""
+    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def work() -> None:
+        from vidscope.storage.videos import VideoNotFound
+
+        def on_step(step: Any) -> None:
+            events.put({"step": step.model_dump(mode="json")})
+
+        try:
+            answer = _answer(state, body, on_step)
+            events.put({"result": answer.model_dump(mode="json")})
+        except Exception as exc:  # noqa: BLE001 - the client gets one line for any failure
+            status = 404 if isinstance(exc, VideoNotFound) else 422 if isinstance(exc, ValueError) else 500
+            if status == 500:
+                log.error("ask %r about %r failed", body.question, body.video, exc_info=exc)
+            message = (str(exc).strip().splitlines() or [""])[0]
+            events.put({"error": {"status": status, "type": type(exc).__name__, "message": message}})
+        finally:
+            events.put(None)
+
+    # The answer runs beside the response, so each step goes out as soon as the agent takes it; a
+    # client that hangs up only stops the stream (the answer still completes and is cached).
+    threading.Thread(target=work, name="vidscope-ask-stream", daemon=True).start()
+
+    def lines() -> Iterator[str]:
+        while (event := events.get()) is not None:
+            yield json.dumps(event, ensure_ascii=False) + "\n"
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")

@@ -1,0 +1,128 @@
+"""What answering a question produces: the cited moments, the trace of steps, what it cost, the
+agent's :class:`Answer` and the :class:`AskResult` that ``ask`` (CLI, HTTP API, MCP) returns.
+
+Plain pydantic models, importing nothing heavier than pydantic, so a process that only shows a
+result (the CLI rendering an answer a running ``vidscope api`` computed) does not load the agents.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from vidscope.models.protocols.chat import Usage
+
+
+class Citation(BaseModel):
+    """A cited time range and whether the runtime could verify it.
+
+    Verified means the range lies in the video and overlaps a range that a tool returned as
+    *specific* evidence in this conversation (see :meth:`ToolResult.evidence_ranges`).
+    """
+
+    video_id: str
+    start: float
+    end: float
+    verified: bool
+    note: str = ""
+
+
+class TraceStep(BaseModel):
+    """One step of the loop: what the model said and did, what it observed, what it cost."""
+
+    index: int
+    kind: str  # "tool", "finish", "answer", "nudge", "model-error", "extractive", "refused", …
+    #: The phase of a phased agent (AVI: retrieve, perceive, review); None for single-loop agents.
+    phase: str | None = None
+    #: What the model wrote with its reply (its stated plan or reflection).
+    reasoning: str | None = None
+    #: A reasoning model's hidden thinking (``ChatReply.reasoning``), kept out of the answer.
+    thinking: str | None = None
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    observation: str = ""
+    ok: bool = True
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    model_cache_hit: bool = False
+    tool_cached: bool = False
+
+
+class UsageTotals(BaseModel):
+    """What answering one question cost."""
+
+    model_calls: int = 0
+    model_http_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    images: int = 0
+    tool_calls: int = 0
+    tool_cache_hits: int = 0
+
+    def add_model(self, usage: Usage) -> None:
+        """Count one model call (a response-cache hit costs no HTTP call)."""
+        self.model_calls += 1
+        self.model_http_calls += 0 if usage.cache_hit else 1
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.images += usage.images
+
+
+class Answer(BaseModel):
+    """The result of answering a question, agentic or extractive."""
+
+    answer: str
+    choice: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    #: For "when does X happen" questions: the [start, end] the answer places the event in, checked
+    #: like a citation.
+    interval: Citation | None = None
+    extractive: bool = False
+    forced: bool = False
+    trace: list[TraceStep] = Field(default_factory=list)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
+
+    @property
+    def unverified_citations(self) -> int:
+        """How many citations (and the interval, if any) no specific evidence supports."""
+        cited = [*self.citations, *([self.interval] if self.interval is not None else [])]
+        return sum(not c.verified for c in cited)
+
+
+class AskResult(BaseModel):
+    """The answer to one question, as the CLI shows it (``--json`` prints this model)."""
+
+    video_id: str = Field(description="The video asked about ('' for a question about the library).")
+    file_name: str
+    question: str
+    options: list[str] | None = None
+    answer: str
+    choice: str | None = None
+    choice_text: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    interval: Citation | None = Field(
+        None, description='For "when" questions (AVI agent): the [start, end] of the event.'
+    )
+    unverified_citations: int = Field(
+        0,
+        description="Citations (and the interval) that no specific evidence a tool returned supports.",
+    )
+    extractive: bool = False
+    forced: bool = Field(
+        False, description="The answer did not come from finish (step limit, or a text reply)."
+    )
+    model: str | None = None
+    agent: str | None = Field(
+        None, description="The agent that answered (dvd or avi); none for an extractive answer."
+    )
+    note: str | None = Field(None, description="Why the answer is not what was asked for, if so.")
+    library: bool = Field(False, description="Asked about the whole library (citations name their video).")
+    files: dict[str, str] = Field(
+        default_factory=dict, description="File name of each cited video (library questions)."
+    )
+    seconds: float = 0.0
+    trace: list[TraceStep] = Field(default_factory=list)
+    usage: UsageTotals = Field(default_factory=UsageTotals)
