@@ -6,7 +6,10 @@ time much less so). Rounds are interleaved — each round runs every case once �
 reported against the goals of issue 17:
 
   cold ask (no server)       ≤ 2 s end to end
-  ask, server running        ≤ 0.5 s beyond the work (wall minus the answer's own ``seconds``)
+  ask, server running        ≤ 0.5 s beyond the work (wall minus the answer's own ``seconds``):
+                             "ask (server)" is ``vidscope server up`` (the Prefect server, its
+                             worker and the vidscope API, which the CLI hands the question to);
+                             "ask (no API)" is ``server up --no-api`` (the CLI runs the flow)
   warm API ask               ≤ 0.3 s (POST /api/ask in a running API process, after its warm-up)
   sql, videos, status, --help ≤ 1 s
 
@@ -34,7 +37,15 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-GOALS = {"ask": 2.0, "ask (server)": None, "sql": 1.0, "videos": 1.0, "status": 1.0, "--help": 1.0}
+GOALS = {
+    "ask": 2.0,
+    "ask (server)": None,
+    "ask (no API)": None,
+    "sql": 1.0,
+    "videos": 1.0,
+    "status": 1.0,
+    "--help": 1.0,
+}
 _counter = itertools.count(1)
 #: Where the commands run (see ``run``): no ``vidscope`` package there.
 NEUTRAL_CWD = Path(tempfile.gettempdir())
@@ -70,12 +81,13 @@ def run(args: list[str], env: dict[str, str], attempts: int = 2) -> tuple[float,
     raise SystemExit("giving up")
 
 
-def environment(data_dir: Path, port: int, source: Path | None) -> dict[str, str]:
+def environment(data_dir: Path, port: int, api_port: int, source: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(
         {
             "VIDSCOPE_DATA_DIR": str(data_dir),
             "VIDSCOPE_SERVER__PORT": str(port),
+            "VIDSCOPE_API__PORT": str(api_port),
             "DO_NOT_TRACK": "1",
             # On a loaded machine the earlier tree's temporary server takes longer than the default 20 s.
             "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
@@ -99,6 +111,7 @@ def measure_round(
     commands = {
         "ask": ask_args,
         "ask (server)": ask_args,
+        "ask (no API)": ask_args,
         "sql": lambda _v: ["sql", "select count(*) from clips"],
         "videos": lambda _v: ["videos"],
         "status": lambda _v: ["status"],
@@ -145,10 +158,10 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="source tree of the commit to compare with")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
-    port = free_port()
-    trees = {"now": environment(data_dir, port, None)}
+    port, api_port = free_port(), free_port()
+    trees = {"now": environment(data_dir, port, api_port, None)}
     if args.before:
-        trees["before"] = environment(data_dir, port, args.before.resolve())
+        trees["before"] = environment(data_dir, port, api_port, args.before.resolve())
     results: dict = defaultdict(list)
     beyond: dict = defaultdict(list)
     plain = ["ask", "sql", "videos", "status", "--help"]
@@ -157,23 +170,33 @@ def main() -> None:
         measure_round(plain, trees, args.video, results, beyond)
         print(f"  round {i + 1} (no server) done", flush=True)
 
-    # The same asks with `vidscope server up` running for this data dir (found by its pid file).
-    up = subprocess.run(
-        [sys.executable, "-m", "vidscope.cli", "server", "up"],
-        env=trees["now"],
-        cwd=NEUTRAL_CWD,
-        capture_output=True,
-        text=True,
-    )
-    if up.returncode != 0:
-        raise SystemExit(f"vidscope server up failed:\n{up.stdout}\n{up.stderr}")
+    # The same asks with `vidscope server up` running for this data dir (found by its pid file):
+    # first without the vidscope API (`--no-api`: the CLI runs the flow itself), then with it (the
+    # default: the CLI hands the question to the API, which runs the flow).
+    def server_up(*extra: str) -> None:
+        up = subprocess.run(
+            [sys.executable, "-m", "vidscope.cli", "server", "up", *extra],
+            env=trees["now"],
+            cwd=NEUTRAL_CWD,
+            capture_output=True,
+            text=True,
+        )
+        if up.returncode != 0:
+            raise SystemExit(f"vidscope server up failed:\n{up.stdout}\n{up.stderr}")
+
     # The earlier tree only knew a server through PREFECT_API_URL (the documented export).
     served = {tree: {**env, "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"} for tree, env in trees.items()}
     served["now"] = trees["now"]  # found by the pid file, no export needed
     try:
+        server_up("--no-api")
+        for i in range(args.rounds):
+            measure_round(["ask (no API)"], served, args.video, results, beyond)
+            print(f"  round {i + 1} (server running, no API) done", flush=True)
+        server_up()  # adds the API to the running server and worker
+        time.sleep(5)  # let it finish warming up (the lifespan warms in the background)
         for i in range(args.rounds):
             measure_round(["ask (server)"], served, args.video, results, beyond)
-            print(f"  round {i + 1} (server running) done", flush=True)
+            print(f"  round {i + 1} (server and API running) done", flush=True)
     finally:
         subprocess.run(
             [sys.executable, "-m", "vidscope.cli", "server", "down"],
@@ -183,7 +206,7 @@ def main() -> None:
         )
 
     print("\nmedians (wall s / CPU s)" + ("   before → now, ratio of wall" if args.before else ""))
-    for case in ["ask", "ask (server)", "sql", "videos", "status", "--help"]:
+    for case in ["ask", "ask (no API)", "ask (server)", "sql", "videos", "status", "--help"]:
         cells = []
         for tree in trees:
             wall = statistics.median(w for w, _ in results[(case, tree)])

@@ -57,19 +57,37 @@ def _in_run() -> bool:
     return context is not None and bool(context.FlowRunContext.get() or context.TaskRunContext.get())
 
 
+#: The Prefect settings of a query run, per (settings they were derived from, API URL): deriving
+#: them re-validates every Prefect setting (~20 ms), which a long-lived process (``vidscope api``)
+#: would otherwise pay on every question. Each entry keeps its base so an identity check is safe.
+_query_settings: dict[tuple[int, str | None], tuple[Any, Any]] = {}
+
+
 @contextmanager
 def query_run(kind: str, api_url: str | None = None) -> Iterator[str]:
     """The context a query flow runs in: no heartbeat thread, model calls tagged ``<kind>-<id>``,
     and, given ``api_url``, the Prefect API the run reports to."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+    import prefect.context
+    from prefect.settings import PREFECT_API_URL, PREFECT_FLOWS_HEARTBEAT_FREQUENCY
 
     from vidscope.models.usage import query_context
 
     query_id = f"{kind}-{uuid.uuid4().hex[:12]}"
-    updates: dict[Any, Any] = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
-    if api_url:
-        updates[PREFECT_API_URL] = api_url
-    with temporary_settings(updates), query_context(query_id):
+    current = prefect.context.get_settings_context()
+    key = (id(current.settings), api_url)
+    cached = _query_settings.get(key)
+    if cached is None or cached[0] is not current.settings:
+        updates: dict[Any, Any] = {PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}
+        if api_url:
+            updates[PREFECT_API_URL] = api_url
+        if len(_query_settings) >= 16:  # settings contexts come and go in tests; bound the cache
+            _query_settings.clear()
+        cached = _query_settings[key] = (current.settings, current.settings.copy_with_update(updates=updates))
+    # What prefect.settings.temporary_settings does, with the derived settings reused.
+    with (
+        prefect.context.SettingsContext(profile=current.profile, settings=cached[1]),
+        query_context(query_id),
+    ):
         yield query_id
 
 

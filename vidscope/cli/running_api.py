@@ -22,6 +22,7 @@ import hashlib
 import http.client
 import json
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,11 +117,12 @@ class RunningApi:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT)
         try:
             try:
-                connection.connect()
+                # The address as bytes: a str host is IDNA-encoded, which imports the codec (~15 ms).
+                address = (self.host.encode(), self.port)
+                connection.sock = socket.create_connection(address, CONNECT_TIMEOUT)  # type: ignore[arg-type]
                 # The answer takes as long as the agent needs (model calls can take minutes), so
                 # only the connection has a deadline; Ctrl-C ends the wait.
-                if connection.sock is not None:
-                    connection.sock.settimeout(None)
+                connection.sock.settimeout(None)
                 connection.request("POST", "/api/ask/stream", json.dumps(request), headers)
                 response = connection.getresponse()
             except OSError as exc:
