@@ -9,14 +9,18 @@ the local Hugging Face cache (never downloading unless ``download = true`` is se
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
+
+if TYPE_CHECKING:
+    from vidscope.models.minilm_numpy import NumpyBert
 
 EMBEDDED_MINILM = "embedded"
 
@@ -99,7 +103,9 @@ class MiniLMEmbedder:
     the packaged weights: a query's few texts go through NumPy (:mod:`.minilm_numpy`: ~0.1 s to
     load, no torch), while batches of more than :attr:`NUMPY_MAX_TEXTS` texts (ingestion) go
     through transformers on torch, loaded on the first such batch, which is ~3x faster on long
-    padded batches. Both give the same vectors to float32 rounding (~3e-7).
+    padded batches. Both give the same vectors to float32 rounding (~3e-7). Each copy of the
+    weights is ~90 MB, so only one is kept: NumPy's is loaded on the first small batch, and once
+    torch is loaded every batch goes there and NumPy's copy is dropped.
     """
 
     #: all-MiniLM-L6-v2's own sequence limit (its sentence-transformers configuration).
@@ -108,17 +114,15 @@ class MiniLMEmbedder:
     NUMPY_MAX_TEXTS = 8
 
     def __init__(self, model_path: str, *, batch_size: int = 64, role: str = "text_embedder") -> None:
-        from vidscope.models.minilm_numpy import NumpyBert
-
         self.name = "minilm:embedded"
         self.batch_size = batch_size
         self._path = model_path
         self._role = role
         try:
-            self._numpy = NumpyBert(Path(model_path), self.MAX_TOKENS)
-        except Exception as exc:  # a broken package install
-            raise self._unavailable("safetensors/tokenizers") from exc
-        self.dim = self._numpy.hidden
+            self.dim = int(json.loads((Path(model_path) / "config.json").read_text())["hidden_size"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # a broken package install
+            raise self._unavailable("config.json") from exc
+        self._numpy_model: NumpyBert | None = None
         self._torch_parts: tuple[Any, Any, Any] | None = None
         self._lock = threading.Lock()
 
@@ -139,15 +143,27 @@ class MiniLMEmbedder:
             except Exception as exc:  # a broken package install
                 raise self._unavailable("transformers") from exc
             self._torch_parts = (torch, tokenizer, model)
+            self._numpy_model = None  # every batch goes to torch from now on: one copy of the weights
         return self._torch_parts
+
+    def _numpy(self) -> NumpyBert:
+        """The NumPy forward pass for small batches, loaded on first use (under the lock)."""
+        if self._numpy_model is None:
+            from vidscope.models.minilm_numpy import NumpyBert
+
+            try:
+                self._numpy_model = NumpyBert(Path(self._path), self.MAX_TOKENS)
+            except Exception as exc:  # a broken package install
+                raise self._unavailable("safetensors/tokenizers") from exc
+        return self._numpy_model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalised float32 vectors, shape (len(texts), dim)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # neither forward pass is safe to call from several threads at once
-            if len(texts) <= self.NUMPY_MAX_TEXTS:
-                hidden, mask = self._numpy.encode(texts)
+            if len(texts) <= self.NUMPY_MAX_TEXTS and self._torch_parts is None:
+                hidden, mask = self._numpy().encode(texts)
                 summed = (hidden * mask[..., None]).sum(axis=1)
                 pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
                 norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)

@@ -35,9 +35,15 @@ def test_a_query_and_an_ingestion_batch_get_the_same_vectors(tmp_path) -> None:
     long_text = "a man opens the red door and walks into the kitchen " * 30  # truncated at 256 tokens
     texts = [*TEXTS, long_text, "Ein Mann öffnet die Tür", *(f"clip {i} shows a car" for i in range(6))]
     assert len(texts) > embedder.NUMPY_MAX_TEXTS
+    one_by_one = np.concatenate([embedder.embed([t]) for t in texts])  # NumPy (torch not loaded yet)
+    assert embedder._numpy_model is not None and embedder._torch_parts is None
     batch = embedder.embed(texts)  # torch
-    one_by_one = np.concatenate([embedder.embed([t]) for t in texts])  # NumPy
     assert np.abs(batch - one_by_one).max() < 1e-5
+    # Once torch is loaded, small batches go there too and NumPy's ~90 MB copy of the weights is
+    # dropped: an ingesting process holds the model once.
+    assert embedder._numpy_model is None
+    assert np.abs(embedder.embed(texts[:2]) - one_by_one[:2]).max() < 1e-5
+    assert embedder._numpy_model is None
 
 
 def test_a_query_vector_needs_no_torch(tmp_path) -> None:
