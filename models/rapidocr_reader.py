@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
+from vidscope.core.threads import stage_threads
 from vidscope.models.protocols.text_reader import TextLine
 
 DEFAULT_MIN_SCORE = 0.5
@@ -53,7 +54,10 @@ class RapidOcrReader:
             # text; over thousands of video frames that drowns the ingestion log.
             logging.getLogger("RapidOCR").setLevel(logging.ERROR)
             try:
-                self._engine = RapidOCR()
+                # One pool of half the cores: OCR runs beside speech (see vidscope.core.threads).
+                # The gate's detector copies this engine configuration, so it gets the same.
+                threads = {"EngineConfig.onnxruntime.intra_op_num_threads": stage_threads()}
+                self._engine = RapidOCR(params=threads)
             except Exception as exc:  # a broken install surfaces as onnxruntime/config errors
                 raise BackendUnavailable(
                     self.role,

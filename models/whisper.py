@@ -11,7 +11,8 @@ Targets:
 
 Options (``[models.options.faster-whisper]``): ``compute_type`` (``int8`` on CPU), ``device``
 (``auto``), ``vad`` (true), ``beam_size`` (1, the fastest), ``language`` (unset = detect),
-``download`` (false), ``cpu_threads`` (0 = CTranslate2's choice), ``temperature`` (a number or a
+``download`` (false), ``cpu_threads`` (unset = half the usable cores, since speech runs beside
+OCR, see :mod:`vidscope.core.threads`; 0 = CTranslate2's choice), ``temperature`` (a number or a
 list; unset = faster-whisper's fallback schedule 0.0 .. 1.0, which retries hard windows at higher
 temperatures: better text, slower, not deterministic).
 """
@@ -33,6 +34,7 @@ import av
 import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
+from vidscope.core.threads import stage_threads
 from vidscope.models.protocols.speech_recognizer import SpeechSegment, Transcript, Word
 from vidscope.storage.files import managed_dir
 
@@ -171,7 +173,7 @@ class WhisperRecognizer:
         beam_size: int = 1,
         language: str | None = None,
         local_files_only: bool = True,
-        cpu_threads: int = 0,
+        cpu_threads: int | None = None,
         temperature: float | tuple[float, ...] | None = None,
         chunk_seconds: float = DEFAULT_CHUNK_SECONDS,
     ) -> None:
@@ -213,7 +215,7 @@ class WhisperRecognizer:
                     self.model_ref,
                     device=self.device,
                     compute_type=self._resolved_compute_type(),
-                    cpu_threads=self.cpu_threads,
+                    cpu_threads=stage_threads() if self.cpu_threads is None else self.cpu_threads,
                     local_files_only=self.local_files_only,
                 )
             except Exception as exc:
@@ -414,7 +416,7 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         "vad": bool(options.get("vad", True)),
         "beam_size": beam_size,
         "language": options.get("language") or None,
-        "cpu_threads": int(options.get("cpu_threads", 0)),
+        "cpu_threads": int(options["cpu_threads"]) if options.get("cpu_threads") is not None else None,
         "temperature": _temperature(options.get("temperature")),
         "chunk_seconds": float(options.get("chunk_seconds", DEFAULT_CHUNK_SECONDS)),
     }

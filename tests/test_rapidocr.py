@@ -84,6 +84,19 @@ def test_concurrent_reads_agree(reader: RapidOcrReader, video: Path) -> None:
     assert len(results) == 3 and all(r == results[0] for r in results)
 
 
+def test_every_onnx_session_uses_half_the_cores(reader: RapidOcrReader, video: Path) -> None:
+    """OCR runs beside speech: detection, recognition and the gate's detector each get a pool of
+    half the usable cores (``vidscope.core.threads``), not ONNX Runtime's one thread per core."""
+    from vidscope.core.threads import stage_threads, usable_cores
+
+    reader.read(first_frame_at(video, 1.0))
+    reader.find_text(first_frame_at(video, 1.0), 640)
+    engine = reader._load()  # RapidOCR's own objects: the sessions it built from our parameters
+    sessions = [engine.text_det.session, engine.text_rec.session, reader._finder(640).session]
+    threads = {s.session.get_session_options().intra_op_num_threads for s in sessions}
+    assert threads == {stage_threads()} and stage_threads() == max(1, usable_cores() // 2)
+
+
 def test_rejects_non_rgb_input(reader: RapidOcrReader) -> None:
     with pytest.raises(ValueError, match="RGB"):
         reader.read(np.zeros((10, 10), dtype=np.uint8))

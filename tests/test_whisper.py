@@ -248,6 +248,18 @@ def test_bad_options_are_rejected(tmp_path: Path) -> None:
         whisper.from_spec("speech_recognizer", "embedded-base", {"beam_size": 0}, tmp_path)
 
 
+def test_cpu_threads_default_to_half_the_cores_and_can_be_set(tmp_path: Path) -> None:
+    """Speech runs beside OCR: unset, each gets half the cores (vidscope.core.threads)."""
+    default = whisper.from_spec("speech_recognizer", "embedded-base", {}, tmp_path)
+    assert default.cpu_threads is None  # resolved to stage_threads() when the model loads
+    assert (
+        whisper.from_spec("speech_recognizer", "embedded-base", {"cpu_threads": 3}, tmp_path).cpu_threads == 3
+    )
+    assert (
+        whisper.from_spec("speech_recognizer", "embedded-base", {"cpu_threads": 0}, tmp_path).cpu_threads == 0
+    )
+
+
 def _speech_silence_speech(tmp_path: Path) -> tuple[Path, float]:
     """Two sentences with 3 s of silence between them; returns the wav and where the gap starts."""
     import wave
