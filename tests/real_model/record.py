@@ -1,0 +1,240 @@
+"""The commands the real-model tier runs, their outcomes, and the quality table it records.
+
+Each :class:`Command` is one vidscope invocation a user would type, over the library of
+``conftest.py`` (two narrated harbour videos with known facts, and the shared car footage); those
+with a known right answer carry a ``judge``. :class:`Run` is what came back: exit status, output,
+the parsed JSON result, the model exchanges the recording proxy saw, and the wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recorder import Exchange
+
+# Questions over the synthetic facts (conftest.HARBOUR_FACTS / RIVER_FACTS).
+PIER_OPTIONS = ["pier three", "pier five", "pier seven", "pier nine"]
+YEAR_OPTIONS = ["1975", "1985", "1990", "2001"]
+CHEAPER_OPTIONS = ["the harbour tour", "the river port"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """One vidscope invocation of the tier and, where one is known, how to judge its answer."""
+
+    name: str
+    agent: str
+    args: Callable[[Any], list[str]]
+    #: The right answer as the agent should give it: a choice letter, or a regex on the answer text.
+    gold: str | None = None
+
+
+def _choice_or_text(answer: dict[str, Any], gold: str) -> bool:
+    if len(gold) == 1:
+        return (answer.get("choice") or "").strip().upper() == gold
+    return re.search(gold, str(answer.get("answer", "")), re.IGNORECASE) is not None
+
+
+#: The eval questions' right letters (filled when the benchmark files are written).
+EVAL_GOLD: dict[str, str] = {}
+
+
+def _eval_args(lib: Any) -> list[str]:
+    """An EgoSchema-format benchmark of three questions over the harbour tour (real loader)."""
+    root = lib.data_dir.parent / "egoschema"
+    root.mkdir(exist_ok=True)
+    questions = [
+        ("harbour-q1", "Which pier does the ferry to North Point leave from?", PIER_OPTIONS + ["no pier"], 2),
+        (
+            "harbour-q2",
+            "In which year was the lighthouse painted green?",
+            ["1990", "1975", "1985", "2001", "never"],
+            0,
+        ),
+        ("harbour-q3", "How much does a ferry ticket cost?", ["$5", "$12", "$8", "$20", "free"], 1),
+    ]
+    records = []
+    for uid, question, options, _ in questions:
+        link = root / f"{uid}.mp4"
+        if not link.exists():
+            link.symlink_to(lib.harbour)
+        records.append(
+            {"q_uid": uid, "google_drive_id": "", "question": question}
+            | {f"option {i}": option for i, option in enumerate(options)}
+        )
+    (root / "questions.json").write_text(json.dumps(records))
+    (root / "subset_answers.json").write_text(json.dumps({uid: gold for uid, _q, _o, gold in questions}))
+    EVAL_GOLD.update({uid: "ABCDE"[gold] for uid, _q, _o, gold in questions})
+    return [
+        "eval", "egoschema", "--root", str(root), "--annotations", str(root / "questions.json"),
+        "--option", f"answers={root / 'subset_answers.json'}", "--agent", "dvd", "--concurrency", "1",
+        "--retries", "0", "--run", "real-model", "--json",
+    ]  # fmt: skip
+
+
+COMMANDS: dict[str, Command] = {
+    command.name: command
+    for command in (
+        Command(
+            "ask-dvd",
+            "dvd",
+            lambda lib: (
+                ["ask", str(lib.harbour), "Which pier does the ferry to North Point leave from?"]
+                + ["--options", *PIER_OPTIONS, "--json", "--trace"]
+            ),
+            gold="C",
+        ),
+        Command(
+            "ask-avi",
+            "avi",
+            lambda lib: (
+                ["ask", str(lib.harbour), "In which year was the lighthouse painted green?"]
+                + ["--options", *YEAR_OPTIONS, "--agent", "avi", "--json", "--trace"]
+            ),
+            gold="C",
+        ),
+        Command(
+            "ask-library",
+            "dvd (library)",
+            lambda lib: [
+                "ask",
+                "--library",
+                "How much does a ferry ticket cost at the harbour tour?",
+                "--json",
+                "--trace",
+            ],
+            gold=r"\b(12|twelve)\b",
+        ),
+        Command(
+            "compare-sama",
+            "sama",
+            lambda lib: (
+                ["compare", str(lib.harbour), str(lib.river), "Where is the ferry ticket cheaper?"]
+                + [
+                    "--options",
+                    CHEAPER_OPTIONS[0],
+                    "--options",
+                    CHEAPER_OPTIONS[1],
+                    "--agent",
+                    "sama",
+                    "--json",
+                    "--trace",
+                ]
+            ),
+            gold="B",
+        ),
+        Command(
+            "compare-cvr",
+            "cvr",
+            lambda lib: (
+                ["compare", str(lib.harbour), str(lib.river), "Where is the ferry ticket cheaper?"]
+                + [
+                    "--options",
+                    CHEAPER_OPTIONS[0],
+                    "--options",
+                    CHEAPER_OPTIONS[1],
+                    "--agent",
+                    "cvr",
+                    "--json",
+                    "--trace",
+                ]
+            ),
+            gold="B",
+        ),
+        Command(
+            "search",
+            "mavis",
+            lambda lib: ["search", "ferry leaving from a pier at the harbour", "--json"],
+        ),
+        Command("eval", "dvd (eval)", _eval_args),
+    )
+}
+
+
+@dataclass
+class Run:
+    """What one command did."""
+
+    command: Command
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+    exchanges: list[Exchange]
+    result: dict[str, Any] | None = None
+    run_dir: Path | None = None
+    predictions: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def model_requests(self) -> int:
+        return sum(1 for e in self.exchanges if e.path.endswith("/chat/completions"))
+
+    def answers(self) -> dict[str, dict[str, Any]]:
+        """Each question's answer object (one for ask/compare; one per prediction for eval)."""
+        if self.command.name == "eval":
+            return {p["question_id"]: p for p in self.predictions}
+        if self.command.name == "search" or self.result is None:
+            return {}
+        return {self.command.name: self.result}
+
+    def questions(self) -> dict[str, list[dict[str, Any]]]:
+        """Each question's trace. Eval predictions keep no trace: their tool-call count stands in."""
+        if self.command.name == "eval":
+            return {
+                p["question_id"]: [{"kind": "tool", "tool": "?"}] * int(p["tool_calls"])
+                for p in self.predictions
+            }
+        if self.command.name == "search":
+            planned = (self.result or {}).get("planner", "")
+            # The MAVIS planner's "tool" is its JSON plan: parsed when the plan came from the model.
+            return {"search": [{"kind": "tool", "tool": "plan"}] if str(planned).startswith("chat:") else []}
+        return {self.command.name: list((self.result or {}).get("trace", []))}
+
+    def right(self) -> tuple[int, int]:
+        """(right answers, judged questions) on the synthetic facts."""
+        if self.command.name == "eval":
+            right = sum(_choice_or_text(p, EVAL_GOLD[p["question_id"]]) for p in self.predictions)
+            return right, len(self.predictions)
+        if self.command.gold is None or self.result is None:
+            return 0, 0
+        return int(_choice_or_text(self.result, self.command.gold)), 1
+
+    def forced(self) -> int:
+        return sum(bool(a.get("forced")) for a in self.answers().values())
+
+    def steps(self) -> int:
+        return sum(len(trace) for trace in self.questions().values())
+
+    def tokens(self) -> tuple[int, int]:
+        return (
+            sum(e.prompt_tokens for e in self.exchanges),
+            sum(e.completion_tokens for e in self.exchanges),
+        )
+
+
+def quality_table(runs: list[Run], *, commit: str, date: str, model: str) -> str:
+    """The markdown block RESULTS.md keeps per tier run."""
+    lines = [
+        f"### Real-model tier, {date}, commit {commit}",
+        "",
+        f"Model: {model} (llama.cpp server, 2 threads, temperature 0, seed 1234). "
+        "Command: `bash scripts/real_model.sh`.",
+        "",
+        "| command | agent | exit | right | steps | model requests | prompt / output tokens | forced "
+        "| seconds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        right, judged = run.right()
+        prompt, output = run.tokens()
+        lines.append(
+            f"| {run.command.name} | {run.command.agent} | {run.returncode} | "
+            f"{f'{right}/{judged}' if judged else '–'} | {run.steps()} | {run.model_requests} | "
+            f"{prompt:,} / {output:,} | {run.forced()} | {run.seconds:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
