@@ -29,6 +29,43 @@ class Citation(BaseModel):
     note: str = ""
 
 
+def read_cited_ranges(value: Any) -> Any:
+    """Citations as models write them, in the shapes the finish tools declare; else unchanged.
+
+    A single range (``[10, 15]``, ``{"start": 10, "end": 15}``, ``"0:10-0:15"``) becomes a list of
+    one; each item becomes ``[start, end]`` seconds, or ``{video_id, start, end}`` when it names a
+    video (:func:`vidscope.core.timecodes.parse_range` reads the time shapes). Items it cannot read
+    stay as they are, so validation names them. Used as a ``BeforeValidator``: the schema the
+    model sees keeps the one documented shape.
+    """
+    from vidscope.core.timecodes import parse_range
+
+    def single(item: Any) -> bool:
+        if isinstance(item, dict | str):
+            return True
+        return (
+            isinstance(item, list | tuple)
+            and len(item) == 2
+            and not any(isinstance(v, list | dict) for v in item)
+        )
+
+    if value is None:
+        return []
+    items = [value] if single(value) else value
+    if not isinstance(items, list | tuple):
+        return value
+    read: list[Any] = []
+    for item in items:
+        try:
+            start, end = parse_range(item)
+        except ValueError:
+            read.append(item)
+            continue
+        video_id = item.get("video_id") if isinstance(item, dict) else None
+        read.append({"video_id": str(video_id), "start": start, "end": end} if video_id else [start, end])
+    return read
+
+
 class TraceStep(BaseModel):
     """One step of the loop: what the model said and did, what it observed, what it cost."""
 

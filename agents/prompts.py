@@ -58,9 +58,12 @@ LOOP_NUDGE = (
     "results. Try a different tool or different arguments, or call finish with what you know."
 )
 
-FINISH_NUDGE = (
-    "Please give your final answer by calling the finish tool with the answer and the [start, end] "
-    "citations (seconds) that support it."
+#: After a reply without a tool call (a thought), as DVD's loop continues: never a request for a
+#: *final* answer before the step limit.
+CONTINUE_NUDGE = (
+    "Continue (reply {count} of {limit} without a tool call). Call a tool to gather or check "
+    "evidence, or call finish(answer, citations) if the evidence already answers the question. "
+    "Write the call as a tool call, not as a description of it."
 )
 
 TOOL_NUDGE = (

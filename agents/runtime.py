@@ -6,12 +6,15 @@ calls its backend returns (natively or read from JSON text, the backend's job), 
 every step and checks the citations of the final answer against the video and against what the
 tools returned in this conversation.
 
-The answer comes from the terminal ``finish`` tool. A reply without a tool call is not an answer:
-the model is asked to call ``finish`` (or, when the reply announces a tool, to call that tool), and
-only a text reply right after that request, with no tool call in between, is taken as the answer
-(marked ``forced``, like the answer at the step limit). Reasoning models think aloud before acting;
-taking their first tool-less reply as final is what made runs stop early. A conversation that no
-longer fits the model's context loses its oldest observations first, then ends in a forced answer.
+The answer comes from the terminal ``finish`` tool. A reply without a tool call is a thought, as in
+DVD's code: the loop records it, reminds the model to call a tool or ``finish`` (or, when the reply
+announces a tool under any spelling, "FrameInspect" included, to call that tool) and goes on; it
+never asks for a final answer before the step limit. Only ``agent.prose_replies`` such replies in a
+row, or the step limit, make the last stated answer the answer, always marked ``forced``; a plan
+("I should confirm it with frame_inspect") is never taken as one. Citations are read in the shapes
+models write them (``{start, end}`` objects, ``"0:10-0:15"``); the same invalid call made twice gets
+the exact expected shape back, once. A conversation that no longer fits the model's context loses
+its oldest observations first, then ends in a forced answer.
 """
 
 from __future__ import annotations
@@ -137,8 +140,16 @@ class LoopState:
     usage: UsageTotals = field(default_factory=UsageTotals)
     evidence: Evidence = field(default_factory=Evidence)
     recent_calls: list[tuple[str, str]] = field(default_factory=list)
-    #: The model was asked to call finish and has made no tool call since.
-    asked_to_finish: bool = False
+    #: Replies in a row without a tool call (thoughts).
+    prose_replies: int = 0
+    #: The last answer the model stated without a usable finish call (a thought that was not a
+    #: plan, or the answer of a finish call whose other arguments were invalid): what a forced end
+    #: returns instead of "no answer".
+    stated_answer: str | None = None
+    #: Invalid calls already told their exact expected shape (tool name, normalised arguments).
+    shown_shapes: set[tuple[str, str]] = field(default_factory=set)
+    #: The last invalid call (to tell the same one made again).
+    last_invalid: tuple[str, str] | None = None
     #: The conversation no longer fits the model's context, even with observations trimmed.
     out_of_context: bool = False
 
@@ -233,8 +244,11 @@ def run_agent(
                 if answer is not None:
                     answer.forced = True
                     return answer
-        if reply.text:
+        if reply.text and announced_tool(reply.text, ctx.registry.names) is None:
             return _final(state, reply.text, [], options, forced=True)
+    if state.stated_answer:
+        # The model stated an answer but never finished properly: it is the answer, forced.
+        return _final(state, state.stated_answer, [], options, forced=True)
     return _final(state, f"No answer was reached ({why}).", [], options, forced=True)
 
 
@@ -411,27 +425,30 @@ def _handle_reply(
     if not calls:
         text = (reply.text or "").strip()
         state.messages.append(ChatMessage(role="assistant", content=text))
+        state.prose_replies += 1
         offered = [n for n in ctx.registry.names if n != finish.name]
         announced = announced_tool(text, offered)
         if announced is not None:
-            # "I should confirm it with frame_inspect": a plan, not an answer; ask for the call.
-            state.asked_to_finish = False
+            # "I should confirm it with FrameInspect": a plan, not an answer; ask for the call.
             nudge, observation = prompts.TOOL_NUDGE.format(tool=announced), f"announced {announced}"
-        elif text and state.asked_to_finish:
-            record(
-                TraceStep(
-                    index=len(state.trace) + 1,
-                    kind="answer",
-                    reasoning=text,
-                    observation="text answer after the request to finish (forced)",
-                    latency_s=reply.usage.latency_s,
-                    **reply_cost(reply),
-                )
-            )
-            return _final(state, text, [], options, forced=True)
         else:
-            state.asked_to_finish = True
-            nudge, observation = prompts.FINISH_NUDGE, "no tool call; asked for finish"
+            state.stated_answer = text or state.stated_answer
+            if state.prose_replies >= ctx.config.prose_replies and state.stated_answer:
+                record(
+                    TraceStep(
+                        index=len(state.trace) + 1,
+                        kind="answer",
+                        reasoning=text or None,
+                        observation=f"{state.prose_replies} replies in a row without a tool call (forced)",
+                        latency_s=reply.usage.latency_s,
+                        **reply_cost(reply),
+                    )
+                )
+                return _final(state, state.stated_answer, [], options, forced=True)
+            # A thought: the loop goes on. Each reminder names the turn, so no request repeats the
+            # last one word for word (a response cache would otherwise replay the same thought).
+            nudge = prompts.CONTINUE_NUDGE.format(count=state.prose_replies, limit=ctx.config.prose_replies)
+            observation = "no tool call: a thought; reminded to call a tool or finish"
         state.messages.append(ChatMessage(role="user", content=nudge))
         record(
             TraceStep(
@@ -446,7 +463,7 @@ def _handle_reply(
         )
         return None
 
-    state.asked_to_finish = False
+    state.prose_replies = 0
     state.messages.append(ChatMessage(role="assistant", content=reply.text, tool_calls=calls))
     for position, call in enumerate(calls):
         if call.name == finish.name:
@@ -455,10 +472,11 @@ def _handle_reply(
                 return answer
             continue  # _finish appended the error observation
         outcome = run_tool(ctx, state, call)
+        observation = format_observation(outcome)
+        if not outcome.ok and call.name in ctx.registry.names:
+            observation += shape_hint(state, call, ctx.registry.get(call.name).spec())
         state.messages.append(
-            ChatMessage(
-                role="tool", content=format_observation(outcome), tool_call_id=call.id, name=call.name
-            )
+            ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
         )
         record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
         remember_call(state, call)
@@ -475,13 +493,21 @@ _INTENT = re.compile(
 )
 
 
+def tool_name_pattern(name: str) -> re.Pattern[str]:
+    """``name`` as models spell it: any case, its words joined by nothing, spaces, ``_`` or ``-``
+    (``frame_inspect``: "FrameInspect", "Frame Inspect", "frame-inspect"; the papers write the
+    tools' names in CamelCase or as words)."""
+    words = [w for w in re.split(r"[_\s-]+|(?<=[a-z])(?=[A-Z])", name) if w]
+    return re.compile(r"\b" + r"[\s_-]*".join(re.escape(w) for w in words) + r"\b", re.IGNORECASE)
+
+
 def announced_tool(text: str, tools: Sequence[str]) -> str | None:
-    """The tool ``text`` says it is about to use, if any: a sentence naming one of ``tools`` with
-    a word of intent (should, will, let me, next, call, …)."""
+    """The tool ``text`` says it is about to use, if any: a sentence naming one of ``tools`` (in
+    any spelling, :func:`tool_name_pattern`) with a word of intent (should, will, let me, next, …)."""
     for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
-        named = [t for t in tools if re.search(rf"\b{re.escape(t)}\b", sentence)]
-        if named and _INTENT.search(sentence):
-            return min(named, key=sentence.index)
+        found = {t: m.start() for t in tools if (m := tool_name_pattern(t).search(sentence))}
+        if found and _INTENT.search(sentence):
+            return min(found, key=lambda t: found[t])
     return None
 
 
@@ -516,6 +542,40 @@ def nudge_if_looping(
         state.recent_calls.clear()
 
 
+def example_arguments(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """A valid example value for a JSON schema (the exact shape a repeated invalid call is shown)."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return example_arguments(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "anyOf" in schema:
+        options = [o for o in schema["anyOf"] if o.get("type") != "null"]
+        return example_arguments(options[0] if options else {}, defs)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        required = schema.get("required", list(props))
+        return {k: example_arguments(v, defs) for k, v in props.items() if k in required or k == "citations"}
+    if kind == "array":
+        items = schema.get("items", {})
+        if items.get("type") == "number" or items.get("items", {}).get("type") == "number":
+            return [10.0, 15.0] if items.get("type") == "number" else [[10.0, 15.0]]
+        return [example_arguments(items, defs)]
+    return {"string": "...", "number": 10.0, "integer": 1, "boolean": True}.get(str(kind), "...")
+
+
+def shape_hint(state: LoopState, call: ToolCall, spec: ToolSpec) -> str:
+    """For the same invalid call made a second time in a row: the call written in its exact expected
+    shape (once per call); otherwise nothing."""
+    key = (call.name, _normalise_args(call.arguments))
+    repeated = state.last_invalid == key
+    state.last_invalid = key
+    if not repeated or key in state.shown_shapes:
+        return ""
+    state.shown_shapes.add(key)
+    example = {"name": call.name, "arguments": example_arguments(spec.parameters)}
+    return f" The same call failed twice. Call it exactly in this shape: {json.dumps(example)}"
+
+
 def _finish(
     ctx: ToolContext,
     state: LoopState,
@@ -529,7 +589,10 @@ def _finish(
     try:
         args = finish.validate(call.arguments)
     except ValidationError as exc:
-        error = validation_message(exc)
+        stated = call.arguments.get("answer")
+        if isinstance(stated, str) and stated.strip():
+            state.stated_answer = stated.strip()
+        error = validation_message(exc) + shape_hint(state, call, finish.spec())
         state.messages.append(
             ChatMessage(
                 role="tool",

@@ -235,7 +235,7 @@ def tool(
                 context_param = name
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
-            base, info = annotation, None
+            base, info, validators = annotation, None, []
             if typing.get_origin(annotation) is Annotated:
                 base, *extras = typing.get_args(annotation)
                 for extra in extras:
@@ -243,9 +243,11 @@ def tool(
                         info = extra
                     elif isinstance(extra, str):
                         info = Field(description=extra)
+                    else:  # pydantic validators (BeforeValidator…) keep working
+                        validators.append(extra)
             if info is None:
                 raise TypeError(f"tool {func.__name__}: parameter {name!r} needs an Annotated description")
-            fields[name] = (Annotated[base, info], default)
+            fields[name] = (Annotated[(base, info, *validators)], default)
         args_model = create_model(
             f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from vidscope.agents import prompts
+from vidscope.agents.answers import read_cited_ranges
 from vidscope.agents.evidence import (
     ClipSearchResult,
     ask_about_frames,
@@ -349,6 +350,7 @@ def finish(
     answer: Annotated[str, "The final answer to the question, in plain words."],
     citations: Annotated[
         list[list[float] | CitedMoment],
+        BeforeValidator(read_cited_ranges),  # {start, end} objects, "0:10-0:15" strings, one pair
         Field(
             description="Time ranges [[start, end], ...] in seconds that support the answer; when "
             "several videos were searched, {video_id, start, end} objects."

@@ -225,6 +225,10 @@ class AgentSettings(BaseModel):
     max_steps: int = Field(default=15, ge=1)
     #: Near-identical tool calls in a row that trigger a nudge.
     loop_repeats: int = Field(default=3, ge=2)
+    #: Replies in a row without a tool call after which the last one is taken as the (forced)
+    #: answer. DVD's code treats such a reply as a thought and continues; only the step limit ends
+    #: the loop there. A small bound keeps a model that only talks from using every step.
+    prose_replies: int = Field(default=3, ge=1)
     #: Default number of clips clip_search returns (the extractive answerer's search depth).
     top_k: int = Field(default=16, ge=1, le=100)
     #: Captions global_browse summarises: the ones most relevant to the query. DVD's public code
