@@ -19,8 +19,8 @@ from __future__ import annotations
 import json
 
 from llm_server import text, tool_call
-from test_ask import ANSWER_RANGE, QUESTION, finish_call, search, world  # noqa: F401  (fixture)
 from test_agent_runtime import VIDEO_ID
+from test_ask import ANSWER_RANGE, QUESTION, finish_call, search, world  # noqa: F401  (fixture)
 
 from vidscope.agents import prompts
 from vidscope.agents.tools import AgentConfig
