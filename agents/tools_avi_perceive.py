@@ -19,7 +19,8 @@ from vidscope.agents.perception import (
     range_frames,
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
-from vidscope.core.errors import BackendUnavailable
+from vidscope.agents.vision import no_vision_note
+from vidscope.core.errors import BackendUnavailable, ImagesNotSupported
 from vidscope.core.images import encode_jpeg
 from vidscope.core.lexicon import canonical_form
 from vidscope.models import registry
@@ -400,11 +401,16 @@ class FrameAnalysisResult(ToolResult):
     time_ranges: list[list[float]]
     frame_times: list[float]
     usage: Usage | None = None
+    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
+    #: and nothing was perceived.
+    no_vision: bool = False
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, a, b) for a, b in self.time_ranges]
 
     def summary(self) -> str:
+        if self.no_vision:
+            return self.answer
         return f"{len(self.frame_times)} frames analysed: {self.answer[:80]}"
 
     def model_usage(self) -> Usage | None:
@@ -447,7 +453,7 @@ def frame_analysis(
     moments in one look."""
     vlm = ctx.vision_model()
     if vlm is None:
-        raise ToolError("frame_analysis needs a vision-language model (models.vlm or models.chat)")
+        return _no_vision(ctx, video_id, question)
     record = ctx.video(video_id)
     ranges = [checked_range(record, r) for r in time_ranges]
     budget = min(frames, ANALYSIS_MAX_FRAMES, int(getattr(vlm, "max_images", ANALYSIS_MAX_FRAMES)))
@@ -472,7 +478,10 @@ def frame_analysis(
     order = sorted(range(len(times)), key=times.__getitem__)
     jpegs = [encode_jpeg(_downscaled(images[i], ANALYSIS_MAX_SIDE), quality) for i in order]
     shown = [round(times[i], 2) for i in order]
-    reply = ask_about_frames(ctx, question, jpegs, shown)
+    try:
+        reply = ask_about_frames(ctx, question, jpegs, shown)
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        return _no_vision(ctx, video_id, question)
     return FrameAnalysisResult(
         video_id=video_id,
         question=question,
@@ -480,6 +489,14 @@ def frame_analysis(
         time_ranges=[[a, b] for a, b in ranges],
         frame_times=shown,
         usage=reply.usage,
+    )
+
+
+def _no_vision(ctx: ToolContext, video_id: str, question: str) -> FrameAnalysisResult:
+    """frame_analysis's observation when no model can look at frames (nothing perceived)."""
+    note = no_vision_note(ctx, "frame_analysis")
+    return FrameAnalysisResult(
+        video_id=video_id, question=question, answer=note, time_ranges=[], frame_times=[], no_vision=True
     )
 
 

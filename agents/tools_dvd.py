@@ -32,6 +32,7 @@ from vidscope.agents.evidence import (
     sample_evenly,
     search_clips,
 )
+from vidscope.agents.vision import no_vision_note
 from vidscope.agents.tools import (
     ToolContext,
     ToolError,
@@ -39,6 +40,7 @@ from vidscope.agents.tools import (
     ToolResult,
     tool,
 )
+from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.images import encode_jpeg
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
@@ -119,11 +121,16 @@ class FrameInspectResult(ToolResult):
     frame_times: list[float]
     ranges: list[list[float]]
     usage: Usage | None = None
+    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
+    #: and nothing was perceived.
+    no_vision: bool = False
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, float(a), float(b)) for a, b in self.ranges]
 
     def summary(self) -> str:
+        if self.no_vision:
+            return self.answer
         return f"{len(self.frame_times)} frames inspected: {self.answer[:80]}"
 
     def model_usage(self) -> Usage | None:
@@ -321,7 +328,7 @@ def frame_inspect(
     """Look closely at frames sampled from the given time ranges and answer a visual question
     about them (appearance, colours, counts, positions, small details, text in the image)."""
     if ctx.vision_model() is None:
-        raise ToolError("frame_inspect needs a vision-language model (models.vlm or models.chat)")
+        return _no_vision(ctx, video_id, question)
     record = ctx.video(video_id)
     ranges: list[list[float]] = []
     for pair in time_ranges:
@@ -333,7 +340,10 @@ def frame_inspect(
         ranges.append([start, end])
     frames = _frames_from_video(ctx, record, ranges) or _stored_frames(ctx, video_id, ranges)
     times = [round(float(f["t"]), 2) for f in frames]
-    reply = ask_about_frames(ctx, question, [f["jpeg"] for f in frames], times)
+    try:
+        reply = ask_about_frames(ctx, question, [f["jpeg"] for f in frames], times)
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        return _no_vision(ctx, video_id, question)
     return FrameInspectResult(
         video_id=video_id,
         question=question,
@@ -341,6 +351,14 @@ def frame_inspect(
         frame_times=times,
         ranges=ranges,
         usage=reply.usage,
+    )
+
+
+def _no_vision(ctx: ToolContext, video_id: str, question: str) -> FrameInspectResult:
+    """frame_inspect's observation when no model can look at frames (nothing perceived)."""
+    note = no_vision_note(ctx, "frame_inspect")
+    return FrameInspectResult(
+        video_id=video_id, question=question, answer=note, frame_times=[], ranges=[], no_vision=True
     )
 
 

@@ -867,8 +867,9 @@ class OpenAIChat:
                     self.facts,
                     "images",
                     "%s at %s refused images; it is treated as text-only for the rest of this "
-                    "process (frame tools say there is no vision model). Set models.vlm to a "
-                    "vision model.",
+                    "process (frame tools say there is no vision model). Point models.vlm at a "
+                    "vision model, or start the server with the model's projector (llama.cpp "
+                    "--mmproj).",
                     self.name,
                     self.endpoint.base_url,
                 )

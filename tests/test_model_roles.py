@@ -264,3 +264,113 @@ def test_a_refused_single_image_is_reported(llm_server: ScriptedLLMServer, tmp_p
     assert lines["chat"].summary.startswith("chat: yes; tools: yes; images: no (")
     assert "does not support image input" in lines["chat"].summary
     assert lines["planner"].summary == "served by chat (not set)"
+
+
+# ---------------------------------------------------------------------------- no vision model
+
+
+def planner_only(data_dir: Path, planner: ScriptedLLMServer) -> Settings:
+    """Only ``planner`` is set: no ``vlm``, no ``chat`` (docs/models.md: frames go to nobody)."""
+    return Settings(
+        data_dir=data_dir,
+        models={
+            "chat": None,
+            "vlm": None,
+            "captioner": None,
+            "speech_recognizer": None,
+            "text_reader": None,
+            "planner": "openai:reasoner",
+            "options": {"openai": {"planner": {"base_url": planner.base_url, "max_retries": 0}}},
+        },
+    )
+
+
+def inspect_call(n: int) -> Any:
+    arguments = {"video_id": VIDEO_ID, "question": "What code?", "time_ranges": [[35.0 + n, 40.0]]}
+    return tool_call("frame_inspect", arguments, call_id=f"call_inspect_{n}")
+
+
+def tool_observations(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in body["messages"] if m.get("role") == "tool"]
+
+
+def test_a_planner_alone_is_never_sent_frames_and_frame_tools_say_so_once(
+    llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    data_dir, store = store_dir
+    settings = planner_only(data_dir, llm_server)
+    llm_server.script(
+        [
+            inspect_call(0),
+            inspect_call(1),
+            tool_call("finish", {"answer": "Unknown.", "citations": []}, call_id="call_finish"),
+        ]
+    )
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=dvd_registry(),
+    )
+    assert ctx.vision_model() is None
+    answer = run_agent(ctx, "What is the secret code?", [VIDEO_ID])
+    assert all(image_parts(body) == 0 for body in llm_server.chat_requests)
+    steps = [s for s in answer.trace if s.kind == "tool" and s.tool == "frame_inspect"]
+    assert len(steps) == 2 and all(s.ok for s in steps)  # observations, not errors
+    first, second = tool_observations(llm_server.chat_requests[-1])[:2]
+    assert "no vision model configured" in first and "Do not call frame tools again" in first
+    assert "said above" in second and "Do not call" not in second
+
+
+def test_avi_frame_analysis_without_a_vision_model_is_an_observation(
+    llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    from vidscope.agents.tools import ToolRegistry, execute_tool
+    from vidscope.agents.tools_avi_perceive import frame_analysis
+
+    data_dir, store = store_dir
+    settings = planner_only(data_dir, llm_server)
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=ToolRegistry([frame_analysis]),
+    )
+    outcome = execute_tool(ctx, "frame_analysis", {"video_id": VIDEO_ID, "time_ranges": [[1, 5]], "question": "q"})
+    assert outcome.ok and outcome.result is not None
+    assert outcome.result.no_vision and outcome.result.evidence_ranges() == []  # nothing perceived
+    assert "no vision model configured" in outcome.result.answer
+    assert not llm_server.chat_requests
+
+
+def test_a_vlm_refusing_images_is_asked_once_then_frame_tools_say_no_vision(
+    llm_server: ScriptedLLMServer, vlm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    data_dir, store = store_dir
+    settings = two_servers(data_dir, llm_server, vlm_server)
+    vlm_server.images_refusal = "llama.cpp"  # a text-only llama.cpp build: HTTP 500 on any image
+    llm_server.script(
+        [
+            inspect_call(0),
+            inspect_call(1),
+            inspect_call(2),
+            tool_call("finish", {"answer": "Unknown.", "citations": []}, call_id="call_finish"),
+        ]
+    )
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=dvd_registry(),
+    )
+    answer = run_agent(ctx, "What is the secret code?", [VIDEO_ID])
+    assert len(vlm_server.chat_requests) == 1  # refused once, remembered, never retried
+    steps = [s for s in answer.trace if s.kind == "tool" and s.tool == "frame_inspect"]
+    assert len(steps) == 3 and all(s.ok for s in steps)
+    observations = tool_observations(llm_server.chat_requests[-1])
+    assert "no vision model configured" in observations[0]
+    assert all("said above" in o for o in observations[1:3])
+    assert ctx.vision_model() is None

@@ -534,13 +534,16 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     assert both.result.evidence_ranges() == [(COLOUR_ID, 0.0, 2.0), (COLOUR_ID, 8.0, 12.0)]
 
 
-def test_frame_analysis_needs_a_chat_model(world) -> None:
+def test_frame_analysis_without_a_vision_model_says_so_as_an_observation(world) -> None:
+    # Issue 28: "no vision model" is the tool's answer (nothing perceived), not an error per call.
     outcome = execute_tool(
         context(world),
         "frame_analysis",
         {"video_id": COLOUR_ID, "time_ranges": [[0, 2]], "question": "What?"},
     )
-    assert not outcome.ok and "models.chat" in outcome.error
+    assert outcome.ok and outcome.result is not None and outcome.result.no_vision
+    assert "no vision model configured" in outcome.result.answer and "models.vlm" in outcome.result.answer
+    assert outcome.result.evidence_ranges() == []
 
 
 # ---------------------------------------------------------------------------- retrieve
