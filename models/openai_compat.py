@@ -304,7 +304,7 @@ class Endpoint:
                 f"{KIND}:{self.model}",
                 f"the API key in ${self.api_key_env}",
                 f"Set the environment variable {self.api_key_env} (or api_key_env in "
-                f"[models.options.{KIND}]) to your API key for {self.base_url}.",
+                f"[models.options.{KIND}.{self.role}]) to your API key for {self.base_url}.",
             )
         # Local servers ignore the key, but the client insists on one.
         key = key or "not-needed"
@@ -399,7 +399,7 @@ class Endpoint:
         if code in (401, 403):
             return EndpointError(
                 f"{where} was refused: {detail}. Put a valid API key in the environment variable "
-                f"{self.api_key_env} (api_key_env in [models.options.{KIND}])."
+                f"{self.api_key_env} (api_key_env in [models.options.{KIND}.{self.role}])."
             )
         if code == 404:
             return EndpointError(
@@ -411,7 +411,7 @@ class Endpoint:
             # vLLM without --enable-auto-tool-choice, and many small models, refuse native tools.
             hint = (
                 f'; if the server or model lacks native tool calling, set tool_calling = "json" '
-                f"in [models.options.{KIND}]"
+                f"in [models.options.{KIND}.{self.role}]"
             )
         return EndpointError(f"{where} failed after {attempts} attempt(s): {detail}{hint}")
 
@@ -422,7 +422,7 @@ class Endpoint:
         if isinstance(exc, openai.APITimeoutError):
             return EndpointTimeout(
                 f"POST {url} (model '{self.model}') timed out after {self.timeout_s:g}s on each of "
-                f"{attempts} attempt(s); raise timeout_s in [models.options.{KIND}] or lighten the "
+                f"{attempts} attempt(s); raise timeout_s in [models.options.{KIND}.{self.role}] or lighten the "
                 f"server's load"
             )
         if isinstance(exc, openai.APIConnectionError):
@@ -431,7 +431,7 @@ class Endpoint:
                 f"{KIND}:{self.model}",
                 f"POST {url}, {attempts} attempt(s): {_describe(exc)}",
                 f"Start the OpenAI-compatible server at {self.base_url} or fix base_url in "
-                f"[models.options.{KIND}] of vidscope.toml.",
+                f"[models.options.{KIND}.{self.role}] of vidscope.toml.",
             )
         return EndpointError(
             f"POST {url} (model '{self.model}') failed after {attempts} attempt(s): {_describe(exc)}"
@@ -767,7 +767,7 @@ class OpenAIChat:
         if n_images > self.max_images:
             raise ValueError(
                 f"{self.name}: {n_images} images in one request, the limit is {self.max_images} "
-                f"(max_images in [models.options.{KIND}]); send fewer frames"
+                f"(max_images in [models.options.{KIND}.{self.role}]); send fewer frames"
             )
         params = {
             "max_tokens": self.output_limit(max_tokens),

@@ -200,9 +200,14 @@ def test_check_reports_what_each_endpoint_supports(
     vlm_server.script([text("ok"), text("red")])
     settings = two_servers(tmp_path, llm_server, vlm_server, text_embedder="minilm:embedded")
     lines = {line.role: line for line in check_roles(settings, timeout_s=5)}
-    assert lines["planner"].ok and "chat: yes" in lines["planner"].summary
-    assert "tools: no (" in lines["planner"].summary and "enable-auto-tool-choice" in lines["planner"].summary
-    assert lines["vlm"].ok and "at most 4 per request" in lines["vlm"].summary
+    # A planner that cannot call tools cannot drive an agent: a failure naming the probe and the fix.
+    assert lines["planner"].ok is False and "chat: yes" in lines["planner"].summary
+    assert "tools probe failed: " in lines["planner"].summary
+    assert "enable-auto-tool-choice" in lines["planner"].summary
+    assert 'set tool_calling = "json" in [models.options.openai.planner]' in lines["planner"].summary
+    # frame_inspect would send max_images (32) frames and be refused every time.
+    assert lines["vlm"].ok is False and "images probe failed: at most 4 per request" in lines["vlm"].summary
+    assert "set max_images = 4 in [models.options.openai.vlm]" in lines["vlm"].summary
     assert lines["chat"].ok is None and lines["captioner"].summary == "served by vlm (not set)"
     assert lines["text_embedder"].summary == "embeddings: yes, 384-d"
     # No image was ever sent to the planner's server.
@@ -243,7 +248,8 @@ base_url = "{vlm_server.base_url}"
     assert "FAIL vlm (openai:looker): chat: no (" in out and "timed out" in out
     # The captioner's server (port 9) refuses connections: one line, no retries, no traceback.
     assert "FAIL captioner (openai:looker): chat: no (" in out
-    assert "raise timeout_s in [models.options.openai]" in out  # printed as text, not Rich markup
+    assert "raise timeout_s in [models.options.openai.vlm]" in out  # printed as text, not Rich markup
+    assert "--timeout" in out
     for role in registry.ROLES:  # one line per role (a progress bar may share the first one)
         assert len(re.findall(rf"(?:ok|FAIL|-) {role}\b", out)) == 1, out
 
@@ -261,8 +267,11 @@ def test_a_refused_single_image_is_reported(llm_server: ScriptedLLMServer, tmp_p
         },
     )
     lines = {line.role: line for line in check_roles(settings, timeout_s=5)}
-    assert lines["chat"].summary.startswith("chat: yes; tools: yes; images: no (")
+    # The chat model standing in for the vlm is text-only: a fact, with what follows from it.
+    assert lines["chat"].ok is True
+    assert lines["chat"].summary.startswith("chat: yes; tools: yes; images: no, text-only (")
     assert "does not support image input" in lines["chat"].summary
+    assert "no vision model" in lines["chat"].summary
     assert lines["planner"].summary == "served by chat (not set)"
 
 
@@ -374,3 +383,36 @@ def test_a_vlm_refusing_images_is_asked_once_then_frame_tools_say_no_vision(
     assert "no vision model configured" in observations[0]
     assert all("said above" in o for o in observations[1:3])
     assert ctx.vision_model() is None
+
+
+def test_check_fails_naming_the_probe_when_the_tools_probe_times_out(
+    llm_server: ScriptedLLMServer, vlm_server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm_server.script([text("ok"), hang(5)])  # the plain answer comes, the tool call never does
+    vlm_server.images_refusal = "llama.cpp"  # the configured vlm is a text-only llama.cpp build
+    vlm_server.script([text("ok")])
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f"""data_dir = "{tmp_path / "data"}"
+[models]
+planner = "openai:reasoner"
+vlm = "openai:looker"
+speech_recognizer = ""
+text_reader = ""
+[models.options.openai.planner]
+base_url = "{llm_server.base_url}"
+[models.options.openai.vlm]
+base_url = "{vlm_server.base_url}"
+"""
+    )
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
+    result = CliRunner().invoke(app, ["--config", str(config), "models", "--check", "--timeout", "1"])
+    out = result.output
+    assert result.exit_code == 1, out
+    (planner_line,) = [line for line in out.splitlines() if re.match(r"(ok|FAIL) planner ", line)]
+    assert planner_line.startswith("FAIL planner (openai:reasoner): chat: yes; tools probe failed: ")
+    assert "timed out" in planner_line and "--timeout" in planner_line
+    (vlm_line,) = [line for line in out.splitlines() if re.match(r"(ok|FAIL) vlm ", line)]
+    assert vlm_line.startswith("FAIL vlm (openai:looker): chat: yes; image probe failed: the model refuses images")
+    assert "image input is not supported" in vlm_line
+    assert len(vlm_server.chat_requests) == 2  # the 500 is not retried
