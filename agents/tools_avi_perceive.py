@@ -36,6 +36,8 @@ OCR_FRAMES, OCR_FPS = 16, 2.0
 BOUNDARY_FRAMES, BOUNDARY_FPS = 128, 4.0
 #: Extra frames decoded between the last sample outside and the first inside an event's edge.
 BOUNDARY_PROBES = 4
+#: AVI's frame-analysis budget (64 frames), also the default: more than the vision model takes
+#: per request are stitched into grids rather than dropped.
 ANALYSIS_MAX_FRAMES = 64
 #: Longest side of the frames frame_analysis sends (smaller images, fewer image tokens).
 ANALYSIS_MAX_SIDE = 448
@@ -429,7 +431,8 @@ def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:
 
 
 # v3: a list of ranges (compare moments in one request), frames shared by their lengths
-@tool(version=3, uses_models=("vlm",))
+# v4: 64 frames by default (the paper's budget), grids beyond max_images; "no vision model" note
+@tool(version=4, uses_models=("vlm",))
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -445,7 +448,7 @@ def frame_analysis(
             ge=1,
             le=ANALYSIS_MAX_FRAMES,
         ),
-    ] = 16,
+    ] = ANALYSIS_MAX_FRAMES,
 ) -> FrameAnalysisResult:
     """The last resort, after object_detect, text_extract and boundary_detect: look at frames
     spread over one or more time ranges and answer a visual question about them (appearance,
@@ -456,7 +459,9 @@ def frame_analysis(
         return _no_vision(ctx, video_id, question)
     record = ctx.video(video_id)
     ranges = [checked_range(record, r) for r in time_ranges]
-    budget = min(frames, ANALYSIS_MAX_FRAMES, int(getattr(vlm, "max_images", ANALYSIS_MAX_FRAMES)))
+    # The paper's budget (64 frames) whatever the server's image limit: more frames than it takes
+    # per request are stitched into grids by ask_about_frames.
+    budget = min(frames, ANALYSIS_MAX_FRAMES)
     times: list[float] = []
     images: list[np.ndarray] = []
     for (start, end), share in zip(ranges, _shares(ranges, budget), strict=True):

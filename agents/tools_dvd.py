@@ -7,8 +7,9 @@ videos. Results are typed models that record the time ranges they showed the mod
 evidence, which is what citations are verified against (global_browse, an overview, records none).
 
 Budgets follow the paper and its public code unless said otherwise: frame_inspect looks at up to
-50 frames (the code's tool-VLM frame limit) at 720 px on the longest side (``[agent] max_frames``,
-``frame_max_side``); global_browse summarises the captions most relevant to the query (the code
+50 frames (the code's tool-VLM frame limit) at 720p, i.e. 720 px on the short side (``[agent]
+max_frames``, ``frame_short_side``), stitched into grids when the vision model takes fewer images
+per request; global_browse summarises the captions most relevant to the query (the code
 ranks captions by embedding similarity and keeps 300) together with the subject registry.
 """
 
@@ -41,7 +42,7 @@ from vidscope.agents.tools import (
     tool,
 )
 from vidscope.core.errors import ImagesNotSupported
-from vidscope.core.images import encode_jpeg
+from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
 from vidscope.storage.subjects import SUBJECTS
@@ -276,7 +277,9 @@ def _frames_from_video(ctx: ToolContext, record: Any, ranges: list[list[float]])
         if not path.is_file() or path.stat().st_size != record.size_bytes:
             return []
         times = inspection_times(ranges, frame_budget(ctx), max(record.fps, 1.0))
-        images = frames_at(path, times, max_side=ctx.config.frame_max_side)
+        config = ctx.config
+        side = longest_side_for(record.width, record.height, config.frame_short_side, config.frame_max_side)
+        images = frames_at(path, times, max_side=side)
     except (OSError, ValueError) as exc:  # moved, truncated since, undecodable: use stored frames
         log.info("frame_inspect: reading %s failed (%s); using stored frames", path, exc)
         return []
@@ -305,13 +308,15 @@ def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -
 
 
 def frame_budget(ctx: ToolContext) -> int:
-    """Frames frame_inspect sends: ``[agent] max_frames``, within what the vision model accepts per
-    request (a backend's ``max_images``, e.g. vLLM's ``--limit-mm-per-prompt``)."""
-    accepted = getattr(ctx.vision_model(), "max_images", None)
-    return min(ctx.config.max_frames, int(accepted)) if accepted else ctx.config.max_frames
+    """Frames frame_inspect looks at: ``[agent] max_frames`` (DVD: 50). When the vision model takes
+    fewer images per request (a backend's ``max_images``, e.g. vLLM's ``--limit-mm-per-prompt``),
+    they are stitched into grids rather than dropped (:func:`ask_about_frames`)."""
+    return ctx.config.max_frames
 
 
-@tool(version=3, uses_models=("vlm",))  # v3: 50 frames at 720 px by default (the paper's budget)
+# v3: 50 frames at 720 px by default (the paper's budget); v4: 720 px on the short side (720p),
+# all 50 frames seen (grids beyond max_images), the "no vision model" note
+@tool(version=4, uses_models=("vlm",))
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

@@ -104,7 +104,9 @@ DEFAULTS: dict[str, Any] = {
     "max_retries": 3,
     "max_concurrency": 4,
     "max_images": 32,
-    "max_image_side": 768,
+    # Longest side of an image sent. 1280 lets frame_inspect's 720p frames (1280x720) through
+    # whole; every other sender makes smaller images (stored frames are 640 px).
+    "max_image_side": 1280,
     "azure_api_version": None,
     "tool_calling": "native",
     "cache": True,

@@ -510,7 +510,8 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     assert len(urls) == 8 and all(u.startswith("data:image/jpeg;base64,") for u in urls)
     first = Image.open(io.BytesIO(base64.b64decode(urls[0].split(",", 1)[1])))
     assert max(first.size) <= 448
-    # 64 frames asked, but the backend takes at most its max_images (32 by default).
+    # 64 frames asked, the backend takes at most its max_images (32 by default): all 64 are
+    # seen, two per image (issue 28: stitched grids rather than a cut budget).
     llm_server.script([text("Red, then blue.")])
     many = execute_tool(
         ctx,
@@ -519,7 +520,7 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     )
     assert many.ok, many.error
     assert len(images_of(llm_server.chat_requests[-1])) == 32
-    assert len(many.result.frame_times) == 32
+    assert len(many.result.frame_times) == 64
     # Several ranges in one look: frames shared by length, each range cited as evidence.
     llm_server.script([text("Red at first, blue later.")])
     both = execute_tool(
