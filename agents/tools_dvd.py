@@ -33,7 +33,6 @@ from vidscope.agents.evidence import (
     sample_evenly,
     search_clips,
 )
-from vidscope.agents.vision import no_vision_note
 from vidscope.agents.tools import (
     ToolContext,
     ToolError,
@@ -41,6 +40,7 @@ from vidscope.agents.tools import (
     ToolResult,
     tool,
 )
+from vidscope.agents.vision import no_vision_note
 from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data

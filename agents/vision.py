@@ -50,5 +50,8 @@ def no_vision_note(ctx: ToolContext, tool_name: str) -> str:
         log_now = not _logged
         _logged = True
     if log_now:
-        log.warning("%s: no vision model (models.vlm unset or text-only); frame tools answer without frames", tool_name)
+        log.warning(
+            "%s: no vision model (models.vlm unset or text-only); frame tools answer without frames",
+            tool_name,
+        )
     return NO_VISION if first else NO_VISION_AGAIN

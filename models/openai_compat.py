@@ -367,8 +367,7 @@ class Endpoint:
                 if exc.status_code >= 400 and IMAGE_REFUSAL.search(_describe(exc)):
                     # llama.cpp answers 500: retrying a model that has no vision only waits longer.
                     raise ImagesNotSupported(
-                        f"POST {self.url(path)} (model '{self.model}') does not take images: "
-                        f"{_describe(exc)}"
+                        f"POST {self.url(path)} (model '{self.model}') does not take images: {_describe(exc)}"
                     ) from exc
                 if exc.status_code in (400, 413) and CONTEXT_ERROR.search(_describe(exc)):
                     raise ContextLengthExceeded(
@@ -424,8 +423,8 @@ class Endpoint:
         if isinstance(exc, openai.APITimeoutError):
             return EndpointTimeout(
                 f"POST {url} (model '{self.model}') timed out after {self.timeout_s:g}s on each of "
-                f"{attempts} attempt(s); raise timeout_s in [models.options.{KIND}.{self.role}] or lighten the "
-                f"server's load"
+                f"{attempts} attempt(s); raise timeout_s in [models.options.{KIND}.{self.role}] or "
+                f"lighten the server's load"
             )
         if isinstance(exc, openai.APIConnectionError):
             return BackendUnavailable(
@@ -486,7 +485,8 @@ def server_context_window(endpoint: Endpoint, model: str) -> int | None:
     for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, dict) or entry.get("id") not in (model, None):
             continue
-        meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+        raw_meta = entry.get("meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
         for found in (entry.get("max_model_len"), meta.get("n_ctx")):
             if isinstance(found, int) and found > 0:
                 return found
@@ -1170,9 +1170,7 @@ class OpenAIEmbedder:
 
     def _batch(self, texts: list[str], tally: _Tally) -> tuple[list[list[float]], bool]:
         key = (
-            usage.request_key(self.endpoint.base_url, self.model, "embeddings", texts)
-            if self.cache
-            else None
+            usage.request_key(self.endpoint.base_url, self.model, "embeddings", texts) if self.cache else None
         )
         if self.cache and key:
             cached = self.cache.get(key)

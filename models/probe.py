@@ -101,7 +101,9 @@ def _ask(model: ChatModel, prompt: str, images: list[bytes] | None = None, **kw:
     return model.chat([message], max_tokens=PROBE_TOKENS, **kw)
 
 
-def probe_chat(model: ChatModel, *, tools: bool, images: bool, images_required: bool = True) -> tuple[bool, str]:
+def probe_chat(
+    model: ChatModel, *, tools: bool, images: bool, images_required: bool = True
+) -> tuple[bool, str]:
     """(whether every probe passed, a summary of what works) from tiny real requests.
 
     ``images_required``: the model is the configured vision model, so refusing images is a

@@ -321,13 +321,7 @@ class ScriptedLLMServer:
                     )
         if body.get("tools") and not self.supports_tools:
             return '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-        images = sum(
-            1
-            for m in body.get("messages", [])
-            if isinstance(m.get("content"), list)
-            for part in m["content"]
-            if isinstance(part, dict) and part.get("type") == "image_url"
-        )
+        images = _image_count(body)
         if images and not self.supports_images:
             return "This model does not support image input."
         if self.image_limit is not None and images > self.image_limit:
@@ -382,14 +376,6 @@ class ScriptedLLMServer:
                 for c in reply.tool_calls
             ]
             finish = "tool_calls"
-        messages = body.get("messages", [])
-        images = sum(
-            1
-            for m in messages
-            if isinstance(m.get("content"), list)
-            for part in m["content"]
-            if isinstance(part, dict) and part.get("type") == "image_url"
-        )
         prompt_tokens = reply.prompt_tokens
         if prompt_tokens is None:
             prompt_tokens = _prompt_tokens(body)

@@ -347,7 +347,9 @@ def test_avi_frame_analysis_without_a_vision_model_is_an_observation(
         config=AgentConfig(tool_cache=False),
         registry=ToolRegistry([frame_analysis]),
     )
-    outcome = execute_tool(ctx, "frame_analysis", {"video_id": VIDEO_ID, "time_ranges": [[1, 5]], "question": "q"})
+    outcome = execute_tool(
+        ctx, "frame_analysis", {"video_id": VIDEO_ID, "time_ranges": [[1, 5]], "question": "q"}
+    )
     assert outcome.ok and outcome.result is not None
     assert outcome.result.no_vision and outcome.result.evidence_ranges() == []  # nothing perceived
     assert "no vision model configured" in outcome.result.answer
@@ -386,7 +388,10 @@ def test_a_vlm_refusing_images_is_asked_once_then_frame_tools_say_no_vision(
 
 
 def test_check_fails_naming_the_probe_when_the_tools_probe_times_out(
-    llm_server: ScriptedLLMServer, vlm_server: ScriptedLLMServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    llm_server: ScriptedLLMServer,
+    vlm_server: ScriptedLLMServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     llm_server.script([text("ok"), hang(5)])  # the plain answer comes, the tool call never does
     vlm_server.images_refusal = "llama.cpp"  # the configured vlm is a text-only llama.cpp build
@@ -413,6 +418,8 @@ base_url = "{vlm_server.base_url}"
     assert planner_line.startswith("FAIL planner (openai:reasoner): chat: yes; tools probe failed: ")
     assert "timed out" in planner_line and "--timeout" in planner_line
     (vlm_line,) = [line for line in out.splitlines() if re.match(r"(ok|FAIL) vlm ", line)]
-    assert vlm_line.startswith("FAIL vlm (openai:looker): chat: yes; image probe failed: the model refuses images")
+    assert vlm_line.startswith(
+        "FAIL vlm (openai:looker): chat: yes; image probe failed: the model refuses images"
+    )
     assert "image input is not supported" in vlm_line
     assert len(vlm_server.chat_requests) == 2  # the 500 is not retried

@@ -80,7 +80,9 @@ def test_o_series_max_tokens_and_temperature_are_retried_once_remembered_and_sai
     assert other.chat(ask("And the van?"), max_tokens=64, temperature=0.0).text == "Green."
     later = llm_server.chat_requests[3:]
     assert len(later) == 2
-    assert all("max_completion_tokens" in b and "max_tokens" not in b and "temperature" not in b for b in later)
+    assert all(
+        "max_completion_tokens" in b and "max_tokens" not in b and "temperature" not in b for b in later
+    )
     # Said once each, naming the real option.
     (limit_warning,) = warnings_about(caplog, "max_tokens")
     assert 'max_tokens_param = "max_completion_tokens"' in limit_warning

@@ -60,7 +60,12 @@ def vlm_settings(data_dir: Path, server: ScriptedLLMServer, **options: Any) -> S
     table = {"base_url": server.base_url, "max_retries": 0, "cache": False, **options}
     return Settings(
         data_dir=data_dir,
-        models={"chat": None, "captioner": None, "vlm": "openai:looker", "options": {"openai": {"vlm": table}}},
+        models={
+            "chat": None,
+            "captioner": None,
+            "vlm": "openai:looker",
+            "options": {"openai": {"vlm": table}},
+        },
     )
 
 
@@ -119,7 +124,9 @@ def test_avi_frame_analysis_looks_at_64_frames_by_default(
     data_dir, store = video_store
     settings = vlm_settings(data_dir, llm_server)  # max_images 32 by default
     llm_server.script([text("Grey throughout.")])
-    ctx = ToolContext(settings, store, config=AgentConfig(tool_cache=False), registry=ToolRegistry([frame_analysis]))
+    ctx = ToolContext(
+        settings, store, config=AgentConfig(tool_cache=False), registry=ToolRegistry([frame_analysis])
+    )
     outcome = execute_tool(
         ctx, "frame_analysis", {"video_id": VIDEO_ID, "time_ranges": [[0, 7]], "question": "What colour?"}
     )
