@@ -419,6 +419,8 @@ class FrameAnalysisResult(ToolResult):
         return self.usage
 
     def for_model(self) -> dict[str, Any]:
+        if self.no_vision:  # nothing was looked at: only the note matters to the model
+            return {"video_id": self.video_id, "no_vision": True, "note": self.answer}
         return self.model_dump(mode="json", exclude={"usage"})
 
 

@@ -16,28 +16,23 @@ import threading
 import weakref
 
 from vidscope.agents.tools import ToolContext
-from vidscope.models.protocols.chat import ChatModel
 
 log = logging.getLogger(__name__)
 
 #: The observation of a frame tool when nothing can look at frames (the first time in a question).
 NO_VISION = (
-    "no vision model configured: nothing can look at frames in this run (models.vlm is unset and "
-    "no chat model takes images). Do not call frame tools again; answer from the captions, speech "
-    "and on-screen text the other tools return."
+    "no vision model configured: nothing can look at frames in this run (no models.vlm or "
+    "models.chat is set, or the model that would look refused images). Do not call frame tools "
+    "again; answer from the captions, speech and on-screen text the other tools return."
 )
 
-#: The observation of every later frame call in the same question.
-NO_VISION_AGAIN = "no vision model configured (said above): frame tools cannot be used in this run."
+#: The observation of every later frame call in the same question. Complete on its own: a cached
+#: result may be replayed as the first one of a later question.
+NO_VISION_AGAIN = "no vision model configured: frame tools cannot be used in this run."
 
 _told: weakref.WeakSet[ToolContext] = weakref.WeakSet()
 _logged = False
 _lock = threading.Lock()
-
-
-def frame_model(ctx: ToolContext) -> ChatModel | None:
-    """The model frame tools send images to, or ``None`` when none can take them."""
-    return ctx.vision_model()
 
 
 def no_vision_note(ctx: ToolContext, tool_name: str) -> str:

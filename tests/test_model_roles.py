@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from vidscope.agents.runtime import run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext, tool_cache_key
 from vidscope.agents.tools_dvd import dvd_registry, frame_inspect, global_browse
+from vidscope.agents.vision import NO_VISION_AGAIN
 from vidscope.cli import app
 from vidscope.core.settings import Settings
 from vidscope.models import registry
@@ -329,7 +330,7 @@ def test_a_planner_alone_is_never_sent_frames_and_frame_tools_say_so_once(
     assert len(steps) == 2 and all(s.ok for s in steps)  # observations, not errors
     first, second = tool_observations(llm_server.chat_requests[-1])[:2]
     assert "no vision model configured" in first and "Do not call frame tools again" in first
-    assert "said above" in second and "Do not call" not in second
+    assert NO_VISION_AGAIN in second and "Do not call" not in second
 
 
 def test_avi_frame_analysis_without_a_vision_model_is_an_observation(
@@ -383,7 +384,7 @@ def test_a_vlm_refusing_images_is_asked_once_then_frame_tools_say_no_vision(
     assert len(steps) == 3 and all(s.ok for s in steps)
     observations = tool_observations(llm_server.chat_requests[-1])
     assert "no vision model configured" in observations[0]
-    assert all("said above" in o for o in observations[1:3])
+    assert all(NO_VISION_AGAIN in o and "Do not call" not in o for o in observations[1:3])
     assert ctx.vision_model() is None
 
 
@@ -423,3 +424,28 @@ base_url = "{vlm_server.base_url}"
     )
     assert "image input is not supported" in vlm_line
     assert len(vlm_server.chat_requests) == 2  # the 500 is not retried
+
+
+def test_sama_and_cvr_visual_tools_never_send_a_planner_frames(
+    llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    from vidscope.agents.cvr.actions import visual_query
+    from vidscope.agents.sama.tools_look import video_reader
+    from vidscope.agents.tools import ToolRegistry, execute_tool
+
+    data_dir, store = store_dir
+    settings = planner_only(data_dir, llm_server)
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=ToolRegistry([visual_query, video_reader]),
+    )
+    looked = execute_tool(ctx, "visual_query", {"video_id": VIDEO_ID, "t0": 0, "t1": 5, "focus": "people"})
+    read = execute_tool(
+        ctx, "video_reader", {"video_id": VIDEO_ID, "t0": 0, "t1": 5, "question": "how many?"}
+    )
+    assert not llm_server.chat_requests  # the planner was never asked to look (issue 28: 20 times)
+    assert looked.error is not None and "no vision model configured" in looked.error
+    assert read.error is not None and read.error.endswith(NO_VISION_AGAIN)
