@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLMServer, cut_off, text
+from llm_server import Reply, ScriptedLLMServer, cut_off, text
 
 from vidscope.core.errors import ContextFull, ContextLengthExceeded, ImagesNotSupported
 from vidscope.models import openai_compat
@@ -211,3 +211,49 @@ def test_embeddings_of_two_servers_are_cached_apart(
     assert a.embed(["a harbour"]).shape == (1, 16)
     assert b.embed(["a harbour"]).shape == (1, 8)
     assert len(other_server.embedding_requests) == 1
+
+
+# ---------------------------------------------------------------------------- the loop on a full context
+
+
+def test_the_dvd_loop_trims_observations_when_llama_cpp_fills_its_context(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """ContextFull reaches the runtime as the overflow it is (trim the oldest observations, ask
+    again), not as a cut-off reply asked again with a doubled max_tokens."""
+    from llm_server import tool_call
+    from test_agent_runtime import VIDEO_ID, build_store
+
+    from vidscope.agents.runtime import TRIMMED, run_agent
+    from vidscope.agents.tools import AgentConfig, ToolContext
+    from vidscope.agents.tools_dvd import dvd_registry
+    from vidscope.core.settings import Settings
+
+    settings = Settings(
+        data_dir=tmp_path,
+        models={"chat": None, "captioner": None, "speech_recognizer": None, "text_reader": None},
+    )
+    store = build_store(settings)
+    llm_server.n_ctx = 4096
+    llm_server.script(
+        [
+            tool_call("clip_search", {"video_id": VIDEO_ID, "query": "secret code"}),
+            # The second turn's prompt nearly fills the window; the reply stops where it is full.
+            Reply("text", content="I think " * 200, prompt_tokens=4000, completion_tokens=400),
+            tool_call("finish", {"answer": "Purple elephant.", "citations": [[35, 40]]}, call_id="c_fin"),
+        ]
+    )
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=backend(llm_server, tmp_path),
+        config=AgentConfig(tool_cache=False),
+        registry=dvd_registry(),
+    )
+    answer = run_agent(ctx, "What is the secret code?", [VIDEO_ID])
+    assert answer.answer == "Purple elephant."
+    (step,) = [s for s in answer.trace if s.kind == "context"]
+    assert "filled the context window" in step.observation
+    bodies = llm_server.chat_requests
+    assert len(bodies) == 3 and bodies[2]["max_tokens"] == bodies[1]["max_tokens"]  # not doubled
+    assert TRIMMED in str(bodies[2]["messages"])  # the clip_search observation was trimmed
