@@ -54,8 +54,9 @@ class ToolContext:
     """What tools may use: settings, the store (read-only by convention), models, configuration.
 
     ``chat`` is the planner the agent loop talks to (it may be text-only); ``vlm`` is the model
-    frame tools send images to. Without ``vlm``, :meth:`vision_model` loads ``models.vlm`` when it
-    is set and otherwise falls back to ``chat``, as the registry does.
+    frame tools send images to. Without ``vlm``, :meth:`vision_model` loads the registry's vision
+    model (``models.vlm``, else ``models.chat``); ``chat`` serves only while no separate planner is
+    configured, so a text-only planner is never sent frames.
 
     Deliberately a plain class (not a model or dataclass) so Prefect never walks into it when it
     inspects task parameters.

@@ -23,13 +23,20 @@ live on two servers with their own sampling::
     max_tokens_param = "max_completion_tokens"       # OpenAI's reasoning models want this name
 
 Sampling: without ``sampling`` the caller's temperature is sent, as always; with it exactly its
-keys are sent (``sampling = {}`` sends none, for servers that reject ``temperature``). A server that
-still answers HTTP 400 naming a sampling parameter gets the request once more without it, and
-this model stops sending it. Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning``
+keys are sent (``sampling = {}`` sends none, for servers that reject ``temperature``). What a
+server refuses is learned once and kept for the process per endpoint and model
+(:mod:`vidscope.models.endpoint_facts`), each fix said once in the log: HTTP 400 naming a sampling
+parameter (o-series: "Unsupported value: 'temperature' ...") is answered by sending the request
+once more without it; HTTP 400 naming ``max_tokens`` by sending ``max_completion_tokens``; an
+error naming images (llama.cpp's HTTP 500 "image input is not supported") is not retried, raises
+:class:`~vidscope.core.errors.ImagesNotSupported`, and later requests with images raise it without
+being sent (:attr:`OpenAIChat.accepts_images` turns False). Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning``
 fields go to :attr:`ChatReply.reasoning`, never into the parsed text; a reply cut off at the output
 limit (``finish_reason == "length"``) is asked for again once with twice the limit and a request
-to be brief, never parsed; HTTP 400 naming the context window raises
-:class:`~vidscope.core.errors.ContextLengthExceeded` (the agent runtime trims and retries).
+to be brief, never parsed, unless it stopped because the context filled (short of its output
+limit, or prompt plus reply at the context window): then :class:`~vidscope.core.errors.ContextFull`;
+HTTP 400 naming the context window raises :class:`~vidscope.core.errors.ContextLengthExceeded`
+(the agent runtime trims and retries on both).
 
 Retries are done here, not by the client (its ``max_retries`` is 0), so they are uniform, tested and
 counted: 429, 5xx, timeouts and connection errors back off exponentially with jitter and honour a
