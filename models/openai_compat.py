@@ -165,6 +165,8 @@ LIMIT_PARAM_REFUSAL = re.compile(r"max_tokens'? is not supported|use '?max_compl
 
 #: A reply stopped with prompt plus reply within this many tokens of the context window filled it.
 CONTEXT_SLACK = 16
+#: A "length" reply with fewer output tokens than this share of its limit did not stop at the limit.
+SHORT_OF_LIMIT = 0.9
 
 #: Said to the model after a reply was cut off at the output limit (it is then asked again once).
 CUT_OFF_NOTE = (
@@ -1017,8 +1019,10 @@ class OpenAIChat:
         completion = int(getattr(found, "completion_tokens", 0) or 0)
         if not prompt and not completion:
             return  # no usage reported: nothing to tell the two apart by
+        # Servers count a reply cut at its limit as the whole limit; a little slack absorbs
+        # accounting that leaves out a special token or two.
+        short_of_limit = limit is not None and 0 < completion < SHORT_OF_LIMIT * int(limit)
         window = self.context_window()
-        short_of_limit = limit is not None and 0 < completion < int(limit)
         at_window = window is not None and prompt + completion >= window - CONTEXT_SLACK
         if not (short_of_limit or at_window):
             return
