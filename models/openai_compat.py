@@ -30,10 +30,12 @@ parameter (o-series: "Unsupported value: 'temperature' ...") is answered by send
 once more without it; HTTP 400 naming ``max_tokens`` by sending ``max_completion_tokens``; an
 error naming images (llama.cpp's HTTP 500 "image input is not supported") is not retried, raises
 :class:`~vidscope.core.errors.ImagesNotSupported`, and later requests with images raise it without
-being sent (:attr:`OpenAIChat.accepts_images` turns False). Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning``
-fields go to :attr:`ChatReply.reasoning`, never into the parsed text; a reply cut off at the output
-limit (``finish_reason == "length"``) is asked for again once with twice the limit and a request
-to be brief, never parsed, unless it stopped because the context filled (short of its output
+being sent (:attr:`OpenAIChat.accepts_images` turns False).
+
+Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning`` fields go to
+:attr:`ChatReply.reasoning`, never into the parsed text; a reply cut off at the output limit
+(``finish_reason == "length"``) is asked for again once with twice the limit and a request to be
+brief, never parsed, unless it stopped because the context filled (short of its output
 limit, or prompt plus reply at the context window): then :class:`~vidscope.core.errors.ContextFull`;
 HTTP 400 naming the context window raises :class:`~vidscope.core.errors.ContextLengthExceeded`
 (the agent runtime trims and retries on both).
