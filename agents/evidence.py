@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from vidscope.agents import prompts
+from vidscope.agents.frame_grid import fit_frames
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
@@ -156,21 +157,20 @@ def inspection_times(ranges: list[list[float]], budget: int, fps: float) -> list
 
 def ask_about_frames(ctx: ToolContext, question: str, jpegs: list[bytes], times: list[float]) -> ChatReply:
     """Ask the vision model (``ctx.vision_model()``, never a separate planner) ``question`` about
-    frames (JPEG) taken at ``times``."""
+    frames (JPEG) taken at ``times``; more frames than it takes per request (``max_images``) are
+    stitched into labelled grids (:mod:`.frame_grid`) so the whole budget is seen."""
     vlm = ctx.vision_model()
     if vlm is None:
         raise ToolError("looking at frames needs a vision-language model (models.vlm or models.chat)")
+    accepted = int(getattr(vlm, "max_images", 0) or len(jpegs) or 1)
+    fitted = fit_frames(jpegs, times, accepted, ctx.settings.ingest.jpeg_quality)
     return vlm.chat(
         [
             ChatMessage(role="system", content=prompts.INSPECT_SYSTEM),
             ChatMessage(
                 role="user",
-                images=jpegs,
-                content=(
-                    f"Question: {question}\nThe {len(jpegs)} images are frames at these "
-                    "times (seconds): "
-                    f"{times}"
-                ),
+                images=fitted.jpegs,
+                content=f"Question: {question}\n{fitted.describe()}",
             ),
         ],
         max_tokens=ctx.config.max_tokens,

@@ -2,8 +2,9 @@
 segment put in front of it, replies read as JSON, and the terminal ``answer`` tool whose citations
 name their video.
 
-The vision model is the ``vlm`` role when the context has one and the chat model otherwise, so the
-tools work before and after the planner/vlm split of the model roles.
+The vision model is the ``vlm`` role when one is set and the chat model otherwise, never a separately
+configured planner (see :mod:`vidscope.agents.vision`). Without one, or when it refused images, the
+visual tools fail with the "no vision model" note (in full once per question).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pydantic import BaseModel, Field
 
 from vidscope.agents.perception import RangeFrames, checked_range, range_frames
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
+from vidscope.agents.vision import no_vision_note
+from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.images import encode_jpeg
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply
 
@@ -24,12 +27,11 @@ READ_FPS = 2.0
 
 
 def vision_model(ctx: ToolContext, tool_name: str) -> ChatModel:
-    """The model that looks at frames (``ctx.vision_model()``: the vlm, else the planner)."""
+    """The model that looks at frames (``ctx.vision_model()``: the vlm, else the chat model); a
+    :class:`ToolError` with the "no vision model" note when there is none."""
     model = ctx.vision_model()
     if model is None:
-        raise ToolError(
-            f"{tool_name} needs a vision-language model (models.vlm or models.chat); none is configured"
-        )
+        raise ToolError(f"{tool_name}: {no_vision_note(ctx, tool_name)}")
     return model
 
 
@@ -59,6 +61,15 @@ def look(
     quality = ctx.settings.ingest.jpeg_quality
     jpegs = [encode_jpeg(image, quality, max_side=max_side) for image in frames.images]
     times = [round(t, 2) for t in frames.times]
+    try:
+        return _look(model, ctx, system, prompt, jpegs, times)
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        raise ToolError(no_vision_note(ctx, "look")) from None
+
+
+def _look(
+    model: ChatModel, ctx: ToolContext, system: str, prompt: str, jpegs: list[bytes], times: list[float]
+) -> ChatReply:
     return model.chat(
         [
             ChatMessage(role="system", content=system),

@@ -54,8 +54,9 @@ class ToolContext:
     """What tools may use: settings, the store (read-only by convention), models, configuration.
 
     ``chat`` is the planner the agent loop talks to (it may be text-only); ``vlm`` is the model
-    frame tools send images to. Without ``vlm``, :meth:`vision_model` loads ``models.vlm`` when it
-    is set and otherwise falls back to ``chat``, as the registry does.
+    frame tools send images to. Without ``vlm``, :meth:`vision_model` loads the registry's vision
+    model (``models.vlm``, else ``models.chat``); ``chat`` serves only while no separate planner is
+    configured, so a text-only planner is never sent frames.
 
     Deliberately a plain class (not a model or dataclass) so Prefect never walks into it when it
     inspects task parameters.
@@ -96,14 +97,20 @@ class ToolContext:
         return self._embedder
 
     def vision_model(self) -> ChatModel | None:
-        """The model that looks at frames: ``vlm``, else ``models.vlm``, else the planner.
+        """The model that looks at frames: ``vlm``, else ``models.vlm``, else the chat model, never
+        a separately configured planner (it may be text-only: docs/models.md); ``None`` when no
+        model can, or when the one there refused images earlier in this process.
 
-        Loaded lazily (by the first frame tool), so a misconfigured vlm fails that tool call with
-        a message the agent reads instead of failing the whole question up front.
+        ``chat`` serves only while no planner is configured: then it is the chat model (or a model
+        the caller gave for both roles). Loaded lazily (by the first frame tool), so a
+        misconfigured vlm fails that tool call with a message the agent reads instead of failing
+        the whole question up front.
         """
-        if self.vlm is None and self.settings.models.vlm:
+        if self.vlm is None and (self.settings.models.vlm or self.settings.models.planner):
             self.vlm = model_registry.vision_model(self.settings)
-        return self.vlm if self.vlm is not None else self.chat
+        model = self.vlm if self.vlm is not None or self.settings.models.planner else self.chat
+        # A backend that learned its model refuses images says so (openai: accepts_images).
+        return model if model is not None and getattr(model, "accepts_images", True) else None
 
     def video(self, video_id: str) -> VideoRecord:
         """The ``videos`` row of ``video_id``; a :class:`ToolError` naming known ids if absent."""

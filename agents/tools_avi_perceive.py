@@ -19,7 +19,8 @@ from vidscope.agents.perception import (
     range_frames,
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
-from vidscope.core.errors import BackendUnavailable
+from vidscope.agents.vision import no_vision_note
+from vidscope.core.errors import BackendUnavailable, ImagesNotSupported
 from vidscope.core.images import encode_jpeg
 from vidscope.core.lexicon import canonical_form
 from vidscope.models import registry
@@ -35,6 +36,8 @@ OCR_FRAMES, OCR_FPS = 16, 2.0
 BOUNDARY_FRAMES, BOUNDARY_FPS = 128, 4.0
 #: Extra frames decoded between the last sample outside and the first inside an event's edge.
 BOUNDARY_PROBES = 4
+#: AVI's frame-analysis budget (64 frames), also the default: more than the vision model takes
+#: per request are stitched into grids rather than dropped.
 ANALYSIS_MAX_FRAMES = 64
 #: Longest side of the frames frame_analysis sends (smaller images, fewer image tokens).
 ANALYSIS_MAX_SIDE = 448
@@ -400,17 +403,24 @@ class FrameAnalysisResult(ToolResult):
     time_ranges: list[list[float]]
     frame_times: list[float]
     usage: Usage | None = None
+    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
+    #: and nothing was perceived.
+    no_vision: bool = False
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, a, b) for a, b in self.time_ranges]
 
     def summary(self) -> str:
+        if self.no_vision:
+            return self.answer
         return f"{len(self.frame_times)} frames analysed: {self.answer[:80]}"
 
     def model_usage(self) -> Usage | None:
         return self.usage
 
     def for_model(self) -> dict[str, Any]:
+        if self.no_vision:  # nothing was looked at: only the note matters to the model
+            return {"video_id": self.video_id, "no_vision": True, "note": self.answer}
         return self.model_dump(mode="json", exclude={"usage"})
 
 
@@ -423,7 +433,8 @@ def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:
 
 
 # v3: a list of ranges (compare moments in one request), frames shared by their lengths
-@tool(version=3, uses_models=("vlm",))
+# v4: 64 frames by default (the paper's budget), grids beyond max_images; "no vision model" note
+@tool(version=4, uses_models=("vlm",))
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -439,7 +450,7 @@ def frame_analysis(
             ge=1,
             le=ANALYSIS_MAX_FRAMES,
         ),
-    ] = 16,
+    ] = ANALYSIS_MAX_FRAMES,
 ) -> FrameAnalysisResult:
     """The last resort, after object_detect, text_extract and boundary_detect: look at frames
     spread over one or more time ranges and answer a visual question about them (appearance,
@@ -447,10 +458,12 @@ def frame_analysis(
     moments in one look."""
     vlm = ctx.vision_model()
     if vlm is None:
-        raise ToolError("frame_analysis needs a vision-language model (models.vlm or models.chat)")
+        return _no_vision(ctx, video_id, question)
     record = ctx.video(video_id)
     ranges = [checked_range(record, r) for r in time_ranges]
-    budget = min(frames, ANALYSIS_MAX_FRAMES, int(getattr(vlm, "max_images", ANALYSIS_MAX_FRAMES)))
+    # The paper's budget (64 frames) whatever the server's image limit: more frames than it takes
+    # per request are stitched into grids by ask_about_frames.
+    budget = min(frames, ANALYSIS_MAX_FRAMES)
     times: list[float] = []
     images: list[np.ndarray] = []
     for (start, end), share in zip(ranges, _shares(ranges, budget), strict=True):
@@ -472,7 +485,10 @@ def frame_analysis(
     order = sorted(range(len(times)), key=times.__getitem__)
     jpegs = [encode_jpeg(_downscaled(images[i], ANALYSIS_MAX_SIDE), quality) for i in order]
     shown = [round(times[i], 2) for i in order]
-    reply = ask_about_frames(ctx, question, jpegs, shown)
+    try:
+        reply = ask_about_frames(ctx, question, jpegs, shown)
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        return _no_vision(ctx, video_id, question)
     return FrameAnalysisResult(
         video_id=video_id,
         question=question,
@@ -480,6 +496,14 @@ def frame_analysis(
         time_ranges=[[a, b] for a, b in ranges],
         frame_times=shown,
         usage=reply.usage,
+    )
+
+
+def _no_vision(ctx: ToolContext, video_id: str, question: str) -> FrameAnalysisResult:
+    """frame_analysis's observation when no model can look at frames (nothing perceived)."""
+    note = no_vision_note(ctx, "frame_analysis")
+    return FrameAnalysisResult(
+        video_id=video_id, question=question, answer=note, time_ranges=[], frame_times=[], no_vision=True
     )
 
 

@@ -7,8 +7,9 @@ videos. Results are typed models that record the time ranges they showed the mod
 evidence, which is what citations are verified against (global_browse, an overview, records none).
 
 Budgets follow the paper and its public code unless said otherwise: frame_inspect looks at up to
-50 frames (the code's tool-VLM frame limit) at 720 px on the longest side (``[agent] max_frames``,
-``frame_max_side``); global_browse summarises the captions most relevant to the query (the code
+50 frames (the code's tool-VLM frame limit) at 720p, i.e. 720 px on the short side (``[agent]
+max_frames``, ``frame_short_side``), stitched into grids when the vision model takes fewer images
+per request; global_browse summarises the captions most relevant to the query (the code
 ranks captions by embedding similarity and keeps 300) together with the subject registry.
 """
 
@@ -40,7 +41,9 @@ from vidscope.agents.tools import (
     ToolResult,
     tool,
 )
-from vidscope.core.images import encode_jpeg
+from vidscope.agents.vision import no_vision_note
+from vidscope.core.errors import ImagesNotSupported
+from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
 from vidscope.storage.subjects import SUBJECTS
@@ -120,17 +123,24 @@ class FrameInspectResult(ToolResult):
     frame_times: list[float]
     ranges: list[list[float]]
     usage: Usage | None = None
+    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
+    #: and nothing was perceived.
+    no_vision: bool = False
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, float(a), float(b)) for a, b in self.ranges]
 
     def summary(self) -> str:
+        if self.no_vision:
+            return self.answer
         return f"{len(self.frame_times)} frames inspected: {self.answer[:80]}"
 
     def model_usage(self) -> Usage | None:
         return self.usage
 
     def for_model(self) -> dict[str, Any]:
+        if self.no_vision:  # nothing was looked at: only the note matters to the model
+            return {"video_id": self.video_id, "no_vision": True, "note": self.answer}
         return self.model_dump(mode="json", exclude={"usage"})
 
 
@@ -270,7 +280,9 @@ def _frames_from_video(ctx: ToolContext, record: Any, ranges: list[list[float]])
         if not path.is_file() or path.stat().st_size != record.size_bytes:
             return []
         times = inspection_times(ranges, frame_budget(ctx), max(record.fps, 1.0))
-        images = frames_at(path, times, max_side=ctx.config.frame_max_side)
+        config = ctx.config
+        side = longest_side_for(record.width, record.height, config.frame_short_side, config.frame_max_side)
+        images = frames_at(path, times, max_side=side)
     except (OSError, ValueError) as exc:  # moved, truncated since, undecodable: use stored frames
         log.info("frame_inspect: reading %s failed (%s); using stored frames", path, exc)
         return []
@@ -299,13 +311,15 @@ def _stored_frames(ctx: ToolContext, video_id: str, ranges: list[list[float]]) -
 
 
 def frame_budget(ctx: ToolContext) -> int:
-    """Frames frame_inspect sends: ``[agent] max_frames``, within what the vision model accepts per
-    request (a backend's ``max_images``, e.g. vLLM's ``--limit-mm-per-prompt``)."""
-    accepted = getattr(ctx.vision_model(), "max_images", None)
-    return min(ctx.config.max_frames, int(accepted)) if accepted else ctx.config.max_frames
+    """Frames frame_inspect looks at: ``[agent] max_frames`` (DVD: 50). When the vision model takes
+    fewer images per request (a backend's ``max_images``, e.g. vLLM's ``--limit-mm-per-prompt``),
+    they are stitched into grids rather than dropped (:func:`ask_about_frames`)."""
+    return ctx.config.max_frames
 
 
-@tool(version=3, uses_models=("vlm",))  # v3: 50 frames at 720 px by default (the paper's budget)
+# v3: 50 frames at 720 px by default (the paper's budget); v4: 720 px on the short side (720p),
+# all 50 frames seen (grids beyond max_images), the "no vision model" note
+@tool(version=4, uses_models=("vlm",))
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -322,7 +336,7 @@ def frame_inspect(
     """Look closely at frames sampled from the given time ranges and answer a visual question
     about them (appearance, colours, counts, positions, small details, text in the image)."""
     if ctx.vision_model() is None:
-        raise ToolError("frame_inspect needs a vision-language model (models.vlm or models.chat)")
+        return _no_vision(ctx, video_id, question)
     record = ctx.video(video_id)
     ranges: list[list[float]] = []
     for pair in time_ranges:
@@ -334,7 +348,10 @@ def frame_inspect(
         ranges.append([start, end])
     frames = _frames_from_video(ctx, record, ranges) or _stored_frames(ctx, video_id, ranges)
     times = [round(float(f["t"]), 2) for f in frames]
-    reply = ask_about_frames(ctx, question, [f["jpeg"] for f in frames], times)
+    try:
+        reply = ask_about_frames(ctx, question, [f["jpeg"] for f in frames], times)
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        return _no_vision(ctx, video_id, question)
     return FrameInspectResult(
         video_id=video_id,
         question=question,
@@ -342,6 +359,14 @@ def frame_inspect(
         frame_times=times,
         ranges=ranges,
         usage=reply.usage,
+    )
+
+
+def _no_vision(ctx: ToolContext, video_id: str, question: str) -> FrameInspectResult:
+    """frame_inspect's observation when no model can look at frames (nothing perceived)."""
+    note = no_vision_note(ctx, "frame_inspect")
+    return FrameInspectResult(
+        video_id=video_id, question=question, answer=note, frame_times=[], ranges=[], no_vision=True
     )
 
 

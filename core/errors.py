@@ -29,3 +29,34 @@ class ContextLengthExceeded(ModelOutputError):
     Raised by chat backends; the agent runtime answers it by trimming the oldest observations and
     retrying, then by forcing an answer, so a question never crashes on a long conversation.
     """
+
+
+class ContextFull(ContextLengthExceeded):
+    """The conversation filled the model's context while it replied (HTTP 200, ``finish_reason:
+    "length"`` with prompt plus reply at the context size, as llama.cpp's server does).
+
+    Not an output limit: a larger ``max_tokens`` would not help, only a shorter conversation. A
+    subclass of :class:`ContextLengthExceeded`, so code that trims on an overflow handles it too;
+    a loop that catches it specifically should trim the oldest observations, then force an answer.
+    ``prompt_tokens``, ``completion_tokens`` and ``context_tokens`` say what the server reported
+    (``context_tokens`` is ``None`` when the window size is unknown).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        context_tokens: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.context_tokens = context_tokens
+
+
+class ImagesNotSupported(VidscopeError, RuntimeError):
+    """A model refused images (e.g. llama.cpp's HTTP 500 "image input is not supported", vLLM's 400
+    for a text-only model). The backend remembers it for the process, per endpoint and model, and
+    raises this again without a request; frame tools then say there is no vision model."""

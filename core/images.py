@@ -20,6 +20,15 @@ def encode_jpeg(image: np.ndarray | Image.Image, quality: int = 90, *, max_side:
     return buffer.getvalue()
 
 
+def longest_side_for(width: int, height: int, short_side: int, max_side: int | None = None) -> int:
+    """The longest side a ``width`` x ``height`` frame gets when its short side is scaled to at
+    most ``short_side`` (never up), and its longest side capped at ``max_side`` if given: "720p"
+    for a 1920x1080 video is 1280 (1280x720), for a portrait 1080x1920 also 1280 (720x1280)."""
+    longest, shortest = max(width, height, 1), max(min(width, height), 1)
+    size = longest if shortest <= short_side else round(longest * short_side / shortest)
+    return min(size, max_side) if max_side else size
+
+
 def decode_jpeg(data: bytes) -> np.ndarray:
     """An RGB uint8 image from JPEG bytes."""
     with Image.open(io.BytesIO(data)) as image:

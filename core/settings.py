@@ -238,8 +238,13 @@ class AgentSettings(BaseModel):
     #: Frames frame_inspect sends to the vision model at most (DVD: 50), within the backend's
     #: ``max_images`` per request.
     max_frames: int = Field(default=50, ge=1)
-    #: Longest side (pixels) of frames frame_inspect decodes from the file (DVD: 720p).
-    frame_max_side: int = Field(default=720, ge=32)
+    #: Short side (pixels) of frames frame_inspect decodes from the file: DVD's "720p" is 720 px
+    #: high for a landscape video (1280x720 at 16:9). Smaller videos are never upscaled.
+    frame_short_side: int = Field(default=720, ge=32)
+    #: Optional cap on the longest side of those frames. Until issue 28 this key was the only
+    #: size (720 on the longest side, i.e. 720x405, not 720p); a config that sets it keeps that
+    #: cap. Unset by default.
+    frame_max_side: int | None = Field(default=None, ge=32)
     #: Output-token limit per model call.
     max_tokens: int | None = 1024
     temperature: float = 0.0
@@ -280,7 +285,12 @@ class AgentSettings(BaseModel):
     def tool_fingerprint(self) -> str:
         """The part of the configuration that changes what tools return (for cache keys)."""
         return stable_hash(
-            self.browse_captions, self.max_frames, self.frame_max_side, self.cvr_frames, self.cvr_frame_side
+            self.browse_captions,
+            self.max_frames,
+            self.frame_max_side,
+            self.cvr_frames,
+            self.cvr_frame_side,
+            self.frame_short_side,
         )
 
 

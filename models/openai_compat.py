@@ -23,13 +23,22 @@ live on two servers with their own sampling::
     max_tokens_param = "max_completion_tokens"       # OpenAI's reasoning models want this name
 
 Sampling: without ``sampling`` the caller's temperature is sent, as always; with it exactly its
-keys are sent (``sampling = {}`` sends none, for servers that reject ``temperature``). A server that
-still answers HTTP 400 naming a sampling parameter gets the request once more without it, and
-this model stops sending it. Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning``
-fields go to :attr:`ChatReply.reasoning`, never into the parsed text; a reply cut off at the output
-limit (``finish_reason == "length"``) is asked for again once with twice the limit and a request
-to be brief, never parsed; HTTP 400 naming the context window raises
-:class:`~vidscope.core.errors.ContextLengthExceeded` (the agent runtime trims and retries).
+keys are sent (``sampling = {}`` sends none, for servers that reject ``temperature``). What a
+server refuses is learned once and kept for the process per endpoint and model
+(:mod:`vidscope.models.endpoint_facts`), each fix said once in the log: HTTP 400 naming a sampling
+parameter (o-series: "Unsupported value: 'temperature' ...") is answered by sending the request
+once more without it; HTTP 400 naming ``max_tokens`` by sending ``max_completion_tokens``; an
+error naming images (llama.cpp's HTTP 500 "image input is not supported") is not retried, raises
+:class:`~vidscope.core.errors.ImagesNotSupported`, and later requests with images raise it without
+being sent (:attr:`OpenAIChat.accepts_images` turns False).
+
+Reasoning: ``<think>`` blocks and ``reasoning_content``/``reasoning`` fields go to
+:attr:`ChatReply.reasoning`, never into the parsed text; a reply cut off at the output limit
+(``finish_reason == "length"``) is asked for again once with twice the limit and a request to be
+brief, never parsed, unless it stopped because the context filled (short of its output
+limit, or prompt plus reply at the context window): then :class:`~vidscope.core.errors.ContextFull`;
+HTTP 400 naming the context window raises :class:`~vidscope.core.errors.ContextLengthExceeded`
+(the agent runtime trims and retries on both).
 
 Retries are done here, not by the client (its ``max_retries`` is 0), so they are uniform, tested and
 counted: 429, 5xx, timeouts and connection errors back off exponentially with jitter and honour a
@@ -58,8 +67,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable, ContextLengthExceeded, ModelOutputError
-from vidscope.models import usage
+from vidscope.core.errors import (
+    BackendUnavailable,
+    ContextFull,
+    ContextLengthExceeded,
+    ImagesNotSupported,
+    ModelOutputError,
+)
+from vidscope.models import endpoint_facts, usage
 from vidscope.models.captioning import (
     DEFAULT_CAPTION_PROMPT,
     REGISTRY_INSTRUCTIONS,
@@ -98,7 +113,9 @@ DEFAULTS: dict[str, Any] = {
     "max_retries": 3,
     "max_concurrency": 4,
     "max_images": 32,
-    "max_image_side": 768,
+    # Longest side of an image sent. 1280 lets frame_inspect's 720p frames (1280x720) through
+    # whole; every other sender makes smaller images (stored frames are 640 px).
+    "max_image_side": 1280,
     "azure_api_version": None,
     "tool_calling": "native",
     "cache": True,
@@ -118,6 +135,9 @@ DEFAULTS: dict[str, Any] = {
     "reasoning_effort": None,  # "low" | "medium" | "high", for servers/models that take it
     "reasoning_tokens": 0,  # output tokens added to every limit, for the model's thinking
     "extra_body": None,  # a table merged into each request body (server-specific fields)
+    # The model's context window in tokens, to tell a full context from an output limit; unset,
+    # it is asked of the server (llama.cpp's /props n_ctx, vLLM's /models max_model_len).
+    "context_tokens": None,
 }
 
 #: An HTTP 400 whose message says the request did not fit the model's context window: vLLM and
@@ -128,6 +148,27 @@ CONTEXT_ERROR = re.compile(
     r"|too many tokens|exceeds? the (available )?context",
     re.IGNORECASE,
 )
+
+#: An error naming images as something this model cannot take: llama.cpp's server without
+#: ``--mmproj`` (HTTP 500 "image input is not supported"), vLLM serving a text-only model ("... is
+#: not a multimodal model"), OpenAI ("image_url is only supported by certain models"), Ollama
+#: ("does not support images"). Not vLLM's per-request cap ("At most 4 image(s) ..."): that is a
+#: limit, and ``max_images`` is the fix.
+IMAGE_REFUSAL = re.compile(
+    r"image input is not supported|does not support (image|vision|multi-?modal)"
+    r"|not a multi-?modal model|(image|image_url|vision)\w*'? (input )?(is|are) (not supported|unsupported"
+    r"|only supported)|at most 0 image|mmproj",
+    re.IGNORECASE,
+)
+
+#: An HTTP 400 naming ``max_tokens`` as unsupported (OpenAI's reasoning models: "Unsupported
+#: parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.").
+LIMIT_PARAM_REFUSAL = re.compile(r"max_tokens'? is not supported|use '?max_completion_tokens", re.IGNORECASE)
+
+#: A reply stopped with prompt plus reply within this many tokens of the context window filled it.
+CONTEXT_SLACK = 16
+#: A "length" reply with fewer output tokens than this share of its limit did not stop at the limit.
+SHORT_OF_LIMIT = 0.9
 
 #: Said to the model after a reply was cut off at the output limit (it is then asked again once).
 CUT_OFF_NOTE = (
@@ -276,7 +317,7 @@ class Endpoint:
                 f"{KIND}:{self.model}",
                 f"the API key in ${self.api_key_env}",
                 f"Set the environment variable {self.api_key_env} (or api_key_env in "
-                f"[models.options.{KIND}]) to your API key for {self.base_url}.",
+                f"[models.options.{KIND}.{self.role}]) to your API key for {self.base_url}.",
             )
         # Local servers ignore the key, but the client insists on one.
         key = key or "not-needed"
@@ -334,6 +375,11 @@ class Endpoint:
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 last, delay = exc, self._backoff(attempt)
             except openai.APIStatusError as exc:
+                if exc.status_code >= 400 and IMAGE_REFUSAL.search(_describe(exc)):
+                    # llama.cpp answers 500: retrying a model that has no vision only waits longer.
+                    raise ImagesNotSupported(
+                        f"POST {self.url(path)} (model '{self.model}') does not take images: {_describe(exc)}"
+                    ) from exc
                 if exc.status_code in (400, 413) and CONTEXT_ERROR.search(_describe(exc)):
                     raise ContextLengthExceeded(
                         f"POST {self.url(path)} (model '{self.model}'): the request does not fit "
@@ -365,7 +411,7 @@ class Endpoint:
         if code in (401, 403):
             return EndpointError(
                 f"{where} was refused: {detail}. Put a valid API key in the environment variable "
-                f"{self.api_key_env} (api_key_env in [models.options.{KIND}])."
+                f"{self.api_key_env} (api_key_env in [models.options.{KIND}.{self.role}])."
             )
         if code == 404:
             return EndpointError(
@@ -377,7 +423,7 @@ class Endpoint:
             # vLLM without --enable-auto-tool-choice, and many small models, refuse native tools.
             hint = (
                 f'; if the server or model lacks native tool calling, set tool_calling = "json" '
-                f"in [models.options.{KIND}]"
+                f"in [models.options.{KIND}.{self.role}]"
             )
         return EndpointError(f"{where} failed after {attempts} attempt(s): {detail}{hint}")
 
@@ -388,8 +434,8 @@ class Endpoint:
         if isinstance(exc, openai.APITimeoutError):
             return EndpointTimeout(
                 f"POST {url} (model '{self.model}') timed out after {self.timeout_s:g}s on each of "
-                f"{attempts} attempt(s); raise timeout_s in [models.options.{KIND}] or lighten the "
-                f"server's load"
+                f"{attempts} attempt(s); raise timeout_s in [models.options.{KIND}.{self.role}] or "
+                f"lighten the server's load"
             )
         if isinstance(exc, openai.APIConnectionError):
             return BackendUnavailable(
@@ -397,7 +443,7 @@ class Endpoint:
                 f"{KIND}:{self.model}",
                 f"POST {url}, {attempts} attempt(s): {_describe(exc)}",
                 f"Start the OpenAI-compatible server at {self.base_url} or fix base_url in "
-                f"[models.options.{KIND}] of vidscope.toml.",
+                f"[models.options.{KIND}.{self.role}] of vidscope.toml.",
             )
         return EndpointError(
             f"POST {url} (model '{self.model}') failed after {attempts} attempt(s): {_describe(exc)}"
@@ -415,6 +461,47 @@ def _describe(exc: Exception | None) -> str:
     if code is None and cause is not None and str(cause):
         text = f"{text} ({type(cause).__name__}: {cause})"
     return f"HTTP {code}: {text}" if code else text
+
+
+def server_context_window(endpoint: Endpoint, model: str) -> int | None:
+    """The context window the server reports for ``model``, or ``None`` when it reports none.
+
+    llama.cpp's server reports the per-slot context at ``GET /props``
+    (``default_generation_settings.n_ctx``); vLLM reports ``max_model_len`` per model at ``GET
+    /v1/models``; some servers put ``n_ctx`` in a model's ``meta``. Asked only after a reply
+    stopped at ``finish_reason: "length"``, with a short timeout; any failure means unknown.
+    """
+    import httpx
+
+    base = endpoint.base_url.rstrip("/")
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    timeout = min(5.0, endpoint.timeout_s)
+    headers = {"Authorization": f"Bearer {os.environ.get(endpoint.api_key_env) or 'not-needed'}"}
+
+    def get(url: str) -> Any:
+        try:
+            response = httpx.get(url, timeout=timeout, headers=headers)
+            return response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
+    props = get(f"{root}/props")
+    if isinstance(props, dict):
+        settings = props.get("default_generation_settings")
+        for found in (settings.get("n_ctx") if isinstance(settings, dict) else None, props.get("n_ctx")):
+            if isinstance(found, int) and found > 0:
+                return found
+    listed = get(f"{base}/models")
+    entries = listed.get("data") if isinstance(listed, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if not isinstance(entry, dict) or entry.get("id") not in (model, None):
+            continue
+        raw_meta = entry.get("meta")
+        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+        for found in (entry.get("max_model_len"), meta.get("n_ctx")):
+            if isinstance(found, int) and found > 0:
+                return found
+    return None
 
 
 # ---------------------------------------------------------------------------- reasoning
@@ -483,8 +570,23 @@ class OpenAIChat:
         self.max_image_side = int(opts["max_image_side"])
         self.json_tools = opts["tool_calling"] == "json"
         self.cache = usage.ResponseCache(self.data_dir) if opts["cache"] else None
-        #: Sampling parameters this server refused (HTTP 400 naming them): no longer sent.
-        self.refused_sampling: set[str] = set()
+        #: What the server taught this process about the model (shared by every backend object
+        #: on the same endpoint and model): refused parameters, images, the context window.
+        self.facts = endpoint_facts.facts(endpoint.base_url, model)
+
+    @property
+    def refused_sampling(self) -> set[str]:
+        """Sampling parameters this server refused (HTTP 400 naming them): no longer sent."""
+        return self.facts.refused_params
+
+    @property
+    def accepts_images(self) -> bool:
+        """False once the server refused images in this process (then no image is sent again)."""
+        return self.facts.images_refused is None
+
+    def limit_param(self) -> str:
+        """The output-limit parameter's name: what the server asked for, else ``max_tokens_param``."""
+        return self.facts.max_tokens_param or str(self.opts["max_tokens_param"])
 
     def as_captioner(self) -> OpenAICaptioner:
         """This model as a clip captioner (its role's ``caption_*`` options): how a ``vlm``
@@ -596,7 +698,7 @@ class OpenAIChat:
             "tools": [t.model_dump(mode="json") for t in tools or ()],
             "params": params,
         }
-        return usage.request_key(self.model, "chat", request)
+        return usage.request_key(self.endpoint.base_url, self.model, "chat", request)
 
     # -------------------------------------------------------------- parsing
 
@@ -670,10 +772,15 @@ class OpenAIChat:
         started = time.monotonic()
         messages = list(messages)
         n_images = sum(len(m.images) for m in messages)
+        if n_images and not self.accepts_images:
+            raise ImagesNotSupported(
+                f"{self.name} at {self.endpoint.base_url} does not take images (it refused them "
+                f"earlier in this process: {self.facts.images_refused})"
+            )
         if n_images > self.max_images:
             raise ValueError(
                 f"{self.name}: {n_images} images in one request, the limit is {self.max_images} "
-                f"(max_images in [models.options.{KIND}]); send fewer frames"
+                f"(max_images in [models.options.{KIND}.{self.role}]); send fewer frames"
             )
         params = {
             "max_tokens": self.output_limit(max_tokens),
@@ -729,7 +836,7 @@ class OpenAIChat:
             extra.append("Answer with one valid JSON object and nothing else.")
         wire = self._convert(messages, images, "\n\n".join(extra) or None)
         kwargs: dict[str, Any] = {"model": self.model}
-        limit_param = str(self.opts["max_tokens_param"])
+        limit_param = self.limit_param()
         limit = self.output_limit(max_tokens)
         if limit is not None:
             kwargs[limit_param] = limit
@@ -751,7 +858,9 @@ class OpenAIChat:
             kwargs["response_format"] = {"type": "json_object"}
 
         problem: UnusableReply | None = None
-        reasked = cut_off_retried = refusal_retried = False
+        reasked = cut_off_retried = False
+        #: Parameters already fixed after a refusal in this call: each is retried once only.
+        fixed: set[str] = set()
         while True:
             sent = list(wire)  # a snapshot: corrections are appended to ``wire`` afterwards
             # Sampling goes in extra_body: the client refuses keyword arguments it does not
@@ -765,26 +874,30 @@ class OpenAIChat:
 
             try:
                 response = self.endpoint.call("chat/completions", create, tally)
-            except EndpointError as exc:
-                refused = [k for k in body if k in self.sampling(temperature) and k in str(exc)]
-                if not refused or refusal_retried or "HTTP 400" not in str(exc):
-                    raise
-                # o-series and some reasoning servers reject temperature outright: drop what was
-                # named and stop sending it from this model, rather than fail every call.
-                refusal_retried = True
-                self.refused_sampling.update(refused)
-                log.warning(
-                    "%s refused %s; sending the request without it (set sampling in "
-                    "[models.options.%s] to silence this)",
+            except ImagesNotSupported as exc:
+                self.facts.images_refused = str(exc)
+                endpoint_facts.say_once(
+                    self.facts,
+                    "images",
+                    "%s at %s refused images; it is treated as text-only for the rest of this "
+                    "process (frame tools say there is no vision model). Point models.vlm at a "
+                    "vision model, or start the server with the model's projector (llama.cpp "
+                    "--mmproj).",
                     self.name,
-                    ", ".join(refused),
-                    KIND,
+                    self.endpoint.base_url,
                 )
+                raise
+            except EndpointError as exc:
+                changed = self._accept_refusal(str(exc), kwargs, body, temperature, fixed)
+                if changed is None:
+                    raise
+                limit_param = changed
                 continue
             tally.add_usage(response)
             choices = getattr(response, "choices", None) or []
             finish = getattr(choices[0], "finish_reason", None) if choices else None
             if finish == "length":
+                self._raise_if_context_full(response, kwargs.get(limit_param))
                 # A reply cut off at the output limit is never parsed: truncated JSON can look
                 # repairable and a half-thought can look like an answer.
                 if cut_off_retried:
@@ -792,7 +905,7 @@ class OpenAIChat:
                         f"{self.name} at {self.endpoint.url('chat/completions')} was cut off at the "
                         f"output limit ({kwargs.get(limit_param, 'the server default')} tokens) "
                         f"twice; raise [agent] max_tokens or reasoning_tokens in "
-                        f"[models.options.{KIND}]"
+                        f"[models.options.{KIND}.{self.role}]"
                     )
                 cut_off_retried = True
                 if limit_param in kwargs:
@@ -837,6 +950,103 @@ class OpenAIChat:
             f"{self.name} at {self.endpoint.url('chat/completions')} gave an unusable reply twice "
             f"(the second time after being told the problem): {problem.problem}"
         )
+
+    # -------------------------------------------------------------- what servers refuse
+
+    def _accept_refusal(
+        self,
+        error: str,
+        kwargs: dict[str, Any],
+        body: dict[str, Any],
+        temperature: float,
+        fixed: set[str],
+    ) -> str | None:
+        """After an HTTP 400 naming the output-limit parameter or a sampling parameter, change the
+        request to the accepted form (``max_completion_tokens``; the sampling parameter dropped),
+        remember it for this endpoint and model, and return the limit parameter's name now in
+        use; ``None`` when the error is no such refusal or this call already fixed it once."""
+        if "HTTP 400" not in error:
+            return None
+        limit_param = self.limit_param()
+        if limit_param == "max_tokens" and "max_tokens" not in fixed and LIMIT_PARAM_REFUSAL.search(error):
+            # OpenAI's o-series and newer models: same meaning, new name.
+            fixed.add("max_tokens")
+            self.facts.max_tokens_param = "max_completion_tokens"
+            if "max_tokens" in kwargs:
+                kwargs["max_completion_tokens"] = kwargs.pop("max_tokens")
+            endpoint_facts.say_once(
+                self.facts,
+                "max_tokens",
+                "%s refused max_tokens; sending max_completion_tokens from now on (set "
+                'max_tokens_param = "max_completion_tokens" in [models.options.%s.%s] to silence this)',
+                self.name,
+                KIND,
+                self.role,
+            )
+            return "max_completion_tokens"
+        sampling = self.sampling(temperature)
+        refused = [k for k in body if k in sampling and k not in fixed and re.search(rf"\b{k}\b", error)]
+        if not refused:
+            return None
+        # o-series and some reasoning servers reject temperature (or any value but the default):
+        # drop what was named and stop sending it to this model, rather than fail every call.
+        fixed.update(refused)
+        self.facts.refused_params.update(refused)
+        endpoint_facts.say_once(
+            self.facts,
+            "sampling:" + ",".join(sorted(refused)),
+            "%s refused %s; sending requests without it from now on (set sampling = {} or the "
+            "accepted values in [models.options.%s.%s] to silence this)",
+            self.name,
+            ", ".join(refused),
+            KIND,
+            self.role,
+        )
+        return limit_param
+
+    # -------------------------------------------------------------- a full context
+
+    def _raise_if_context_full(self, response: Any, limit: Any) -> None:
+        """Raise :class:`ContextFull` when a ``finish_reason: "length"`` reply stopped because the
+        context window filled, not at the output limit.
+
+        llama.cpp's server answers HTTP 200 with ``finish_reason: "length"`` both when the reply
+        reached ``max_tokens`` and when prompt plus reply reached its context size (``-c``, per
+        slot); only the second is cured by a shorter conversation. Two signs tell them apart: the
+        reply stopped short of the output limit it was given, or prompt plus reply reached the
+        context window (``context_tokens``, else the size the server reports).
+        """
+        found = getattr(response, "usage", None)
+        prompt = int(getattr(found, "prompt_tokens", 0) or 0)
+        completion = int(getattr(found, "completion_tokens", 0) or 0)
+        if not prompt and not completion:
+            return  # no usage reported: nothing to tell the two apart by
+        # Servers count a reply cut at its limit as the whole limit; a little slack absorbs
+        # accounting that leaves out a special token or two.
+        short_of_limit = limit is not None and 0 < completion < SHORT_OF_LIMIT * int(limit)
+        window = self.context_window()
+        at_window = window is not None and prompt + completion >= window - CONTEXT_SLACK
+        if not (short_of_limit or at_window):
+            return
+        size = f"{window} tokens" if window else "its size"
+        raise ContextFull(
+            f"{self.name} at {self.endpoint.base_url}: the conversation filled the context window "
+            f"({prompt} prompt + {completion} reply tokens, window {size}); a larger max_tokens "
+            f"would not help: shorten the conversation or raise the server's context (llama.cpp "
+            f"-c, vLLM --max-model-len) and context_tokens in [models.options.{KIND}.{self.role}]",
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            context_tokens=window,
+        )
+
+    def context_window(self) -> int | None:
+        """The model's context window in tokens: the ``context_tokens`` option, else what the
+        server reports (looked up once per endpoint and model), else ``None``."""
+        if self.opts["context_tokens"]:
+            return int(self.opts["context_tokens"])
+        if self.facts.context_tokens is None:
+            self.facts.context_tokens = server_context_window(self.endpoint, self.model) or 0
+        return self.facts.context_tokens or None
 
     def _record(
         self,
@@ -972,7 +1182,9 @@ class OpenAIEmbedder:
         return self._dim
 
     def _batch(self, texts: list[str], tally: _Tally) -> tuple[list[list[float]], bool]:
-        key = usage.request_key(self.model, "embeddings", texts) if self.cache else None
+        key = (
+            usage.request_key(self.endpoint.base_url, self.model, "embeddings", texts) if self.cache else None
+        )
         if self.cache and key:
             cached = self.cache.get(key)
             if cached is not None:

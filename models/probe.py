@@ -7,6 +7,12 @@ captioner, and chat when it is the one looking at frames). Each role becomes one
 :class:`RoleCheck` line; a server that is down, slow or refuses something gives a short reason,
 never a traceback. Probes bypass the response cache (an answer from the cache proves nothing) and
 use a short timeout with no retries, so a dead server costs seconds, not minutes.
+
+A role fails (``ok`` False, and ``vidscope models --check`` exits 1) when any probe it needs
+fails or times out; the line names that probe and the option that fixes it. Only two answers are
+facts rather than failures: a chat model serving as the vision model that refuses images (it is
+text-only; frame tools will say there is no vision model) and a tool call written as text where
+vidscope reads it anyway.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ToolSpec
@@ -71,7 +78,14 @@ def probe_settings(settings: Settings, timeout_s: float) -> Settings:
 def _reason(exc: BaseException) -> str:
     """An exception as one short line."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text if len(text) <= 240 else text[:237] + "..."
+    if isinstance(exc, TimeoutError):  # the probe's own limit is --timeout, not timeout_s
+        text += " (probe limit: vidscope models --check --timeout SECONDS)"
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _table(model: ChatModel) -> str:
+    """The options table that configures ``model`` (its role's sub-table: it overrides the rest)."""
+    return f"[models.options.openai.{getattr(model, 'role', 'chat')}]"
 
 
 def _tiny_jpeg() -> bytes:
@@ -87,47 +101,69 @@ def _ask(model: ChatModel, prompt: str, images: list[bytes] | None = None, **kw:
     return model.chat([message], max_tokens=PROBE_TOKENS, **kw)
 
 
-def probe_chat(model: ChatModel, *, tools: bool, images: bool) -> tuple[bool, str]:
-    """(whether the model answered, a summary of what works) from tiny real requests."""
+def probe_chat(
+    model: ChatModel, *, tools: bool, images: bool, images_required: bool = True
+) -> tuple[bool, str]:
+    """(whether every probe passed, a summary of what works) from tiny real requests.
+
+    ``images_required``: the model is the configured vision model, so refusing images is a
+    failure; otherwise (the chat model standing in for an unset vlm) it is reported as a fact.
+    """
     facts: list[str] = []
     try:
         reply = _ask(model, "Reply with the single word: ok")
     except Exception as exc:  # down, slow, refused: the rest would fail the same way
         return False, f"chat: no ({_reason(exc)})"
     facts.append("chat: yes" + (" (reasoning seen)" if reply.reasoning else ""))
+    ok = True
     if tools:
         try:
             reply = _ask(model, "Call report_colour with colour red.", tools=[PROBE_TOOL])
             called = any(c.name == PROBE_TOOL.name for c in reply.tool_calls)
             facts.append("tools: yes" if called else "tools: no (answered in text)")
         except Exception as exc:
-            facts.append(f"tools: no ({_reason(exc)})")
+            ok = False
+            hint = ""
+            if "tool" in str(exc).lower() and "HTTP 400" in str(exc):
+                hint = f'; set tool_calling = "json" in {_table(model)}'
+            facts.append(f"tools probe failed: {_reason(exc)}{hint}")
     if images:
-        facts.append(_probe_images(model))
-    return True, "; ".join(facts)
+        passed, fact = _probe_images(model, images_required)
+        ok = ok and passed
+        facts.append(fact)
+    return ok, "; ".join(facts)
 
 
-def _probe_images(model: ChatModel) -> str:
+def _probe_images(model: ChatModel, required: bool) -> tuple[bool, str]:
     """Whether the model takes one image, then whether it takes as many as vidscope would send."""
     jpeg = _tiny_jpeg()
     try:
         _ask(model, "What colour is this image? One word.", [jpeg])
+    except ImagesNotSupported as exc:
+        if required:
+            return False, f"image probe failed: the model refuses images ({_reason(exc)})"
+        # The backend now remembers the model as text-only, as it would during a question.
+        return True, (
+            f"images: no, text-only ({_reason(exc)}); frame tools will say there is no vision "
+            "model: set models.vlm to look at frames"
+        )
     except Exception as exc:
-        return f"images: no ({_reason(exc)})"
+        return False, f"image probe failed: {_reason(exc)}"
     most = int(getattr(model, "max_images", 1))
     if most <= 1:
-        return "images: 1 per request"
+        return True, "images: 1 per request"
     try:
         _ask(model, f"How many images are there? ({most} identical squares) One number.", [jpeg] * most)
     except Exception as exc:
         limit = _IMAGE_LIMIT.search(str(exc))
         if limit:
-            return (
-                f"images: yes, but at most {limit.group(1)} per request (server limit); "
-                f"set max_images = {limit.group(1)} or raise --limit-mm-per-prompt"
+            return False, (
+                f"images probe failed: at most {limit.group(1)} per request (server limit), "
+                f"{most} sent; set max_images = {limit.group(1)} in {_table(model)} or raise "
+                "the server's limit (vLLM --limit-mm-per-prompt)"
             )
-        return f"images: 1 works, {most} refused ({_reason(exc)})"
-    return f"images: yes, {most} per request (max_images)"
+        return False, f"images probe failed: 1 works, {most} refused ({_reason(exc)})"
+    return True, f"images: yes, {most} per request (max_images)"
 
 
 def check_role(settings: Settings, role: str) -> RoleCheck:
@@ -144,7 +180,7 @@ def check_role(settings: Settings, role: str) -> RoleCheck:
             tools, images = _CHAT_PROBES[role]
             # chat looks at frames only while no vlm is set
             images = images and not (role == "chat" and settings.models.vlm)
-            ok, summary = probe_chat(backend, tools=tools, images=images)
+            ok, summary = probe_chat(backend, tools=tools, images=images, images_required=role == "vlm")
             return RoleCheck(role, spec, ok, summary)
         inner = getattr(backend, "chat_model", None)
         if role == "captioner" and inner is not None and callable(getattr(inner, "chat", None)):

@@ -7,8 +7,11 @@ batches so accounting never adds a table commit to each call; buffers are flushe
 :data:`FLUSH_EVERY` records, when older than :data:`FLUSH_AFTER_S`, before :func:`totals` reads, and
 at interpreter exit.
 
-The response cache keys a request by the SHA-256 of its normalised JSON (model, messages with
-images replaced by their hashes, tools, parameters); a hit answers without any HTTP request.
+The response cache keys a request by the SHA-256 of its normalised JSON: the endpoint (base URL)
+and model name, the messages with images replaced by their hashes, the tools and every parameter
+that shapes the reply (output limit, sampling, reasoning options, server-specific fields). Two
+servers serving different weights under one model name never answer for each other; a hit
+answers without any HTTP request.
 """
 
 from __future__ import annotations
@@ -292,9 +295,12 @@ def ingestion_per_hour(store: Store, roles: tuple[str, ...] = VISION_ROLES) -> d
 # ---------------------------------------------------------------------------- response cache
 
 
-def request_key(model: str, kind: str, request: Any) -> str:
-    """SHA-256 of the canonical JSON of a normalised request (callers hash images first)."""
-    payload = json.dumps([model, kind, request], sort_keys=True, separators=(",", ":"), default=str)
+def request_key(endpoint: str, model: str, kind: str, request: Any) -> str:
+    """SHA-256 of the canonical JSON of a normalised request to ``model`` at ``endpoint`` (its base
+    URL; callers hash images first). The endpoint is part of the key because a model name does not
+    identify weights: two local servers both serving ``"qwen"`` are different models."""
+    where = endpoint.rstrip("/")
+    payload = json.dumps([where, model, kind, request], sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -20,6 +20,21 @@ Capabilities, checked before a scripted reply is used (a refused request consume
 HTTP 400 the way vLLM does: ``server.refuse_params`` (body keys such as ``temperature``),
 ``server.supports_tools = False`` (no ``--enable-auto-tool-choice``), ``server.supports_images =
 False`` (a text-only model) and ``server.image_limit`` (``--limit-mm-per-prompt``).
+
+Other real servers' behaviours, each as the server words it:
+
+- ``server.images_refusal = "llama.cpp"``: a text-only llama.cpp build answers any image with HTTP
+  500 "image input is not supported - hint: ...mmproj" (``"vllm"``: HTTP 400 "... is not a
+  multimodal model"); the refusal consumes no scripted reply.
+- ``server.o_series = True``: OpenAI's reasoning models: HTTP 400 "Unsupported parameter:
+  'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead." and
+  "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1)
+  value is supported." (likewise ``top_p``).
+- ``server.n_ctx = N``: llama.cpp's context size. A prompt of N tokens or more is refused with
+  HTTP 400 "the request exceeds the available context size, try increasing it"; a reply that would
+  take prompt plus reply past N is cut there with HTTP 200 and ``finish_reason: "length"``, and
+  ``GET /props`` reports ``default_generation_settings.n_ctx`` (``server.report_n_ctx = False``
+  hides it, as other servers do).
 """
 
 from __future__ import annotations
@@ -114,6 +129,21 @@ def _words(value: Any) -> int:
     return 0
 
 
+def _image_count(body: dict[str, Any]) -> int:
+    return sum(
+        1
+        for m in body.get("messages", [])
+        if isinstance(m.get("content"), list)
+        for part in m["content"]
+        if isinstance(part, dict) and part.get("type") == "image_url"
+    )
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    """The server's token count of a request: words, plus 85 per image."""
+    return sum(_words(m.get("content")) for m in body.get("messages", [])) + 85 * _image_count(body)
+
+
 def hash_vector(text_value: str, dim: int) -> list[float]:
     """A deterministic unit vector for a text (the server's embedding)."""
     seed = int.from_bytes(hashlib.sha256(text_value.encode()).digest()[:8], "little")
@@ -142,6 +172,10 @@ class ScriptedLLMServer:
         self.supports_tools = True
         self.supports_images = True
         self.image_limit: int | None = None
+        self.images_refusal: str | None = None
+        self.o_series = False
+        self.n_ctx: int | None = None
+        self.report_n_ctx = True
         self.requests: list[Received] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
@@ -193,7 +227,15 @@ class ScriptedLLMServer:
                 pass
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-                if self.path.rstrip("/").endswith("/models"):
+                with server._lock:
+                    server.requests.append(Received(self.path, {}, {}, time.monotonic()))
+                if self.path.rstrip("/") == "/props":
+                    if server.n_ctx is None or not server.report_n_ctx:
+                        self._send(404, {"error": {"message": "File Not Found"}})
+                    else:
+                        settings = {"n_ctx": server.n_ctx, "n_predict": -1}
+                        self._send(200, {"default_generation_settings": settings, "total_slots": 1})
+                elif self.path.rstrip("/").endswith("/models"):
                     self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
                 else:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -240,7 +282,14 @@ class ScriptedLLMServer:
         return self
 
     def stop(self) -> None:
-        """Wake hanging handlers, stop serving and close the socket."""
+        """Wake hanging handlers, stop serving and close the socket.
+
+        What backends learned about this server is forgotten too: the next test's server may get
+        the same port and must not inherit, say, a refused temperature.
+        """
+        from vidscope.models import endpoint_facts
+
+        endpoint_facts.forget_all()
         self._stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -255,18 +304,24 @@ class ScriptedLLMServer:
             return self._queue.popleft() if self._queue else self.default
 
     def _refusal(self, body: dict[str, Any]) -> str | None:
-        """Why a server with these capabilities refuses ``body`` (None: it does not)."""
+        """Why a server with these capabilities refuses ``body`` with HTTP 400 (None: it does not)."""
         for name in sorted(self.refuse_params & set(body)):
             return f"Unsupported parameter: '{name}' is not supported with this model."
+        if self.o_series:
+            if "max_tokens" in body:
+                return (
+                    "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                    "Use 'max_completion_tokens' instead."
+                )
+            for name in ("temperature", "top_p"):
+                if name in body and body[name] != 1:
+                    return (
+                        f"Unsupported value: '{name}' does not support {float(body[name])} with this "
+                        "model. Only the default (1) value is supported."
+                    )
         if body.get("tools") and not self.supports_tools:
             return '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
-        images = sum(
-            1
-            for m in body.get("messages", [])
-            if isinstance(m.get("content"), list)
-            for part in m["content"]
-            if isinstance(part, dict) and part.get("type") == "image_url"
-        )
+        images = _image_count(body)
         if images and not self.supports_images:
             return "This model does not support image input."
         if self.image_limit is not None and images > self.image_limit:
@@ -277,6 +332,23 @@ class ScriptedLLMServer:
         refused = self._refusal(body)
         if refused is not None:
             handler._send(400, {"error": {"message": refused, "type": "BadRequestError", "code": 400}})
+            return
+        if self.images_refusal and _image_count(body):
+            if self.images_refusal == "llama.cpp":
+                message = (
+                    "image input is not supported - hint: if this is unexpected, you may need to "
+                    "provide the mmproj"
+                )
+                handler._send(500, {"error": {"code": 500, "message": message, "type": "server_error"}})
+            else:
+                message = "Qwen2ForCausalLM is not a multimodal model"
+                handler._send(400, {"error": {"message": message, "type": "BadRequestError", "code": 400}})
+            return
+        if self.n_ctx is not None and _prompt_tokens(body) >= self.n_ctx:
+            message = "the request exceeds the available context size, try increasing it"
+            handler._send(
+                400, {"error": {"code": 400, "message": message, "type": "exceed_context_size_error"}}
+            )
             return
         reply = self._next()
         if reply is None:
@@ -304,22 +376,23 @@ class ScriptedLLMServer:
                 for c in reply.tool_calls
             ]
             finish = "tool_calls"
-        messages = body.get("messages", [])
-        images = sum(
-            1
-            for m in messages
-            if isinstance(m.get("content"), list)
-            for part in m["content"]
-            if isinstance(part, dict) and part.get("type") == "image_url"
-        )
         prompt_tokens = reply.prompt_tokens
         if prompt_tokens is None:
-            prompt_tokens = sum(_words(m.get("content")) for m in messages) + 85 * images
+            prompt_tokens = _prompt_tokens(body)
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
             completion_tokens = _words(reply.content or "") + sum(
                 len(c["arguments"]) // 4 + 1 for c in reply.tool_calls
             )
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        if reply.finish_reason == "length" and reply.completion_tokens is None and limit:
+            completion_tokens = int(limit)  # a reply cut at the output limit used all of it
+        if self.n_ctx is not None and prompt_tokens + completion_tokens >= self.n_ctx:
+            # llama.cpp stops generating when the slot's context is full and says "length".
+            completion_tokens = max(0, self.n_ctx - prompt_tokens)
+            message["content"] = " ".join((reply.content or "").split()[:completion_tokens])
+            message.pop("tool_calls", None)
+            finish = "length"
         handler._send(
             200,
             {

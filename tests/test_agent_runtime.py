@@ -286,13 +286,14 @@ def test_failures_become_error_observations(world: tuple[Settings, Store]) -> No
     assert not extra.ok and "path" in extra.error
     no_video = execute_tool(ctx, "clip_search", {"video_id": "nope", "query": "bread"})
     assert not no_video.ok and "unknown video_id" in no_video.error
-    # frame_inspect needs a vision model; without one it is unavailable, not a crash.
+    # frame_inspect needs a vision model; without one it says so as its observation (issue 28:
+    # not an error on every call), not a crash.
     inspect_ = execute_tool(
         ctx, "frame_inspect", {"video_id": VIDEO_ID, "question": "colour?", "time_ranges": [[1, 2]]}
     )
-    assert not inspect_.ok and "vision-language" in inspect_.error
+    assert inspect_.ok and inspect_.result is not None and inspect_.result.no_vision
     text = format_observation(inspect_)
-    assert "frame_inspect failed" in text
+    assert "no vision model configured" in text and "failed" not in text
 
 
 def test_a_crashing_tool_is_retried_then_reported(world: tuple[Settings, Store]) -> None:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from vidscope.agents.runtime import run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext, tool_cache_key
 from vidscope.agents.tools_dvd import dvd_registry, frame_inspect, global_browse
+from vidscope.agents.vision import NO_VISION_AGAIN
 from vidscope.cli import app
 from vidscope.core.settings import Settings
 from vidscope.models import registry
@@ -200,9 +201,14 @@ def test_check_reports_what_each_endpoint_supports(
     vlm_server.script([text("ok"), text("red")])
     settings = two_servers(tmp_path, llm_server, vlm_server, text_embedder="minilm:embedded")
     lines = {line.role: line for line in check_roles(settings, timeout_s=5)}
-    assert lines["planner"].ok and "chat: yes" in lines["planner"].summary
-    assert "tools: no (" in lines["planner"].summary and "enable-auto-tool-choice" in lines["planner"].summary
-    assert lines["vlm"].ok and "at most 4 per request" in lines["vlm"].summary
+    # A planner that cannot call tools cannot drive an agent: a failure naming the probe and the fix.
+    assert lines["planner"].ok is False and "chat: yes" in lines["planner"].summary
+    assert "tools probe failed: " in lines["planner"].summary
+    assert "enable-auto-tool-choice" in lines["planner"].summary
+    assert 'set tool_calling = "json" in [models.options.openai.planner]' in lines["planner"].summary
+    # frame_inspect would send max_images (32) frames and be refused every time.
+    assert lines["vlm"].ok is False and "images probe failed: at most 4 per request" in lines["vlm"].summary
+    assert "set max_images = 4 in [models.options.openai.vlm]" in lines["vlm"].summary
     assert lines["chat"].ok is None and lines["captioner"].summary == "served by vlm (not set)"
     assert lines["text_embedder"].summary == "embeddings: yes, 384-d"
     # No image was ever sent to the planner's server.
@@ -243,7 +249,8 @@ base_url = "{vlm_server.base_url}"
     assert "FAIL vlm (openai:looker): chat: no (" in out and "timed out" in out
     # The captioner's server (port 9) refuses connections: one line, no retries, no traceback.
     assert "FAIL captioner (openai:looker): chat: no (" in out
-    assert "raise timeout_s in [models.options.openai]" in out  # printed as text, not Rich markup
+    assert "raise timeout_s in [models.options.openai.vlm]" in out  # printed as text, not Rich markup
+    assert "--timeout" in out
     for role in registry.ROLES:  # one line per role (a progress bar may share the first one)
         assert len(re.findall(rf"(?:ok|FAIL|-) {role}\b", out)) == 1, out
 
@@ -261,6 +268,184 @@ def test_a_refused_single_image_is_reported(llm_server: ScriptedLLMServer, tmp_p
         },
     )
     lines = {line.role: line for line in check_roles(settings, timeout_s=5)}
-    assert lines["chat"].summary.startswith("chat: yes; tools: yes; images: no (")
+    # The chat model standing in for the vlm is text-only: a fact, with what follows from it.
+    assert lines["chat"].ok is True
+    assert lines["chat"].summary.startswith("chat: yes; tools: yes; images: no, text-only (")
     assert "does not support image input" in lines["chat"].summary
+    assert "no vision model" in lines["chat"].summary
     assert lines["planner"].summary == "served by chat (not set)"
+
+
+# ---------------------------------------------------------------------------- no vision model
+
+
+def planner_only(data_dir: Path, planner: ScriptedLLMServer) -> Settings:
+    """Only ``planner`` is set: no ``vlm``, no ``chat`` (docs/models.md: frames go to nobody)."""
+    return Settings(
+        data_dir=data_dir,
+        models={
+            "chat": None,
+            "vlm": None,
+            "captioner": None,
+            "speech_recognizer": None,
+            "text_reader": None,
+            "planner": "openai:reasoner",
+            "options": {"openai": {"planner": {"base_url": planner.base_url, "max_retries": 0}}},
+        },
+    )
+
+
+def inspect_call(n: int) -> Any:
+    arguments = {"video_id": VIDEO_ID, "question": "What code?", "time_ranges": [[35.0 + n, 40.0]]}
+    return tool_call("frame_inspect", arguments, call_id=f"call_inspect_{n}")
+
+
+def tool_observations(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content")) for m in body["messages"] if m.get("role") == "tool"]
+
+
+def test_a_planner_alone_is_never_sent_frames_and_frame_tools_say_so_once(
+    llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    data_dir, store = store_dir
+    settings = planner_only(data_dir, llm_server)
+    llm_server.script(
+        [
+            inspect_call(0),
+            inspect_call(1),
+            tool_call("finish", {"answer": "Unknown.", "citations": []}, call_id="call_finish"),
+        ]
+    )
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=dvd_registry(),
+    )
+    assert ctx.vision_model() is None
+    answer = run_agent(ctx, "What is the secret code?", [VIDEO_ID])
+    assert all(image_parts(body) == 0 for body in llm_server.chat_requests)
+    steps = [s for s in answer.trace if s.kind == "tool" and s.tool == "frame_inspect"]
+    assert len(steps) == 2 and all(s.ok for s in steps)  # observations, not errors
+    first, second = tool_observations(llm_server.chat_requests[-1])[:2]
+    assert "no vision model configured" in first and "Do not call frame tools again" in first
+    assert NO_VISION_AGAIN in second and "Do not call" not in second
+
+
+def test_avi_frame_analysis_without_a_vision_model_is_an_observation(
+    llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    from vidscope.agents.tools import ToolRegistry, execute_tool
+    from vidscope.agents.tools_avi_perceive import frame_analysis
+
+    data_dir, store = store_dir
+    settings = planner_only(data_dir, llm_server)
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=ToolRegistry([frame_analysis]),
+    )
+    outcome = execute_tool(
+        ctx, "frame_analysis", {"video_id": VIDEO_ID, "time_ranges": [[1, 5]], "question": "q"}
+    )
+    assert outcome.ok and outcome.result is not None
+    assert outcome.result.no_vision and outcome.result.evidence_ranges() == []  # nothing perceived
+    assert "no vision model configured" in outcome.result.answer
+    assert not llm_server.chat_requests
+
+
+def test_a_vlm_refusing_images_is_asked_once_then_frame_tools_say_no_vision(
+    llm_server: ScriptedLLMServer, vlm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    data_dir, store = store_dir
+    settings = two_servers(data_dir, llm_server, vlm_server)
+    vlm_server.images_refusal = "llama.cpp"  # a text-only llama.cpp build: HTTP 500 on any image
+    llm_server.script(
+        [
+            inspect_call(0),
+            inspect_call(1),
+            inspect_call(2),
+            tool_call("finish", {"answer": "Unknown.", "citations": []}, call_id="call_finish"),
+        ]
+    )
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=dvd_registry(),
+    )
+    answer = run_agent(ctx, "What is the secret code?", [VIDEO_ID])
+    assert len(vlm_server.chat_requests) == 1  # refused once, remembered, never retried
+    steps = [s for s in answer.trace if s.kind == "tool" and s.tool == "frame_inspect"]
+    assert len(steps) == 3 and all(s.ok for s in steps)
+    observations = tool_observations(llm_server.chat_requests[-1])
+    assert "no vision model configured" in observations[0]
+    assert all(NO_VISION_AGAIN in o and "Do not call" not in o for o in observations[1:3])
+    assert ctx.vision_model() is None
+
+
+def test_check_fails_naming_the_probe_when_the_tools_probe_times_out(
+    llm_server: ScriptedLLMServer,
+    vlm_server: ScriptedLLMServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    llm_server.script([text("ok"), hang(5)])  # the plain answer comes, the tool call never does
+    vlm_server.images_refusal = "llama.cpp"  # the configured vlm is a text-only llama.cpp build
+    vlm_server.script([text("ok")])
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f"""data_dir = "{tmp_path / "data"}"
+[models]
+planner = "openai:reasoner"
+vlm = "openai:looker"
+speech_recognizer = ""
+text_reader = ""
+[models.options.openai.planner]
+base_url = "{llm_server.base_url}"
+[models.options.openai.vlm]
+base_url = "{vlm_server.base_url}"
+"""
+    )
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
+    result = CliRunner().invoke(app, ["--config", str(config), "models", "--check", "--timeout", "1"])
+    out = result.output
+    assert result.exit_code == 1, out
+    (planner_line,) = [line for line in out.splitlines() if re.match(r"(ok|FAIL) planner ", line)]
+    assert planner_line.startswith("FAIL planner (openai:reasoner): chat: yes; tools probe failed: ")
+    assert "timed out" in planner_line and "--timeout" in planner_line
+    (vlm_line,) = [line for line in out.splitlines() if re.match(r"(ok|FAIL) vlm ", line)]
+    assert vlm_line.startswith(
+        "FAIL vlm (openai:looker): chat: yes; image probe failed: the model refuses images"
+    )
+    assert "image input is not supported" in vlm_line
+    assert len(vlm_server.chat_requests) == 2  # the 500 is not retried
+
+
+def test_sama_and_cvr_visual_tools_never_send_a_planner_frames(
+    llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
+) -> None:
+    from vidscope.agents.cvr.actions import visual_query
+    from vidscope.agents.sama.tools_look import video_reader
+    from vidscope.agents.tools import ToolRegistry, execute_tool
+
+    data_dir, store = store_dir
+    settings = planner_only(data_dir, llm_server)
+    ctx = ToolContext(
+        settings,
+        store,
+        chat=registry.planner_model(settings),
+        config=AgentConfig(tool_cache=False),
+        registry=ToolRegistry([visual_query, video_reader]),
+    )
+    looked = execute_tool(ctx, "visual_query", {"video_id": VIDEO_ID, "t0": 0, "t1": 5, "focus": "people"})
+    read = execute_tool(
+        ctx, "video_reader", {"video_id": VIDEO_ID, "t0": 0, "t1": 5, "question": "how many?"}
+    )
+    assert not llm_server.chat_requests  # the planner was never asked to look (issue 28: 20 times)
+    assert looked.error is not None and "no vision model configured" in looked.error
+    assert read.error is not None and read.error.endswith(NO_VISION_AGAIN)

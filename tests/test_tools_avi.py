@@ -510,7 +510,8 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     assert len(urls) == 8 and all(u.startswith("data:image/jpeg;base64,") for u in urls)
     first = Image.open(io.BytesIO(base64.b64decode(urls[0].split(",", 1)[1])))
     assert max(first.size) <= 448
-    # 64 frames asked, but the backend takes at most its max_images (32 by default).
+    # 64 frames asked, the backend takes at most its max_images (32 by default): all 64 are
+    # seen, two per image (issue 28: stitched grids rather than a cut budget).
     llm_server.script([text("Red, then blue.")])
     many = execute_tool(
         ctx,
@@ -519,7 +520,7 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     )
     assert many.ok, many.error
     assert len(images_of(llm_server.chat_requests[-1])) == 32
-    assert len(many.result.frame_times) == 32
+    assert len(many.result.frame_times) == 64
     # Several ranges in one look: frames shared by length, each range cited as evidence.
     llm_server.script([text("Red at first, blue later.")])
     both = execute_tool(
@@ -534,13 +535,16 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     assert both.result.evidence_ranges() == [(COLOUR_ID, 0.0, 2.0), (COLOUR_ID, 8.0, 12.0)]
 
 
-def test_frame_analysis_needs_a_chat_model(world) -> None:
+def test_frame_analysis_without_a_vision_model_says_so_as_an_observation(world) -> None:
+    # Issue 28: "no vision model" is the tool's answer (nothing perceived), not an error per call.
     outcome = execute_tool(
         context(world),
         "frame_analysis",
         {"video_id": COLOUR_ID, "time_ranges": [[0, 2]], "question": "What?"},
     )
-    assert not outcome.ok and "models.chat" in outcome.error
+    assert outcome.ok and outcome.result is not None and outcome.result.no_vision
+    assert "no vision model configured" in outcome.result.answer and "models.vlm" in outcome.result.answer
+    assert outcome.result.evidence_ranges() == []
 
 
 # ---------------------------------------------------------------------------- retrieve

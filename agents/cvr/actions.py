@@ -43,7 +43,7 @@ VISUAL_SYSTEM = (
 )
 
 
-@tool(version=1, uses_chat=True)
+@tool(version=2, uses_models=("vlm",))  # v2: the vlm (else chat) looks, never the planner
 def visual_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

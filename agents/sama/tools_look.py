@@ -127,7 +127,7 @@ def read_segment(
     return result
 
 
-@tool(version=1, uses_chat=True)
+@tool(version=2, uses_models=("vlm",))  # v2: read by the vlm (else chat), never the planner
 def video_reader(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -419,7 +419,7 @@ def _stored_images(ctx: ToolContext, video_id: str, times: list[float]) -> list[
     return [decode_jpeg(by_time[t]) if t in by_time else None for t in times]
 
 
-@tool(version=2, uses_chat=True, uses_models=("object_detector",))
+@tool(version=3, uses_models=("object_detector", "vlm"))  # v3: the vlm looks, never the planner
 def scene_graph(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -474,7 +474,11 @@ def scene_graph(
     if model is None:
         return result
     focus = f"Focus on: {', '.join(wanted)}." if wanted else "Describe every object."
-    reply = look(model, ctx, GRAPH_SYSTEM, focus, frames)
+    try:
+        reply = look(model, ctx, GRAPH_SYSTEM, focus, frames)
+    except ToolError as exc:  # the model refused images: the detector's graph still stands
+        result.note = "; ".join(filter(None, [result.note, str(exc)]))
+        return result
     result.usage = reply.usage
     data = json_object(reply.text)
     if data is None:

@@ -378,7 +378,7 @@ def _sim_frame_analysis(
             ge=1,
             le=64,
         ),
-    ] = 16,
+    ] = 64,  # the real tool's default: AVI's 64-frame budget
 ) -> FrameAnalysisResult:
     """Simulated frame_analysis (the script's visible events in the ranges)."""
     sim = simulator_of(ctx)
