@@ -15,17 +15,29 @@ if TYPE_CHECKING:
     from vidscope.models.protocols.chat import Usage
 
 
-class Citation(BaseModel):
-    """A cited time range and whether the runtime could verify it.
+#: How strongly the tools of a conversation support a cited range, strongest first:
+#: ``perceived`` (frames or detections over that range, looked at, and answering), ``retrieved``
+#: (a clip hit, a transcript or on-screen text line inside it), ``echoed`` (a range the model
+#: supplied itself or an overview pointed at: clip_merge inputs, a graph span, a perception call
+#: that found nothing, a look over the whole video), ``none`` (no tool returned it).
+EVIDENCE_LEVELS = ("perceived", "retrieved", "echoed", "none")
+#: The levels that verify a citation.
+VERIFYING_LEVELS = ("perceived", "retrieved")
 
-    Verified means the range lies in the video and overlaps a range that a tool returned as
-    *specific* evidence in this conversation (see :meth:`ToolResult.evidence_ranges`).
+
+class Citation(BaseModel):
+    """A cited time range, the evidence level the tools give it, and whether that verifies it.
+
+    Verified means the range lies in the video, is no wider than ``agent.citation_max_seconds``,
+    and overlaps a range a tool returned as *perceived* or *retrieved* evidence in this
+    conversation (see :meth:`ToolResult.evidence_ranges` and :meth:`ToolResult.evidence_level`).
     """
 
     video_id: str
     start: float
     end: float
     verified: bool
+    evidence: str = Field("none", description="perceived, retrieved, echoed or none (see EVIDENCE_LEVELS).")
     note: str = ""
 
 

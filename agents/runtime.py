@@ -30,7 +30,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from vidscope.agents import prompts
-from vidscope.agents.answers import Answer, Citation, TraceStep, UsageTotals
+from vidscope.agents.answers import (
+    EVIDENCE_LEVELS,
+    VERIFYING_LEVELS,
+    Answer,
+    Citation,
+    TraceStep,
+    UsageTotals,
+)
 from vidscope.agents.tools import (
     Tool,
     ToolContext,
@@ -48,36 +55,64 @@ from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, Too
 DURATION_TOLERANCE = 0.5
 
 
+#: A range a tool looked at that covers at least this share of the video is an overview: it
+#: verifies nothing by its range alone (a frame_inspect or text_extract over the whole video).
+WHOLE_VIDEO_SHARE = 0.9
+
+
 class Evidence:
-    """The time ranges tools showed the model during one question (what citations may point at)."""
+    """The time ranges tools showed the model during one question, each with its evidence level
+    (what citations may point at, and how strongly)."""
 
     def __init__(self) -> None:
-        self.ranges: list[tuple[str, float, float]] = []
+        self.ranges: list[tuple[str, float, float, str]] = []
 
     def add(self, result: ToolResult | None) -> None:
-        """Remember the time ranges ``result`` showed the model."""
+        """Remember the time ranges ``result`` showed the model, at the result's evidence level."""
         if result is not None:
-            self.ranges.extend(result.evidence_ranges())
+            level = result.evidence_level()
+            self.ranges.extend((v, s, e, level) for v, s, e in result.evidence_ranges())
+
+    def level(self, video_id: str, start: float, end: float, duration: float) -> str:
+        """The strongest evidence level of the ranges overlapping [start, end] ("none" if none)."""
+        found = []
+        for v, s, e, level in self.ranges:
+            if v != video_id or not (s < end and start < e):
+                continue
+            if duration > 0 and (e - s) >= WHOLE_VIDEO_SHARE * duration and level != "echoed":
+                level = "echoed"  # a look over (nearly) the whole video says nothing about where
+            found.append(level)
+        return min(found, key=EVIDENCE_LEVELS.index) if found else "none"
 
     def check(self, ctx: ToolContext, video_id: str, start: float, end: float) -> Citation:
-        """A :class:`Citation` for [start, end] of ``video_id``, verified or with the reason not."""
+        """A :class:`Citation` for [start, end] of ``video_id``: its evidence level, and verified
+        or the reason not."""
 
-        def cite(verified: bool, note: str) -> Citation:
-            return Citation(video_id=video_id, start=start, end=end, verified=verified, note=note)
+        def cite(note: str, level: str = "none") -> Citation:
+            verified = not note and level in VERIFYING_LEVELS
+            return Citation(
+                video_id=video_id, start=start, end=end, verified=verified, evidence=level, note=note
+            )
 
         try:
             duration = ctx.video(video_id).duration
         except ToolError as exc:
-            return cite(False, str(exc))
+            return cite(str(exc))
         if not (start < end):
-            return cite(False, "the range is empty or reversed")
+            return cite("the range is empty or reversed")
         if start < 0 or end > duration + DURATION_TOLERANCE:
-            return cite(False, f"outside the video (duration {duration:.1f}s)")
-        if not any(v == video_id and s < end and start < e for v, s, e in self.ranges):
-            # Overviews of the whole timeline (global_browse, global_explore) add no ranges: a
-            # summary that mentions every part of the video would otherwise verify any citation.
-            return cite(False, "no tool returned specific evidence in this range")
-        return cite(True, "")
+            return cite(f"outside the video (duration {duration:.1f}s)")
+        # Overviews of the whole timeline (global_browse, global_explore) add no ranges: a summary
+        # that mentions every part of the video would otherwise verify any citation.
+        level = self.level(video_id, start, end, duration)
+        cap = ctx.config.citation_max_seconds
+        if end - start > cap:
+            return cite(f"wider than {cap:g} s: it does not say where the answer is", level)
+        if level == "none":
+            return cite("no tool returned specific evidence in this range")
+        if level == "echoed":
+            return cite("only ranges the model supplied or an overview pointed at cover it", level)
+        return cite("", level)
 
 
 def parse_citations(

@@ -156,6 +156,12 @@ class ToolResult(BaseModel):
         """(video_id, start, end) of every moment this result put in front of the model."""
         return []
 
+    def evidence_level(self) -> str:
+        """How strongly this result supports its ranges (see ``answers.EVIDENCE_LEVELS``): stored
+        text found there by default; perception tools say ``perceived`` when they saw something,
+        ``echoed`` when they found nothing; tools that return ranges the model chose say ``echoed``."""
+        return "retrieved"
+
     def summary(self) -> str:
         """A one-line description for traces."""
         return type(self).__name__

@@ -81,6 +81,10 @@ class ObjectDetectResult(ToolResult):
     frames: list[FrameObjects] = Field(default_factory=list, description="Some frames with objects.")
     not_found: list[str] = Field(default_factory=list)
 
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if bool(self.objects) else "echoed"
+
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.time_range[0], self.time_range[1])]
 
@@ -227,6 +231,10 @@ class TextExtractResult(ToolResult):
     items: list[TextItem]
     more: int = Field(0, description="Items left out to keep the result short.")
 
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if bool(self.items) else "echoed"
+
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.time_range[0], self.time_range[1])]
 
@@ -307,6 +315,10 @@ class BoundaryResult(ToolResult):
     curve: list[list[float]] = Field(
         default_factory=list, description="[time, smoothed similarity] at a few points."
     )
+
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if True else "echoed"
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.t_start, self.t_end)]
@@ -406,6 +418,10 @@ class FrameAnalysisResult(ToolResult):
     #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
     #: and nothing was perceived.
     no_vision: bool = False
+
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if not self.no_vision and bool(self.frame_times) else "echoed"
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, a, b) for a, b in self.time_ranges]

@@ -69,6 +69,9 @@ class ClipMergeResult(ToolResult):
     events: list[MergedEvent]
     merged_from: int
 
+    def evidence_level(self) -> str:
+        return "echoed"  # ranges the model gave clip_merge, joined: nothing looked at them
+
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, e.start, e.end) for e in self.events]
 
@@ -348,6 +351,9 @@ class GraphRetrieveResult(ToolResult):
         default_factory=list,
         description="Entity names from the query's match to to_entity's; empty if unconnected.",
     )
+
+    def evidence_level(self) -> str:
+        return "echoed"  # spans of graph entities: where the captions placed them, not a look
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         ranges = [(self.video_id, a, b) for e in self.entities for a, b in e.spans]

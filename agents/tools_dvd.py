@@ -127,6 +127,10 @@ class FrameInspectResult(ToolResult):
     #: and nothing was perceived.
     no_vision: bool = False
 
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if not self.no_vision and bool(self.frame_times) else "echoed"
+
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, float(a), float(b)) for a, b in self.ranges]
 

@@ -229,6 +229,9 @@ class AgentSettings(BaseModel):
     #: answer. DVD's code treats such a reply as a thought and continues; only the step limit ends
     #: the loop there. A small bound keeps a model that only talks from using every step.
     prose_replies: int = Field(default=3, ge=1)
+    #: A citation wider than this (seconds) is never verified: a range that covers much of the
+    #: video says nothing about where the answer is (issue 28's cap).
+    citation_max_seconds: float = Field(default=30.0, gt=0)
     #: Default number of clips clip_search returns (the extractive answerer's search depth).
     top_k: int = Field(default=16, ge=1, le=100)
     #: Captions global_browse summarises: the ones most relevant to the query. DVD's public code

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from llm_server import text, tool_call
-from test_agent_runtime import VIDEO_ID
+from test_agent_runtime import DURATION, VIDEO_ID
 from test_ask import ANSWER_RANGE, QUESTION, finish_call, search, world  # noqa: F401  (fixture)
 
 from vidscope.agents import prompts
@@ -200,3 +200,57 @@ def test_a_stated_answer_is_never_lost(world) -> None:  # noqa: F811
     result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(max_steps=2))
     assert result.forced and result.answer == FACT
     assert "No answer" not in result.answer and result.citations == []
+
+
+# ----------------------------------------------------------------------------- evidence levels
+# Issue 28: each citation gets a level — perceived (frames or detections over that range, looked at
+# and answering), retrieved (a clip hit, transcript or on-screen text line inside the range),
+# echoed (a range the model supplied itself, an overview, a perception call that found nothing) or
+# none; only the first two verify, a citation wider than 30 s never verifies, and a look over the
+# whole video verifies nothing by its range alone.
+
+
+def test_a_clip_hit_is_retrieved_evidence(world) -> None:  # noqa: F811
+    settings, _, server = world
+    server.script([search("secret code"), finish_call(FACT, [ANSWER_RANGE, [100.0, 105.0]])])
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    levels = [(c.evidence, c.verified) for c in result.citations]
+    assert levels[0] == ("retrieved", True)
+    assert levels[1] == ("none", False)
+
+
+def test_frames_looked_at_are_perceived_and_a_wide_citation_never_verifies(world) -> None:  # noqa: F811
+    settings, _, server = world
+    start, end = ANSWER_RANGE
+    server.script(
+        [
+            tool_call(
+                "frame_inspect",
+                {"video_id": VIDEO_ID, "question": "What code is shown?", "time_ranges": [ANSWER_RANGE]},
+                call_id="f",
+            ),
+            text("The screen reads CODE: PURPLE ELEPHANT."),
+            finish_call(FACT, [ANSWER_RANGE, [start - 20.0, end + 20.0]]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert [(c.evidence, c.verified) for c in result.citations] == [("perceived", True), ("perceived", False)]
+    assert "wider than 30" in result.citations[1].note
+
+
+def test_a_look_over_the_whole_video_verifies_nothing_by_its_range(world) -> None:  # noqa: F811
+    settings, _, server = world
+    duration = DURATION
+    server.script(
+        [
+            tool_call(
+                "frame_inspect",
+                {"video_id": VIDEO_ID, "question": "Where is the code?", "time_ranges": [[0.0, duration]]},
+                call_id="f",
+            ),
+            text("Somewhere there is a code."),
+            finish_call(FACT, [ANSWER_RANGE]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert [(c.evidence, c.verified) for c in result.citations] == [("echoed", False)]

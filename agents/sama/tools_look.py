@@ -65,6 +65,10 @@ class ReadResult(ToolResult):
     note: str | None = None
     usage: Usage | None = None
 
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if bool(self.frame_times) else "echoed"
+
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.t0, self.t1)]
 
@@ -172,6 +176,10 @@ class TrackResult(ToolResult):
     distinct_count: int = Field(
         0, description="Distinct tracked objects (peak per-frame count if untracked)."
     )
+
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if self.peak_count > 0 else "echoed"
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.t0, self.t1)]
@@ -377,6 +385,10 @@ class SceneGraphResult(ToolResult):
     vlm_relations: list[list[str]] = Field(default_factory=list)
     note: str | None = None
     usage: Usage | None = None
+
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return "perceived" if any(f.objects for f in self.frames) or bool(self.vlm_objects) else "echoed"
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.t0, self.t1)]

@@ -12,6 +12,7 @@ and "what is heard" in [t0, t1] of a video), which the real environment does not
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
@@ -85,6 +86,14 @@ class HeardLine(BaseModel):
     speaker: str | None = None
 
 
+#: A visual answer that saw nothing: it verifies no range (AgentCVR's sub-agent answering "no evidence").
+SAW_NOTHING = re.compile(
+    r"\bno (?:visual )?evidence\b|\bnot (?:visible|shown|seen)\b|\bnothing (?:is )?(?:visible|shown|seen)\b"
+    r"|\bcannot (?:see|tell|determine)\b|\bno vision model\b",
+    re.IGNORECASE,
+)
+
+
 class VisualQueryResult(ToolResult):
     """What is seen in [t0, t1] of a video: an answer for the focus, and the events behind it."""
 
@@ -95,6 +104,14 @@ class VisualQueryResult(ToolResult):
     answer: str
     events: list[SeenEvent] = Field(default_factory=list)
     usage: Usage | None = None
+
+    def evidence_level(self) -> str:
+        # Perceived when the look found something; a look that found nothing only echoes the range.
+        return (
+            "perceived"
+            if self.events or (self.answer.strip() and not SAW_NOTHING.search(self.answer))
+            else "echoed"
+        )
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [(self.video_id, self.t0, self.t1)]

@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from vidscope.agents.answers import AskResult, TraceStep
+    from vidscope.agents.answers import AskResult, Citation, TraceStep
     from vidscope.agents.mavis import SearchResult
     from vidscope.agents.moments import MomentSearch
 
@@ -32,6 +32,13 @@ def render_step(step: TraceStep, console: Console) -> None:
     cached = " [dim](cached)[/dim]" if step.tool_cached or step.model_cache_hit else ""
     mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
     console.print(f"{mark} step {step.index}: {escape(what)} → {escape(step.observation[:120])}{cached}")
+
+
+def citation_flag(citation: Citation) -> str:
+    """``verified (perceived)`` / ``unverified (echoed: why)``: the check and the evidence level."""
+    if citation.verified:
+        return f"[green]verified[/green] ({citation.evidence})"
+    return f"[red]unverified[/red] ({citation.evidence}: {escape(citation.note)})"
 
 
 def render_answer(
@@ -59,12 +66,12 @@ def render_answer(
         console.print(f"[bold]Choice:[/bold] {result.choice}. {escape(result.choice_text or '')}")
     if result.interval:
         i = result.interval
-        flag = "[green]verified[/green]" if i.verified else f"[red]unverified[/red] ({escape(i.note)})"
+        flag = citation_flag(i)
         console.print(
             f"[bold]When:[/bold] {fmt_time(i.start)}–{fmt_time(i.end)}  ({i.start:.1f}–{i.end:.1f}s)  {flag}"
         )
     for c in result.citations:
-        flag = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({escape(c.note)})"
+        flag = citation_flag(c)
         where = f"{escape(result.files.get(c.video_id, c.video_id[:12]))} " if result.library else ""
         console.print(f"  {where}{fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
     if result.unverified_citations:
