@@ -116,3 +116,11 @@ def test_the_session_records_quality(runs: Callable[[str], Run], quality_path: P
     """The quality table is written (and printed at the end of the session)."""
     runs("ask-dvd")
     assert quality_path.exists()
+
+
+def test_models_check_passes_against_the_real_server(library) -> None:  # type: ignore[no-untyped-def]
+    """docs/models.md's text-only setup: the planner chats and calls tools, nothing else is needed."""
+    done = library.vidscope("models", "--check", "--timeout", "300")
+    assert done.returncode == 0, done.stdout + done.stderr
+    planner = next(line for line in done.stdout.splitlines() if "planner" in line)
+    assert planner.startswith("ok") and "tools: yes" in planner, planner
