@@ -269,7 +269,7 @@ class AgentSettings(BaseModel):
     #: see their calls executed, and cache bookkeeping would dominate simulated calls.
     tool_cache: bool = True
     #: SAMA (``vidscope compare --agent sama``): planner turns, and re-reads per conflicting fact.
-    sama_max_turns: int = Field(default=12, ge=1)
+    sama_max_turns: int = Field(default=10, ge=1)  # the paper's turn limit
     sama_max_rereads: int = Field(default=2, ge=0)
     #: SAMA: a folder of user skills (markdown) read beside the bundled ones.
     skills_dir: Path | None = None

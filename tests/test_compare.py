@@ -314,3 +314,32 @@ def test_memory_keys_by_video() -> None:
     memory = EvidenceMemory()
     memory.note("v1", "video_reader", "x. " * 400)
     assert list(memory.render()) == ["v1"] and len(memory.of("v1").notes[0].text) <= 401
+
+
+# ------------------------------------------------------------- what a real planner did (issue 29)
+# A real Qwen2.5-Coder 1.5B planner replied in prose on every SAMA turn: the next request was
+# identical to the last, the response cache replayed the same reply, and 10 of 13 turns were cache
+# hits of it, ending "No answer was reached". The paper (SAMA §4) bounds the loop at 10 turns and
+# ends with a best guess.
+
+
+def test_a_sama_planner_that_replies_in_prose_is_not_replayed_and_ends_with_its_answer(
+    world, llm_server: ScriptedLLMServer
+) -> None:
+    settings = settings_for(world["data"], llm_server)  # type: ignore[arg-type]
+    video = ids(world)["a"]
+    options = ["a red wall", "the shared step"]
+    said = [
+        "The videos both seem to show a shared step.",
+        "Both show the shared step, so (B).",
+        "Both show the shared step, so (B).",  # the same reply again: still a new request
+    ]
+    llm_server.script([text('{"type": "reading"}'), *[text(s) for s in said]])
+    result = run_sama(
+        context(world, settings, sama_max_turns=3), "What do the videos show?", [video], options=options
+    )
+    requests = llm_server.chat_requests[-3:]
+    bodies = [json.dumps(r["messages"]) for r in requests]
+    assert len(set(bodies)) == 3  # no two turns asked the same thing
+    assert result.forced and result.answer == said[-1] and result.choice == "B"
+    assert llm_server.pending == 0  # every scripted reply was an HTTP request: none replayed

@@ -175,16 +175,32 @@ def run_sama(
         state.evidence.add(outcome.result)
         return _facts(outcome.result)
 
-    for _ in range(ctx.config.sama_max_turns):
-        state.messages = _prompt(question, videos, skill, memory, last, options)
+    stated: str | None = None  # the last answer the planner wrote in prose (the forced fallback)
+    for turn in range(1, ctx.config.sama_max_turns + 1):
+        # The turn number makes each request differ from the last, so a reply that did not advance
+        # the loop is never replayed from the response cache within this conversation.
+        header = f"Turn {turn} of {ctx.config.sama_max_turns}."
+        state.messages = _prompt(question, videos, skill, memory, [header, *last], options)
         last = []
         reply = ask_model(ctx, state, specs, record)
         if reply is None:
             last.append("Your last reply could not be used; call one of the tools.")
             continue
         if not reply.tool_calls:
-            last.append("Call a tool, or answer with the answer tool.")
-            record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="no tool call"))
+            said = (reply.text or "").strip()
+            stated = said or stated
+            last.append(
+                f"Your last reply called no tool: {quote_data(said[:600])}. Call a tool to gather "
+                "evidence, or call the answer tool with the answer and its moments."
+            )
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="nudge",
+                    reasoning=said or None,
+                    observation="no tool call: a thought; reminded to call a tool or answer",
+                )
+            )
             continue
         for position, call in enumerate(reply.tool_calls):
             if call.name == answer_tool.name:
@@ -212,10 +228,17 @@ def run_sama(
                 line = resolution.describe()
                 last.append(line)
                 record(TraceStep(index=len(state.trace) + 1, kind="conflict", observation=line))
-    text = (
-        "; ".join(f.describe() for f in memory.all_facts()) or "No answer was reached within the turn limit."
+    # Turn limit: the planner's own last stated answer, else what the verified facts say; a
+    # best guess with its choice, marked forced.
+    facts = "; ".join(f.describe() for f in memory.all_facts())
+    text = stated or facts or "No answer was reached within the turn limit."
+    return Answer(
+        answer=text,
+        choice=pick_choice(None, text, options),
+        trace=state.trace,
+        usage=state.usage,
+        forced=True,
     )
-    return Answer(answer=text, trace=state.trace, usage=state.usage, forced=True)
 
 
 def _answer(
