@@ -131,6 +131,10 @@ class Answer(BaseModel):
     interval: Citation | None = None
     extractive: bool = False
     forced: bool = False
+    #: Agents with a perception step (AVI): whether a successful targeted perception call covered
+    #: what the answer cites. ``False``: the answer rests on captions and hints only, and its
+    #: citations are not verified. ``None``: the agent has no such step.
+    perceived: bool | None = None
     trace: list[TraceStep] = Field(default_factory=list)
     usage: UsageTotals = Field(default_factory=UsageTotals)
 
@@ -162,6 +166,11 @@ class AskResult(BaseModel):
     extractive: bool = False
     forced: bool = Field(
         False, description="The answer did not come from finish (step limit, or a text reply)."
+    )
+    perceived: bool | None = Field(
+        None,
+        description="AVI: whether a successful targeted perception call covered what the answer cites "
+        "(false: captions and hints only, citations not verified); null for agents without that step.",
     )
     model: str | None = None
     agent: str | None = Field(

@@ -20,6 +20,13 @@ or any Perceive tool when the registry offers none of those) before Review, and 
 ended without one is sent back once (``[agent] avi_require_perception``); frame_analysis is the
 last resort; Review is conservative and may send the agent back.
 
+Whatever the model does, the paper's protocol holds: Retrieve makes at least one call and starts
+with ``clip_retrieve`` (Fig. 10: the first turn offers only it); one tool runs per turn (Fig. 9:
+further calls in a reply are refused); a failed perception call does not count as perceiving, and
+an answer whose citations no successful targeted perception call covered carries ``perceived =
+False`` and unverified citations. Review reads the paper's own output formats (``**Answer:** C``,
+``[1.5s, 12.5s]``) as well as JSON.
+
 The registries are parameters (:func:`run_avi_agent`), so the loop runs with any tools;
 :func:`avi_registries` gives the AVI tool families. Model turns, tool execution, usage totals,
 evidence and citation checks are the runtime's (:mod:`vidscope.agents.runtime`).
@@ -71,6 +78,8 @@ _WHEN_QUESTION = re.compile(
 
 #: The targeted perception tools: cheap, specific checks the paper runs before looking at frames.
 TARGETED_PERCEPTION = frozenset({"object_detect", "text_extract", "boundary_detect"})
+#: The tool Retrieve starts with (Fig. 10).
+FIRST_RETRIEVE = "clip_retrieve"
 
 
 def is_when_question(question: str) -> bool:
@@ -128,10 +137,39 @@ class ReviewReply(BaseModel):
         return None if value in (None, "") else str(value)
 
 
+#: The paper's answer line: ``**Answer:** C`` / ``Answer: the red car`` (Fig. 11-12).
+_ANSWER_LINE = re.compile(
+    r"^\W*(?:final\s+)?answer\W*?:\**\s*(?P<answer>.+?)\s*$", re.IGNORECASE | re.MULTILINE
+)
+
+
+def _paper_review(text: str) -> ReviewReply | None:
+    """A review written in the paper's format: an ``Answer:`` line, a ``[1.5s, 12.5s]`` interval."""
+    match = _ANSWER_LINE.search(text)
+    if match is None:
+        return None
+    answer = match["answer"].strip().strip("*").strip()
+    interval = parse_interval(text)
+    letter = re.match(r"^\(?([A-Z])\)?(?:[.):\s]|$)", answer)
+    return ReviewReply(
+        answer=answer,
+        citations=[list(interval)] if interval is not None else [],
+        interval=list(interval) if interval is not None else None,
+        choice=letter.group(1) if letter else None,
+    )
+
+
 def parse_review(text: str | None) -> ReviewReply:
-    """The review reply in ``text``; ``ValueError`` saying what is wrong with it otherwise."""
-    value = loads_lenient(text)
+    """The review reply in ``text`` (JSON, or the paper's ``**Answer:**`` format); ``ValueError``
+    saying what is wrong with it otherwise."""
+    try:
+        value = loads_lenient(text)
+    except ValueError:
+        value = None
     if not isinstance(value, dict):
+        paper = _paper_review(text or "")
+        if paper is not None:
+            return paper
         raise ValueError("the reply is not a JSON object")
     try:
         review = ReviewReply.model_validate(value)
@@ -190,6 +228,11 @@ class _AviRun:
         # a Perceive phase without any has been used.
         self.perception_calls = 0
         self.perception_sent_back = False
+        # Ranges successful targeted perception calls covered (what makes an answer perceived),
+        # and how many calls Retrieve made (it must make one, starting with clip_retrieve).
+        self.perceived_ranges: list[tuple[str, float, float]] = []
+        self.retrieve_calls = 0
+        self.retrieve_sent_back = False
         # A terminal tool (finish) has no place here: the review phase gives the answer.
         self.tools: dict[Phase, list[str]] = {
             phase: [n for n in registry.names if not registry.get(n).terminal]
@@ -233,12 +276,40 @@ class _AviRun:
             elif self._tool_turn(phase):
                 if phase == PERCEIVE and self._send_back_to_perceive():
                     continue
+                if phase == RETRIEVE and self._send_back_to_retrieve():
+                    continue
                 phase = PERCEIVE if phase == RETRIEVE else REVIEW
                 if phase == PERCEIVE:
                     self._say(prompts.AVI_PERCEIVE.format(tools=self._names(PERCEIVE)))
                 else:
                     self._say(self._review_prompt())
         return self._forced()
+
+    def _send_back_to_retrieve(self) -> bool:
+        """Whether a Retrieve phase that made no call goes on (Fig. 10: retrieval comes first)."""
+        if self.retrieve_calls or self.retrieve_sent_back:
+            return False
+        self.retrieve_sent_back = True
+        self._say(prompts.AVI_RETRIEVE_FIRST.format(tool=self._first_retrieve_tool()))
+        self._record(
+            TraceStep(
+                index=0,
+                kind="nudge",
+                phase=RETRIEVE,
+                observation="retrieve ended without a call; sent back once",
+            )
+        )
+        return True
+
+    def _offered(self, phase: Phase) -> list[str]:
+        """The tools offered in ``phase`` now: Retrieve's first turn offers only clip_retrieve."""
+        if phase == RETRIEVE and not self.retrieve_calls:
+            return [self._first_retrieve_tool()]  # Fig. 10: retrieval starts with clip_retrieve
+        return self.tools[phase]
+
+    def _first_retrieve_tool(self) -> str:
+        """The tool Retrieve starts with: clip_retrieve when offered (Fig. 10)."""
+        return FIRST_RETRIEVE if FIRST_RETRIEVE in self.tools[RETRIEVE] else self.tools[RETRIEVE][0]
 
     def _send_back_to_perceive(self) -> bool:
         """Whether a Perceive phase that made no targeted perception call goes on (once)."""
@@ -285,7 +356,7 @@ class _AviRun:
                 self.state,
                 [],
                 self._record,
-                json_output=True,
+                json_output=False,  # parse_review reads JSON and the paper's "**Answer:**" format
                 bad_reply=prompts.AVI_BAD_REVIEW,
                 phase=phase,
             )
@@ -294,7 +365,7 @@ class _AviRun:
         return ask_model(
             self.ctx,
             self.state,
-            registry.specs(self.tools[phase]),
+            registry.specs(self._offered(phase)),
             self._record,
             bad_reply=prompts.AVI_BAD_REPLY,
             phase=phase,
@@ -313,8 +384,11 @@ class _AviRun:
             # The backend returns calls to this phase's tools only and leaves a call to another
             # phase's tool, written as JSON text, in the text: refuse it explicitly rather than
             # take it for the phase's summary.
-            other_phase = PERCEIVE if phase == RETRIEVE else RETRIEVE
-            misplaced = find_tool_call(reply.text, self.tools[other_phase])
+            # The same holds for a tool of this phase not offered this turn (Retrieve's first turn
+            # offers only clip_retrieve).
+            offered = set(self._offered(phase))
+            others = [n for p in (RETRIEVE, PERCEIVE) for n in self.tools[p] if n not in offered]
+            misplaced = find_tool_call(reply.text, others)
             calls = [misplaced] if misplaced else []
         if not calls:
             text = (reply.text or "").strip()
@@ -354,17 +428,37 @@ class _AviRun:
         owner = next((p for p in (RETRIEVE, PERCEIVE) if call.name in self.tools[p]), None)
         if owner != phase:
             return self._refuse(phase, owner, call, reply, first)
+        if not first:  # Fig. 9: one tool per turn
+            return self._refuse(phase, owner, call, reply, first, error=prompts.AVI_ONE_TOOL)
+        starter = self._first_retrieve_tool()
+        if phase == RETRIEVE and not self.retrieve_calls and call.name != starter:
+            return self._refuse(
+                phase, owner, call, reply, first, error=prompts.AVI_START_WITH.format(tool=starter)
+            )
         outcome = run_tool(self.contexts[phase], self.state, call)
         remember_call(self.state, call)
-        if phase == PERCEIVE and call.name in self.targeted:
+        self.retrieve_calls += int(phase == RETRIEVE)
+        if phase == PERCEIVE and call.name in self.targeted and outcome.ok and outcome.result is not None:
+            # Only a successful look counts as perceiving, and only where it looked.
             self.perception_calls += 1
+            if outcome.result.evidence_level() == "perceived":
+                self.perceived_ranges.extend(outcome.result.evidence_ranges())
         self._record(tool_step(0, call, outcome, reply, first=first, phase=phase))
         return format_observation(outcome)
 
     def _refuse(
-        self, phase: Phase, owner: Phase | None, call: ToolCall, reply: ChatReply, first: bool
+        self,
+        phase: Phase,
+        owner: Phase | None,
+        call: ToolCall,
+        reply: ChatReply,
+        first: bool,
+        *,
+        error: str | None = None,
     ) -> str:
-        if phase == REVIEW:
+        if error is not None:
+            pass
+        elif phase == REVIEW:
             error = prompts.AVI_NO_TOOLS.format(tool=call.name)
         elif owner is None:
             error = prompts.AVI_UNKNOWN_TOOL.format(tool=call.name, tools=self._names(phase))
@@ -465,7 +559,7 @@ class _AviRun:
             self.state,
             [],
             self._record,
-            json_output=True,
+            json_output=False,  # as in _ask: the paper's format is read too
             bad_reply=prompts.AVI_BAD_REVIEW,
             phase=REVIEW,
         )
@@ -488,6 +582,16 @@ class _AviRun:
     def _answer(self, review: ReviewReply, reply: ChatReply, *, forced: bool = False) -> Answer:
         citations = parse_citations(self.ctx, self.state.evidence, review.citations, self.default_video)
         interval = self._interval(review.interval, review.answer, citations)
+        cited = [*citations, *([interval] if interval is not None else [])]
+        perceived = any(
+            v == c.video_id and s < c.end and c.start < e for c in cited for v, s, e in self.perceived_ranges
+        )
+        if not perceived:
+            # Captions and hints only: nothing was looked at where the answer points (issue 28).
+            note = "not perceived: no successful targeted perception call covered it"
+            citations = [c.model_copy(update={"verified": False, "note": c.note or note}) for c in citations]
+            if interval is not None:
+                interval = interval.model_copy(update={"verified": False, "note": interval.note or note})
         verified = sum(c.verified for c in citations)
         observation = f"{verified}/{len(citations)} citations verified"
         if interval is not None:
@@ -512,6 +616,7 @@ class _AviRun:
             trace=self.state.trace,
             usage=self.state.usage,
             forced=forced,
+            perceived=perceived,
         )
 
     def _interval(self, raw: Any, answer: str, citations: list[Citation]) -> Citation | None:

@@ -184,6 +184,15 @@ AVI_RETRIEVE = (
     "why each matters."
 )
 
+AVI_RETRIEVE_FIRST = (
+    "Retrieve has not looked anything up yet. Call {tool} with a query for the moments the "
+    "question is about before ending this phase."
+)
+
+AVI_START_WITH = "retrieval starts with {tool}: call it first, then the other retrieve tools"
+
+AVI_ONE_TOOL = "one tool per turn: this call was not run; call it again in your next turn if needed"
+
 AVI_PERCEIVE = (
     "Phase 2 of 3: PERCEIVE. Tools now: {tools}. Examine the candidate moments closely. When you "
     "have what the answer needs, reply without a tool call with your findings and their times "

@@ -70,6 +70,7 @@ class Prediction(BaseModel):
     seconds: float = 0.0
     extractive: bool = False
     forced: bool = False
+    perceived: bool | None = Field(None, description="AVI: the answer's citations were perceived.")
 
     @property
     def response(self) -> str:

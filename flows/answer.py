@@ -197,6 +197,7 @@ def _result(
         unverified_citations=answer.unverified_citations,
         extractive=answer.extractive,
         forced=answer.forced,
+        perceived=answer.perceived,
         model=model,
         seconds=round(seconds, 3),
         trace=answer.trace,

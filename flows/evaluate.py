@@ -353,6 +353,7 @@ def answer_question(
                 tool_calls=answer.usage.tool_calls,
                 extractive=answer.extractive,
                 forced=answer.forced,
+                perceived=answer.perceived,
             )
     prediction.cost_usd = totals(store, query_id)["cost_usd"]
     prediction.seconds = round(time.perf_counter() - started, 3)

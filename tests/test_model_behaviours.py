@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from llm_server import text, tool_call
+from llm_server import Reply, text, tool_call
 from test_agent_runtime import DURATION, VIDEO_ID
 from test_ask import ANSWER_RANGE, QUESTION, finish_call, search, world  # noqa: F401  (fixture)
 
@@ -254,3 +254,114 @@ def test_a_look_over_the_whole_video_verifies_nothing_by_its_range(world) -> Non
     )
     result = run_ask(settings, VIDEO_ID, QUESTION)
     assert [(c.evidence, c.verified) for c in result.citations] == [("echoed", False)]
+
+
+# ----------------------------------------------------------------------------- the AVI loop
+# AVI (Alg. 1; Fig. 9: one tool per turn; Fig. 10: retrieval starts with clip_retrieve; Fig. 11-12:
+# the review's "**Answer:**" line and "[start s, end s]" interval). Captions and graph facts are
+# hints: an answer is perceived only when a successful targeted perception call (object_detect,
+# text_extract, boundary_detect) covered what it cites; otherwise it says so and verifies nothing.
+
+RETRIEVE_ARGS = {"video_id": VIDEO_ID, "query": "secret code", "k": 3}
+EXTRACT_ARGS = {"video_id": VIDEO_ID, "time_range": ANSWER_RANGE}
+
+
+def _review(**fields: object) -> object:
+    return text(json.dumps(fields))
+
+
+def test_avi_retrieve_makes_a_call_before_its_phase_ends(world) -> None:  # noqa: F811
+    settings, _, server = world
+    server.script(
+        [
+            text("The code is probably in the middle."),  # retrieve "done" without a call: sent back
+            tool_call("clip_retrieve", RETRIEVE_ARGS, call_id="c"),
+            text("Candidate: 35-40 s."),
+            tool_call("text_extract", EXTRACT_ARGS, call_id="t"),
+            text("The screen says CODE: PURPLE ELEPHANT at 35-40 s."),
+            _review(answer=FACT, citations=[ANSWER_RANGE]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
+    assert [(s.phase, s.tool) for s in result.trace if s.kind == "tool"] == [
+        ("retrieve", "clip_retrieve"),
+        ("perceive", "text_extract"),
+    ]
+    assert result.perceived is True and result.citations[0].verified
+    assert result.citations[0].evidence == "perceived"
+
+
+def test_avi_starts_with_clip_retrieve_and_runs_one_tool_per_turn(world) -> None:  # noqa: F811
+    settings, _, server = world
+    merge = {"video_id": VIDEO_ID, "ranges": [[0, 5], [5, 10]]}
+    server.script(
+        [
+            text(json.dumps({"name": "clip_merge", "arguments": merge})),  # written in text, refused
+            tool_call("clip_retrieve", RETRIEVE_ARGS, call_id="c"),
+            text("Candidate: 35-40 s."),
+            Reply(
+                "tool_calls",
+                tool_calls=[
+                    {"id": "t", "name": "text_extract", "arguments": json.dumps(EXTRACT_ARGS)},
+                    {"id": "o", "name": "object_detect", "arguments": json.dumps(EXTRACT_ARGS)},
+                ],
+            ),
+            text("The screen says the code."),
+            _review(answer=FACT, citations=[ANSWER_RANGE]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
+    ran = [s.tool for s in result.trace if s.kind == "tool"]
+    refused = [s.tool for s in result.trace if s.kind == "refused"]
+    assert ran == ["clip_retrieve", "text_extract"] and refused == ["clip_merge", "object_detect"]
+    assert result.perceived is True
+
+
+def test_avi_answers_from_captions_without_perceiving_are_marked(world) -> None:  # noqa: F811
+    settings, _, server = world
+    server.script(
+        [
+            tool_call("clip_retrieve", RETRIEVE_ARGS, call_id="c"),
+            text("Candidate: 35-40 s: the caption says the code."),
+            text("The caption already says it."),  # perceive without a call: sent back once
+            text("Still nothing to look at."),
+            _review(answer=FACT, citations=[[0.0, 60.0]]),  # cites (nearly) the whole video
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
+    assert result.perceived is False and result.answer == FACT
+    assert all(not c.verified for c in result.citations) and result.unverified_citations == 1
+
+
+def test_avi_a_perception_call_that_fails_does_not_count(world) -> None:  # noqa: F811
+    settings, _, server = world
+    server.script(
+        [
+            tool_call("clip_retrieve", RETRIEVE_ARGS, call_id="c"),
+            text("Candidate: 35-40 s."),
+            tool_call("text_extract", {"video_id": "no-such-video", "time_range": ANSWER_RANGE}, call_id="t"),
+            text("Done looking."),  # no successful look: sent back once
+            text("Still done."),
+            _review(answer=FACT, citations=[ANSWER_RANGE]),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
+    failed = [s for s in result.trace if s.kind == "tool" and s.tool == "text_extract"]
+    assert failed and not failed[0].ok
+    assert result.perceived is False and not result.citations[0].verified
+
+
+def test_avi_review_in_the_papers_format_is_read(world) -> None:  # noqa: F811
+    settings, _, server = world
+    server.script(
+        [
+            tool_call("clip_retrieve", RETRIEVE_ARGS, call_id="c"),
+            text("Candidate: 35-40 s."),
+            tool_call("text_extract", EXTRACT_ARGS, call_id="t"),
+            text("Seen."),
+            text(f"The code is on screen.\n**Answer:** B\n[{ANSWER_RANGE[0]}s, {ANSWER_RANGE[1]}s]"),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION, options=["red tiger", "purple elephant"], agent="avi")
+    assert result.choice == "B" and not result.forced
+    assert [(c.start, c.end, c.verified) for c in result.citations] == [(*ANSWER_RANGE, True)]
