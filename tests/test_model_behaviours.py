@@ -365,3 +365,34 @@ def test_avi_review_in_the_papers_format_is_read(world) -> None:  # noqa: F811
     result = run_ask(settings, VIDEO_ID, QUESTION, options=["red tiger", "purple elephant"], agent="avi")
     assert result.choice == "B" and not result.forced
     assert [(c.start, c.end, c.verified) for c in result.citations] == [(*ANSWER_RANGE, True)]
+
+
+# ----------------------------------------------------------------------------- AgentCVR
+# The master's protocol (AgentCVR §3: actions visual_query / audio_query / answer); a real Coder
+# model wrote its calls as {"name": ..., "arguments": {...}} in text. A sub-agent that answered
+# "no evidence" returned nothing for that interval: it verifies no citation there.
+
+
+def test_cvr_reads_tool_calls_in_the_shapes_models_write() -> None:
+    from vidscope.agents.cvr.agent import parse_actions
+
+    query = {"video_id": VIDEO_ID, "t0": 30, "t1": 40, "focus": "the code"}
+    for written in (
+        json.dumps({"name": "visual_query", "arguments": query}),
+        "```json\n" + json.dumps({"actions": [{"name": "visual_query", "arguments": query}]}) + "\n```",
+        "I will look.\n<tool_call>\n"
+        + json.dumps({"name": "visual_query", "arguments": query})
+        + "\n</tool_call>",
+        "{" + json.dumps({"name": "visual_query", "arguments": query}) + "}",
+    ):
+        actions, problem = parse_actions(written)
+        assert problem is None, written
+        assert actions == [{"action": "visual_query", **query}], written
+
+
+def test_cvr_no_evidence_verifies_nothing() -> None:
+    from vidscope.agents.simulator.tools import VisualQueryResult
+
+    seen = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="A sign reads PURPLE.")
+    blind = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="no evidence")
+    assert seen.evidence_level() == "perceived" and blind.evidence_level() == "echoed"

@@ -32,6 +32,7 @@ from vidscope.agents.runtime import (
     pick_choice,
 )
 from vidscope.agents.tools import ToolContext, ToolOutcome, ToolRegistry, execute_tool
+from vidscope.models.json_tools import find_tool_call
 from vidscope.models.protocols.chat import ChatMessage
 
 QUERIES = (visual_query.name, audio_query.name)
@@ -53,12 +54,35 @@ def cvr_registry() -> ToolRegistry:
     return ToolRegistry((visual_query, audio_query, answer_tool))
 
 
+def _as_action(call: dict[str, Any]) -> dict[str, Any] | None:
+    """A tool call in the shapes models write (``{"name": ..., "arguments": {...}}``, also
+    ``tool``/``function``/``parameters``) as a master action, or None."""
+    name = call.get("action") or call.get("name") or call.get("tool") or call.get("function")
+    args = call.get("arguments", call.get("parameters", call.get("args")))
+    if isinstance(name, str) and isinstance(args, dict):
+        return {**args, "action": name}
+    return None
+
+
 def parse_actions(text: str | None) -> tuple[list[dict[str, Any]], str | None]:
-    """The actions of a master reply, or an error line saying why the reply is unusable."""
+    """The actions of a master reply, or an error line saying why the reply is unusable.
+
+    Besides the protocol's ``{"actions": [...]}``, a single action object and a tool call written
+    the way models write them (``{"name": "visual_query", "arguments": {...}}``, in a fence, in
+    ``<tool_call>`` tags, with doubled braces) are read: a real Coder model wrote its calls so.
+    """
     data = json_object(text)
     if data is None:
+        found = find_tool_call(text, (*QUERIES, answer_tool.name))
+        data = {"action": found.name, **found.arguments} if found is not None else None
+    if data is None:
         return [], 'the reply is not one JSON object {"actions": [...]}'
+    if "actions" not in data and "action" not in data:
+        single = _as_action(data)
+        data = single if single is not None else data
     actions = data.get("actions", [data] if "action" in data else None)
+    if isinstance(actions, list):
+        actions = [(_as_action(a) or a) if isinstance(a, dict) and "action" not in a else a for a in actions]
     if not isinstance(actions, list) or not actions:
         return [], '"actions" must be a non-empty list'
     for i, action in enumerate(actions):
@@ -111,6 +135,7 @@ def run_cvr(
         if on_step is not None:
             on_step(step)
 
+    stated: str | None = None  # the last answer written in prose: the forced fallback
     for _ in range(ctx.config.cvr_max_turns):
         reply = ask_model(ctx, state, [], record)
         if reply is None:
@@ -118,6 +143,7 @@ def run_cvr(
         state.messages.append(ChatMessage(role="assistant", content=reply.text or ""))
         actions, problem = parse_actions(reply.text)
         if problem is not None:
+            stated = (reply.text or "").strip() or stated
             state.messages.append(
                 ChatMessage(role="user", content=f"Unusable reply: {problem}. Reply again.")
             )
@@ -169,8 +195,11 @@ def run_cvr(
                 )
             )
         state.messages.append(ChatMessage(role="user", content="\n\n".join(observations)))
+    # Turn limit: the master's last stated answer as a best guess with its choice, forced.
+    text = stated or "No answer was reached within the turn limit."
     return Answer(
-        answer="No answer was reached within the turn limit.",
+        answer=text,
+        choice=pick_choice(None, text, options),
         trace=state.trace,
         usage=state.usage,
         forced=True,
