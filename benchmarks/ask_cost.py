@@ -8,7 +8,7 @@ a. dvd: global_browse → summary → clip_search → frame_inspect over a minut
    default ``[agent]`` budgets (captions for global_browse, frames for frame_inspect);
 b. dvd-like: the same with 300 captions for global_browse, as the public Deep Video Discovery code;
 c. repeat: the same question as (a) again, answered from the tool and response caches;
-d. avi: global_explore → clip_retrieve → text_extract → frame_analysis over a minute (64 frames
+d. avi: clip_retrieve → global_explore → text_extract → frame_analysis over a minute (64 frames
    asked for) → review, with the default budgets.
 
 It reports model calls, HTTP requests, prompt tokens as the server counts them (a word count, a
@@ -204,7 +204,7 @@ def dvd_session() -> list[Any]:
 
 
 def avi_session() -> list[Any]:
-    """The scripted AVI model: explore, retrieve, end the phase; read text, analyse frames, end
+    """The scripted AVI model: retrieve, explore, end the phase; read text, analyse frames, end
     the phase; review."""
     from llm_server import text, tool_call
 
@@ -215,9 +215,10 @@ def avi_session() -> list[Any]:
     fields = frame_analysis.args_model.model_fields
     where = {"time_ranges": [LOOK]} if "time_ranges" in fields else {"time_range": LOOK}
     return [
+        # AVI's Fig. 10: retrieval starts with clip_retrieve (the loop enforces it since issue 28).
+        tool_call("clip_retrieve", {"video_id": VIDEO_ID, "query": "password", "k": 16}, call_id="r"),
         tool_call("global_explore", {"video_id": VIDEO_ID, "query": QUESTION}, call_id="e"),
         text("Around 20:00 the presenter talks about a password."),
-        tool_call("clip_retrieve", {"video_id": VIDEO_ID, "query": "password", "k": 16}, call_id="r"),
         text("Candidates: 1195-1210 s (the password is said)."),
         tool_call("text_extract", {"video_id": VIDEO_ID, "time_range": [1195, 1210]}, call_id="t"),
         tool_call(
