@@ -373,7 +373,10 @@ def test_the_paper_protocol_is_in_the_system_prompt(world) -> None:
     system = server.chat_requests[0]["messages"][0]["content"]
     for step in ("plan", "act", "observe", "reflect"):
         assert step in system.lower()
-    assert "confirm any fine visual detail" in system and "frame_inspect" in system
+    # DVD's Tab. 10: always confirm an answer found in captions with frame_inspect; no guessing;
+    # arguments verbatim; plan and reflect at every step.
+    assert "confirm with frame_inspect any answer you found only in captions" in system
+    assert "Do not guess" in system and "verbatim" in system and "at every step" in system
     assert "letter of the chosen option" in system
 
 
