@@ -90,6 +90,17 @@ COMMANDS: dict[str, Command] = {
             gold="C",
         ),
         Command(
+            "ask-shared",
+            "dvd",
+            lambda lib: [
+                "ask",
+                str(lib.sample),
+                "What moves through the scene, and when?",
+                "--json",
+                "--trace",
+            ],
+        ),
+        Command(
             "ask-avi",
             "avi",
             lambda lib: (
