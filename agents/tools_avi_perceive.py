@@ -423,7 +423,7 @@ def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:
 
 
 # v3: a list of ranges (compare moments in one request), frames shared by their lengths
-@tool(version=3, uses_models=("vlm",))
+@tool(version=3, uses_models=("vlm",), settings=("max_tokens", "temperature"))
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

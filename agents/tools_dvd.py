@@ -197,7 +197,12 @@ def relevant_captions(ctx: ToolContext, video_id: str, query: str, count: int) -
     return sorted(chosen, key=lambda c: float(c["start"]))
 
 
-@tool(version=3, uses_chat=True, uses_embedder=True)
+@tool(
+    version=3,
+    uses_chat=True,
+    uses_embedder=True,
+    settings=("browse_captions", "max_tokens", "temperature"),
+)
 def global_browse(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to browse."],
@@ -304,7 +309,8 @@ def frame_budget(ctx: ToolContext) -> int:
     return min(ctx.config.max_frames, int(accepted)) if accepted else ctx.config.max_frames
 
 
-@tool(version=3, uses_models=("vlm",))  # v3: 50 frames at 720 px by default (the paper's budget)
+# v3: 50 frames at 720 px by default (the paper's budget)
+@tool(version=3, uses_models=("vlm",), settings=("max_frames", "frame_max_side", "max_tokens", "temperature"))
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

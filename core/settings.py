@@ -273,12 +273,6 @@ class AgentSettings(BaseModel):
             raise ValueError("[agent] environment = 'sim' needs [agent] script (a script JSON file)")
         return self
 
-    def tool_fingerprint(self) -> str:
-        """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(
-            self.browse_captions, self.max_frames, self.frame_max_side, self.cvr_frames, self.cvr_frame_side
-        )
-
 
 class ModelSettings(BaseModel):
     """Which backend serves each model role. ``None`` means the role is not configured.

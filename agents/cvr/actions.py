@@ -43,7 +43,7 @@ VISUAL_SYSTEM = (
 )
 
 
-@tool(version=1, uses_chat=True)
+@tool(version=1, uses_chat=True, settings=("cvr_frames", "cvr_frame_side", "max_tokens", "temperature"))
 def visual_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

@@ -127,7 +127,7 @@ def read_segment(
     return result
 
 
-@tool(version=1, uses_chat=True)
+@tool(version=1, uses_chat=True, settings=("max_tokens", "temperature"))
 def video_reader(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -419,7 +419,7 @@ def _stored_images(ctx: ToolContext, video_id: str, times: list[float]) -> list[
     return [decode_jpeg(by_time[t]) if t in by_time else None for t in times]
 
 
-@tool(version=2, uses_chat=True, uses_models=("object_detector",))
+@tool(version=2, uses_chat=True, uses_models=("object_detector",), settings=("max_tokens", "temperature"))
 def scene_graph(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
