@@ -253,7 +253,7 @@ class AgentSettings(BaseModel):
     environment: Literal["real", "sim"] = "real"
     #: The script (JSON) the simulated environment answers from.
     script: Path | None = None
-    #: Run tool calls as cached Prefect tasks. Off for rollouts: sampled trajectories must each
+    #: Cache tool results (agents/tool_cache.py). Off for rollouts: sampled trajectories must each
     #: see their calls executed, and cache bookkeeping would dominate simulated calls.
     tool_cache: bool = True
     #: SAMA (``vidscope compare --agent sama``): planner turns, and re-reads per conflicting fact.
