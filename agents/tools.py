@@ -406,7 +406,7 @@ def _cached_call(name: str, arguments: dict[str, Any], key: str, ctx: ToolContex
     """
     assert ctx.registry is not None
     spec = ctx.registry.get(name)
-    kinds = {tool_cache.RESULT: spec.result_type, tool_cache.FAILURE: ToolFailure}
+    kinds: dict[str, type[BaseModel]] = {tool_cache.RESULT: spec.result_type, tool_cache.FAILURE: ToolFailure}
     found = tool_cache.read(ctx.cache_dir, name, key, kinds)
     if found is not None:
         return cast(ToolResult, found), True
