@@ -44,7 +44,7 @@ from vidscope.storage.videos import VideoRecord
 AgentConfig = AgentSettings
 
 
-class UndeclaredSetting(AttributeError):
+class UndeclaredSetting(RuntimeError):
     """A cached tool read an ``[agent]`` setting it does not declare (a bug in the tool's
     declaration: its cached results would not be invalidated when that setting changes)."""
 
