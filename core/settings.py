@@ -265,7 +265,7 @@ class AgentSettings(BaseModel):
     environment: Literal["real", "sim"] = "real"
     #: The script (JSON) the simulated environment answers from.
     script: Path | None = None
-    #: Run tool calls as cached Prefect tasks. Off for rollouts: sampled trajectories must each
+    #: Cache tool results (agents/tool_cache.py). Off for rollouts: sampled trajectories must each
     #: see their calls executed, and cache bookkeeping would dominate simulated calls.
     tool_cache: bool = True
     #: SAMA (``vidscope compare --agent sama``): planner turns, and re-reads per conflicting fact.
@@ -284,17 +284,6 @@ class AgentSettings(BaseModel):
         if self.environment == "sim" and self.script is None:
             raise ValueError("[agent] environment = 'sim' needs [agent] script (a script JSON file)")
         return self
-
-    def tool_fingerprint(self) -> str:
-        """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(
-            self.browse_captions,
-            self.max_frames,
-            self.frame_max_side,
-            self.cvr_frames,
-            self.cvr_frame_side,
-            self.frame_short_side,
-        )
 
 
 class ModelSettings(BaseModel):

@@ -1,7 +1,7 @@
 """Answering questions about videos: the work of the ``ask`` and ``ask-library`` flows, and their
 entry points, which run it with or without Prefect.
 
-With a chat model configured, an agent answers (tools run as cached Prefect tasks): the
+With a chat model configured, an agent answers (tool results cached by :mod:`vidscope.agents.tool_cache`): the
 Deep-Video-Discovery agent (``agent="dvd"``, the default) or the three-phase AVI agent
 (``agent="avi"``: retrieve, perceive, review; "when" questions get an ``interval``). Without a chat
 model, the extractive answerer returns the best evidence; asked for the AVI agent, the result says

@@ -2,7 +2,7 @@
 
 With a planner model (``models.planner``, else ``models.chat``), SAMA (``agent="sama"``: skills,
 conflict checks, evidence memory) or AgentCVR (``agent="cvr"``: a master agent with parallel
-visual and audio sub-agents) answers, their tool calls cached Prefect tasks as in ``ask``.
+visual and audio sub-agents) answers, their tool calls cached as in ``ask``.
 Without one, the answer is extractive: the best evidence of each video side by side, with times,
 and the result says so. With ``[agent] environment = "sim"`` both agents answer from a script's
 simulated tools (the video ids are the script's). ``run_compare`` is the entry point of the CLI

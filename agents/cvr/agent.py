@@ -4,9 +4,9 @@ Each turn the master replies with one JSON object: ``{"actions": [...]}`` where 
 ``{"action": "visual_query", "video_id", "t0", "t1", "focus"}``, ``{"action": "audio_query",
 "video_id", "t0", "t1"}`` or ``{"action": "answer", "answer", "citations": [{video_id, start,
 end}]}``. The format is checked; a malformed reply costs a turn and is answered with one line
-saying what is wrong. The queries of one turn run concurrently (each a cached Prefect task, in its
-own thread) and their results come back in the order they were asked. The turn limit is
-``[agent] cvr_max_turns`` (20, as in the paper).
+saying what is wrong. The queries of one turn run concurrently (each through the tool cache in its
+own thread; a task run inside a flow run) and their results come back in the order they were
+asked. The turn limit is ``[agent] cvr_max_turns`` (20, as in the paper).
 """
 
 from __future__ import annotations
