@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from vidscope.agents import prompts
 from vidscope.agents.answers import Answer, Citation, TraceStep, UsageTotals
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import (
     Tool,
     ToolContext,
@@ -236,6 +237,19 @@ def run_agent(
         if reply.text:
             return _final(state, reply.text, [], options, forced=True)
     return _final(state, f"No answer was reached ({why}).", [], options, forced=True)
+
+
+def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """A strategy's run (:data:`~vidscope.agents.strategies.StrategyRun`): :func:`run_agent` over
+    ``ctx.registry`` (DVD's tools, or GRPO's action space); a library question is framed over the
+    whole library, no video listed."""
+    if request.scope == "library":
+        store = ctx.store
+        opening = prompts.library_prompt(request.prompt, store.count(store.videos), store.count(store.clips))
+        return run_agent(
+            ctx, request.prompt, [], on_step=request.on_step, system=prompts.LIBRARY_SYSTEM, opening=opening
+        )
+    return run_agent(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
 
 
 def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:

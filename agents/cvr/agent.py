@@ -31,6 +31,7 @@ from vidscope.agents.runtime import (
     parse_citations,
     pick_choice,
 )
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolOutcome, ToolRegistry, execute_tool
 from vidscope.models.protocols.chat import ChatMessage
 
@@ -79,6 +80,11 @@ def run_queries(ctx: ToolContext, calls: list[tuple[str, dict[str, Any]]]) -> li
             pool.submit(contextvars.copy_context().run, execute_tool, ctx, name, args) for name, args in calls
         ]
         return [f.result() for f in futures]
+
+
+def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """The AgentCVR strategy's run: :func:`run_cvr`."""
+    return run_cvr(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
 
 
 def run_cvr(

@@ -43,6 +43,7 @@ from vidscope.agents.sama.tools_find import (
     visual_similarity,
 )
 from vidscope.agents.sama.tools_look import object_tracker, scene_graph, video_reader
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry, execute_tool, validation_message
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, ToolCall
@@ -216,6 +217,20 @@ def run_sama(
         "; ".join(f.describe() for f in memory.all_facts()) or "No answer was reached within the turn limit."
     )
     return Answer(answer=text, trace=state.trace, usage=state.usage, forced=True)
+
+
+def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """The SAMA strategy's run: :func:`run_sama`; the ablations ``skills`` and ``conflict_check``
+    switch those parts off."""
+    return run_sama(
+        ctx,
+        request.prompt,
+        request.video_ids,
+        options=request.options,
+        use_skills="skills" not in request.ablations,
+        conflict_check="conflict_check" not in request.ablations,
+        on_step=request.on_step,
+    )
 
 
 def _answer(

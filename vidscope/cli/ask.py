@@ -3,10 +3,11 @@ showing each agent step as it happens."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
+from vidscope.agents import strategies
 from vidscope.cli.common import (
     app,
     console,
@@ -15,6 +16,7 @@ from vidscope.cli.common import (
     quiet_prefect,
     report_failure,
     settings,
+    strategy_choice,
 )
 from vidscope.cli.render import render_answer, render_step
 
@@ -36,15 +38,16 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
     agent: Annotated[
-        Literal["dvd", "avi"],
+        str | None,
         typer.Option(
             "--agent",
-            case_sensitive=False,
-            help="dvd: Deep-Video-Discovery agent (one tool loop); avi: three phases (retrieve, "
-            "perceive, review), gives 'when' questions a (start, end) interval. Both need "
-            "a chat model (models.chat), else the answer is extractive.",
+            callback=strategy_choice(None),
+            help=f"{strategies.help_text('video')}. Default {strategies.default('video')}; with "
+            f"--library: {strategies.help_text('library')}. They need a chat model (models.chat), "
+            "else the answer is extractive.",
+            show_default=False,
         ),
-    ] = "dvd",
+    ] = None,
     library: Annotated[
         bool,
         typer.Option(
@@ -58,6 +61,12 @@ def ask(
     if library:
         _ask_library(video if question is None else f"{video} {question}", as_json, trace, options, agent)
         return
+    if agent is not None and agent not in strategies.names("video"):
+        errors.print(
+            f"[red]--agent {agent} answers other questions; "
+            f"ask offers {', '.join(strategies.names('video'))}[/red]"
+        )
+        raise typer.Exit(2)
     if question is None:
         errors.print(
             "[red]missing the question:[/red] vidscope ask VIDEO QUESTION (or ask --library QUESTION)"
@@ -84,7 +93,7 @@ def ask(
 
 
 def _ask_running_api(
-    video: str, question: str, options: list[str] | None, agent: str, as_json: bool, trace: bool
+    video: str, question: str, options: list[str] | None, agent: str | None, as_json: bool, trace: bool
 ) -> bool:
     """Answer through the ``vidscope api`` running for these settings, if there is one (see
     :mod:`vidscope.cli.running_api`); False when there is none or it cannot take the question."""
@@ -98,7 +107,9 @@ def _ask_running_api(
     from vidscope.agents.answers import AskResult, TraceStep
 
     log = quiet_prefect(with_prefect=False)
-    request = {"video": video, "question": question, "options": options, "agent": agent}
+    request: dict[str, object] = {"video": video, "question": question, "options": options}
+    if agent is not None:
+        request["agent"] = agent
     on_step = None if as_json else (lambda step: render_step(TraceStep.model_validate(step), console))
     try:
         reply = running.ask(request, on_step)
@@ -115,10 +126,13 @@ def _ask_running_api(
     return True
 
 
-def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str) -> None:
-    if options or agent != "dvd":
+def _ask_library(
+    question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str | None
+) -> None:
+    library = strategies.names("library")
+    if options or (agent is not None and agent not in library):
         errors.print(
-            "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
+            f"[red]--library answers open questions (no --options; --agent {' or '.join(library)})[/red]"
         )
         raise typer.Exit(2)
     quiet_prefect(with_prefect=query_runs_in_prefect())
@@ -126,7 +140,7 @@ def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] |
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
-        result = run_ask_library(settings(), question, show_steps)
+        result = run_ask_library(settings(), question, show_steps, agent=agent)
     except ValueError as exc:
         errors.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc
