@@ -28,8 +28,7 @@ from vidscope.agents.runtime import (
     TraceStep,
     ask_model,
     describe_videos,
-    parse_citations,
-    pick_choice,
+    finish_answer,
     run_tool,
     tool_step,
 )
@@ -255,21 +254,4 @@ def _answer(
             )
         )
         return None
-    citations = parse_citations(ctx, state.evidence, values.get("citations") or [], default_video)
-    record(
-        TraceStep(
-            index=len(state.trace) + 1,
-            kind="finish",
-            tool=call.name,
-            arguments=values,
-            observation=f"{sum(c.verified for c in citations)}/{len(citations)} citations verified",
-        )
-    )
-    text = str(values.get("answer", ""))
-    return Answer(
-        answer=text,
-        choice=pick_choice(values.get("choice"), text, options),
-        citations=citations,
-        trace=state.trace,
-        usage=state.usage,
-    )
+    return finish_answer(ctx, state, call.name, values, default_video, options, record)
