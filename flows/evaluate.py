@@ -55,13 +55,14 @@ from vidscope.evaluation.runs import (
 )
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
 from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item
-from vidscope.flows.ingest import STAGES, VideoReport, hash_task, ingest_one, optimize_task
+from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
 from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, ledger_rows
+from vidscope.tasks.stages import stages
 
 __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate"]
 
@@ -173,7 +174,7 @@ def prepare_run(
 def _is_ingested(store: Store, video_id: str) -> bool:
     """Every stage has a current row (an unavailable model is not retried for an evaluation)."""
     rows = ledger_rows(store, video_id)
-    for stage in STAGES:
+    for stage in stages():
         row = rows.get(stage.name)
         if row is None or row["stage_version"] != stage.version:
             return False
