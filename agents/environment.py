@@ -8,8 +8,7 @@ loop and allow-lists) runs unchanged; only the context and the registries it is 
 
 from __future__ import annotations
 
-from vidscope.agents import strategies
-from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry
+from vidscope.agents.tools import AgentConfig, ToolContext
 from vidscope.core.settings import Settings
 from vidscope.models.protocols.chat import ChatModel
 from vidscope.storage.store import Store
@@ -29,7 +28,8 @@ def tool_context(
     phraser: ChatModel | None = None,
 ) -> ToolContext:
     """The context tools run in: over ``store`` (real) or over ``config.script`` (sim; ``phraser``
-    optionally rewords the simulator's answers). ``store`` may be None only for ``sim``."""
+    optionally rewords the simulator's answers). ``store`` may be None only for ``sim``. It has no
+    tools yet: :func:`~vidscope.agents.strategies.answer` gives it the answering strategy's."""
     if is_simulated(config):
         from vidscope.agents.simulator.script import load_script
         from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
@@ -41,14 +41,7 @@ def tool_context(
             phraser=phraser,
             temperature=config.temperature,
         )
-        return SimContext(settings, simulator, chat=chat, config=config, registry=default_tools(config))
+        return SimContext(settings, simulator, chat=chat, config=config)
     if store is None:
         raise ValueError("the real environment needs the store")
-    return ToolContext(settings, store, chat=chat, config=config, registry=default_tools(config))
-
-
-def default_tools(config: AgentConfig) -> ToolRegistry:
-    """The tools of ``ask``'s default strategy in ``config``'s environment (a context's registry until
-    :func:`~vidscope.agents.strategies.answer` sets the answering strategy's own)."""
-    strategy = strategies.get(strategies.default("video"))
-    return strategy.tool_registry(simulated=is_simulated(config))
+    return ToolContext(settings, store, chat=chat, config=config)

@@ -137,7 +137,7 @@ def help_text(scope: Scope | None = None) -> str:
     return "; ".join(f"{s.name}: {s.help}" for s in STRATEGIES.values() if scope is None or scope in s.scopes)
 
 
-def is_simulated(ctx: ToolContext) -> bool:
+def in_simulator(ctx: ToolContext) -> bool:
     """Whether ``ctx`` is the script simulator's context (its tools are the simulated ones)."""
     from vidscope.agents.simulator.simulator import SimContext
 
@@ -160,7 +160,7 @@ def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest)
 
         ctx.registry = library_registry()
     else:
-        ctx.registry = chosen.tool_registry(simulated=is_simulated(ctx))
+        ctx.registry = chosen.tool_registry(simulated=in_simulator(ctx))
     return load(chosen.run)(ctx, request)
 
 

@@ -121,8 +121,9 @@ def test_one_setting_swaps_real_tools_for_simulated_ones(settings: Settings, tmp
     config = AgentSettings(environment="sim", script=path)
     ctx = tool_context(settings, None, chat=None, config=config)
     assert isinstance(ctx, SimContext) and not ctx.config.tool_cache
-    real_dvd = strategies.get("dvd").tool_registry(simulated=False)
-    assert ctx.registry is not None and ctx.registry.names == real_dvd.names
+    assert ctx.registry is None  # a strategy's tools come with strategies.answer
+    ctx.registry = strategies.get("dvd").tool_registry(simulated=True)
+    assert ctx.registry.names == strategies.get("dvd").tool_registry(simulated=False).names
     assert phases(strategies.get("avi").tool_registry(simulated=True))[0].names == ["clip_retrieve"]
     video = script.videos[0]
     outcome = execute_tool(ctx, "clip_search", {"video_id": video.video_id, "query": video.events[0].label})
