@@ -58,15 +58,15 @@ def ask(
     ] = False,
 ) -> None:
     """Answer a question about an ingested video, citing the moments that support it."""
+    if agent is not None:  # any strategy passed the option's check; this question needs its scope's
+        try:
+            strategies.get(agent, "library" if library else "video")
+        except ValueError as exc:
+            errors.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
     if library:
         _ask_library(video if question is None else f"{video} {question}", as_json, trace, options, agent)
         return
-    if agent is not None and agent not in strategies.names("video"):
-        errors.print(
-            f"[red]--agent {agent} answers other questions; "
-            f"ask offers {', '.join(strategies.names('video'))}[/red]"
-        )
-        raise typer.Exit(2)
     if question is None:
         errors.print(
             "[red]missing the question:[/red] vidscope ask VIDEO QUESTION (or ask --library QUESTION)"
@@ -129,11 +129,8 @@ def _ask_running_api(
 def _ask_library(
     question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str | None
 ) -> None:
-    library = strategies.names("library")
-    if options or (agent is not None and agent not in library):
-        errors.print(
-            f"[red]--library answers open questions (no --options; --agent {' or '.join(library)})[/red]"
-        )
+    if options:
+        errors.print("[red]--library answers open questions (no --options)[/red]")
         raise typer.Exit(2)
     quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask_library

@@ -246,9 +246,9 @@ def strategy_choice(scope: Scope | None) -> Callable[[str | None], str | None]:
     def check(value: str | None) -> str | None:
         if value is None:
             return None
-        known = strategies.names(scope)
-        if value.lower() not in known:
-            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(known)}")
-        return value.lower()
+        try:
+            return strategies.get(value.lower(), scope).name
+        except ValueError as exc:  # "unknown agent 'x'; choose one of: …"
+            raise typer.BadParameter(str(exc)) from None
 
     return check
