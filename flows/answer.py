@@ -2,7 +2,7 @@
 entry points, which run it with or without Prefect.
 
 With a chat model configured, a strategy of scope ``video`` answers (tools run as cached Prefect
-tasks; the strategies and their help are :mod:`vidscope.agents.strategies`'), by default the
+tasks; the strategies and their help are in :mod:`vidscope.agents.strategies`), by default the
 first registered. Without a chat model, the extractive answerer returns the best evidence; asked
 for another strategy than the default, the result says so in its ``note``. The flow is built for
 latency: no heartbeat thread per run, models loaded once per process by the backend registry,

@@ -124,6 +124,30 @@ def test_a_registered_strategy_answers_ask_and_compare_through_the_api(toy: Stra
         assert unknown.status_code == 422 and "toy" in unknown.text
 
 
+def test_a_registered_strategy_answers_through_mcp_and_eval(toy: Strategy, data_dir: Path) -> None:
+    import anyio
+
+    from vidscope.agents.environment import tool_context
+    from vidscope.evaluation.items import BenchmarkItem
+    from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item
+    from vidscope.mcp_server import build_server
+    from vidscope.models.open_store import open_store
+
+    settings = make_settings(data_dir)
+    server = build_server(settings)
+    called = anyio.run(server.call_tool, "ask", {"video": VIDEO_ID[:8], "question": QUESTION, "agent": "toy"})
+    assert f"toy: {QUESTION}" in str(called)
+
+    item = BenchmarkItem(
+        benchmark="videomme", question_id="1", kind="multiple_choice", video_ids=("kitchen",),
+        question=QUESTION, options=("bread", "cake"), answer="A", extra={SUBTITLE_TEXT: "we bake bread"},
+    )  # fmt: skip
+    ctx = tool_context(settings, open_store(settings), chat=None, config=settings.agent)
+    assert answer_item("toy", ctx, item, [VIDEO_ID]).answer == f"toy: {QUESTION}"
+    request, _ = SEEN[-1]
+    assert list(request.options or []) == ["bread", "cake"] and "we bake bread" in request.context
+
+
 def test_rollouts_offer_every_strategy_a_policy_drives_in_the_simulator(toy: Strategy) -> None:
     from vidscope.agents.simulator.rollout import rollout_strategies
 
