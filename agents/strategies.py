@@ -20,6 +20,7 @@ perception tools load models and libraries a DVD answer never needs.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar, get_args
@@ -82,7 +83,8 @@ class Strategy:
     #: How answers and help name it ("Deep Video Discovery", "AVI").
     title: str
     help: str
-    #: The commands that offer it (``eval`` and rollouts offer every strategy).
+    #: The commands that offer it; ``eval`` offers every strategy, rollouts every one that
+    #: needs a planner and has simulated tools.
     scopes: frozenset[Scope]
     #: Its run function, or that function's import path ``"package.module:function"``.
     run: StrategyRun | str
@@ -105,6 +107,8 @@ class Strategy:
 
 #: Every strategy by name, in registration order (the first of a scope is its default).
 STRATEGIES: dict[str, Strategy] = {}
+#: The answerer without a planner (the best evidence, cited); it stands in for the others then.
+EXTRACTIVE = "extractive"
 
 
 def register(strategy: Strategy) -> Strategy:
@@ -139,9 +143,9 @@ def help_text(scope: Scope | None = None) -> str:
 
 def in_simulator(ctx: ToolContext) -> bool:
     """Whether ``ctx`` is the script simulator's context (its tools are the simulated ones)."""
-    from vidscope.agents.simulator.simulator import SimContext
-
-    return isinstance(ctx, SimContext)
+    # A simulated context exists only once its module is loaded: a real ask does not load it.
+    simulator = sys.modules.get("vidscope.agents.simulator.simulator")
+    return simulator is not None and isinstance(ctx, simulator.SimContext)
 
 
 def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -152,7 +156,7 @@ def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest)
     are the library's for a library question, else the strategy's own for the context's
     environment; then the strategy's run function answers.
     """
-    chosen = STRATEGIES[strategy] if isinstance(strategy, str) else strategy
+    chosen = get(strategy) if isinstance(strategy, str) else strategy
     if chosen.needs_planner and ctx.chat is None:
         chosen = STRATEGIES[EXTRACTIVE]
     if request.scope == "library":
@@ -163,9 +167,6 @@ def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest)
         ctx.registry = chosen.tool_registry(simulated=in_simulator(ctx))
     return load(chosen.run)(ctx, request)
 
-
-#: The answerer without a planner: the best evidence, cited.
-EXTRACTIVE = "extractive"
 
 # ============================================================================ the strategies
 # Order matters: the first strategy of a scope is that scope's default.
