@@ -33,7 +33,7 @@ from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.memory import limit_malloc_arenas
-from vidscope.tasks.probe import content_hash, register_video
+from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.progress import report
 from vidscope.tasks.stage import Stage, StageResult, failure_reason, ledger_rows, run_stage
 from vidscope.tasks.stages import stages
@@ -191,8 +191,8 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
         video_report.video_id = video_id
         _probe_first(store, settings, path, video_id)
     except (UndecodableVideo, OSError, ValueError) as exc:
-        video_report.status, video_report.error = "failed", f"probe: {failure_reason(exc, path)}"
-        report(video_id or "", "probe", "failed", error=video_report.error, path=str(path))
+        video_report.status, video_report.error = "failed", f"{PROBE.name}: {failure_reason(exc, path)}"
+        report(video_id or "", PROBE.name, "failed", error=video_report.error, path=str(path))
         raise IngestFailed(video_report) from exc
 
     # The DAG is the stages' own declarations: a stage is submitted once what it needs or reads
@@ -223,7 +223,7 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
     ]
     if any(s.status in ("failed", "blocked") for s in video_report.stages):
         video_report.status = "failed"
-    elif any(s.stage == "probe" and s.note for s in video_report.stages):
+    elif any(s.stage == PROBE.name and s.note for s in video_report.stages):
         video_report.status = "partial"
     elif any(s.status == "unavailable" or s.note for s in video_report.stages):
         video_report.status = "warning"
@@ -236,7 +236,7 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
 def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) -> None:
     """Register the video (probe) so every stage has its record; keep its path current."""
     existing = store.video_record(video_id)
-    probe_row = ledger_rows(store, video_id).get("probe")
+    probe_row = ledger_rows(store, video_id).get(PROBE.name)
     if existing is None or probe_row is None:
         register_video(store, settings, path, video_id)
     elif existing.path != str(path.resolve()):
