@@ -12,9 +12,10 @@ One run lives in a run directory (:mod:`vidscope.evaluation.runs`). The flow:
 4. scores what was attempted and writes ``summary.json``, ``report.md`` and the PNG plots, and
    publishes the report as a Prefect artifact.
 
-Multiple-choice, open-ended and grounding items go to the chosen agent
-(:mod:`vidscope.flows.eval_agents`); grounding reads the answer's interval (the AVI agent's
-"when" answer, else the first cited range). Retrieval items (MSR-VTT style) run the MAVIS search
+Multiple-choice, open-ended and grounding items go to the chosen strategy (any of
+:mod:`vidscope.agents.strategies`, asked as :mod:`vidscope.flows.eval_agents` words it);
+grounding reads the answer's interval (the AVI agent's "when" answer, else the first cited
+range). Retrieval items (MSR-VTT style) run the MAVIS search
 over the library and keep the benchmark's videos in the order found.
 """
 
@@ -32,7 +33,8 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field
 
-from vidscope.agents.environment import tool_context
+from vidscope.agents import strategies
+from vidscope.agents.environment import is_simulated, tool_context
 from vidscope.agents.grounding import parse_interval
 from vidscope.agents.mavis import search_library
 from vidscope.agents.runtime import Answer
@@ -52,14 +54,15 @@ from vidscope.evaluation.runs import (
     write_videos,
 )
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
-from vidscope.flows.eval_agents import SUBTITLE_TEXT, get_agent
-from vidscope.flows.ingest import STAGES, VideoReport, hash_task, ingest_one, optimize_task
+from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item
+from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
 from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, ledger_rows
+from vidscope.tasks.stages import stages
 
 __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate"]
 
@@ -132,9 +135,11 @@ def prepare_run(
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
-    eval_agent = get_agent(agent)
-    if eval_agent.needs_chat and not settings.models.chat:
+    strategy = strategies.get(agent)
+    if strategy.needs_planner and not settings.models.chat:
         raise ValueError(f"agent {agent!r} needs a chat model: set [models] chat (or use --agent extractive)")
+    if (strategy.sim_tools if is_simulated(settings.agent) else strategy.tools) is None:
+        raise ValueError(f"agent {agent!r} does not run in this environment ([agent] environment)")
     annotations = Path(annotations).expanduser().resolve()
     if not annotations.exists():
         raise ValueError(f"annotation file not found: {annotations}")
@@ -169,7 +174,7 @@ def prepare_run(
 def _is_ingested(store: Store, video_id: str) -> bool:
     """Every stage has a current row (an unavailable model is not retried for an evaluation)."""
     rows = ledger_rows(store, video_id)
-    for stage in STAGES:
+    for stage in stages():
         row = rows.get(stage.name)
         if row is None or row["stage_version"] != stage.version:
             return False
@@ -334,10 +339,9 @@ def answer_question(
                 ranking=ranking,
             )
         else:
-            eval_agent = get_agent(agent)
-            chat = registry.planner_model(settings) if eval_agent.needs_chat else None
+            chat = registry.planner_model(settings) if strategies.get(agent).needs_planner else None
             ctx = tool_context(settings, store, chat=chat, config=settings.agent)
-            answer = eval_agent.answer(ctx, item, video_ids)
+            answer = answer_item(agent, ctx, item, video_ids)
             prediction = Prediction(
                 question_id=item.question_id,
                 kind=item.kind,

@@ -10,7 +10,7 @@ import pytest
 from media import text_video
 
 from vidscope.core.settings import IngestSettings, ModelSettings, Settings
-from vidscope.flows.ingest import STAGES, run_ingest
+from vidscope.flows.ingest import run_ingest
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
@@ -22,6 +22,7 @@ from vidscope.storage.bundle import (
     import_bundle,
 )
 from vidscope.storage.sql import query
+from vidscope.tasks.stages import stages
 
 
 def settings_in(folder: Path) -> Settings:
@@ -71,7 +72,7 @@ def test_export_then_import_into_an_empty_store_gives_the_same_answers(built, tm
     assert written["clip_embed_models"] == ["minilm:embedded"]
     assert manifest.tables["clips"] == 2 and manifest.tables["frames"] == 20
     assert (
-        manifest.tables["ledger"] == len(STAGES)
+        manifest.tables["ledger"] == len(stages())
         and manifest.tables["concepts"] == manifest.tables["concept_index"] > 0
     )
     assert manifest.stages[video_ids[0]]["embed"] >= 1

@@ -35,10 +35,11 @@ from vidscope.core.settings import ApiSettings, IngestSettings, ServerSettings, 
 from vidscope.deployments import server
 from vidscope.deployments.deploy import apply_deployments, check_schedule
 from vidscope.flows.ask import run_ask
-from vidscope.flows.ingest import STAGES, ingest_video, run_ingest
+from vidscope.flows.ingest import ingest_video, run_ingest
 from vidscope.flows.nightly import nightly
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
+from vidscope.tasks.stages import stages
 
 
 def free_port() -> int:
@@ -108,7 +109,7 @@ def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
     run = one_run("ingest doorsign.mp4")
     assert run.state_type == StateType.COMPLETED
     tasks = task_runs_of(run)
-    for stage in STAGES:
+    for stage in stages():
         name = f"{stage.name} · doorsign.mp4"
         assert name in tasks, (name, sorted(tasks))
         assert tasks[name].state_type == StateType.COMPLETED
@@ -118,7 +119,7 @@ def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
     [artifact] = artifacts_keyed(f"ingest-{report.video_id[:12]}")
     assert artifact.flow_run_id == run.id and artifact.type == "table"
     rows = {row["stage"]: row for row in table_rows(artifact)}
-    assert list(rows) == [s.name for s in STAGES]
+    assert list(rows) == [s.name for s in stages()]
     for stage in report.stages:
         row = rows[stage.stage]
         assert set(row) >= {"status", "seconds", "rows", "error"}

@@ -3,10 +3,11 @@ showing each agent step as it happens."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
+from vidscope.agents import strategies
 from vidscope.cli.common import (
     app,
     console,
@@ -15,6 +16,7 @@ from vidscope.cli.common import (
     quiet_prefect,
     report_failure,
     settings,
+    strategy_choice,
 )
 from vidscope.cli.render import render_answer, render_step
 
@@ -36,15 +38,16 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
     agent: Annotated[
-        Literal["dvd", "avi"],
+        str | None,
         typer.Option(
             "--agent",
-            case_sensitive=False,
-            help="dvd: Deep-Video-Discovery agent (one tool loop); avi: three phases (retrieve, "
-            "perceive, review), gives 'when' questions a (start, end) interval. Both need "
-            "a chat model (models.chat), else the answer is extractive.",
+            callback=strategy_choice(None),
+            help=f"{strategies.help_text('video')}. Default {strategies.default('video')}; with "
+            f"--library: {strategies.help_text('library')}. They need a chat model (models.chat), "
+            "else the answer is extractive.",
+            show_default=False,
         ),
-    ] = "dvd",
+    ] = None,
     library: Annotated[
         bool,
         typer.Option(
@@ -55,6 +58,12 @@ def ask(
     ] = False,
 ) -> None:
     """Answer a question about an ingested video, citing the moments that support it."""
+    if agent is not None:  # any strategy passed the option's check; this question needs its scope's
+        try:
+            strategies.get(agent, "library" if library else "video")
+        except ValueError as exc:
+            errors.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
     if library:
         _ask_library(video if question is None else f"{video} {question}", as_json, trace, options, agent)
         return
@@ -84,7 +93,7 @@ def ask(
 
 
 def _ask_running_api(
-    video: str, question: str, options: list[str] | None, agent: str, as_json: bool, trace: bool
+    video: str, question: str, options: list[str] | None, agent: str | None, as_json: bool, trace: bool
 ) -> bool:
     """Answer through the ``vidscope api`` running for these settings, if there is one (see
     :mod:`vidscope.cli.running_api`); False when there is none or it cannot take the question."""
@@ -98,7 +107,9 @@ def _ask_running_api(
     from vidscope.agents.answers import AskResult, TraceStep
 
     log = quiet_prefect(with_prefect=False)
-    request = {"video": video, "question": question, "options": options, "agent": agent}
+    request: dict[str, object] = {"video": video, "question": question, "options": options}
+    if agent is not None:
+        request["agent"] = agent
     on_step = None if as_json else (lambda step: render_step(TraceStep.model_validate(step), console))
     try:
         reply = running.ask(request, on_step)
@@ -115,18 +126,18 @@ def _ask_running_api(
     return True
 
 
-def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str) -> None:
-    if options or agent != "dvd":
-        errors.print(
-            "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
-        )
+def _ask_library(
+    question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str | None
+) -> None:
+    if options:
+        errors.print("[red]--library answers open questions (no --options)[/red]")
         raise typer.Exit(2)
     quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask_library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
-        result = run_ask_library(settings(), question, show_steps)
+        result = run_ask_library(settings(), question, show_steps, agent=agent)
     except ValueError as exc:
         errors.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from exc

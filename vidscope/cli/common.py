@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from vidscope.agents import strategies
+from vidscope.agents.strategies import Scope
 from vidscope.core.settings import Settings, disable_telemetry
 
 if TYPE_CHECKING:
@@ -234,3 +236,19 @@ def report_failure(
         print(json.dumps({"error": reason, "type": kind or type(exc).__name__, "log": str(log)}))
     else:
         errors.print(f"[red]{command} failed:[/red] {escape(reason)} [dim](details: {log})[/dim]")
+
+
+def strategy_choice(scope: Scope | None) -> Callable[[str | None], str | None]:
+    """A ``--agent`` callback: the name given (any case) when it is a strategy of ``scope`` (any
+    strategy without one), else a usage error listing them; read from the registry when the
+    command runs, so a strategy registered since is a valid choice."""
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return strategies.get(value.lower(), scope).name
+        except ValueError as exc:  # "unknown agent 'x'; choose one of: …"
+            raise typer.BadParameter(str(exc)) from None
+
+    return check

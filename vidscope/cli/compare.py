@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, query_runs_in_prefect, quiet_prefect, settings
+from vidscope.agents import strategies
+from vidscope.cli.common import (
+    app,
+    console,
+    errors,
+    query_runs_in_prefect,
+    quiet_prefect,
+    settings,
+    strategy_choice,
+)
 from vidscope.cli.render import render_step
 from vidscope.core.timecodes import fmt_time
 
@@ -22,15 +31,15 @@ def compare(
         typer.Option("--options", help="Multiple-choice options (repeat it: --options A --options B)."),
     ] = None,
     agent: Annotated[
-        Literal["sama", "cvr"],
+        str | None,
         typer.Option(
             "--agent",
-            case_sensitive=False,
-            help="sama: skill-guided planner with conflict checks; cvr: master agent with parallel "
-            "visual and audio sub-agents. Both need a planner (models.chat), else the answer is "
-            "extractive.",
+            callback=strategy_choice("videos"),
+            help=f"{strategies.help_text('videos')}. Default {strategies.default('videos')}. They need "
+            "a planner (models.chat), else the answer is extractive.",
+            show_default=False,
         ),
-    ] = "sama",
+    ] = None,
     no_skills: Annotated[bool, typer.Option("--no-skills", help="SAMA ablation: no skills.")] = False,
     no_conflict_check: Annotated[
         bool, typer.Option("--no-conflict-check", help="SAMA ablation: no conflict checks.")

@@ -15,7 +15,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.agents import strategies
+from vidscope.cli.common import app, console, errors, quiet_prefect, settings, strategy_choice
 
 if TYPE_CHECKING:
     from vidscope.flows.evaluate import EvalOutcome, EvalProgress
@@ -71,8 +72,9 @@ def evaluate_command(
         Path | None, typer.Option("--root", help="Folder holding the benchmark's videos.")
     ] = None,
     agent: Annotated[
-        str, typer.Option("--agent", help="dvd | avi | extractive (and any registered).")
-    ] = "dvd",
+        str,
+        typer.Option("--agent", callback=strategy_choice(None), help=strategies.help_text()),
+    ] = strategies.default("video"),
     annotations: Annotated[
         Path | None,
         typer.Option("--annotations", help="The annotation file or folder (default: under --root)."),

@@ -42,12 +42,13 @@ def ingest(
     """Ingest videos: probe, cut into clips, sample frames, read speech and text, caption, embed."""
     log = quiet_prefect()
     from vidscope.deployments.lifeline import start_watchdog
-    from vidscope.flows.ingest import STAGES, VideoReport, run_ingest
+    from vidscope.flows.ingest import VideoReport, run_ingest
     from vidscope.tasks.progress import listen
+    from vidscope.tasks.stages import stage_names
 
     cfg = settings()
     start_watchdog()  # even a SIGKILL of this process must not leave the temporary server behind
-    total = len(STAGES)
+    total = len(stage_names())
     bars: dict[str, Any] = {}
     ended: dict[str, set[str]] = {}
     shown: set[str] = set()

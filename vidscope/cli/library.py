@@ -41,12 +41,12 @@ def status(
     video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None,
 ) -> None:
     """Per-stage ingestion status of one video (with errors), or an overview of all."""
-    # The ledger's list of stage names, not the ingestion flow's: that would import Prefect (~1 s).
-    from vidscope.storage.ledger import STAGE_NAMES
+    # The registered names, not the declarations: loading those imports every stage module.
     from vidscope.tasks.stage import ledger_rows
+    from vidscope.tasks.stages import stage_names as registered_names
 
     opened = store()
-    stage_names = list(STAGE_NAMES)
+    stage_names = list(registered_names())
     if video:
         record = find(video)[1]
         ledger = ledger_rows(opened, record.video_id)

@@ -15,6 +15,8 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from vidscope.agents import strategies
+
 if TYPE_CHECKING:
     from vidscope.agents.answers import AskResult, Citation, TraceStep
     from vidscope.agents.mavis import SearchResult
@@ -55,8 +57,9 @@ def render_answer(
     from vidscope.core.timecodes import fmt_time
 
     title = "extractive answer" if result.extractive else f"answer ({result.model})"
-    if result.agent == "avi":
-        title += " — AVI agent"
+    if result.agent and result.agent != strategies.default("library" if result.library else "video"):
+        known = strategies.STRATEGIES.get(result.agent)  # an API's answer may name another's strategy
+        title += f" — {known.title if known else result.agent} agent"
     if result.forced:
         title += " — forced at the step limit"
     console.print(Panel(escape(result.answer), title=title, subtitle=result.file_name))

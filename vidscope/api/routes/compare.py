@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated
 
 from fastapi import HTTPException
 from pydantic import BaseModel, Field
 
-from vidscope.api.models import NonBlank
+from vidscope.api.models import NonBlank, strategy_field, strategy_of
 from vidscope.api.routes import guarded_router
 from vidscope.api.state import State
 from vidscope.flows.compare import CompareResult
@@ -23,7 +23,7 @@ class CompareRequest(BaseModel):
     options: list[NonBlank] | None = Field(
         None, min_length=2, max_length=26, description="Multiple-choice options, if any (as ask's)."
     )
-    agent: Literal["sama", "cvr"] = "sama"
+    agent: Annotated[str, strategy_of("videos")] = strategy_field("videos")
     use_skills: bool = True
     conflict_check: bool = True
 
