@@ -36,13 +36,37 @@ def export(
 @app.command("import")
 def import_(
     folder: Annotated[Path, typer.Argument(help="A bundle folder written by `vidscope export`.")],
+    replace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--replace",
+            help="A video of the bundle (id or id prefix) to overwrite if this data dir has it already; "
+            "repeat for several. Videos already here are otherwise left alone.",
+        ),
+    ] = None,
 ) -> None:
-    """Import a bundle into this data dir (its videos' rows replace any already here)."""
-    from vidscope.storage.bundle import BundleError, configured_models, import_bundle
+    """Import a bundle into this data dir; nothing is written unless all of it checks out."""
+    from vidscope.storage.bundle import (
+        BundleError,
+        configured_models,
+        import_bundle,
+        read_manifest,
+        resolve_replace,
+    )
 
+    config = settings()
     try:
-        manifest = import_bundle(store(), folder, models=configured_models(settings()))
+        names = resolve_replace(read_manifest(folder, config.bundle), replace or [])
+        report = import_bundle(
+            store(), folder, models=configured_models(config), replace=names, limits=config.bundle
+        )
     except BundleError as exc:
         errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
-    console.print(f"imported {len(manifest.videos)} videos from {escape(str(folder))}")
+    replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
+    console.print(f"imported {len(report.imported)} videos{replaced} from {escape(str(folder))}")
+    if report.kept:
+        console.print(
+            f"left {len(report.kept)} videos already here alone (e.g. {report.kept[0][:12]}); "
+            f"--replace ID overwrites one"
+        )
