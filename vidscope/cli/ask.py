@@ -14,6 +14,7 @@ from vidscope.cli.common import (
     query_runs_in_prefect,
     quiet_prefect,
     report_failure,
+    safe,
     settings,
 )
 from vidscope.cli.render import render_answer, render_step
@@ -64,7 +65,7 @@ def ask(
         )
         raise typer.Exit(2)
     if more_options and not options:
-        errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
+        errors.print(f"[red]unexpected arguments:[/red] {safe(' '.join(more_options))} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
     if _ask_running_api(video, question, options, agent, as_json, trace):
@@ -111,7 +112,7 @@ def _ask_running_api(
     reply.pop("query_id", None)
     render_answer(AskResult.model_validate(reply), console, as_json, trace)
     if not as_json:
-        errors.print(f"[dim]answered by the vidscope API at {running.url}[/dim]")
+        errors.print(f"[dim]answered by the vidscope API at {safe(running.url)}[/dim]")
     return True
 
 
@@ -128,6 +129,6 @@ def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] |
     try:
         result = run_ask_library(settings(), question, show_steps)
     except ValueError as exc:
-        errors.print(f"[red]{exc}[/red]")
+        errors.print(f"[red]{safe(exc)}[/red]")
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)

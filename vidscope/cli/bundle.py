@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from vidscope.cli.common import app, console, errors, find, settings, store
+from vidscope.cli.common import app, console, errors, find, safe, settings, store
 
 
 @app.command("export")
@@ -27,10 +26,10 @@ def export(
     try:
         manifest = export_videos(store(), video_ids, to, models=configured_models(settings()))
     except BundleError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     rows = sum(manifest.tables.values())
-    console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {escape(str(to))}")
+    console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {safe(str(to))}")
 
 
 @app.command("import")
@@ -61,10 +60,10 @@ def import_(
             store(), folder, models=configured_models(config), replace=names, limits=config.bundle
         )
     except BundleError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
-    console.print(f"imported {len(report.imported)} videos{replaced} from {escape(str(folder))}")
+    console.print(f"imported {len(report.imported)} videos{replaced} from {safe(str(folder))}")
     if report.kept:
         console.print(
             f"left {len(report.kept)} videos already here alone (e.g. {report.kept[0][:12]}); "

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, query_runs_in_prefect, quiet_prefect, settings
+from vidscope.cli.common import app, console, errors, query_runs_in_prefect, quiet_prefect, safe, settings
 from vidscope.cli.render import render_step
 from vidscope.core.timecodes import fmt_time
 
@@ -60,20 +60,20 @@ def compare(
             on_step=show_steps,
         )
     except (VideoNotFound, ValueError) as exc:
-        errors.print(f"[red]{exc}[/red]")
+        errors.print(f"[red]{safe(exc)}[/red]")
         raise typer.Exit(1) from exc
     if as_json:
         console.print_json(result.model_dump_json())
         return
-    console.print(result.answer)
+    console.print(safe(result.answer))
     names = {v.video_id: v.file_name for v in result.videos}
     for c in result.citations:
-        mark = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({c.note})"
+        mark = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({safe(c.note)})"
         console.print(
-            f"  {names.get(c.video_id, c.video_id[:12])} {fmt_time(c.start)}–{fmt_time(c.end)} {mark}"
+            f"  {safe(names.get(c.video_id, c.video_id[:12]))} {fmt_time(c.start)}–{fmt_time(c.end)} {mark}"
         )
     if result.note:
-        console.print(f"[dim]{result.note}[/dim]")
+        console.print(f"[dim]{safe(result.note)}[/dim]")
 
 
 @app.command()
@@ -85,10 +85,10 @@ def skills() -> None:
     table = Table("name", "question type", "tools", "from")
     for skill in load_skills(folder):
         table.add_row(
-            skill.name,
-            skill.question_type,
-            " → ".join(skill.tools),
-            "bundled" if skill.bundled else skill.path,
+            safe(skill.name),
+            safe(skill.question_type),
+            safe(" → ".join(skill.tools)),
+            "bundled" if skill.bundled else safe(skill.path),
         )
     console.print(table)
     if folder is None:
