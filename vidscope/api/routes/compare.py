@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import HTTPException
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from vidscope.api.models import NonBlank
+from vidscope.api.models import NonBlank, RequestBody
 from vidscope.api.routes import guarded_router
 from vidscope.api.state import State
 from vidscope.flows.compare import CompareResult
@@ -15,7 +15,7 @@ from vidscope.flows.compare import CompareResult
 router = guarded_router()
 
 
-class CompareRequest(BaseModel):
+class CompareRequest(RequestBody):
     """Videos (ids, id prefixes or file names), the question and the agent."""
 
     videos: list[str] = Field(min_length=1, max_length=16)
