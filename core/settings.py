@@ -204,6 +204,12 @@ class ApiSettings(BaseModel):
         default_factory=list, description="The only folders the API may read videos from."
     )
     max_request_bytes: int = Field(1_000_000, ge=1024)
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Without a token, the API answers only requests addressed to a loopback name "
+        "(localhost, 127.0.0.1, [::1]) and to these (e.g. a name for this machine in /etc/hosts); "
+        "this keeps web pages from re-pointing their own name at 127.0.0.1 (DNS rebinding).",
+    )
 
     @field_validator("token")
     @classmethod

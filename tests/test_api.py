@@ -38,6 +38,8 @@ TEXTS = [(0.0, 5.0, "RED APPLE"), (5.0, 8.0, "BLUE OCEAN")]
 BLUE_START = 5.0
 TOKEN = "s3cret-token-for-tests"
 LOOPBACK_CLIENT = ("127.0.0.1", 50000)
+#: The address a loopback client uses: without a token only loopback names are answered.
+LOOPBACK_URL = "http://127.0.0.1"
 
 
 @dataclass
@@ -105,7 +107,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
 
 @pytest.fixture(scope="module")
 def client(library: Library) -> Iterator[TestClient]:
-    with TestClient(create_app(library.settings()), client=LOOPBACK_CLIENT) as test_client:
+    with TestClient(
+        create_app(library.settings()), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL
+    ) as test_client:
         yield test_client
 
 
@@ -220,7 +224,7 @@ def test_with_a_chat_model_the_agent_answers_through_the_api(library: Library, l
             ),
         ]
     )
-    with TestClient(create_app(settings), client=LOOPBACK_CLIENT) as http:
+    with TestClient(create_app(settings), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
         response = http.post(
             "/api/ask",
             json={"video": library.video_id[:8], "question": "When does the blue ocean show up?"},
@@ -358,13 +362,13 @@ def test_paths_outside_the_video_roots_are_never_read(client: TestClient, librar
 
     # The stored video is outside this app's roots: it is listed but never streamed.
     elsewhere = library.settings(video_roots=[library.outside])
-    with TestClient(create_app(elsewhere), client=LOOPBACK_CLIENT) as other:
+    with TestClient(create_app(elsewhere), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as other:
         entry = next(v for v in other.get("/api/videos").json() if v["video_id"] == library.video_id)
         assert entry["playable"] is False
         stream = other.get(f"/api/videos/{library.video_id}/stream")
         assert stream.status_code == 403 and "outside" in stream.json()["detail"]
     no_roots = library.settings(video_roots=[])
-    with TestClient(create_app(no_roots), client=LOOPBACK_CLIENT) as bare:
+    with TestClient(create_app(no_roots), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as bare:
         response = bare.post("/api/ingest", json={"paths": [str(library.video)]})
         assert response.status_code == 403 and "no video roots" in response.json()["detail"]
         assert bare.get(f"/api/videos/{library.video_id}/stream").status_code == 403
@@ -372,7 +376,7 @@ def test_paths_outside_the_video_roots_are_never_read(client: TestClient, librar
 
 def test_a_configured_token_is_always_required(library: Library) -> None:
     app = create_app(library.settings(token=TOKEN))
-    with TestClient(app, client=LOOPBACK_CLIENT) as http:
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
         assert http.get("/api/health").json() == {"status": "ok", "auth_required": True}
         refused = http.get("/api/videos")
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
@@ -394,8 +398,29 @@ def test_a_configured_token_is_always_required(library: Library) -> None:
         assert http.get(thumb).status_code == 401
 
     # Without a token the API serves loopback clients only, whatever address it was bound to.
-    with TestClient(create_app(library.settings()), client=("192.0.2.7", 40000)) as remote:
+    with TestClient(
+        create_app(library.settings()), client=("192.0.2.7", 40000), base_url=LOOPBACK_URL
+    ) as remote:
         assert remote.get("/api/videos").status_code == 403
+
+
+def test_without_a_token_only_loopback_host_names_are_answered(library: Library) -> None:
+    """DNS rebinding: a page from evil.example re-points its name at 127.0.0.1, so the user's own
+    browser reaches the API from loopback, but the request still says ``Host: evil.example``."""
+    app = create_app(library.settings())
+    for url in ("http://evil.example", "http://evil.example:8000", "http://localhost.evil.example"):
+        with TestClient(app, client=LOOPBACK_CLIENT, base_url=url) as rebound:
+            refused = rebound.get("/api/videos")
+            assert refused.status_code == 403 and "allowed_hosts" in refused.json()["detail"], url
+    for url in ("http://localhost:8000", "http://127.0.0.1:8000", "http://[::1]:8000", "http://LOCALHOST"):
+        with TestClient(app, client=LOOPBACK_CLIENT, base_url=url) as local:
+            assert local.get("/api/videos").status_code == 200, url
+    named = create_app(library.settings(allowed_hosts=["mybox.local"]))
+    with TestClient(named, client=LOOPBACK_CLIENT, base_url="http://mybox.local:8000") as http:
+        assert http.get("/api/videos").status_code == 200
+    # With a token the token is what counts, whatever the name.
+    with TestClient(create_app(library.settings(token=TOKEN)), base_url="http://api.example") as http:
+        assert http.get("/api/videos", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
 def test_oversized_bodies_are_refused_with_413(server: str) -> None:
@@ -528,7 +553,7 @@ def test_request_bodies_refuse_unknown_fields_as_the_schema_says(library: Librar
     schemas = app.openapi()["components"]["schemas"]
     for name in ("AskRequest", "CompareRequest", "IngestRequest", "Login"):
         assert schemas[name]["additionalProperties"] is False, name
-    with TestClient(app, client=LOOPBACK_CLIENT) as client:
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as client:
         # A misspelt field would otherwise be dropped: an open question instead of a choice.
         reply = client.post("/api/ask", json={"video": "x", "question": "what?", "optoins": ["a", "b"]})
     assert reply.status_code == 422 and "optoins" in reply.text

@@ -60,7 +60,7 @@ class ApiState:
         """The state of an app serving the store and the ``[api]`` section of ``settings``."""
         return cls(
             settings=settings,
-            auth=TokenAuth(settings.api.token),
+            auth=TokenAuth(settings.api.token, settings.api.allowed_hosts),
             roots=VideoRoots(settings.api.video_roots),
             jobs=IngestJobs(settings),
         )

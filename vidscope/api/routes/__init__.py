@@ -22,7 +22,10 @@ MALFORMED: dict[int | str, dict[str, Any]] = {
 GUARDED: dict[int | str, dict[str, Any]] = {
     **MALFORMED,
     401: {"description": "Missing or wrong bearer token."},
-    403: {"description": "No token is configured and the client is not on loopback."},
+    403: {
+        "description": "No token is configured and the client is not on loopback, or the request "
+        "is addressed to a host name that is not loopback nor in [api] allowed_hosts."
+    },
 }
 
 
