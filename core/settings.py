@@ -204,6 +204,12 @@ class ApiSettings(BaseModel):
         default_factory=list, description="The only folders the API may read videos from."
     )
     max_request_bytes: int = Field(1_000_000, ge=1024)
+    max_questions: int = Field(
+        4,
+        ge=1,
+        description="Questions (/api/ask, /api/ask/stream) answered at once; one more is refused "
+        "with 429 and Retry-After rather than queued without end (each holds a thread and model calls).",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Without a token, the API answers only requests addressed to a loopback name "

@@ -8,6 +8,7 @@ ingestion) run uvicorn on a free loopback port in a thread; the others use FastA
 from __future__ import annotations
 
 import io
+import json
 import socket
 import threading
 import time
@@ -201,6 +202,49 @@ def test_ask_stream_sends_each_step_then_the_answer_or_one_error(
     assert (
         client.post("/api/ask/stream", json={"video": library.video_id, "question": " "}).status_code == 422
     )
+
+
+def test_questions_are_bounded_and_an_abandoned_stream_stops_its_work(
+    library: Library, llm_server: Any
+) -> None:
+    """At most [api] max_questions at once (429 beyond); a client that leaves a stream ends its
+    question: no model call after it, its thread gone, its slot free."""
+    from dataclasses import replace
+
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
+    settings = Settings(
+        data_dir=library.data_dir,
+        models={"chat": "openai:scripted", "options": options},
+        api=ApiSettings(video_roots=[library.root], max_questions=1),
+    )
+    # A model that never finishes and takes 0.3 s a step: the question runs until stopped.
+    search = {"video_id": library.video_id, "query": "blue ocean", "top_k": 2}
+    llm_server.default = replace(tool_call("clip_search", search), seconds=0.3)
+    # A question of its own: the response cache must not answer another test's model calls with
+    # this one's replies (nor this one's with theirs).
+    question = {"video": library.video_id, "question": "Asked, then abandoned: is there an apple?"}
+
+    def streams() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "vidscope-ask-stream"]
+
+    with serve(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        with http.stream("POST", "/api/ask/stream", json=question) as stream:
+            assert stream.status_code == 200
+            assert "step" in json.loads(next(stream.iter_lines()))
+            for path in ("/api/ask/stream", "/api/ask"):
+                busy = http.post(path, json=question)
+                assert busy.status_code == 429 and busy.headers["retry-after"] == "5", busy.text
+                assert "max_questions" in busy.json()["detail"]
+        # The client left mid-answer.
+        deadline = time.monotonic() + 20
+        while streams() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not streams(), "the abandoned question is still running"
+        calls = len(llm_server.chat_requests)
+        time.sleep(1.0)
+        assert len(llm_server.chat_requests) == calls < settings.agent.max_steps
+        # Its slot is free again: the next question is answered (here: refused for its video).
+        assert http.post("/api/ask", json={"video": "no-such.mp4", "question": "q?"}).status_code == 404
 
 
 def test_with_a_chat_model_the_agent_answers_through_the_api(library: Library, llm_server: Any) -> None:
