@@ -7,7 +7,9 @@ screen, goes through every command that prints a video's name or text.
 
 from __future__ import annotations
 
+import json
 import shutil
+import socket
 from typing import Any
 
 import pytest
@@ -31,12 +33,15 @@ def library(tmp_path_factory) -> dict[str, Any]:
     plain = text_video(folder / "plain.mp4", duration=5.0, texts=[(0.0, 5.0, "[b]Hello[/b] [/i]")])
     hostile = folder / f"{HOSTILE}.mp4"
     shutil.move(plain, hostile)
-    return {"folder": folder, "video": hostile, "data": folder / "data"}
+    library = {"folder": folder, "video": hostile, "data": folder / "data"}
+    result = run(library, "ingest", str(hostile))
+    assert result.exit_code == 0, result.output
+    return library
 
 
-def run(library: dict[str, Any], *args: str) -> Any:
+def run(library: dict[str, Any], *args: str, env: dict[str, str] | None = None) -> Any:
     overrides.clear()
-    result = runner.invoke(app, ["--data-dir", str(library["data"]), *args])
+    result = runner.invoke(app, ["--data-dir", str(library["data"]), *args], env=env)
     overrides.clear()
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
@@ -49,9 +54,29 @@ def test_helpers_escape_markup_and_show_control_characters() -> None:
     assert safe("[/x] \\") == "\\[/x] \\\\"
 
 
+def test_with_the_model_server_down_library_questions_and_compare_fail_in_one_line(library, tmp_path) -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f'[models]\nchat = "openai:down"\n\n[models.options.openai]\n'
+        f'base_url = "http://127.0.0.1:{port}/v1"\nmax_retries = 0\ntimeout_s = 5\n'
+    )
+    env = {"VIDSCOPE_CONFIG": str(config)}
+    for args in (
+        ("ask", "--library", "what is written?"),
+        ("compare", str(library["video"]), "what is written?"),
+    ):
+        result = run(library, *args, env=env)
+        lines = result.output.strip().splitlines()
+        assert result.exit_code == 1 and len(lines) == 1 and "failed:" in lines[0], result.output
+        as_json = run(library, *args, "--json", env=env)
+        error = json.loads(as_json.stdout.strip().splitlines()[-1])
+        assert as_json.exit_code == 1 and error["error"] and error["log"], as_json.output
+
+
 def test_every_command_prints_hostile_names_and_text_as_data(library) -> None:
-    result = run(library, "ingest", str(library["video"]))
-    assert result.exit_code == 0, result.output
     ref = str(library["video"])
     name = "[red]Hello[bold] \\x1b[31mred\\x1b]0;owned\\x07 \\u202egpm.mp4"
 

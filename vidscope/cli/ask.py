@@ -122,13 +122,14 @@ def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] |
             "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
         )
         raise typer.Exit(2)
-    quiet_prefect(with_prefect=query_runs_in_prefect())
+    log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask_library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
         result = run_ask_library(settings(), question, show_steps)
-    except ValueError as exc:
-        errors.print(f"[red]{safe(exc)}[/red]")
+    except Exception as exc:
+        # As for one video: a model server that is down is one line (or one JSON object).
+        report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)

@@ -159,7 +159,7 @@ def find(ref: str) -> tuple[Store, VideoRecord]:
     try:
         return opened, find_video(opened, ref)
     except VideoNotFound as exc:
-        errors.print(f"[red]{safe(exc)}[/red]")
+        errors.print(f"[red]{safe(exc)}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
 
 
@@ -279,4 +279,6 @@ def report_failure(
     if as_json:
         print(json.dumps({"error": reason, "type": kind or type(exc).__name__, "log": str(log)}))
     else:
-        errors.print(f"[red]{command} failed:[/red] {safe(reason)} [dim](details: {safe(log)})[/dim]")
+        errors.print(
+            f"[red]{command} failed:[/red] {safe(reason)} [dim](details: {safe(log)})[/dim]", soft_wrap=True
+        )

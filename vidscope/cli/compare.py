@@ -7,7 +7,16 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, query_runs_in_prefect, quiet_prefect, safe, settings
+from vidscope.cli.common import (
+    app,
+    console,
+    errors,
+    query_runs_in_prefect,
+    quiet_prefect,
+    report_failure,
+    safe,
+    settings,
+)
 from vidscope.cli.render import render_step
 from vidscope.core.timecodes import fmt_time
 
@@ -43,9 +52,8 @@ def compare(
         errors.print("[red]give one or more videos and then the question[/red]")
         raise typer.Exit(2)
     *videos, question = args
-    quiet_prefect(with_prefect=query_runs_in_prefect())
+    log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.compare_work import run_compare
-    from vidscope.storage.videos import VideoNotFound
 
     show_steps = None if as_json or not trace else (lambda step: render_step(step, console))
     try:
@@ -59,8 +67,10 @@ def compare(
             conflict_check=not no_conflict_check,
             on_step=show_steps,
         )
-    except (VideoNotFound, ValueError) as exc:
-        errors.print(f"[red]{safe(exc)}[/red]")
+    except Exception as exc:
+        # An unknown video, a bad option or a model server that is down: one line (or one JSON
+        # object), the traceback in the log file.
+        report_failure("compare", exc, log, as_json)
         raise typer.Exit(1) from exc
     if as_json:
         console.print_json(result.model_dump_json())
