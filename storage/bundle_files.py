@@ -282,7 +282,7 @@ def read_table_file(
             table = pa.Table.from_batches(list(_batches(encoded, path, spec, budget)), schema=spec.schema)
         except BundleError:
             raise
-        except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        except (pa.ArrowException, OSError, ValueError, TypeError, LookupError) as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise BundleError(f"{path} is damaged: {reason[:200]}") from exc
     if table.num_rows != rows:
