@@ -1,7 +1,10 @@
 """``vidscope export`` / ``vidscope import``: move ingested videos between data dirs as a bundle.
 
-A bundle is a folder of Parquet files and a manifest (:mod:`vidscope.storage.bundle`); importing
-refuses, in one line, a bundle embedded by another model than this data dir's.
+A bundle is a folder of Parquet files and a manifest (:mod:`vidscope.storage.bundle`). Importing
+checks all of it first and refuses, in one line and without writing anything, a bundle that is
+damaged, breaks the ``[bundle]`` limits, holds rows of videos its manifest does not name, or was
+embedded by another model than this data dir's; videos already here are left alone unless
+``--replace`` names them.
 """
 
 from __future__ import annotations
