@@ -235,8 +235,13 @@ def test_questions_are_bounded_and_an_abandoned_stream_stops_its_work(
                 assert stream.status_code == 200
                 assert "step" in json.loads(next(stream.iter_lines()))
             assert len(streams()) == 3
-            for path in ("/api/ask/stream", "/api/ask"):
-                busy = http.post(path, json=question)
+            compare = {"videos": [library.video_id], "question": question["question"]}
+            for path, body in (
+                ("/api/ask/stream", question),
+                ("/api/ask", question),
+                ("/api/compare", compare),
+            ):
+                busy = http.post(path, json=body)
                 assert busy.status_code == 429 and busy.headers["retry-after"] == "5", busy.text
                 assert "max_questions" in busy.json()["detail"]
         # Every client left mid-answer.

@@ -25,34 +25,18 @@ from fastapi import HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from vidscope.api.models import AskRequest, AskResponse
-from vidscope.api.routes import guarded_router
+from vidscope.api.routes import BUSY, guarded_router, take_question_slot
 from vidscope.api.state import ApiState, State
 
 router = guarded_router()
 log = logging.getLogger(__name__)
 
-#: Seconds a client refused for lack of a free slot is told to wait before asking again.
-RETRY_AFTER = 5
 #: How often a stream with no new step checks whether its client is still there.
 POLL_SECONDS = 0.25
-#: The answers the question routes give when every slot is taken.
-BUSY: dict[int | str, dict[str, Any]] = {
-    429: {"description": "[api] max_questions questions are being answered; retry after Retry-After s."}
-}
 
 
 class QuestionAbandoned(Exception):
     """The client of a streamed question left: its work stops at the next step."""
-
-
-def _take_slot(state: ApiState) -> None:
-    if not state.questions.take():
-        raise HTTPException(
-            429,
-            f"{state.questions.limit} questions are being answered, the most this API takes at once "
-            f"([api] max_questions); ask again in a few seconds",
-            headers={"Retry-After": str(RETRY_AFTER)},
-        )
 
 
 def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskResponse:
@@ -75,7 +59,7 @@ def ask(body: AskRequest, state: State) -> AskResponse:
     """Answer a question about one video, citing the moments that support the answer."""
     from vidscope.storage.videos import VideoNotFound
 
-    _take_slot(state)
+    take_question_slot(state)
     try:
         return _answer(state, body)
     except VideoNotFound as exc:
@@ -104,7 +88,7 @@ def ask_stream(body: AskRequest, state: State, request: Request) -> StreamingRes
     """Answer a question about one video, streaming each agent step as it happens."""
     events: queue.Queue[dict[str, Any] | None] = queue.Queue()
     abandoned = threading.Event()
-    _take_slot(state)
+    take_question_slot(state)
 
     def work() -> None:
         from vidscope.storage.videos import VideoNotFound

@@ -8,7 +8,7 @@ from fastapi import HTTPException
 from pydantic import Field
 
 from vidscope.api.models import NonBlank, RequestBody
-from vidscope.api.routes import guarded_router
+from vidscope.api.routes import BUSY, guarded_router, take_question_slot
 from vidscope.api.state import State
 from vidscope.flows.compare import CompareResult
 
@@ -31,7 +31,7 @@ class CompareRequest(RequestBody):
 @router.post(
     "/compare",
     response_model=CompareResult,
-    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}},
+    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
 def compare(body: CompareRequest, state: State) -> CompareResult:
@@ -39,6 +39,7 @@ def compare(body: CompareRequest, state: State) -> CompareResult:
     from vidscope.flows.compare import run_compare
     from vidscope.storage.videos import VideoNotFound
 
+    take_question_slot(state)
     try:
         return run_compare(
             state.settings,
@@ -53,3 +54,5 @@ def compare(body: CompareRequest, state: State) -> CompareResult:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    finally:
+        state.questions.give_back()
