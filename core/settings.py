@@ -207,8 +207,9 @@ class ApiSettings(BaseModel):
     max_questions: int = Field(
         4,
         ge=1,
-        description="Questions (/api/ask, /api/ask/stream) answered at once; one more is refused "
-        "with 429 and Retry-After rather than queued without end (each holds a thread and model calls).",
+        description="Questions (/api/ask, /api/ask/stream, /api/compare) answered at once; one more "
+        "is refused with 429 and Retry-After rather than queued without end (each holds a thread and "
+        "model calls).",
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
