@@ -146,7 +146,14 @@ class Store:
             return self.table(spec).to_lance()  # created empty (and checked) through LanceDB
         import lance
 
-        dataset = lance.dataset(str(path))
+        try:
+            dataset = lance.dataset(str(path))
+        except (ValueError, OSError) as exc:
+            if "not found" not in str(exc).lower():
+                raise
+            # The folder exists but its first commit does not yet: another thread is creating the
+            # table. Opening it through LanceDB waits for that (creation holds the store's lock).
+            return self.table(spec).to_lance()
         if spec.name not in self._checked:
             self._check_schema(spec, dataset.schema)
             self._checked.add(spec.name)
