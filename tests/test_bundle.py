@@ -294,6 +294,11 @@ def test_import_refuses_too_many_videos_or_rows(attack) -> None:
     # The first video has 20 frames.
     result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_ROWS_PER_VIDEO": "10"})
     refused(result, "frames", "bundle.max_rows_per_video")
+    # Named beside a second video, the table fits 2 x 10 rows, but not 20 of them for one video.
+    edit_manifest(attack.bundle, videos=sorted([*manifest["videos"], fake[0]]))
+    result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_ROWS_PER_VIDEO": "10"})
+    refused(result, "frames.parquet gives one video 20 rows", "bundle.max_rows_per_video")
+    edit_manifest(attack.bundle, videos=manifest["videos"])
     assert (
         attack.run(
             "import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_ROWS_PER_VIDEO": "20"}, changed=True
