@@ -22,6 +22,8 @@ over the library and keep the benchmark's videos in the order found.
 from __future__ import annotations
 
 import contextvars
+import inspect
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -31,7 +33,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from vidscope.agents import strategies
 from vidscope.agents.environment import is_simulated, tool_context
@@ -40,7 +42,7 @@ from vidscope.agents.mavis import search_library
 from vidscope.agents.runtime import Answer
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings, disable_telemetry
-from vidscope.evaluation.items import BenchmarkItem
+from vidscope.evaluation.items import AnnotationError, BenchmarkItem
 from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
 from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
 from vidscope.evaluation.runs import (
@@ -70,6 +72,8 @@ __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evalua
 QUESTION_RETRIES = 2
 #: Where runs live, under the data dir.
 RUNS_FOLDER = "eval"
+#: A run's name is one folder under ``<data dir>/eval``: no separators, no ``..``, no hidden names.
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class EvalProgress(BaseModel):
@@ -144,15 +148,32 @@ def prepare_run(
     if not annotations.exists():
         raise ValueError(f"annotation file not found: {annotations}")
     options = {k: v for k, v in (options or {}).items() if v is not None}
-    try:  # read once here, so a bad file or option is one line before any flow run starts
-        load_benchmark(benchmark, annotations, **options)
+    if name is not None and not RUN_NAME.fullmatch(name):
+        raise ValueError(
+            f"run name {name[:80]!r}: use letters, digits, '.', '_' and '-' (it names a folder under "
+            f"<data dir>/{RUNS_FOLDER}, never a path)"
+        )
+    try:  # the options the loader takes, told apart from what goes wrong reading the file
+        inspect.signature(BENCHMARKS[benchmark].load).bind(annotations, **options)
     except TypeError as exc:
         raise ValueError(f"{benchmark}: bad loader option ({exc})") from exc
-    except (OSError, KeyError) as exc:
-        raise ValueError(f"{benchmark}: cannot read {annotations} ({exc})") from exc
+    try:  # read once here, so a bad file is one line before any flow run starts
+        load_benchmark(benchmark, annotations, **options)
+    except AnnotationError:
+        raise
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "an item"
+        raise ValueError(f"{benchmark}: cannot read {annotations} ({where}: {first['msg']})") from exc
+    except (OSError, LookupError, TypeError, ValueError, AttributeError) as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        raise ValueError(f"{benchmark}: cannot read {annotations} ({reason})") from exc
     fingerprint = answer_fingerprint(settings)
     name = name or f"{benchmark}-{agent}-{stable_hash(str(annotations), options, fingerprint)[:8]}"
-    run_dir = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER / name
+    runs = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER
+    run_dir = (runs / name).resolve()
+    if run_dir.parent != runs:  # a folder of that name linked elsewhere
+        raise ValueError(f"run {name!r} would be written outside {runs}")
     spec = RunSpec(
         name=name,
         benchmark=benchmark,

@@ -76,7 +76,10 @@ def find_video(store: VideoRows, ref: str) -> VideoRecord:
     if not ref or "\x00" in ref:
         raise VideoNotFound(f"{ref!r} is not a video id, path or file name")
     rows = store.rows(store.videos).to_pylist()
-    ref_path = str(Path(ref).expanduser().resolve())
+    try:
+        ref_path = str(Path(ref).expanduser().resolve())
+    except (RuntimeError, OSError):  # "~nosuchuser/…": no home to expand, so no stored path either
+        ref_path = ""
     exact = [r for r in rows if r["video_id"] == ref or r["path"] == ref_path]
     if not exact and len(ref) >= 6:
         exact = [r for r in rows if r["video_id"].startswith(ref.lower())]

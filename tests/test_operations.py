@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -462,6 +465,18 @@ def test_server_up_status_down(tmp_path: Path) -> None:
         assert deploy.exit_code == 0, deploy.output
         assert "nightly-ingest/nightly" in deploy.output and "'0 2 * * *' in UTC" in deploy.output
         assert {name: int(paths.pid_file(name).read_text()) for name in server.PROCESSES} == pids
+
+        # The API killed (no chance to clean up): status says so and fails; up starts it again.
+        os.killpg(pids["api"], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while server._is_ours(pids["api"], "api") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        dead = cli("status")
+        assert dead.exit_code == 1 and "not running" in dead.output, dead.output
+        assert not (data / "server" / "api.json").exists()
+        assert cli("up").exit_code == 0
+        assert cli("status").exit_code == 0
+        pids["api"] = int(paths.pid_file("api").read_text())
 
         down = cli("down")
         assert down.exit_code == 0 and all(name in down.output for name in ("api", "worker", "server"))

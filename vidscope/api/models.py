@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from vidscope.agents import strategies
 from vidscope.agents.moments import Moment as LibraryMoment
@@ -14,6 +14,15 @@ from vidscope.flows.ask import AskResult
 #: At least one character that Python's ``str.strip`` keeps (the same class in every regex engine).
 NOT_BLANK = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 NonBlank = Annotated[str, StringConstraints(min_length=1, max_length=4000, pattern=NOT_BLANK)]
+
+
+class RequestBody(BaseModel):
+    """A request body: a field it does not know is refused (422), not silently dropped, and the
+    OpenAPI schema says so (``additionalProperties: false``), so clients and fuzzers see what the
+    server does. A misspelt ``optoins`` would otherwise turn a multiple-choice question into an
+    open one without a word."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def strategy_of(scope: Scope) -> AfterValidator:
@@ -59,7 +68,7 @@ class Health(BaseModel):
     auth_required: bool
 
 
-class Login(BaseModel):
+class Login(RequestBody):
     """The bearer token, exchanged for a session cookie the page's media requests carry."""
 
     token: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
@@ -97,13 +106,13 @@ class VideoDetail(VideoSummary):
     ledger: list[StageState]
 
 
-class IngestRequest(BaseModel):
+class IngestRequest(RequestBody):
     """Files or folders to ingest; each must lie under a configured video root."""
 
     paths: list[NonBlank] = Field(min_length=1, max_length=1000)
 
 
-class AskRequest(BaseModel):
+class AskRequest(RequestBody):
     """A question about one video."""
 
     video: NonBlank = Field(description="Video id (or a 6+ character prefix) or file name.")

@@ -15,6 +15,7 @@ from vidscope.cli.common import (
     query_runs_in_prefect,
     quiet_prefect,
     report_failure,
+    safe,
     settings,
     strategy_choice,
 )
@@ -73,7 +74,7 @@ def ask(
         )
         raise typer.Exit(2)
     if more_options and not options:
-        errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
+        errors.print(f"[red]unexpected arguments:[/red] {safe(' '.join(more_options))} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
     if _ask_running_api(video, question, options, agent, as_json, trace):
@@ -122,7 +123,7 @@ def _ask_running_api(
     reply.pop("query_id", None)
     render_answer(AskResult.model_validate(reply), console, as_json, trace)
     if not as_json:
-        errors.print(f"[dim]answered by the vidscope API at {running.url}[/dim]")
+        errors.print(f"[dim]answered by the vidscope API at {safe(running.url)}[/dim]")
     return True
 
 
@@ -132,13 +133,14 @@ def _ask_library(
     if options:
         errors.print("[red]--library answers open questions (no --options)[/red]")
         raise typer.Exit(2)
-    quiet_prefect(with_prefect=query_runs_in_prefect())
+    log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask_library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
         result = run_ask_library(settings(), question, show_steps, agent=agent)
-    except ValueError as exc:
-        errors.print(f"[red]{exc}[/red]")
+    except Exception as exc:
+        # As for one video: a model server that is down is one line (or one JSON object).
+        report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)

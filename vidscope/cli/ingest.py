@@ -19,11 +19,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, settings
+from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, safe, settings
 
 if TYPE_CHECKING:
     from vidscope.flows.ingest import VideoReport
@@ -159,7 +158,7 @@ def _fail(exc: BaseException, log: Path, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"error": reason, "log": str(log)}))
     else:
-        errors.print(f"[red]ingestion failed:[/red] {escape(reason)} (details: {log})")
+        errors.print(f"[red]ingestion failed:[/red] {safe(reason)} (details: {log})")
     raise typer.Exit(1)
 
 
@@ -172,14 +171,14 @@ def _print_one(r: VideoReport, log: Path, as_json: bool, out: Any) -> None:
             data["log"] = str(log)
         print(json.dumps(data, ensure_ascii=False), flush=True)
         return
-    name = escape(Path(r.path).name)
+    name = safe(Path(r.path).name)
     style = STATUS_STYLE.get(r.status, "white")
     reason = r.reasons()
     if r.status == "duplicate":
         reason = f"same content as {r.duplicate_of}" if r.duplicate_of else reason
     line = f"[{style}]{r.status:>9}[/] {name}"
     if reason:
-        line += f" · {escape(reason)}"
+        line += f" · {safe(reason)}"
     if r.failed:
         line += f" [dim](details: {log})[/dim]"
     out.print(line)
@@ -196,10 +195,10 @@ def _print_reports(reports: list[VideoReport]) -> None:
             note = f"same content as {r.duplicate_of}"
         style = STATUS_STYLE.get(r.status, "white")
         table.add_row(
-            escape(Path(r.path).name),
+            safe(Path(r.path).name),
             (r.video_id or "")[:12],
             f"[{style}]{r.status}[/]",
             stages,
-            escape(note),
+            safe(note),
         )
     console.print(table)
