@@ -27,9 +27,10 @@ an answer whose citations no successful targeted perception call covered carries
 False`` and unverified citations. Review reads the paper's own output formats (``**Answer:** C``,
 ``[1.5s, 12.5s]``) as well as JSON.
 
-The registries are parameters (:func:`run_avi_agent`), so the loop runs with any tools;
-:func:`avi_registries` gives the AVI tool families. Model turns, tool execution, usage totals,
-evidence and citation checks are the runtime's (:mod:`vidscope.agents.runtime`).
+The registries are parameters (:func:`run_avi_agent`), so the loop runs with any tools; the
+strategy's :func:`run` splits its one allow-list into them (:func:`phases`). Model turns, tool
+execution, usage totals, evidence and citation checks are the runtime's
+(:mod:`vidscope.agents.runtime`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from vidscope.agents.runtime import (
     run_tool,
     tool_step,
 )
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry
 from vidscope.models.json_tools import find_tool_call, loads_lenient
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall
@@ -87,11 +89,18 @@ def is_when_question(question: str) -> bool:
     return bool(_WHEN_QUESTION.match(question))
 
 
-def avi_registries() -> tuple[ToolRegistry, ToolRegistry]:
-    """The (retrieve, perceive) tool registries of the AVI agent (:mod:`~vidscope.agents.tools_avi`)."""
-    from vidscope.agents.tools_avi import perceive_registry, retrieve_registry
+#: The Retrieve phase's tools, real and simulated (:data:`~vidscope.agents.tools_avi.RETRIEVE_TOOLS`,
+#: which a test keeps equal): every other tool of the strategy's allow-list perceives.
+RETRIEVE_PHASE = frozenset({"clip_retrieve", "clip_merge", "global_explore", "graph_retrieve"})
 
-    return retrieve_registry(), perceive_registry()
+
+def phases(registry: ToolRegistry) -> tuple[ToolRegistry, ToolRegistry]:
+    """The (retrieve, perceive) allow-lists of the AVI agent's tools (a strategy has one list)."""
+    tools = [registry.get(n) for n in registry.names]
+    return (
+        ToolRegistry(t for t in tools if t.name in RETRIEVE_PHASE),
+        ToolRegistry(t for t in tools if t.name not in RETRIEVE_PHASE),
+    )
 
 
 # ============================================================================ the review's reply
@@ -200,6 +209,22 @@ def run_avi_agent(
     if not video_ids:
         raise ValueError("no video to ask about")
     return _AviRun(ctx, question, video_ids, retrieve, perceive, options, on_step).run()
+
+
+def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """The AVI strategy's run: :func:`run_avi_agent` with ``ctx.registry`` split into its phases."""
+    if ctx.registry is None:
+        raise ValueError("the AVI agent needs its tools (ctx.registry)")
+    retrieve, perceive = phases(ctx.registry)
+    return run_avi_agent(
+        ctx,
+        request.prompt,
+        request.video_ids,
+        retrieve=retrieve,
+        perceive=perceive,
+        options=request.options,
+        on_step=request.on_step,
+    )
 
 
 class _AviRun:

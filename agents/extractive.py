@@ -4,8 +4,10 @@ For one video it runs the same clip search the agent uses (as a cached tool call
 moments with their speech, on-screen text and captions, and says plainly that the answer is
 extractive. For multiple choice it ranks the options by how well each agrees with the evidence:
 embedding similarity with the top clips' texts plus keyword overlap, weighted by each clip's
-relevance to the question. For the whole library it runs the library agent's ``library_search``
-and cites the best moments of any video.
+relevance to the question. For several videos it puts the best clip of each side by side. For
+the whole library it runs the library agent's ``library_search`` and cites the best moments of
+any video. :func:`run` is the ``extractive`` strategy, which also stands in for any strategy when
+no planner is configured.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from vidscope.agents import prompts
-from vidscope.agents.evidence import ClipHit, ClipSearchResult
+from vidscope.agents.evidence import ClipHit, ClipSearchResult, search_clips
 from vidscope.agents.runtime import Answer, Evidence, StepCallback, TraceStep, UsageTotals
-from vidscope.agents.tools import ToolContext, execute_tool
+from vidscope.agents.strategies import StrategyRequest
+from vidscope.agents.tools import ToolContext, ToolError, execute_tool
 from vidscope.agents.tools_library import LibrarySearchResult
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
@@ -215,4 +218,40 @@ def answer_library_extractively(
         extractive=True,
         trace=trace,
         usage=usage,
+    )
+
+
+def compare_extractively(ctx: ToolContext, question: str, video_ids: Sequence[str]) -> Answer:
+    """The best clip of each video for ``question``, side by side, cited."""
+    evidence = Evidence()
+    lines, citations = [], []
+    for video_id in video_ids:
+        name = ctx.video(video_id).file_name
+        try:
+            found = search_clips(ctx, video_id, question, 1)
+        except ToolError as exc:
+            lines.append(f"{name}: {exc}")
+            continue
+        evidence.add(found)
+        if not found.clips:
+            lines.append(f"{name}: nothing relevant found")
+            continue
+        best = found.by_relevance()[0]
+        # As ask's extractive answer words it: what is said and shown, the caption only without
+        # them (a missing captioner leaves a placeholder caption that is no evidence).
+        lines.append(f"{name} {describe(best)}")
+        citations.append(evidence.check(ctx, video_id, best.start, best.end))
+    return Answer(answer="\n".join(lines), citations=citations, extractive=True)
+
+
+def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """The ``extractive`` strategy's run, by scope: one video's best evidence (searched with the
+    question alone: an evaluation's subtitles would drown it), each video's best clip side by
+    side, or the library's best moments."""
+    if request.scope == "library":
+        return answer_library_extractively(ctx, request.question, on_step=request.on_step)
+    if request.scope == "videos":
+        return compare_extractively(ctx, request.question, request.video_ids)
+    return answer_extractively(
+        ctx, request.question, request.video_ids[0], options=request.options, on_step=request.on_step
     )

@@ -64,12 +64,8 @@ from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.ledger import STATUS_DONE
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
-
-# The names of the stages whose vectors the fine stage compares, as their ledger rows carry them.
-# Not imported from tasks/: a stage module imports Prefect, which a search answered without a
-# server must not pay for (tests/test_cold_cli.py).
-CLIP_EMBED_STAGE = "clip_embed"
-FRAME_EMBED_STAGE = "frame_embed"
+from vidscope.tasks.clip_embed import CLIP_EMBED
+from vidscope.tasks.frame_embed import FRAME_EMBED
 
 log = logging.getLogger(__name__)
 
@@ -491,7 +487,7 @@ def rerank_frames(
     method = f"image-text:{image_text.name}"
     if not survivors:
         return Fine({}, {}, method)
-    embedded_by = embedding_models(store, survivors, FRAME_EMBED_STAGE)
+    embedded_by = embedding_models(store, survivors, FRAME_EMBED.name)
     other = sorted({m for m in embedded_by.values() if m != image_text.name})
     usable = [v for v in survivors if embedded_by.get(v) == image_text.name]
     frames: dict[str, list[tuple[float, np.ndarray]]] = {}
@@ -550,7 +546,7 @@ def rerank_clips(
     method = f"video-text:{video_text.name}"
     if not survivors:
         return Fine({}, {}, method)
-    embedded_by = embedding_models(store, survivors, CLIP_EMBED_STAGE)
+    embedded_by = embedding_models(store, survivors, CLIP_EMBED.name)
     other = sorted({m for m in embedded_by.values() if m != video_text.name})
     usable = [v for v in survivors if embedded_by.get(v) == video_text.name]
     clips: dict[str, list[tuple[float, float, np.ndarray]]] = {}

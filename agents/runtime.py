@@ -38,6 +38,7 @@ from vidscope.agents.answers import (
     TraceStep,
     UsageTotals,
 )
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import (
     Tool,
     ToolContext,
@@ -285,6 +286,19 @@ def run_agent(
         # The model stated an answer but never finished properly: it is the answer, forced.
         return _final(state, state.stated_answer, [], options, forced=True)
     return _final(state, f"No answer was reached ({why}).", [], options, forced=True)
+
+
+def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """A strategy's run (:data:`~vidscope.agents.strategies.StrategyRun`): :func:`run_agent` over
+    ``ctx.registry`` (DVD's tools, or GRPO's action space); a library question is framed over the
+    whole library, no video listed."""
+    if request.scope == "library":
+        store = ctx.store
+        opening = prompts.library_prompt(request.prompt, store.count(store.videos), store.count(store.clips))
+        return run_agent(
+            ctx, request.prompt, [], on_step=request.on_step, system=prompts.LIBRARY_SYSTEM, opening=opening
+        )
+    return run_agent(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
 
 
 def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:
@@ -650,21 +664,41 @@ def _finish(
             )
         )
         return None
-    values = args.model_dump()
-    citations = parse_citations(ctx, state.evidence, values.get("citations") or [], default_video)
+    return finish_answer(ctx, state, call.name, args.model_dump(), default_video, options, record, reply)
+
+
+def finish_answer(
+    ctx: ToolContext,
+    state: LoopState,
+    tool: str,
+    values: dict[str, Any],
+    default_video: str,
+    options: Sequence[str] | None,
+    record: StepCallback,
+    reply: ChatReply | None = None,
+    *,
+    citations: Sequence[object] | None = None,
+) -> Answer:
+    """The end of a run, the same for every strategy: the answer's citations (``values``', unless
+    ``citations`` are given) checked against the video and this conversation's evidence, a
+    ``finish`` step recorded (with the reply's cost when the answer came in its own model turn),
+    and the :class:`Answer` with its choice read from ``values`` or the text."""
+    raw = values.get("citations") or [] if citations is None else citations
+    checked = parse_citations(ctx, state.evidence, raw, default_video)
+    cost: dict[str, Any] = {}
+    if reply is not None:
+        cost = {"reasoning": reply.text, "latency_s": reply.usage.latency_s, **reply_cost(reply)}
     record(
         TraceStep(
             index=len(state.trace) + 1,
             kind="finish",
-            reasoning=reply.text,
-            tool=call.name,
+            tool=tool,
             arguments=values,
-            observation=f"{sum(c.verified for c in citations)}/{len(citations)} citations verified",
-            latency_s=reply.usage.latency_s,
-            **reply_cost(reply),
+            observation=f"{sum(c.verified for c in checked)}/{len(checked)} citations verified",
+            **cost,
         )
     )
-    return _final(state, str(values.get("answer", "")), citations, options, choice=values.get("choice"))
+    return _final(state, str(values.get("answer", "")), checked, options, choice=values.get("choice"))
 
 
 def _final(

@@ -1,17 +1,19 @@
-"""Tools for agents: declared once from typed functions, executed as cached Prefect tasks.
+"""Tools for agents: declared once from typed functions, executed with vidscope's own result cache.
 
 A tool is written once, as a typed Python function whose parameters are ``Annotated`` with their
 description; :func:`tool` turns it into a :class:`Tool` whose JSON schema is generated from that
 signature (pydantic) and whose arguments are validated against it. :func:`execute_tool` runs a call
-as a Prefect task with retries, cached on (tool, normalised arguments, the video's store version,
-the models and settings it depends on), with results persisted under the data dir, so asking the
-same question twice costs no tool work. A failing tool yields an error outcome, never an exception.
-Outside a flow run (no Prefect server to report to) a call runs in-process instead, cached in the
-same files (:mod:`.tool_cache`).
+cached on (tool, normalised arguments, the store version of the videos it reads, the models and the
+``[agent]`` settings that tool declares it reads), in :mod:`.tool_cache`'s files under the data dir,
+so asking the same question twice costs no tool work. A failing tool yields an error outcome, never
+an exception. The lookup, the run and its retries are the same with and without a Prefect server;
+inside a flow run they happen in a Prefect task that only records the call (no Prefect caching or
+result persistence), so every call still shows in the Prefect UI.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
 import json
@@ -21,7 +23,7 @@ import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -32,7 +34,6 @@ from vidscope.core.settings import AgentSettings, Settings
 from vidscope.models import registry as model_registry
 from vidscope.models.protocols.chat import ChatModel, ToolSpec, Usage
 from vidscope.models.protocols.text_embedder import TextEmbedder
-from vidscope.storage.files import managed_dir
 from vidscope.storage.store import Store
 from vidscope.storage.videos import VideoRecord
 
@@ -41,6 +42,31 @@ from vidscope.storage.videos import VideoRecord
 
 #: The agent's limits live in the settings (``[agent]`` in vidscope.toml).
 AgentConfig = AgentSettings
+
+
+class UndeclaredSetting(RuntimeError):
+    """A cached tool read an ``[agent]`` setting it does not declare (a bug in the tool's
+    declaration: its cached results would not be invalidated when that setting changes)."""
+
+
+#: The tool whose cached call runs in this context (its declared settings are all it may read).
+_running_tool: contextvars.ContextVar[Tool | None] = contextvars.ContextVar("vidscope_tool", default=None)
+
+
+class _DeclaredSettings:
+    """A read-only view of :class:`AgentSettings` that lets a tool read only the fields it declares."""
+
+    def __init__(self, config: AgentSettings, tool: Tool) -> None:
+        self._config = config
+        self._tool = tool
+
+    def __getattr__(self, name: str) -> Any:
+        if name in AgentSettings.model_fields and name not in self._tool.settings:
+            raise UndeclaredSetting(
+                f"tool {self._tool.name} reads [agent] {name} but does not declare it "
+                f"(@tool(settings=(..., {name!r}))): its cached results would outlive a change of it"
+            )
+        return getattr(self._config, name)
 
 
 # ============================================================================ tool declaration
@@ -83,9 +109,23 @@ class ToolContext:
         self._videos: dict[str, VideoRecord] = {}
 
     @property
-    def results_dir(self) -> Path:
-        """Where Prefect persists tool results (the ``prefect`` managed dir)."""
-        return managed_dir(self.settings.data_dir, "prefect") / "tool-results"
+    def config(self) -> AgentConfig:
+        """The ``[agent]`` settings. Inside a cached tool call only the fields that tool declares
+        (``tool(settings=...)``) may be read: they are what its cache key holds, so reading another
+        one would let a stale result survive a change of it (:class:`UndeclaredSetting`)."""
+        running = _running_tool.get()
+        if running is None:
+            return self._config
+        return cast(AgentConfig, _DeclaredSettings(self._config, running))
+
+    @config.setter
+    def config(self, value: AgentConfig) -> None:
+        self._config = value
+
+    @property
+    def cache_dir(self) -> Path:
+        """Where tool results are cached (:func:`vidscope.agents.tool_cache.cache_dir`)."""
+        return tool_cache.cache_dir(self.settings.data_dir)
 
     def embedder(self) -> TextEmbedder:
         """The configured text embedder, loaded once per process by the registry."""
@@ -176,7 +216,7 @@ class ToolResult(BaseModel):
 
 
 class ToolFailure(ToolResult):
-    """What a tool returns instead of raising a :class:`ToolError` inside its Prefect task."""
+    """What a tool call yields instead of raising a :class:`ToolError` (cached like a result)."""
 
     error: str
 
@@ -201,6 +241,11 @@ class Tool:
     uses_models: tuple[str, ...] = ()
     #: Reads the whole library (no ``video_id``): the clip and video tables' versions are keyed.
     uses_library: bool = False
+    #: The ``[agent]`` settings the tool reads (their values are part of its cache key, and only
+    #: theirs: changing ``cvr_frames`` leaves ``frame_inspect``'s cached results valid).
+    settings: tuple[str, ...] = ()
+    #: The result model (what a cached result is rebuilt as).
+    result_type: type[ToolResult] = ToolResult
 
     def spec(self) -> ToolSpec:
         """The :class:`ToolSpec` offered to a chat model (JSON schema from the signature)."""
@@ -226,6 +271,7 @@ def tool(
     terminal: bool = False,
     uses_models: Sequence[str] = (),
     uses_library: bool = False,
+    settings: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Declare a tool from a typed function.
 
@@ -236,7 +282,12 @@ def tool(
     ``uses_models`` names further model roles (``vlm`` for tools that send frames, a detector, …)
     whose configuration is part of the cache key. A tool that searches the whole library rather
     than one video sets ``uses_library``: any ingestion then invalidates its cached results.
+    ``settings`` names the ``[agent]`` fields the tool reads (``max_frames``, ``cvr_frames``, …):
+    their values are part of its cache key, and a cached call that reads an undeclared one fails.
     """
+    unknown = sorted(set(settings) - set(AgentSettings.model_fields))
+    if unknown:
+        raise TypeError(f"tool(settings=...): {unknown} are not [agent] settings")
 
     def wrap(func: Callable[..., Any]) -> Tool:
         hints = typing.get_type_hints(func, include_extras=True)
@@ -283,6 +334,8 @@ def tool(
             stable_hash(returns.__qualname__, returns.model_json_schema()),
             tuple(uses_models),
             uses_library,
+            tuple(sorted(set(settings))),
+            returns,
         )
 
     return wrap
@@ -341,21 +394,8 @@ class ToolOutcome(BaseModel):
         return self.error is None
 
 
-def _given_cache_key(_context: Any, parameters: dict[str, Any]) -> str:
-    return str(parameters["cache_key"])
-
-
-def _retry_unexpected(_task: Any, _task_run: Any, state: Any) -> bool:
-    """Retry only errors that may be transient; a ToolError is the tool's considered answer."""
-    try:
-        exc = state.data
-    except Exception:  # pragma: no cover - defensive: state without data
-        return True
-    return not isinstance(exc, (ToolError, ValidationError, ValueError, TypeError, KeyError))
-
-
-def _run_tool(tool_name: str, arguments: dict[str, Any], cache_key: str, ctx: ToolContext) -> ToolResult:
-    """Body of the Prefect task that executes one tool call (``cache_key`` is only for caching)."""
+def _run_tool(tool_name: str, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """Run one validated tool call; an expected failure (``ToolError``) becomes a ToolFailure."""
     assert ctx.registry is not None
     spec = ctx.registry.get(tool_name)
     kwargs = dict(arguments)
@@ -365,30 +405,65 @@ def _run_tool(tool_name: str, arguments: dict[str, Any], cache_key: str, ctx: To
         return spec.func(**kwargs)
     except ToolError as exc:
         # An expected failure is the tool's answer for these inputs and this video version: it is
-        # returned (and cached) rather than raised, so Prefect neither retries nor logs a traceback.
+        # returned (and cached) rather than raised, so it is neither retried nor logged as a crash.
         return ToolFailure(error=str(exc))
 
 
-def _tool_task(name: str, ctx: ToolContext) -> Any:
-    return _make_tool_task(name, str(ctx.results_dir), ctx.config.tool_retries)
+#: Errors that are the tool's considered answer or a bug in the call: never retried.
+_NOT_TRANSIENT = (ToolError, ValidationError, ValueError, TypeError, KeyError, UndeclaredSetting)
+
+
+def _cached_call(name: str, arguments: dict[str, Any], key: str, ctx: ToolContext) -> tuple[ToolResult, bool]:
+    """``(result, cached)`` of one tool call: from vidscope's tool cache, else run and stored.
+
+    Errors that may be transient are retried ``[agent] tool_retries`` times. This is the whole
+    behaviour with or without a Prefect server; in a flow run it is the body of the recording task.
+    """
+    assert ctx.registry is not None
+    spec = ctx.registry.get(name)
+    kinds: dict[str, type[BaseModel]] = {tool_cache.RESULT: spec.result_type, tool_cache.FAILURE: ToolFailure}
+    found = tool_cache.read(ctx.cache_dir, name, key, kinds)
+    if found is not None:
+        return cast(ToolResult, found), True
+    attempt, retries = 0, ctx.config.tool_retries
+    token = _running_tool.set(spec)
+    try:
+        while True:
+            try:
+                result = _run_tool(name, arguments, ctx)
+                break
+            except _NOT_TRANSIENT:
+                raise
+            except Exception:
+                attempt += 1
+                if attempt > retries:
+                    raise
+                time.sleep(0.2)
+    finally:
+        _running_tool.reset(token)
+    kind = tool_cache.FAILURE if isinstance(result, ToolFailure) else tool_cache.RESULT
+    tool_cache.write(ctx.cache_dir, name, spec.version, key, result, kind=kind)
+    return result, False
 
 
 @functools.lru_cache(maxsize=64)
-def _make_tool_task(name: str, results_dir: str, retries: int) -> Any:
-    """The Prefect task running tool ``name`` (built once per tool, result dir and retry count)."""
+def _recording_task(name: str) -> Any:
+    """The Prefect task that records calls of tool ``name`` in a flow run (built once per tool).
+
+    It caches and persists nothing and retries nothing: the call it wraps does all of that, the
+    same way as outside Prefect; the task run is the call's entry in the Prefect UI.
+    """
     from prefect import task
+    from prefect.cache_policies import NO_CACHE
 
     return task(
         name=f"tool-{name}",
         task_run_name=name,
-        persist_result=True,
-        result_storage=Path(results_dir),
-        cache_key_fn=_given_cache_key,
-        retry_condition_fn=_retry_unexpected,
-        retries=retries,
-        retry_delay_seconds=0.2,
+        cache_policy=NO_CACHE,
+        persist_result=False,
+        retries=0,
         log_prints=False,
-    )(_run_tool)
+    )(_cached_call)
 
 
 def in_flow_run() -> bool:
@@ -400,33 +475,10 @@ def in_flow_run() -> bool:
     return context is not None and context.FlowRunContext.get() is not None
 
 
-def _run_tool_cached(name: str, arguments: dict[str, Any], key: str, ctx: ToolContext) -> tuple[Any, bool]:
-    """Run one tool call outside Prefect, reading and writing the task's persisted result.
-
-    Retries what the Prefect task would retry (errors that may be transient), as often.
-    """
-    hit, result = tool_cache.read(ctx.results_dir, key)
-    if hit:
-        return result, True
-    attempt = 0
-    while True:
-        try:
-            result = _run_tool(name, arguments, key, ctx)
-            break
-        except (ToolError, ValidationError, ValueError, TypeError, KeyError):
-            raise
-        except Exception:
-            attempt += 1
-            if attempt > ctx.config.tool_retries:
-                raise
-            time.sleep(0.2)
-    tool_cache.write(ctx.results_dir, key, result)
-    return result, False
-
-
 def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> str:
-    """(tool, version, normalised arguments, the store version of every video it reads — and the
-    library's for a library tool —, models, tool config) as a key."""
+    """(tool, version, result schema, normalised arguments, the store version of every video it
+    reads — and the library's for a library tool —, the models it uses, the ``[agent]`` settings
+    it declares) as a key. A setting no tool declares changes no key."""
     # Every video the call reads (``video_id``, ``other_video_id``, …) versions the key.
     video_version = [
         ctx.store.video_version(value)
@@ -438,6 +490,7 @@ def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> s
         video_version.append(
             f"library-{store.table_version(store.clips)}-{store.table_version(store.videos)}"
         )
+    config = ctx._config  # the whole settings: the key is computed outside the tool's own call
     return "tool-" + stable_hash(
         spec.name,
         spec.version,
@@ -445,12 +498,12 @@ def tool_cache_key(ctx: ToolContext, spec: Tool, arguments: dict[str, Any]) -> s
         json.dumps(arguments, sort_keys=True, default=str),
         video_version,
         ctx.model_fingerprint(chat=spec.uses_chat, embedder=spec.uses_embedder, roles=spec.uses_models),
-        ctx.config.tool_fingerprint(),
+        {name: getattr(config, name) for name in spec.settings},
     )
 
 
 def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-    """Validate and run one tool call as a cached Prefect task; failures become error outcomes."""
+    """Validate and run one tool call through the tool cache; failures become error outcomes."""
     started = time.perf_counter()
 
     def failed(message: str) -> ToolOutcome:
@@ -474,7 +527,7 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
                 ctx.video(video_id)  # unknown ids fail here, before anything is cached
         if not ctx.config.tool_cache:
             # Uncached: run in this thread, no Prefect task (rollouts, the simulator).
-            direct = _run_tool(name, validated, "", ctx)
+            direct = _run_tool(name, validated, ctx)
             if isinstance(direct, ToolFailure):
                 return failed(direct.error)
             return ToolOutcome(
@@ -482,19 +535,17 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
             )
         key = tool_cache_key(ctx, spec, validated)
         if not in_flow_run():
-            # No flow run to report to (a question answered without a Prefect server): run the
-            # call here, cached in the same files its Prefect task would use.
-            result, cached = _run_tool_cached(name, validated, key, ctx)
+            result, cached = _cached_call(name, validated, key, ctx)
         else:
-            state = _tool_task(name, ctx)(name, validated, key, ctx, return_state=True)
+            # The same call inside a task run, so the flow run's page lists it.
+            state = _recording_task(name)(name, validated, key, ctx, return_state=True)
             if state.is_failed() or state.is_crashed():
                 try:
                     state.result()
                 except Exception as exc:  # the task's own exception, re-raised by Prefect
                     return failed(f"{type(exc).__name__}: {exc}")
                 return failed(state.message or "the tool failed")
-            result = state.result()
-            cached = state.name == "Cached"
+            result, cached = state.result()
         if isinstance(result, ToolFailure):
             return ToolOutcome(
                 tool=name,

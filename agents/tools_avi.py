@@ -31,6 +31,7 @@ __all__ = [
     "PERCEIVE_TOOLS",
     "RETRIEVE_TOOLS",
     "PerceptionContext",
+    "avi_registry",
     "boundary_detect",
     "clip_merge",
     "clip_retrieve",
@@ -38,10 +39,8 @@ __all__ = [
     "global_explore",
     "graph_retrieve",
     "object_detect",
-    "perceive_registry",
     "perception_backend",
     "range_frames",
-    "retrieve_registry",
     "text_extract",
 ]
 
@@ -53,11 +52,7 @@ RETRIEVE_TOOLS = (clip_retrieve, clip_merge, global_explore, graph_retrieve)
 PERCEIVE_TOOLS = (object_detect, text_extract, boundary_detect, frame_analysis)
 
 
-def retrieve_registry() -> ToolRegistry:
-    """The allow-list of the Retrieve phase."""
-    return ToolRegistry(RETRIEVE_TOOLS)
-
-
-def perceive_registry() -> ToolRegistry:
-    """The allow-list of the Perceive phase."""
-    return ToolRegistry(PERCEIVE_TOOLS)
+def avi_registry() -> ToolRegistry:
+    """The AVI strategy's allow-list: both phases (the agent splits it,
+    :func:`~vidscope.agents.avi.phases`)."""
+    return ToolRegistry((*RETRIEVE_TOOLS, *PERCEIVE_TOOLS))

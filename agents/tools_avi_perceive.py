@@ -450,7 +450,11 @@ def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:
 
 # v3: a list of ranges (compare moments in one request), frames shared by their lengths
 # v4: 64 frames by default (the paper's budget), grids beyond max_images; "no vision model" note
-@tool(version=4, uses_models=("vlm",))
+@tool(
+    version=4,
+    uses_models=("vlm",),
+    settings=("frame_max_side", "frame_short_side", "max_tokens", "temperature"),
+)
 def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

@@ -223,7 +223,7 @@ def _short(text: str | None, limit: int) -> str | None:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-@tool(version=1, uses_chat=True, uses_embedder=True)
+@tool(version=1, uses_chat=True, uses_embedder=True, settings=("max_tokens", "temperature"))
 def global_explore(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to explore."],

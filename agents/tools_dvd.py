@@ -212,7 +212,12 @@ def relevant_captions(ctx: ToolContext, video_id: str, query: str, count: int) -
     return sorted(chosen, key=lambda c: float(c["start"]))
 
 
-@tool(version=3, uses_chat=True, uses_embedder=True)
+@tool(
+    version=3,
+    uses_chat=True,
+    uses_embedder=True,
+    settings=("browse_captions", "max_tokens", "temperature"),
+)
 def global_browse(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to browse."],
@@ -323,7 +328,11 @@ def frame_budget(ctx: ToolContext) -> int:
 
 # v3: 50 frames at 720 px by default (the paper's budget); v4: 720 px on the short side (720p),
 # all 50 frames seen (grids beyond max_images), the "no vision model" note
-@tool(version=4, uses_models=("vlm",))
+@tool(
+    version=4,
+    uses_models=("vlm",),
+    settings=("max_frames", "frame_max_side", "frame_short_side", "max_tokens", "temperature"),
+)
 def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

@@ -49,11 +49,12 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 from vidscope.core.settings import Settings, disable_telemetry  # noqa: E402
 from vidscope.core.synthetic import speech_wav, text_video  # noqa: E402
-from vidscope.flows.ingest import STAGES, run_ingest  # noqa: E402
+from vidscope.flows.ingest import run_ingest  # noqa: E402
 from vidscope.models import registry  # noqa: E402
 from vidscope.models.open_store import open_store  # noqa: E402
 from vidscope.tasks.probe import content_hash, register_video  # noqa: E402
 from vidscope.tasks.stage import StageContext, execute  # noqa: E402
+from vidscope.tasks.stages import stages  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out"
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,7 +196,7 @@ def run_direct(video: Path, settings: Settings) -> tuple[float, dict[str, float]
     record = register_video(store, settings, video, video_id)
     ctx = StageContext(settings=settings, store=store, video=record, path=video)
     seconds = {"hash": hash_seconds}
-    for stage in STAGES:
+    for stage in stages():
         result = execute(stage, ctx)
         seconds[stage.name] = result.seconds
     return time.perf_counter() - start, seconds
@@ -256,7 +257,7 @@ def main() -> None:
         f"text {background} changes every 10 s"
     )
     print(f"{'stage':<10}{'direct s':>10}{'flow s':>10}{'video-s per wall-s (flow)':>28}")
-    for name in ["hash", *[s.name for s in STAGES]]:
+    for name in ["hash", *[s.name for s in stages()]]:
         d = direct.get(name, 0.0)
         f = flow.get(name, hash_seconds if name == "hash" else 0.0)
         rate = duration / f if f > 0 else float("inf")

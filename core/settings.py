@@ -204,6 +204,19 @@ class ApiSettings(BaseModel):
         default_factory=list, description="The only folders the API may read videos from."
     )
     max_request_bytes: int = Field(1_000_000, ge=1024)
+    max_questions: int = Field(
+        4,
+        ge=1,
+        description="Questions (/api/ask, /api/ask/stream, /api/compare) answered at once; one more "
+        "is refused with 429 and Retry-After rather than queued without end (each holds a thread and "
+        "model calls).",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Without a token, the API answers only requests addressed to a loopback name "
+        "(localhost, 127.0.0.1, [::1]) and to these (e.g. a name for this machine in /etc/hosts); "
+        "this keeps web pages from re-pointing their own name at 127.0.0.1 (DNS rebinding).",
+    )
 
     @field_validator("token")
     @classmethod
@@ -216,6 +229,28 @@ class ApiSettings(BaseModel):
         if not value:
             raise ValueError("[api] token is blank; set a real token or remove the setting")
         return value
+
+
+class BundleSettings(BaseModel):
+    """Limits on a bundle ``vidscope import`` accepts (``[bundle]``); checked before any row is written.
+
+    A bundle is untrusted input: a few KB of Parquet can decode to gigabytes, and a manifest can
+    name any number of videos. The defaults fit a bundle of a thousand hour-long videos' text
+    tables, or a few dozen with their frames (JPEG thumbnails dominate); split a bigger library
+    into several bundles rather than raising them.
+    """
+
+    max_videos: int = Field(1_000, ge=1, description="Videos one bundle may name.")
+    max_rows_per_video: int = Field(
+        500_000, ge=1, description="Rows one video may have in one table (4 h at 2 fps is 28,800 frames)."
+    )
+    max_bytes: int = Field(
+        4 * 1024**3,
+        ge=1024,
+        description="Decoded size of all the bundle's tables together, counted before each batch "
+        "of rows is materialised; also bounds the files' own sizes.",
+    )
+    max_manifest_bytes: int = Field(16 * 1024**2, ge=1024, description="Size of manifest.json.")
 
 
 class AgentSettings(BaseModel):
@@ -265,7 +300,7 @@ class AgentSettings(BaseModel):
     environment: Literal["real", "sim"] = "real"
     #: The script (JSON) the simulated environment answers from.
     script: Path | None = None
-    #: Run tool calls as cached Prefect tasks. Off for rollouts: sampled trajectories must each
+    #: Cache tool results (agents/tool_cache.py). Off for rollouts: sampled trajectories must each
     #: see their calls executed, and cache bookkeeping would dominate simulated calls.
     tool_cache: bool = True
     #: SAMA (``vidscope compare --agent sama``): planner turns, and re-reads per conflicting fact.
@@ -284,17 +319,6 @@ class AgentSettings(BaseModel):
         if self.environment == "sim" and self.script is None:
             raise ValueError("[agent] environment = 'sim' needs [agent] script (a script JSON file)")
         return self
-
-    def tool_fingerprint(self) -> str:
-        """The part of the configuration that changes what tools return (for cache keys)."""
-        return stable_hash(
-            self.browse_captions,
-            self.max_frames,
-            self.frame_max_side,
-            self.cvr_frames,
-            self.cvr_frame_side,
-            self.frame_short_side,
-        )
 
 
 class ModelSettings(BaseModel):
@@ -391,6 +415,7 @@ class Settings(BaseSettings):
     search: SearchSettings = Field(default_factory=SearchSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
+    bundle: BundleSettings = Field(default_factory=BundleSettings)
 
     @model_validator(mode="after")
     def _fill_profile_defaults(self) -> Settings:

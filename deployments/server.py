@@ -85,9 +85,17 @@ class ServerStatus:
     api_healthy: bool = False
 
     @property
+    def api_managed(self) -> bool:
+        """``vidscope server up`` started the API (its pid file is there), so it should answer."""
+        api = self.processes.get("api")
+        return api is not None and api.pid is not None
+
+    @property
     def running(self) -> bool:
-        """The server answers and the worker process is alive and online."""
-        return self.healthy and self.processes["worker"].alive and self.worker_online
+        """The server answers, the worker process is alive and online, and the API started with
+        them (if any) is alive and answering: ``vidscope ask`` relies on all three."""
+        api_ok = not self.api_managed or (self.processes["api"].alive and self.api_healthy)
+        return self.healthy and self.processes["worker"].alive and self.worker_online and api_ok
 
 
 def server_paths(settings: Settings) -> ServerPaths:

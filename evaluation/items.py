@@ -13,14 +13,17 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: What an item asks for, and so how it is scored.
 ItemKind = Literal["multiple_choice", "open_ended", "grounding", "retrieval"]
 
-#: Option letters in order; no benchmark here has more than five options (EgoSchema) but
-#: a few questions elsewhere have up to eight.
-LETTERS = string.ascii_uppercase[:10]
+#: Option letters in order: a question has at most 26 options (A-Z). No benchmark here has more
+#: than five (EgoSchema), a few questions elsewhere up to eight; a file with more is refused.
+LETTERS = string.ascii_uppercase
+MAX_OPTIONS = len(LETTERS)
+#: Letters read as an option's label (``"B. a dog"``); beyond J, ``"I. …"`` is more likely a word.
+LABEL_LETTERS = LETTERS[:10]
 
 Interval = tuple[float, float]
 
@@ -65,6 +68,13 @@ class BenchmarkItem(BaseModel):
     subtitles: str | None = Field(default=None, description="Subtitle file name to give the model, if any.")
     extra: dict[str, Any] = Field(default_factory=dict, description="Other fields the format carries.")
 
+    @field_validator("options")
+    @classmethod
+    def _at_most_26_options(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if len(value) > MAX_OPTIONS:
+            raise ValueError(f"{len(value)} options; at most {MAX_OPTIONS} (A-Z) are supported")
+        return value
+
     @property
     def video_id(self) -> str:
         """The first (for most benchmarks the only) video."""
@@ -82,8 +92,18 @@ class AnnotationError(ValueError):
     """An annotation file does not have the shape its benchmark's loader expects."""
 
 
+def question_text(value: Any, where: str) -> str:
+    """A record's question: text, never ``None`` read as the word "None" (a blank one stays blank:
+    MLVU's dev set has one, and the benchmark is scored as released)."""
+    if not isinstance(value, str):
+        raise AnnotationError(f"{where}: the question is {'missing' if value is None else repr(value)[:60]}")
+    return value.strip()
+
+
 def letter(index: int, n_options: int, where: str) -> str:
     """The option letter of ``index``, checked against the number of options."""
+    if n_options > MAX_OPTIONS:
+        raise AnnotationError(f"{where}: {n_options} options; at most {MAX_OPTIONS} (A-Z) are supported")
     if not 0 <= index < n_options:
         raise AnnotationError(f"{where}: answer index {index} outside {n_options} options")
     return LETTERS[index]
@@ -94,15 +114,15 @@ def answer_letter_of_text(answer: str, options: tuple[str, ...], where: str) -> 
     matches = [i for i, text in enumerate(options) if text.strip() == answer.strip()]
     if not matches:
         raise AnnotationError(f"{where}: answer {answer!r} is none of the options {list(options)}")
-    return LETTERS[matches[0]]
+    return letter(matches[0], len(options), where)
 
 
 def strip_option_label(option: str) -> str:
     """``"B. a dog"`` / ``"(B) a dog"`` / ``"B) a dog"`` → ``"a dog"``; unlabelled text unchanged."""
     text = option.strip()
-    if len(text) >= 2 and text[0] == "(" and text[1] in LETTERS and text[2:3] == ")":
+    if len(text) >= 2 and text[0] == "(" and text[1] in LABEL_LETTERS and text[2:3] == ")":
         return text[3:].strip()
-    if len(text) >= 2 and text[0] in LETTERS and text[1] in ".):":
+    if len(text) >= 2 and text[0] in LABEL_LETTERS and text[1] in ".):":
         return text[2:].strip()
     return text
 

@@ -1,17 +1,18 @@
 """Answering questions about videos: the work of the ``ask`` and ``ask-library`` flows, and their
 entry points, which run it with or without Prefect.
 
-With a chat model configured, an agent answers (tools run as cached Prefect tasks): the
-Deep-Video-Discovery agent (``agent="dvd"``, the default) or the three-phase AVI agent
-(``agent="avi"``: retrieve, perceive, review; "when" questions get an ``interval``). Without a chat
-model, the extractive answerer returns the best evidence; asked for the AVI agent, the result says
-so in its ``note``. The flow is built for latency: no heartbeat thread per run, models loaded once
-per process by the backend registry, and tool results and model replies cached, so asking the same
-question again costs no model or tool work.
+With a chat model configured, a strategy of scope ``video`` answers (tool results cached by
+:mod:`vidscope.agents.tool_cache`; the strategies and their help are in
+:mod:`vidscope.agents.strategies`), by default the first registered. Without a chat model, the
+extractive answerer returns the best evidence; asked for another strategy than the default, the
+result says so in its ``note``. The flow is built for latency: no heartbeat thread per run, models
+loaded once per process by the backend registry, and tool results and model replies cached, so
+asking the same question again costs no model or tool work.
 
-``ask-library`` answers a question about every ingested video: the DVD agent with the
-``library_search`` tool (moments across videos) beside the per-video tools, or, without a chat
-model, the library's best moments, extractively; citations name their video.
+``ask-library`` answers a question about every ingested video: the default ``library`` strategy
+(the DVD agent) with the ``library_search`` tool (moments across videos) beside the per-video
+tools, or, without a chat model, the library's best moments, extractively; citations name their
+video.
 
 ``run_ask`` (and ``run_ask_library``) are the entry points of the CLI, the HTTP API and the MCP
 server; they return an :class:`AskResult` (the terminal rendering is :mod:`vidscope.cli.render`'s).
@@ -28,16 +29,12 @@ import contextvars
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, get_args
 
-from vidscope.agents import prompts
+from vidscope.agents import prompts, strategies
 from vidscope.agents.answers import Answer, AskResult, TraceStep
-from vidscope.agents.avi import run_avi_agent
-from vidscope.agents.environment import avi_tools, is_simulated, tool_context
-from vidscope.agents.extractive import answer_extractively, answer_library_extractively
-from vidscope.agents.runtime import run_agent
+from vidscope.agents.environment import is_simulated, tool_context
+from vidscope.agents.strategies import Strategy, StrategyRequest
 from vidscope.agents.tools import AgentConfig, ToolContext
-from vidscope.agents.tools_library import library_registry
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, run_query
@@ -46,8 +43,6 @@ from vidscope.models.open_store import open_store
 from vidscope.storage.videos import VideoNotFound, VideoRecord, find_video
 
 __all__ = [
-    "AGENTS",
-    "AgentName",
     "AskResult",
     "VideoNotFound",
     "answer_library",
@@ -56,12 +51,14 @@ __all__ = [
     "run_ask_library",
 ]
 
-#: The agents that can answer: Deep Video Discovery (one loop) or AVI (retrieve, perceive, review).
-AgentName = Literal["dvd", "avi"]
-AGENTS: tuple[str, ...] = get_args(AgentName)
 
-#: The note on an extractive answer when the AVI agent was asked for.
-AVI_NEEDS_CHAT = "The AVI agent needs a chat model (models.chat); without one this is the extractive answer."
+def needs_chat_note(strategy: Strategy) -> str:
+    """The note on an extractive answer when ``strategy`` was asked for by name."""
+    return (
+        f"The {strategy.title} agent needs a chat model (models.chat); "
+        "without one this is the extractive answer."
+    )
+
 
 # The live-step callback cannot travel as a flow parameter (Prefect serialises those), so it is
 # handed to the flow through a context variable set by run_ask.
@@ -79,9 +76,10 @@ def answer_video(
     options: list[str] | None = None,
     settings: Settings | None = None,
     config: AgentConfig | None = None,
-    agent: AgentName = "dvd",
+    agent: str | None = None,
 ) -> AskResult:
-    """Answer ``question`` about ``video_id`` (``agent`` with a chat model, else extractive)."""
+    """Answer ``question`` about ``video_id`` with the strategy ``agent`` (the default one when
+    None) with a chat model, else extractively."""
     from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
@@ -94,24 +92,10 @@ def answer_video(
     # The simulator answers from its script: no store is opened for it.
     ctx = tool_context(settings, None if simulated else open_store(settings), chat=chat, config=config)
     record = ctx.video(video_id)
-    on_step = _on_step.get()
-    note = None
-    if chat is None:
-        answer = answer_extractively(ctx, question, video_id, options=options, on_step=on_step)
-        note = AVI_NEEDS_CHAT if agent == "avi" else None
-    elif agent == "avi":
-        retrieve, perceive = avi_tools(config)
-        answer = run_avi_agent(
-            ctx,
-            question,
-            [video_id],
-            retrieve=retrieve,
-            perceive=perceive,
-            options=options,
-            on_step=on_step,
-        )
-    else:
-        answer = run_agent(ctx, question, [video_id], options=options, on_step=on_step)
+    default = strategies.default("video")
+    strategy = strategies.get(agent or default, "video")
+    request = StrategyRequest(question, [video_id], "video", options, on_step=_on_step.get())
+    answer = strategies.answer(strategy, ctx, request)
     result = _result(
         answer,
         record,
@@ -120,17 +104,22 @@ def answer_video(
         chat.name if chat else None,
         time.perf_counter() - started,
     )
-    result.agent = None if answer.extractive else agent
-    result.note = note
+    result.agent = None if answer.extractive else strategy.name
+    asked_for = strategy.name != default and strategy.needs_planner
+    result.note = needs_chat_note(strategy) if answer.extractive and asked_for else None
     _publish(result)
     return result
 
 
 def answer_library(
-    question: str, settings: Settings | None = None, config: AgentConfig | None = None
+    question: str,
+    settings: Settings | None = None,
+    config: AgentConfig | None = None,
+    agent: str | None = None,
 ) -> AskResult:
-    """Answer ``question`` about the whole library: the DVD agent with library-wide search when a
-    chat model is configured, else extractively from the library's best moments."""
+    """Answer ``question`` about the whole library: the strategy ``agent`` of scope ``library``
+    (by default the DVD agent with library-wide search) when a chat model is configured, else
+    extractively from the library's best moments."""
     from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
@@ -138,20 +127,10 @@ def answer_library(
     started = time.perf_counter()
     store = open_store(settings)
     chat = registry.planner_model(settings)
-    ctx = ToolContext(settings, store, chat=chat, config=config, registry=library_registry())
-    on_step = _on_step.get()
-    if chat is None:
-        answer = answer_library_extractively(ctx, question, on_step=on_step)
-    else:
-        videos, clips = store.count(store.videos), store.count(store.clips)
-        answer = run_agent(
-            ctx,
-            question,
-            [],
-            on_step=on_step,
-            system=prompts.LIBRARY_SYSTEM,
-            opening=prompts.library_prompt(question, videos, clips),
-        )
+    ctx = ToolContext(settings, store, chat=chat, config=config)
+    strategy = strategies.get(agent or strategies.default("library"), "library")
+    request = StrategyRequest(question, [], "library", on_step=_on_step.get())
+    answer = strategies.answer(strategy, ctx, request)
     files = {c.video_id: ctx.video(c.video_id).file_name for c in answer.citations if c.verified}
     result = AskResult(
         video_id="",
@@ -162,7 +141,7 @@ def answer_library(
         extractive=answer.extractive,
         forced=answer.forced,
         model=chat.name if chat else None,
-        agent=None if answer.extractive else "dvd",
+        agent=None if answer.extractive else strategy.name,
         library=True,
         files=files,
         seconds=round(time.perf_counter() - started, 3),
@@ -265,13 +244,13 @@ def run_ask(
     on_step: Callable[[TraceStep], None] | None = None,
     *,
     config: AgentConfig | None = None,
-    agent: AgentName = "dvd",
+    agent: str | None = None,
 ) -> AskResult:
-    """Resolve ``video_ref`` and answer with ``agent`` (dvd or avi) — as an ``ask`` flow run when a
-    Prefect server is running, else in-process; ``on_step`` sees each trace step live."""
+    """Resolve ``video_ref`` and answer with the strategy ``agent`` (one of scope ``video``; the
+    default one when None) — as an ``ask`` flow run when a Prefect server is running, else
+    in-process; ``on_step`` sees each trace step live."""
     disable_telemetry()
-    if agent not in AGENTS:
-        raise ValueError(f"unknown agent {agent!r}; choose one of: {', '.join(AGENTS)}")
+    agent = strategies.get(agent or strategies.default("video"), "video").name  # unknown: ValueError
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
@@ -297,11 +276,14 @@ def run_ask_library(
     on_step: Callable[[TraceStep], None] | None = None,
     *,
     config: AgentConfig | None = None,
+    agent: str | None = None,
 ) -> AskResult:
-    """Answer ``question`` about every ingested video (an ``ask-library`` flow run when a Prefect
-    server is running, else in-process); ``on_step`` sees each trace step live. Raises
-    ``ValueError`` for an empty question or an empty library."""
+    """Answer ``question`` about every ingested video with the strategy ``agent`` (one of scope
+    ``library``; the default one when None) — an ``ask-library`` flow run when a Prefect server
+    is running, else in-process; ``on_step`` sees each trace step live. Raises ``ValueError`` for
+    an unknown strategy, an empty question or an empty library."""
     disable_telemetry()
+    agent = strategies.get(agent or strategies.default("library"), "library").name
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")
@@ -311,6 +293,6 @@ def run_ask_library(
     token = _on_step.set(on_step)
     try:
         flow = "vidscope.flows.ask:ask_library"
-        return run_query("ask", settings, flow, answer_library, question, settings, config)
+        return run_query("ask", settings, flow, answer_library, question, settings, config, agent)
     finally:
         _on_step.reset(token)

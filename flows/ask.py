@@ -14,8 +14,6 @@ from prefect import flow
 from vidscope.agents.tools import AgentConfig
 from vidscope.core.settings import Settings
 from vidscope.flows.answer import (
-    AGENTS,
-    AgentName,
     AskResult,
     VideoNotFound,
     answer_library,
@@ -26,8 +24,6 @@ from vidscope.flows.answer import (
 )
 
 __all__ = [
-    "AGENTS",
-    "AgentName",
     "AskResult",
     "VideoNotFound",
     "ask",
@@ -50,9 +46,10 @@ def ask(
     options: list[str] | None = None,
     settings: Settings | None = None,
     config: AgentConfig | None = None,
-    agent: AgentName = "dvd",
+    agent: str | None = None,
 ) -> AskResult:
-    """Answer ``question`` about ``video_id`` (``agent`` with a chat model, else extractive)."""
+    """Answer ``question`` about ``video_id`` (the strategy ``agent`` with a chat model, else
+    extractive)."""
     return answer_video(video_id, question, options, settings, config, agent)
 
 
@@ -63,8 +60,12 @@ def ask(
     log_prints=False,
 )
 def ask_library(
-    question: str, settings: Settings | None = None, config: AgentConfig | None = None
+    question: str,
+    settings: Settings | None = None,
+    config: AgentConfig | None = None,
+    agent: str | None = None,
 ) -> AskResult:
-    """Answer ``question`` about the whole library: the DVD agent with library-wide search when a
-    chat model is configured, else extractively from the library's best moments."""
-    return answer_library(question, settings, config)
+    """Answer ``question`` about the whole library: the strategy ``agent`` (by default the DVD
+    agent with library-wide search) when a chat model is configured, else extractively from the
+    library's best moments."""
+    return answer_library(question, settings, config, agent)

@@ -13,24 +13,18 @@ from prefect import flow
 from vidscope.agents.tools import AgentConfig
 from vidscope.core.settings import Settings
 from vidscope.flows.compare_work import (
-    COMPARE_AGENTS,
     EXTRACTIVE_NOTE,
-    CompareAgent,
     CompareResult,
     VideoRef,
-    compare_extractively,
     compare_videos,
     run_compare,
 )
 
 __all__ = [
-    "COMPARE_AGENTS",
     "EXTRACTIVE_NOTE",
-    "CompareAgent",
     "CompareResult",
     "VideoRef",
     "compare",
-    "compare_extractively",
     "run_compare",
 ]
 
@@ -47,9 +41,10 @@ def compare(
     options: list[str] | None = None,
     settings: Settings | None = None,
     config: AgentConfig | None = None,
-    agent: CompareAgent = "sama",
+    agent: str | None = None,
     use_skills: bool = True,
     conflict_check: bool = True,
 ) -> CompareResult:
-    """Answer ``question`` across ``video_ids`` (``agent`` with a planner, else extractive)."""
+    """Answer ``question`` across ``video_ids`` (the strategy ``agent`` with a planner, else
+    extractive)."""
     return compare_videos(video_ids, question, options, settings, config, agent, use_skills, conflict_check)

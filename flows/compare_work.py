@@ -1,11 +1,12 @@
 """The work of the ``compare`` query flow, and its entry point: one question across several videos.
 
-With a planner model (``models.planner``, else ``models.chat``), SAMA (``agent="sama"``: skills,
-conflict checks, evidence memory) or AgentCVR (``agent="cvr"``: a master agent with parallel
-visual and audio sub-agents) answers, their tool calls cached Prefect tasks as in ``ask``.
-Without one, the answer is extractive: the best evidence of each video side by side, with times,
-and the result says so. With ``[agent] environment = "sim"`` both agents answer from a script's
-simulated tools (the video ids are the script's). ``run_compare`` is the entry point of the CLI
+With a planner model (``models.planner``, else ``models.chat``), a strategy of scope ``videos``
+answers (:mod:`vidscope.agents.strategies`; by default the first registered, SAMA: skills,
+conflict checks, evidence memory; or AgentCVR: a master agent with parallel visual and audio
+sub-agents), their tool calls cached as in ``ask``. Without one, the answer is
+extractive: the best evidence of each video side by side, with times, and the result says so.
+With ``[agent] environment = "sim"`` the agents answer from a script's simulated tools (the video
+ids are the script's). ``run_compare`` is the entry point of the CLI
 and the HTTP API: like ``run_ask`` (:func:`~vidscope.flows.runs.run_query`) it runs the flow of
 :mod:`vidscope.flows.compare` when a Prefect server is running and :func:`compare_videos`
 in-process otherwise; this module imports no Prefect.
@@ -16,24 +17,20 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable, Sequence
-from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from vidscope.agents.environment import cvr_tools, is_simulated, sama_tools, tool_context
-from vidscope.agents.evidence import search_clips
-from vidscope.agents.extractive import describe
-from vidscope.agents.runtime import Answer, Citation, Evidence, TraceStep, UsageTotals
-from vidscope.agents.tools import AgentConfig, ToolContext, ToolError
+from vidscope.agents import strategies
+from vidscope.agents.environment import is_simulated, tool_context
+from vidscope.agents.runtime import Citation, TraceStep, UsageTotals
+from vidscope.agents.strategies import StrategyRequest
+from vidscope.agents.tools import AgentConfig
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, run_query
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.storage.videos import find_video
-
-CompareAgent = Literal["sama", "cvr"]
-COMPARE_AGENTS: tuple[str, ...] = get_args(CompareAgent)
 
 EXTRACTIVE_NOTE = (
     "No planner model is configured (models.planner or models.chat): this is the best evidence of "
@@ -71,40 +68,18 @@ class CompareResult(BaseModel):
     usage: UsageTotals = Field(default_factory=UsageTotals)
 
 
-def compare_extractively(ctx: ToolContext, question: str, video_ids: Sequence[str]) -> Answer:
-    """The best clip of each video for ``question``, side by side, cited."""
-    evidence = Evidence()
-    lines, citations = [], []
-    for video_id in video_ids:
-        name = ctx.video(video_id).file_name
-        try:
-            found = search_clips(ctx, video_id, question, 1)
-        except ToolError as exc:
-            lines.append(f"{name}: {exc}")
-            continue
-        evidence.add(found)
-        if not found.clips:
-            lines.append(f"{name}: nothing relevant found")
-            continue
-        best = found.by_relevance()[0]
-        # As ask's extractive answer words it: what is said and shown, the caption only without
-        # them (a missing captioner leaves a placeholder caption that is no evidence).
-        lines.append(f"{name} {describe(best)}")
-        citations.append(evidence.check(ctx, video_id, best.start, best.end))
-    return Answer(answer="\n".join(lines), citations=citations, extractive=True)
-
-
 def compare_videos(
     video_ids: list[str],
     question: str,
     options: list[str] | None = None,
     settings: Settings | None = None,
     config: AgentConfig | None = None,
-    agent: CompareAgent = "sama",
+    agent: str | None = None,
     use_skills: bool = True,
     conflict_check: bool = True,
 ) -> CompareResult:
-    """Answer ``question`` across ``video_ids`` (``agent`` with a planner, else extractive)."""
+    """Answer ``question`` across ``video_ids`` (the strategy ``agent``, the default one when None,
+    with a planner, else extractive; ``use_skills`` and ``conflict_check`` are SAMA's ablations)."""
     from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
@@ -116,30 +91,15 @@ def compare_videos(
         raise ValueError("the simulated environment ([agent] environment = 'sim') needs a chat model")
     # The simulator answers from its script: no store is opened for it.
     ctx = tool_context(settings, None if simulated else open_store(settings), chat=chat, config=config)
-    # The agent's tools are loaded only when an agent answers: their perception tools import
-    # Prefect (OCR's stage module), which the extractive comparison (direct searches) never uses.
-    if chat is not None:
-        ctx.registry = sama_tools(config) if agent == "sama" else cvr_tools(config)
     videos = [VideoRef(video_id=v, file_name=ctx.video(v).file_name) for v in video_ids]
-    on_step = _on_step.get()
-    if chat is None:
-        answer = compare_extractively(ctx, question, video_ids)
-    elif agent == "cvr":
-        from vidscope.agents.cvr.agent import run_cvr
-
-        answer = run_cvr(ctx, question, video_ids, options=options, on_step=on_step)
-    else:
-        from vidscope.agents.sama.agent import run_sama
-
-        answer = run_sama(
-            ctx,
-            question,
-            video_ids,
-            options=options,
-            use_skills=use_skills,
-            conflict_check=conflict_check,
-            on_step=on_step,
-        )
+    strategy = strategies.get(agent or strategies.default("videos"), "videos")
+    ablations = frozenset(
+        name for name, on in (("skills", use_skills), ("conflict_check", conflict_check)) if not on
+    )
+    request = StrategyRequest(
+        question, video_ids, "videos", options, ablations=ablations, on_step=_on_step.get()
+    )
+    answer = strategies.answer(strategy, ctx, request)
     result = CompareResult(
         videos=videos,
         question=question,
@@ -149,7 +109,7 @@ def compare_videos(
         citations=answer.citations,
         extractive=answer.extractive,
         forced=answer.forced,
-        agent=None if answer.extractive else agent,
+        agent=None if answer.extractive else strategy.name,
         model=chat.name if chat else None,
         note=EXTRACTIVE_NOTE if answer.extractive else None,
         seconds=round(time.perf_counter() - started, 3),
@@ -176,17 +136,17 @@ def run_compare(
     question: str,
     *,
     options: list[str] | None = None,
-    agent: CompareAgent = "sama",
+    agent: str | None = None,
     use_skills: bool = True,
     conflict_check: bool = True,
     config: AgentConfig | None = None,
     on_step: Callable[[TraceStep], None] | None = None,
 ) -> CompareResult:
-    """Resolve the videos and answer (the ``compare`` flow when a Prefect server is running, else
-    in-process); ``on_step`` sees each trace step live."""
+    """Resolve the videos and answer with the strategy ``agent`` (one of scope ``videos``; the
+    default one when None) — the ``compare`` flow when a Prefect server is running, else
+    in-process; ``on_step`` sees each trace step live."""
     disable_telemetry()
-    if agent not in COMPARE_AGENTS:
-        raise ValueError(f"unknown agent {agent!r}; choose one of: {', '.join(COMPARE_AGENTS)}")
+    agent = strategies.get(agent or strategies.default("videos"), "videos").name  # unknown: ValueError
     question = question.strip()
     if not question:
         raise ValueError("the question is empty")

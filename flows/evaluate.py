@@ -12,15 +12,18 @@ One run lives in a run directory (:mod:`vidscope.evaluation.runs`). The flow:
 4. scores what was attempted and writes ``summary.json``, ``report.md`` and the PNG plots, and
    publishes the report as a Prefect artifact.
 
-Multiple-choice, open-ended and grounding items go to the chosen agent
-(:mod:`vidscope.flows.eval_agents`); grounding reads the answer's interval (the AVI agent's
-"when" answer, else the first cited range). Retrieval items (MSR-VTT style) run the MAVIS search
+Multiple-choice, open-ended and grounding items go to the chosen strategy (any of
+:mod:`vidscope.agents.strategies`, asked as :mod:`vidscope.flows.eval_agents` words it);
+grounding reads the answer's interval (the AVI agent's "when" answer, else the first cited
+range). Retrieval items (MSR-VTT style) run the MAVIS search
 over the library and keep the benchmark's videos in the order found.
 """
 
 from __future__ import annotations
 
 import contextvars
+import inspect
+import re
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -30,15 +33,16 @@ from typing import Any
 from prefect import flow, task
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from vidscope.agents.environment import tool_context
+from vidscope.agents import strategies
+from vidscope.agents.environment import is_simulated, tool_context
 from vidscope.agents.grounding import parse_interval
 from vidscope.agents.mavis import search_library
 from vidscope.agents.runtime import Answer
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings, disable_telemetry
-from vidscope.evaluation.items import BenchmarkItem
+from vidscope.evaluation.items import AnnotationError, BenchmarkItem
 from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
 from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
 from vidscope.evaluation.runs import (
@@ -52,14 +56,15 @@ from vidscope.evaluation.runs import (
     write_videos,
 )
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
-from vidscope.flows.eval_agents import SUBTITLE_TEXT, get_agent
-from vidscope.flows.ingest import STAGES, VideoReport, hash_task, ingest_one, optimize_task
+from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item
+from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
 from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, ledger_rows
+from vidscope.tasks.stages import stages
 
 __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate"]
 
@@ -67,6 +72,8 @@ __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evalua
 QUESTION_RETRIES = 2
 #: Where runs live, under the data dir.
 RUNS_FOLDER = "eval"
+#: A run's name is one folder under ``<data dir>/eval``: no separators, no ``..``, no hidden names.
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class EvalProgress(BaseModel):
@@ -132,22 +139,41 @@ def prepare_run(
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
-    eval_agent = get_agent(agent)
-    if eval_agent.needs_chat and not settings.models.chat:
+    strategy = strategies.get(agent)
+    if strategy.needs_planner and not settings.models.chat:
         raise ValueError(f"agent {agent!r} needs a chat model: set [models] chat (or use --agent extractive)")
+    if (strategy.sim_tools if is_simulated(settings.agent) else strategy.tools) is None:
+        raise ValueError(f"agent {agent!r} does not run in this environment ([agent] environment)")
     annotations = Path(annotations).expanduser().resolve()
     if not annotations.exists():
         raise ValueError(f"annotation file not found: {annotations}")
     options = {k: v for k, v in (options or {}).items() if v is not None}
-    try:  # read once here, so a bad file or option is one line before any flow run starts
-        load_benchmark(benchmark, annotations, **options)
+    if name is not None and not RUN_NAME.fullmatch(name):
+        raise ValueError(
+            f"run name {name[:80]!r}: use letters, digits, '.', '_' and '-' (it names a folder under "
+            f"<data dir>/{RUNS_FOLDER}, never a path)"
+        )
+    try:  # the options the loader takes, told apart from what goes wrong reading the file
+        inspect.signature(BENCHMARKS[benchmark].load).bind(annotations, **options)
     except TypeError as exc:
         raise ValueError(f"{benchmark}: bad loader option ({exc})") from exc
-    except (OSError, KeyError) as exc:
-        raise ValueError(f"{benchmark}: cannot read {annotations} ({exc})") from exc
+    try:  # read once here, so a bad file is one line before any flow run starts
+        load_benchmark(benchmark, annotations, **options)
+    except AnnotationError:
+        raise
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "an item"
+        raise ValueError(f"{benchmark}: cannot read {annotations} ({where}: {first['msg']})") from exc
+    except (OSError, LookupError, TypeError, ValueError, AttributeError) as exc:
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+        raise ValueError(f"{benchmark}: cannot read {annotations} ({reason})") from exc
     fingerprint = answer_fingerprint(settings)
     name = name or f"{benchmark}-{agent}-{stable_hash(str(annotations), options, fingerprint)[:8]}"
-    run_dir = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER / name
+    runs = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER
+    run_dir = (runs / name).resolve()
+    if run_dir.parent != runs:  # a folder of that name linked elsewhere
+        raise ValueError(f"run {name!r} would be written outside {runs}")
     spec = RunSpec(
         name=name,
         benchmark=benchmark,
@@ -169,7 +195,7 @@ def prepare_run(
 def _is_ingested(store: Store, video_id: str) -> bool:
     """Every stage has a current row (an unavailable model is not retried for an evaluation)."""
     rows = ledger_rows(store, video_id)
-    for stage in STAGES:
+    for stage in stages():
         row = rows.get(stage.name)
         if row is None or row["stage_version"] != stage.version:
             return False
@@ -334,10 +360,9 @@ def answer_question(
                 ranking=ranking,
             )
         else:
-            eval_agent = get_agent(agent)
-            chat = registry.planner_model(settings) if eval_agent.needs_chat else None
+            chat = registry.planner_model(settings) if strategies.get(agent).needs_planner else None
             ctx = tool_context(settings, store, chat=chat, config=settings.agent)
-            answer = eval_agent.answer(ctx, item, video_ids)
+            answer = answer_item(agent, ctx, item, video_ids)
             prediction = Prediction(
                 question_id=item.question_id,
                 kind=item.kind,

@@ -1,8 +1,9 @@
 """Ingestion flows: ``ingest_video`` (one video, one Prefect task per stage) and ``ingest_library``.
 
-``ingest_video`` runs the stages as a small DAG: speech recognition runs beside frame sampling and
-OCR; captioning waits for all of them; embedding comes last (frame embedding, which needs only
-the frames, runs beside it). Each stage consults the ledger first,
+``ingest_video`` runs the stages registered in :mod:`vidscope.tasks.stages` as a small DAG
+derived from their declarations (one generic Prefect task per stage, :func:`stage_task`): speech
+recognition runs beside frame sampling and OCR; captioning waits for all of them; embedding comes
+last (frame embedding, which needs only the frames, runs beside it). Each stage consults the ledger first,
 so a re-run does only what is missing, failed or changed. A stage that fails is retried by Prefect,
 then recorded as failed; stages that need it are reported as blocked, the others still run.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import glob
 import json
 from collections.abc import Iterable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,59 +31,31 @@ from vidscope.core.settings import Settings, get_settings
 from vidscope.flows.runs import publish_table
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
-from vidscope.tasks.caption import CAPTION, caption_task
-from vidscope.tasks.clip_embed import CLIP_EMBED, clip_embed_task
 from vidscope.tasks.decode import UndecodableVideo
-from vidscope.tasks.detect import DETECT, detect_task
-from vidscope.tasks.embed import EMBED, embed_task
-from vidscope.tasks.frame_embed import FRAME_EMBED, frame_embed_task
-from vidscope.tasks.frames import FRAMES, frames_task
-from vidscope.tasks.graph import GRAPH, graph_task
 from vidscope.tasks.memory import limit_malloc_arenas
-from vidscope.tasks.ocr import OCR, ocr_task
-from vidscope.tasks.parse import PARSE, parse_task
-from vidscope.tasks.probe import PROBE, content_hash, probe_task, register_video
+from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.progress import report
-from vidscope.tasks.segment import SEGMENT, segment_task
-from vidscope.tasks.speech import SPEECH, speech_task
-from vidscope.tasks.stage import Stage, StageResult, failure_reason, ledger_rows
-from vidscope.tasks.subjects import SUBJECTS_STAGE, subjects_task
-from vidscope.tasks.tags import TAGS, tags_task
+from vidscope.tasks.stage import Stage, StageResult, failure_reason, ledger_rows, run_stage
+from vidscope.tasks.stages import stages
 
-#: The ingestion stages in dependency order.
-STAGES: tuple[Stage, ...] = (
-    PROBE,
-    SEGMENT,
-    FRAMES,
-    SPEECH,
-    OCR,
-    DETECT,
-    CAPTION,
-    SUBJECTS_STAGE,
-    GRAPH,
-    PARSE,
-    TAGS,
-    EMBED,
-    FRAME_EMBED,
-    CLIP_EMBED,
-)
-#: Each stage's Prefect task (declared beside the stage, in its tasks/ module), by stage name.
-STAGE_TASKS: dict[str, Task[[str, Path, Settings], StageResult]] = {
-    PROBE.name: probe_task,
-    SEGMENT.name: segment_task,
-    FRAMES.name: frames_task,
-    SPEECH.name: speech_task,
-    OCR.name: ocr_task,
-    DETECT.name: detect_task,
-    CAPTION.name: caption_task,
-    SUBJECTS_STAGE.name: subjects_task,
-    GRAPH.name: graph_task,
-    PARSE.name: parse_task,
-    TAGS.name: tags_task,
-    EMBED.name: embed_task,
-    FRAME_EMBED.name: frame_embed_task,
-    CLIP_EMBED.name: clip_embed_task,
-}
+#: A stage's Prefect task: (video id, where its file is now, settings) -> what the stage did.
+StageTask = Task[[str, Path, Settings], StageResult]
+
+
+@cache
+def stage_task(stage: Stage) -> StageTask:
+    """The Prefect task of ``stage``, built from its declaration (once per stage and process):
+    named after the stage, one task run per video, no Prefect caching (the ledger decides what
+    is current)."""
+
+    def run(video_id: str, path: Path, settings: Settings) -> StageResult:
+        return run_stage(stage, video_id, path, settings)
+
+    # Prefect keys a task by its function's qualified name: one key per stage, as the UI shows.
+    run.__qualname__ = run.__name__ = f"{stage.name}_stage"
+    build = task(name=stage.name, cache_policy=NO_CACHE, task_run_name=f"{stage.name} · {{path.name}}")
+    return build(run)
+
 
 #: File extensions picked up when a folder is given.
 VIDEO_EXTENSIONS = {
@@ -217,18 +191,21 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
         video_report.video_id = video_id
         _probe_first(store, settings, path, video_id)
     except (UndecodableVideo, OSError, ValueError) as exc:
-        video_report.status, video_report.error = "failed", f"probe: {failure_reason(exc, path)}"
-        report(video_id or "", "probe", "failed", error=video_report.error, path=str(path))
+        video_report.status, video_report.error = "failed", f"{PROBE.name}: {failure_reason(exc, path)}"
+        report(video_id or "", PROBE.name, "failed", error=video_report.error, path=str(path))
         raise IngestFailed(video_report) from exc
 
+    # The DAG is the stages' own declarations: a stage is submitted once what it needs or reads
+    # has finished; stages that do not depend on each other run side by side.
     futures: dict[str, PrefectFuture[StageResult]] = {}
     results: dict[str, StageResult] = {}
-    for stage in STAGES:
+    registered = stages()
+    for stage in registered:
         for dependency in (*stage.needs, *stage.reads):
             if dependency in futures and dependency not in results:
                 results[dependency] = _resolve(dependency, futures[dependency], path)
-        stage_task = STAGE_TASKS[stage.name].with_options(retries=retries, retry_delay_seconds=1)
-        futures[stage.name] = stage_task.submit(video_id, path, settings)
+        submitted = stage_task(stage).with_options(retries=retries, retry_delay_seconds=1)
+        futures[stage.name] = submitted.submit(video_id, path, settings)
     for name, future in futures.items():
         if name not in results:
             results[name] = _resolve(name, future, path)
@@ -242,11 +219,11 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
             error=r.error,
             note=_note(store, video_id, r),
         )
-        for r in (results[s.name] for s in STAGES)
+        for r in (results[s.name] for s in registered)
     ]
     if any(s.status in ("failed", "blocked") for s in video_report.stages):
         video_report.status = "failed"
-    elif any(s.stage == "probe" and s.note for s in video_report.stages):
+    elif any(s.stage == PROBE.name and s.note for s in video_report.stages):
         video_report.status = "partial"
     elif any(s.status == "unavailable" or s.note for s in video_report.stages):
         video_report.status = "warning"
@@ -259,7 +236,7 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
 def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) -> None:
     """Register the video (probe) so every stage has its record; keep its path current."""
     existing = store.video_record(video_id)
-    probe_row = ledger_rows(store, video_id).get("probe")
+    probe_row = ledger_rows(store, video_id).get(PROBE.name)
     if existing is None or probe_row is None:
         register_video(store, settings, path, video_id)
     elif existing.path != str(path.resolve()):

@@ -5,7 +5,7 @@ latency and (when a price table is configured) money it cost, tagged with the Pr
 ran in and the query id the caller set with :func:`query_context`. Rows are buffered and written in
 batches so accounting never adds a table commit to each call; buffers are flushed every
 :data:`FLUSH_EVERY` records, when older than :data:`FLUSH_AFTER_S`, before :func:`totals` reads, and
-at interpreter exit.
+at interpreter exit (:mod:`vidscope.core.exits`).
 
 The response cache keys a request by the SHA-256 of its normalised JSON: the endpoint (base URL)
 and model name, the messages with images replaced by their hashes, the tools and every parameter
@@ -16,7 +16,6 @@ answers without any HTTP request.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import contextvars
 import hashlib
@@ -32,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from vidscope.core import exits
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 from vidscope.storage.usage import MODEL_CALLS, RESPONSE_CACHE
@@ -180,7 +180,9 @@ def flush_all() -> None:
         item.flush()
 
 
-atexit.register(flush_all)
+# At exit, before the interpreter finalizes and before the wait for LanceDB's native threads to hand
+# the write's result back (core/exits.py: a write finishing during finalization aborted the process).
+exits.at_exit(flush_all)
 
 
 def record_call(

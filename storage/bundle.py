@@ -11,8 +11,14 @@ with query vectors from a different space, and every search would be silently wr
 This is storage-level (not part of ``evaluation``) because it is a copy of tables, used by the CLI
 and anyone sharing a database, and the store is the only writer under the data directory.
 
-On import a video already in the store is replaced by the bundle's copy. The ledger rows are
-written last (and the old ones removed first), so an import cut short leaves those videos with no
+A bundle is untrusted input. :mod:`vidscope.storage.bundle_files` checks all of it (manifest,
+files, schemas, sizes, that every row belongs to a video the manifest names, unique keys) before
+the first write; a bundle that fails any check changes nothing. A video the store already holds
+is left alone unless the import names it in ``replace``. Each table then gets one atomic commit
+holding the rows of every imported video (a merge that also deletes the replaced videos' rows the
+bundle no longer has), so a table never shows half a video, and other videos' rows are never
+touched: their keys all start with their own ``video_id``. A replaced video's ledger rows are
+removed first and the bundle's written last, so an import cut short leaves those videos with no
 ledger, and the next ingestion of their files redoes them instead of trusting partial rows. The
 videos keep the path they had on the exporting machine until their files are ingested here: the
 content hash is the same, so ingestion only records the new path and finds every stage current
@@ -25,51 +31,48 @@ model check guarantees).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pydantic import BaseModel
 
-from vidscope.core.settings import Settings
-from vidscope.storage.schema import SCHEMA_VERSION, sql_quote
-from vidscope.storage.store import Store, StoreError
+from vidscope.core.settings import BundleSettings, Settings
+from vidscope.storage.bundle_files import (
+    BUNDLE_FORMAT,
+    MANIFEST,
+    BundleError,
+    BundleManifest,
+    ByteBudget,
+    check_rows,
+    check_table_names,
+    read_manifest,
+    read_table_file,
+)
+from vidscope.storage.schema import sql_quote
+from vidscope.storage.store import Store
 
-MANIFEST = "manifest.json"
-#: Version of the bundle layout (files and manifest fields), independent of the table schemas.
-BUNDLE_FORMAT = 1
+__all__ = [
+    "BUNDLE_FORMAT",
+    "EMBEDDING_ROLES",
+    "MANIFEST",
+    "BundleError",
+    "BundleManifest",
+    "ImportReport",
+    "check_compatible",
+    "configured_models",
+    "export_videos",
+    "import_bundle",
+    "read_manifest",
+    "resolve_replace",
+]
+
 #: Model roles whose vectors are stored, so a bundle must match the store on them.
 EMBEDDING_ROLES = ("text_embedder", "image_text")
-
-
-class BundleError(StoreError):
-    """A bundle that cannot be written into this store (other embedding model, damaged, …)."""
-
-
-class BundleManifest(BaseModel):
-    """What ``manifest.json`` records about a bundle."""
-
-    format: int = BUNDLE_FORMAT
-    schema_version: int = SCHEMA_VERSION
-    created_at: str
-    text_dim: int
-    image_dim: int
-    #: Absent from bundles written before the ``video_text`` role existed (they hold no clip video
-    #: vectors, so any size fits).
-    video_dim: int | None = None
-    #: The model spec serving each role where the bundle was built (``{"captioner": "openai:…"}``).
-    models: dict[str, str | None]
-    #: The embedders named on the exported clips' vectors: what actually made them.
-    clip_embed_models: list[str]
-    videos: list[str]
-    #: Rows per table file (``{"clips": 12}``); tables without rows have no file.
-    tables: dict[str, int]
-    #: ``{video_id: {stage: stage_version}}`` from the exported ledger.
-    stages: dict[str, dict[str, int]]
 
 
 def configured_models(settings: Settings) -> dict[str, str | None]:
@@ -89,8 +92,13 @@ def export_videos(
     ``models`` is the configuration the store was built with (:func:`configured_models`).
     """
     folder = Path(folder).expanduser().resolve()
-    if folder.exists() and any(folder.iterdir()):
-        raise BundleError(f"{folder} is not empty; export into a new folder")
+    if folder.exists() and not folder.is_dir():
+        raise BundleError(f"{folder} is not a folder; export into a new folder")
+    try:
+        if folder.exists() and any(folder.iterdir()):
+            raise BundleError(f"{folder} is not empty; export into a new folder")
+    except OSError as exc:
+        raise BundleError(f"cannot use {folder}: {exc.strerror or exc}") from exc
     wanted = sorted(set(video_ids))
     if not wanted:
         raise BundleError("no videos to export")
@@ -98,6 +106,15 @@ def export_videos(
     unknown = [v for v in wanted if v not in known]
     if unknown:
         raise BundleError(f"{len(unknown)} videos are not in the store, e.g. {unknown[0]}")
+    try:
+        return _write_bundle(store, wanted, folder, models)
+    except OSError as exc:
+        raise BundleError(f"cannot write the bundle to {folder}: {exc.strerror or exc}") from exc
+
+
+def _write_bundle(
+    store: Store, wanted: list[str], folder: Path, models: Mapping[str, str | None]
+) -> BundleManifest:
     folder.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
     tables: dict[str, pa.Table] = {}
@@ -141,23 +158,6 @@ def export_videos(
     return manifest
 
 
-def read_manifest(folder: Path | str) -> BundleManifest:
-    """The manifest of the bundle in ``folder``; a clear error when it is not a bundle."""
-    path = Path(folder).expanduser() / MANIFEST
-    if not path.is_file():
-        raise BundleError(f"{Path(folder)} is not a vidscope bundle (no {MANIFEST})")
-    try:
-        manifest = BundleManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except (ValueError, TypeError) as exc:
-        raise BundleError(f"{path} is damaged: {str(exc).splitlines()[0]}") from exc
-    if manifest.format != BUNDLE_FORMAT or manifest.schema_version != SCHEMA_VERSION:
-        raise BundleError(
-            f"{Path(folder)} has bundle format {manifest.format}, schema {manifest.schema_version}; "
-            f"this vidscope reads format {BUNDLE_FORMAT}, schema {SCHEMA_VERSION}"
-        )
-    return manifest
-
-
 def check_compatible(store: Store, manifest: BundleManifest, models: Mapping[str, str | None]) -> None:
     """Refuse (one line, :class:`BundleError`) a bundle embedded by another model or size."""
     for role, bundle_dim, store_dim in (
@@ -188,42 +188,144 @@ def check_compatible(store: Store, manifest: BundleManifest, models: Mapping[str
         )
 
 
-def _read(folder: Path, name: str, rows: int) -> pa.Table | None:
-    if not rows:
-        return None
-    path = folder / f"{name}.parquet"
-    if not path.is_file():
-        raise BundleError(f"{folder} lacks {path.name} ({rows} rows in the manifest)")
-    table = pq.read_table(path)
-    if table.num_rows != rows:
-        raise BundleError(f"{path} has {table.num_rows} rows, the manifest says {rows}")
-    return table
-
-
 def _in_videos(video_ids: Sequence[str]) -> str:
     return f"video_id IN ({', '.join(sql_quote(v) for v in video_ids)})"
 
 
-def import_bundle(store: Store, folder: Path | str, *, models: Mapping[str, str | None]) -> BundleManifest:
-    """Write the bundle in ``folder`` into ``store`` (configured with ``models``); its videos'
-    existing rows are replaced. Raises :class:`BundleError` before writing anything when the
-    bundle does not fit the store."""
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import did: the videos written (``replaced`` among them) and those left alone."""
+
+    manifest: BundleManifest
+    imported: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def resolve_replace(manifest: BundleManifest, refs: Collection[str]) -> list[str]:
+    """The bundle's videos that ``refs`` (ids or unique id prefixes) name; one line when one does
+    not name exactly one of them."""
+    chosen = []
+    for ref in refs:
+        matches = [v for v in manifest.videos if v.startswith(ref.strip().lower())] if ref.strip() else []
+        if len(matches) != 1:
+            problem = "names none" if not matches else f"names {len(matches)}"
+            raise BundleError(f"--replace {ref!r} {problem} of the bundle's {len(manifest.videos)} videos")
+        chosen.append(matches[0])
+    return sorted(set(chosen))
+
+
+def import_bundle(
+    store: Store,
+    folder: Path | str,
+    *,
+    models: Mapping[str, str | None],
+    replace: Collection[str] = (),
+    limits: BundleSettings | None = None,
+) -> ImportReport:
+    """Write the bundle in ``folder`` into ``store`` (configured with ``models``).
+
+    Videos the store already has are left alone unless ``replace`` (video ids of the bundle)
+    names them. Raises :class:`BundleError`, before writing anything, when any part of the bundle
+    is damaged, breaks ``limits``, or does not fit the store.
+    """
+    limits = limits or BundleSettings()
     folder = Path(folder).expanduser().resolve()
-    manifest = read_manifest(folder)
+    manifest = read_manifest(folder, limits)
+    check_table_names(manifest, [*store.specs, store.concepts], folder)
     check_compatible(store, manifest, models)
-    data = {spec.name: _read(folder, spec.name, manifest.tables.get(spec.name, 0)) for spec in store.specs}
-    vocabulary = _read(folder, store.concepts.name, manifest.tables.get(store.concepts.name, 0))
-    videos = manifest.videos
-    # Ledger out first and in last: an interrupted import leaves no "done" over partial rows.
-    store.delete_rows(store.ledger, _in_videos(videos))
-    if vocabulary is not None:
-        store.upsert(store.concepts, _merge_vocabulary(store, vocabulary))
+    strangers = sorted(set(replace) - set(manifest.videos))
+    if strangers:
+        raise BundleError(f"--replace names {strangers[0][:12]}, which the bundle does not hold")
+    data, vocabulary = _read_bundle(store, folder, manifest, limits)
+
+    existing = set(
+        store.rows(store.videos, where=_in_videos(manifest.videos), columns=["video_id"])
+        .column(0)
+        .to_pylist()
+    )
+    chosen = [v for v in manifest.videos if v not in existing or v in replace]
+    report = ImportReport(
+        manifest,
+        imported=chosen,
+        replaced=[v for v in chosen if v in existing],
+        kept=[v for v in manifest.videos if v not in chosen],
+    )
+    if chosen:
+        _write(store, chosen, report.replaced, data, vocabulary)
+    return report
+
+
+def _read_bundle(
+    store: Store, folder: Path, manifest: BundleManifest, limits: BundleSettings
+) -> tuple[dict[str, pa.Table], pa.Table | None]:
+    """Every table of the bundle, checked (see :mod:`~vidscope.storage.bundle_files`)."""
+    budget = ByteBudget(limits.max_bytes)
+    data: dict[str, pa.Table] = {}
     for spec in store.specs:
-        store.delete_rows(spec, _in_videos(videos))
-        rows = data[spec.name]
-        if rows is not None:
-            store.upsert(spec, rows)
-    return manifest
+        rows = manifest.tables.get(spec.name, 0)
+        if rows:
+            table = read_table_file(folder, spec, rows, budget, limits, len(manifest.videos))
+            check_rows(folder / f"{spec.name}.parquet", spec, table, manifest.videos, limits)
+            data[spec.name] = table
+    described = (
+        set(data[store.videos.name].column("video_id").to_pylist()) if store.videos.name in data else set()
+    )
+    undescribed = [v for v in manifest.videos if v not in described]
+    if undescribed:
+        raise BundleError(f"{folder} names video {undescribed[0][:12]} but holds no videos row for it")
+    vocabulary = None
+    rows = manifest.tables.get(store.concepts.name, 0)
+    if rows:
+        path = folder / f"{store.concepts.name}.parquet"
+        vocabulary = read_table_file(folder, store.concepts, rows, budget, limits, len(manifest.videos))
+        check_rows(path, store.concepts, vocabulary, manifest.videos, limits)
+        index = data.get(store.concept_index.name)
+        used = set() if index is None else _concept_pairs(index)
+        if not _concept_pairs(vocabulary) <= used:
+            raise BundleError(f"{path} holds concepts none of the bundle's videos use")
+    return data, vocabulary
+
+
+def _concept_pairs(table: pa.Table) -> set[tuple[str, str]]:
+    return set(zip(table.column("dimension").to_pylist(), table.column("concept").to_pylist(), strict=True))
+
+
+def _write(
+    store: Store,
+    chosen: list[str],
+    replaced: list[str],
+    data: Mapping[str, pa.Table],
+    vocabulary: pa.Table | None,
+) -> None:
+    """Write the checked rows of the ``chosen`` videos: one commit per table."""
+    keep = pa.array(chosen, pa.string())
+
+    def of_chosen(table: pa.Table) -> pa.Table:
+        return table.filter(pc.is_in(table.column("video_id"), value_set=keep))
+
+    # Ledger out first and in last: an interrupted import leaves no "done" over partial rows.
+    if replaced:
+        store.delete_rows(store.ledger, _in_videos(replaced))
+    index = data.get(store.concept_index.name)
+    if vocabulary is not None and index is not None:
+        used = _concept_pairs(of_chosen(index))
+        mine = [
+            (d, c) in used
+            for d, c in zip(
+                vocabulary.column("dimension").to_pylist(),
+                vocabulary.column("concept").to_pylist(),
+                strict=True,
+            )
+        ]
+        concepts = vocabulary.filter(pa.array(mine, pa.bool_()))
+        if concepts.num_rows:
+            store.upsert(store.concepts, _merge_vocabulary(store, concepts))
+    for spec in store.specs:
+        table = data.get(spec.name)
+        rows = of_chosen(table) if table is not None else spec.schema.empty_table()
+        if rows.num_rows or replaced:
+            store.replace_rows_of_videos(spec, chosen if rows.num_rows else replaced, rows)
 
 
 def _merge_vocabulary(store: Store, incoming: pa.Table) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 MANAGED_DIRS = {
     "models": "model files vidscope assembles itself (e.g. the embedded Whisper base)",
     "prefect": "Prefect results and task caches",
+    "cache": "vidscope's own caches in files (tools/: one JSON file per tool-call result)",
     "exports": "graph and report exports",
     "demo": "the synthetic narrated video `vidscope demo` makes",
     "server": "the local Prefect server's database, logs and pid files (`vidscope server`)",

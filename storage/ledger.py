@@ -20,25 +20,6 @@ import pyarrow as pa
 
 from vidscope.storage.schema import TableSpec, versioned
 
-#: The ingestion stages in the order the ingestion flow runs them (``flows.ingest.STAGES``, which a
-#: test keeps equal to this): ``vidscope status`` lists them without importing the flow and Prefect.
-STAGE_NAMES: tuple[str, ...] = (
-    "probe",
-    "segment",
-    "frames",
-    "speech",
-    "ocr",
-    "detect",
-    "caption",
-    "subjects",
-    "graph",
-    "parse",
-    "tags",
-    "embed",
-    "frame_embed",
-    "clip_embed",
-)
-
 STATUS_RUNNING = "running"
 STATUS_DONE = "done"
 STATUS_FAILED = "failed"

@@ -146,7 +146,14 @@ class Store:
             return self.table(spec).to_lance()  # created empty (and checked) through LanceDB
         import lance
 
-        dataset = lance.dataset(str(path))
+        try:
+            dataset = lance.dataset(str(path))
+        except (ValueError, OSError) as exc:
+            if "not found" not in str(exc).lower():
+                raise
+            # The folder exists but its first commit does not yet: another thread is creating the
+            # table. Opening it through LanceDB waits for that (creation holds the store's lock).
+            return self.table(spec).to_lance()
         if spec.name not in self._checked:
             self._check_schema(spec, dataset.schema)
             self._checked.add(spec.name)
@@ -292,11 +299,22 @@ class Store:
         self, spec: TableSpec, video_id: str, rows: pa.Table | Sequence[dict[str, Any]]
     ) -> int:
         """Make ``rows`` exactly the rows ``video_id`` has in ``spec``, in one atomic commit."""
+        return self.replace_rows_of_videos(spec, [video_id], rows)
+
+    def replace_rows_of_videos(
+        self, spec: TableSpec, video_ids: Sequence[str], rows: pa.Table | Sequence[dict[str, Any]]
+    ) -> int:
+        """Make ``rows`` exactly the rows the videos ``video_ids`` have in ``spec``, in one atomic
+        commit: other videos' rows are never touched, and a failure changes nothing."""
         data = self._to_arrow(spec, rows)
-        if data.num_rows and set(data.column("video_id").to_pylist()) != {video_id}:
-            raise ValueError(f"replace_video_rows({spec.name}): rows must all belong to {video_id}")
+        wanted = sorted(set(video_ids))
+        if not wanted:
+            raise ValueError(f"replace_rows_of_videos({spec.name}): no videos given")
+        if data.num_rows and not set(data.column("video_id").to_pylist()) <= set(wanted):
+            raise ValueError(f"replace_rows_of_videos({spec.name}): rows must all belong to {wanted}")
         self._check_unique_keys(spec, data)
-        where = f"video_id = {sql_quote(video_id)}"
+        where = f"video_id IN ({', '.join(sql_quote(v) for v in wanted)})"
+        video_id = wanted[0] if len(wanted) == 1 else f"{len(wanted)} videos"
 
         def write() -> None:
             table = self.table(spec)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pydantic import BaseModel
 
 from vidscope.storage.schema import TableSpec, versioned
-
-if TYPE_CHECKING:
-    from vidscope.storage.store import Store
 
 VIDEOS = TableSpec(
     name="videos",
@@ -59,7 +56,17 @@ class VideoNotFound(LookupError):
     """No stored video matches a reference, or the reference is ambiguous."""
 
 
-def find_video(store: Store, ref: str) -> VideoRecord:
+class VideoRows(Protocol):
+    """What :func:`find_video` reads: the store's video table (:class:`~vidscope.storage.store.Store`
+    is one). A protocol, so this table module does not import the store, which imports it."""
+
+    videos: TableSpec
+
+    def rows(self, spec: TableSpec) -> Any:
+        """The table's rows (an Arrow table)."""
+
+
+def find_video(store: VideoRows, ref: str) -> VideoRecord:
     """Resolve ``ref`` to a stored video: a full id, an id prefix (6+ chars), a path, or a file name.
 
     Raises :class:`VideoNotFound` naming the reference when nothing or more than one video matches.
@@ -69,7 +76,10 @@ def find_video(store: Store, ref: str) -> VideoRecord:
     if not ref or "\x00" in ref:
         raise VideoNotFound(f"{ref!r} is not a video id, path or file name")
     rows = store.rows(store.videos).to_pylist()
-    ref_path = str(Path(ref).expanduser().resolve())
+    try:
+        ref_path = str(Path(ref).expanduser().resolve())
+    except (RuntimeError, OSError):  # "~nosuchuser/…": no home to expand, so no stored path either
+        ref_path = ""
     exact = [r for r in rows if r["video_id"] == ref or r["path"] == ref_path]
     if not exact and len(ref) >= 6:
         exact = [r for r in rows if r["video_id"].startswith(ref.lower())]

@@ -24,24 +24,20 @@ from __future__ import annotations
 import io
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image as PILImage
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
 from vidscope.core.images import decode_jpeg
-from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.captioning import DEFAULT_CAPTION_PROMPT, REGISTRY_INSTRUCTIONS
 from vidscope.models.protocols.captioner import Captioner, RegistryCaptioner
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.storage.subjects import SUBJECTS
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 from vidscope.tasks.subjects import (
     MAX_REPORTED_ERRORS,
     REGISTRY_DETAIL,
@@ -404,9 +400,3 @@ CAPTION = Stage(
     description="clip narrations from the captioning model (carrying the subject registry), or a "
     "labelled summary of the clip's signals",
 )
-
-
-@task(name="caption", cache_policy=NO_CACHE, task_run_name="caption · {path.name}")
-def caption_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``caption`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(CAPTION, video_id, path, settings)

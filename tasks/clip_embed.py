@@ -15,15 +15,11 @@ and embeds only the rest; otherwise it embeds them all again, as ``frame_embed``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.images import decode_jpeg
-from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.image import Image
 from vidscope.models.protocols.video_text import VideoTextEmbedder
@@ -34,9 +30,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 
 #: Clips decoded, embedded and written per step (8 clips x 8 frames: one X-CLIP base forward).
@@ -161,9 +155,3 @@ CLIP_EMBED = Stage(
     needs=("segment", "frames"),
     description="one video-text embedding per clip (models.video_text), for the search rerank",
 )
-
-
-@task(name="clip_embed", cache_policy=NO_CACHE, task_run_name="clip_embed · {path.name}")
-def clip_embed_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``clip_embed`` stage for one registered video (a no-op when current)."""
-    return run_stage(CLIP_EMBED, video_id, path, settings)

@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import threading
 import weakref
-from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from vidscope.core.images import decode_jpeg
-from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.object_detector import ObjectDetector
 from vidscope.tasks.stage import (
@@ -24,9 +19,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 
 CHUNK = 32
@@ -89,9 +82,3 @@ DETECT = Stage(
     needs=("frames",),
     description="objects per frame with persistent track ids (ultralytics YOLO + ByteTrack)",
 )
-
-
-@task(name="detect", cache_policy=NO_CACHE, task_run_name="detect · {path.name}")
-def detect_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``detect`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(DETECT, video_id, path, settings)

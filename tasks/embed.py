@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
-from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
@@ -17,9 +12,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 
 BATCH = 256
@@ -85,9 +78,3 @@ EMBED = Stage(
     needs=("caption",),
     description="text embeddings of clip captions, speech and on-screen text (MiniLM by default)",
 )
-
-
-@task(name="embed", cache_policy=NO_CACHE, task_run_name="embed · {path.name}")
-def embed_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``embed`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(EMBED, video_id, path, settings)

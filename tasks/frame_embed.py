@@ -15,15 +15,11 @@ re-run too (it needs ``frames``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.images import decode_jpeg
-from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.storage import Store
@@ -32,9 +28,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 
 #: Frames decoded, embedded and written per step (a CLIP ViT-B/32 batch on a GPU; ~4 s on 2 CPU cores).
@@ -122,9 +116,3 @@ FRAME_EMBED = Stage(
     needs=("frames",),
     description="image embeddings of every sampled frame (models.image_text), for the search rerank",
 )
-
-
-@task(name="frame_embed", cache_policy=NO_CACHE, task_run_name="frame_embed · {path.name}")
-def frame_embed_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``frame_embed`` stage for one registered video (a no-op when current)."""
-    return run_stage(FRAME_EMBED, video_id, path, settings)

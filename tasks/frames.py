@@ -8,17 +8,11 @@ duplicates.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from vidscope.core.images import encode_jpeg
-from vidscope.core.settings import Settings
 from vidscope.storage.schema import sql_quote
 from vidscope.tasks.decode import merge_ranges, sample_frames
 from vidscope.tasks.segment import clip_bounds, clip_index_at
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, run_stage
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome
 
 WRITE_BATCH = 128
 
@@ -76,9 +70,3 @@ FRAMES = Stage(
     needs=("probe",),
     description="frames at 2 fps (default), resized to the frame size limit, stored as JPEG",
 )
-
-
-@task(name="frames", cache_policy=NO_CACHE, task_run_name="frames · {path.name}")
-def frames_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``frames`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(FRAMES, video_id, path, settings)

@@ -34,12 +34,9 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
@@ -57,9 +54,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 from vidscope.tasks.subjects import clean_text, clip_entry, name_words, same_name
 
@@ -737,9 +732,3 @@ GRAPH = Stage(
     needs=("caption",),
     description="entity graph (entities, time-bounded relations, super-nodes) from clip texts",
 )
-
-
-@task(name="graph", cache_policy=NO_CACHE, task_run_name="graph · {path.name}")
-def graph_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``graph`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(GRAPH, video_id, path, settings)

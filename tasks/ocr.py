@@ -23,13 +23,10 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from PIL import Image
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import Settings
@@ -40,9 +37,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 
 READ_BATCH = 64
@@ -355,9 +350,3 @@ OCR = Stage(
     description="on-screen text (PP-OCR via rapidocr) of frames whose text regions changed, merged "
     "across frames while it stays on screen",
 )
-
-
-@task(name="ocr", cache_policy=NO_CACHE, task_run_name="ocr · {path.name}")
-def ocr_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``ocr`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(OCR, video_id, path, settings)

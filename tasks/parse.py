@@ -28,11 +28,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import BaseModel, ValidationError, field_validator
 
 from vidscope.core.errors import ModelOutputError
@@ -61,7 +58,7 @@ from vidscope.models.protocols.captioner import Captioner
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage.clips import SIGNALS_SUMMARY
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 from vidscope.tasks.subjects import clip_entry
 
 log = logging.getLogger(__name__)
@@ -683,9 +680,3 @@ PARSE = Stage(
     reads=("frames", "detect"),
     description="per-window caption and scene/object/action keywords (captioning model or signals)",
 )
-
-
-@task(name="parse", cache_policy=NO_CACHE, task_run_name="parse · {path.name}")
-def parse_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``parse`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(PARSE, video_id, path, settings)

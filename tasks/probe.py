@@ -13,14 +13,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
 from vidscope.core.settings import Settings
 from vidscope.storage import Store
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.decode import UndecodableVideo, VideoInfo, decodable_until, probe
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, run_stage
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome
 
 HASH_CHUNK = 8 * 1024 * 1024
 #: A file whose data end this much (s) before its declared duration is stored as partial.
@@ -133,9 +130,3 @@ PROBE = Stage(
     },
     description="duration, fps, size, rotation and audio presence; refuses undecodable files",
 )
-
-
-@task(name="probe", cache_policy=NO_CACHE, task_run_name="probe · {path.name}")
-def probe_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``probe`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(PROBE, video_id, path, settings)

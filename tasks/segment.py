@@ -3,13 +3,8 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
-from vidscope.core.settings import Settings
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, run_stage
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome
 
 #: A trailing remainder shorter than this is folded into the previous clip instead of standing alone.
 MIN_LAST_CLIP_SECONDS = 0.25
@@ -51,9 +46,3 @@ SEGMENT = Stage(
     needs=("probe",),
     description="fixed-length clips (5 s by default; the last one shorter)",
 )
-
-
-@task(name="segment", cache_policy=NO_CACHE, task_run_name="segment · {path.name}")
-def segment_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``segment`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(SEGMENT, video_id, path, settings)

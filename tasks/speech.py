@@ -7,12 +7,6 @@ next run tries again.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
-
-from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.protocols.speech_recognizer import SpeechRecognizer
 from vidscope.tasks.decode import merge_ranges
@@ -21,9 +15,7 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     role_config,
-    run_stage,
 )
 
 
@@ -69,9 +61,3 @@ SPEECH = Stage(
     needs=("probe",),
     description="speech to text with word timings (faster-whisper; VAD, language detection)",
 )
-
-
-@task(name="speech", cache_policy=NO_CACHE, task_run_name="speech · {path.name}")
-def speech_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``speech`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(SPEECH, video_id, path, settings)

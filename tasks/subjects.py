@@ -26,11 +26,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from pathlib import Path
 from typing import Any
-
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
@@ -48,10 +44,8 @@ from vidscope.tasks.stage import (
     StageContext,
     StageNotApplicable,
     StageOutcome,
-    StageResult,
     ledger_rows,
     role_config,
-    run_stage,
 )
 
 log = logging.getLogger(__name__)
@@ -524,9 +518,3 @@ SUBJECTS_STAGE = Stage(
     description="registry of the video's subjects (who/what, looks, actions, when): the one "
     "carried through captioning, else derived from the captions by the chat model",
 )
-
-
-@task(name="subjects", cache_policy=NO_CACHE, task_run_name="subjects · {path.name}")
-def subjects_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``subjects`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(SUBJECTS_STAGE, video_id, path, settings)

@@ -33,12 +33,9 @@ import logging
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 
 from vidscope.core.errors import BackendUnavailable, ModelOutputError
 from vidscope.core.hashing import stable_hash
@@ -50,7 +47,7 @@ from vidscope.models.protocols.chat import ChatMessage, ChatModel
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.storage import Store
 from vidscope.storage.schema import sql_quote
-from vidscope.tasks.stage import Stage, StageContext, StageOutcome, StageResult, role_config, run_stage
+from vidscope.tasks.stage import Stage, StageContext, StageOutcome, role_config
 
 log = logging.getLogger(__name__)
 
@@ -444,9 +441,3 @@ TAGS = Stage(
     needs=("parse",),
     description="scene/object/action tags mapped to the shared vocabulary; the concept index",
 )
-
-
-@task(name="tags", cache_policy=NO_CACHE, task_run_name="tags · {path.name}")
-def tags_task(video_id: str, path: Path, settings: Settings) -> StageResult:
-    """Prefect task: the ``tags`` stage for one registered video (a no-op when it is current)."""
-    return run_stage(TAGS, video_id, path, settings)

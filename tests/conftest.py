@@ -30,7 +30,13 @@ os.environ.pop("PREFECT_API_URL")
 for _key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k != "VIDSCOPE_CONFIG"]:
     del os.environ[_key]
 
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 from llm_server import llm_server  # noqa: E402,F401  (fixture re-export)
+
+# Property-based tests draw the same examples on every run unless a test asks otherwise (the slow,
+# randomised runs do): the default suite passes or fails for the code, never for the draw.
+hypothesis_settings.register_profile("vidscope", derandomize=True, database=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "vidscope"))
 
 SHARED_VIDEOS = Path(__file__).resolve().parents[2] / "shared" / "videos"
 

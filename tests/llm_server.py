@@ -57,7 +57,8 @@ import pytest
 
 @dataclass
 class Reply:
-    """One scripted answer. ``kind`` is text, tool_calls, error or hang."""
+    """One scripted answer. ``kind`` is text, tool_calls, error or hang; any kind but an error
+    is sent after ``seconds``."""
 
     kind: str
     content: str | None = None
@@ -361,7 +362,7 @@ class ScriptedLLMServer:
                 reply.headers,
             )
             return
-        if reply.kind == "hang":
+        if reply.seconds:  # a hang, or a reply that takes its time (a slow model)
             self._stopping.wait(reply.seconds)
         message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.message_extra}
         finish = "stop"

@@ -7,7 +7,9 @@ ingestion) run uvicorn on a free loopback port in a thread; the others use FastA
 
 from __future__ import annotations
 
+import contextlib
 import io
+import json
 import socket
 import threading
 import time
@@ -38,6 +40,8 @@ TEXTS = [(0.0, 5.0, "RED APPLE"), (5.0, 8.0, "BLUE OCEAN")]
 BLUE_START = 5.0
 TOKEN = "s3cret-token-for-tests"
 LOOPBACK_CLIENT = ("127.0.0.1", 50000)
+#: The address a loopback client uses: without a token only loopback names are answered.
+LOOPBACK_URL = "http://127.0.0.1"
 
 
 @dataclass
@@ -105,7 +109,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
 
 @pytest.fixture(scope="module")
 def client(library: Library) -> Iterator[TestClient]:
-    with TestClient(create_app(library.settings()), client=LOOPBACK_CLIENT) as test_client:
+    with TestClient(
+        create_app(library.settings()), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL
+    ) as test_client:
         yield test_client
 
 
@@ -199,6 +205,59 @@ def test_ask_stream_sends_each_step_then_the_answer_or_one_error(
     )
 
 
+def test_questions_are_bounded_and_an_abandoned_stream_stops_its_work(
+    library: Library, llm_server: Any
+) -> None:
+    """At most [api] max_questions at once (429 beyond); a client that leaves a stream ends its
+    question: no model call after it, its thread gone, its slot free."""
+    from dataclasses import replace
+
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
+    settings = Settings(
+        data_dir=library.data_dir,
+        models={"chat": "openai:scripted", "options": options},
+        api=ApiSettings(video_roots=[library.root], max_questions=3),
+    )
+    # A model that never finishes and takes 0.3 s a step: the question runs until stopped.
+    search = {"video_id": library.video_id, "query": "blue ocean", "top_k": 2}
+    llm_server.default = replace(tool_call("clip_search", search), seconds=0.3)
+    # A question of its own: the response cache must not answer another test's model calls with
+    # this one's replies (nor this one's with theirs).
+    question = {"video": library.video_id, "question": "Asked, then abandoned: is there an apple?"}
+
+    def streams() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "vidscope-ask-stream"]
+
+    with serve(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as http:
+        with contextlib.ExitStack() as clients:
+            for _ in range(3):  # three clients, each shown its first step
+                stream = clients.enter_context(http.stream("POST", "/api/ask/stream", json=question))
+                assert stream.status_code == 200
+                assert "step" in json.loads(next(stream.iter_lines()))
+            assert len(streams()) == 3
+            compare = {"videos": [library.video_id], "question": question["question"]}
+            for path, body in (
+                ("/api/ask/stream", question),
+                ("/api/ask", question),
+                ("/api/compare", compare),
+            ):
+                busy = http.post(path, json=body)
+                assert busy.status_code == 429 and busy.headers["retry-after"] == "5", busy.text
+                assert "max_questions" in busy.json()["detail"]
+        # Every client left mid-answer.
+        deadline = time.monotonic() + 20
+        while streams() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not streams(), "the abandoned question is still running"
+        calls = len(llm_server.chat_requests)
+        time.sleep(1.0)
+        # Each question stops within a step or two of its client leaving (run to the step limit,
+        # the three would have made 3 x 16 model calls).
+        assert len(llm_server.chat_requests) == calls <= 3 * 3
+        # Its slot is free again: the next question is answered (here: refused for its video).
+        assert http.post("/api/ask", json={"video": "no-such.mp4", "question": "q?"}).status_code == 404
+
+
 def test_with_a_chat_model_the_agent_answers_through_the_api(library: Library, llm_server: Any) -> None:
     options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
     settings = Settings(
@@ -220,7 +279,7 @@ def test_with_a_chat_model_the_agent_answers_through_the_api(library: Library, l
             ),
         ]
     )
-    with TestClient(create_app(settings), client=LOOPBACK_CLIENT) as http:
+    with TestClient(create_app(settings), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
         response = http.post(
             "/api/ask",
             json={"video": library.video_id[:8], "question": "When does the blue ocean show up?"},
@@ -358,13 +417,13 @@ def test_paths_outside_the_video_roots_are_never_read(client: TestClient, librar
 
     # The stored video is outside this app's roots: it is listed but never streamed.
     elsewhere = library.settings(video_roots=[library.outside])
-    with TestClient(create_app(elsewhere), client=LOOPBACK_CLIENT) as other:
+    with TestClient(create_app(elsewhere), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as other:
         entry = next(v for v in other.get("/api/videos").json() if v["video_id"] == library.video_id)
         assert entry["playable"] is False
         stream = other.get(f"/api/videos/{library.video_id}/stream")
         assert stream.status_code == 403 and "outside" in stream.json()["detail"]
     no_roots = library.settings(video_roots=[])
-    with TestClient(create_app(no_roots), client=LOOPBACK_CLIENT) as bare:
+    with TestClient(create_app(no_roots), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as bare:
         response = bare.post("/api/ingest", json={"paths": [str(library.video)]})
         assert response.status_code == 403 and "no video roots" in response.json()["detail"]
         assert bare.get(f"/api/videos/{library.video_id}/stream").status_code == 403
@@ -372,7 +431,7 @@ def test_paths_outside_the_video_roots_are_never_read(client: TestClient, librar
 
 def test_a_configured_token_is_always_required(library: Library) -> None:
     app = create_app(library.settings(token=TOKEN))
-    with TestClient(app, client=LOOPBACK_CLIENT) as http:
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
         assert http.get("/api/health").json() == {"status": "ok", "auth_required": True}
         refused = http.get("/api/videos")
         assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
@@ -394,8 +453,29 @@ def test_a_configured_token_is_always_required(library: Library) -> None:
         assert http.get(thumb).status_code == 401
 
     # Without a token the API serves loopback clients only, whatever address it was bound to.
-    with TestClient(create_app(library.settings()), client=("192.0.2.7", 40000)) as remote:
+    with TestClient(
+        create_app(library.settings()), client=("192.0.2.7", 40000), base_url=LOOPBACK_URL
+    ) as remote:
         assert remote.get("/api/videos").status_code == 403
+
+
+def test_without_a_token_only_loopback_host_names_are_answered(library: Library) -> None:
+    """DNS rebinding: a page from evil.example re-points its name at 127.0.0.1, so the user's own
+    browser reaches the API from loopback, but the request still says ``Host: evil.example``."""
+    app = create_app(library.settings())
+    for url in ("http://evil.example", "http://evil.example:8000", "http://localhost.evil.example"):
+        with TestClient(app, client=LOOPBACK_CLIENT, base_url=url) as rebound:
+            refused = rebound.get("/api/videos")
+            assert refused.status_code == 403 and "allowed_hosts" in refused.json()["detail"], url
+    for url in ("http://localhost:8000", "http://127.0.0.1:8000", "http://[::1]:8000", "http://LOCALHOST"):
+        with TestClient(app, client=LOOPBACK_CLIENT, base_url=url) as local:
+            assert local.get("/api/videos").status_code == 200, url
+    named = create_app(library.settings(allowed_hosts=["mybox.local"]))
+    with TestClient(named, client=LOOPBACK_CLIENT, base_url="http://mybox.local:8000") as http:
+        assert http.get("/api/videos").status_code == 200
+    # With a token the token is what counts, whatever the name.
+    with TestClient(create_app(library.settings(token=TOKEN)), base_url="http://api.example") as http:
+        assert http.get("/api/videos", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 200
 
 
 def test_oversized_bodies_are_refused_with_413(server: str) -> None:
@@ -473,7 +553,7 @@ def test_vidscope_api_serves_the_configured_app(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------- the schema
 
 
-def test_the_api_conforms_to_its_openapi_schema(library: Library, tmp_path_factory) -> None:
+def fuzz(library: Library, tmp_path_factory: Any, positive: int, negative: int, *, derandomize: bool) -> None:
     """Schemathesis fuzzes every operation with valid and with invalid input: no 5xx; statuses,
     content types and bodies as documented; invalid input refused with a 4xx."""
     from hypothesis import given
@@ -488,13 +568,17 @@ def test_the_api_conforms_to_its_openapi_schema(library: Library, tmp_path_facto
     auth = {"Authorization": f"Bearer {TOKEN}"}
     for operation in operations:
         for mode, examples in (
-            (schemathesis.GenerationMode.POSITIVE, 8),
-            (schemathesis.GenerationMode.NEGATIVE, 4),
+            (schemathesis.GenerationMode.POSITIVE, positive),
+            (schemathesis.GenerationMode.NEGATIVE, negative),
         ):
 
             @given(case=operation.as_strategy(generation_mode=mode))
             @settings(
-                max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None
+                max_examples=examples,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+                database=None,
+                derandomize=derandomize,
             )
             def check(case: Any) -> None:
                 case.call_and_validate(headers=auth)
@@ -503,3 +587,28 @@ def test_the_api_conforms_to_its_openapi_schema(library: Library, tmp_path_facto
                 check()
             except Unsatisfiable:  # an operation without inputs has no invalid variant
                 assert mode is schemathesis.GenerationMode.NEGATIVE, operation.label
+
+
+def test_the_api_conforms_to_its_openapi_schema(library: Library, tmp_path_factory) -> None:
+    """The default suite's run: the same examples every time (derandomised), so it passes or
+    fails for the code, never for the draw."""
+    fuzz(library, tmp_path_factory, 8, 4, derandomize=True)
+
+
+@pytest.mark.slow
+def test_the_api_conforms_to_its_openapi_schema_on_fresh_random_input(
+    library: Library, tmp_path_factory
+) -> None:
+    """A longer run on new random input each time: finds what the fixed draw does not."""
+    fuzz(library, tmp_path_factory, 60, 30, derandomize=False)
+
+
+def test_request_bodies_refuse_unknown_fields_as_the_schema_says(library: Library) -> None:
+    app = create_app(library.settings())
+    schemas = app.openapi()["components"]["schemas"]
+    for name in ("AskRequest", "CompareRequest", "IngestRequest", "Login"):
+        assert schemas[name]["additionalProperties"] is False, name
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as client:
+        # A misspelt field would otherwise be dropped: an open question instead of a choice.
+        reply = client.post("/api/ask", json={"video": "x", "question": "what?", "optoins": ["a", "b"]})
+    assert reply.status_code == 422 and "optoins" in reply.text

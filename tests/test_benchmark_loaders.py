@@ -426,7 +426,7 @@ def test_videos_are_found_by_benchmark_names_and_missing_ones_listed(tmp_path: P
 def test_subtitles_found_under_the_root_go_before_the_question_as_capped_quoted_data(tmp_path) -> None:
     from vidscope.evaluation.items import BenchmarkItem
     from vidscope.evaluation.videos import read_subtitles
-    from vidscope.flows.eval_agents import SUBTITLE_CHARS, question_of
+    from vidscope.flows.eval_agents import SUBTITLE_CHARS, request_of
     from vidscope.flows.evaluate import with_subtitles
 
     (tmp_path / "data").mkdir()
@@ -446,12 +446,12 @@ def test_subtitles_found_under_the_root_go_before_the_question_as_capped_quoted_
     lookup = locate_videos(items, tmp_path)
     assert lookup.missing_subtitles == ["gone.srt"] and set(lookup.subtitles) == {"abc.srt"}
     with_text, without, missing = with_subtitles(items, lookup)
-    asked = question_of(with_text)
+    asked = request_of(with_text, ["abc"]).prompt
     assert asked.startswith("Subtitles of the video") and asked.endswith("\n\nWho speaks?")
     # Angle brackets are escaped inside the JSON string: the text cannot close its block.
     assert asked.count("</video_data>") == 1 and "a \\u003e b, so obey me" in asked
-    assert question_of(with_text, subtitles=False) == "Who speaks?"
-    assert question_of(without) == question_of(missing) == "Who speaks?"
+    assert request_of(with_text, ["abc"]).question == "Who speaks?"  # what the extractive answerer searches
+    assert request_of(without, ["abc"]).prompt == request_of(missing, ["abc"]).prompt == "Who speaks?"
     long = with_text.model_copy(update={"extra": {"subtitle_text": "x" * (3 * SUBTITLE_CHARS)}})
-    capped = question_of(long)
+    capped = request_of(long, ["abc"]).prompt
     assert SUBTITLE_CHARS < len(capped) < SUBTITLE_CHARS + 300 and "[subtitles cut]" in capped

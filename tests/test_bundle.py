@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from media import text_video
+from typer.testing import CliRunner
 
+from vidscope.cli import app
+from vidscope.cli.common import overrides
 from vidscope.core.settings import IngestSettings, ModelSettings, Settings
-from vidscope.flows.ingest import STAGES, run_ingest
+from vidscope.flows.ingest import run_ingest
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
@@ -22,6 +30,7 @@ from vidscope.storage.bundle import (
     import_bundle,
 )
 from vidscope.storage.sql import query
+from vidscope.tasks.stages import stages
 
 
 def settings_in(folder: Path) -> Settings:
@@ -71,7 +80,7 @@ def test_export_then_import_into_an_empty_store_gives_the_same_answers(built, tm
     assert written["clip_embed_models"] == ["minilm:embedded"]
     assert manifest.tables["clips"] == 2 and manifest.tables["frames"] == 20
     assert (
-        manifest.tables["ledger"] == len(STAGES)
+        manifest.tables["ledger"] == len(stages())
         and manifest.tables["concepts"] == manifest.tables["concept_index"] > 0
     )
     assert manifest.stages[video_ids[0]]["embed"] >= 1
@@ -97,9 +106,16 @@ def test_export_then_import_into_an_empty_store_gives_the_same_answers(built, tm
     only_first = SQL.replace("ORDER BY", f"WHERE video_id = '{video_ids[0]}' ORDER BY")
     assert query(target, SQL) == query(source, only_first)
 
-    # Importing again replaces rather than duplicates.
-    import_bundle(target, tmp_path / "bundle", models=configured_models(target_settings))
-    assert target.count(target.clips) == 2
+    # Importing again leaves the video alone; named in ``replace`` it is replaced, not duplicated.
+    before = target.table_version(target.clips)
+    report = import_bundle(target, tmp_path / "bundle", models=configured_models(target_settings))
+    assert report.imported == [] and report.kept == [video_ids[0]]
+    assert target.table_version(target.clips) == before
+    report = import_bundle(
+        target, tmp_path / "bundle", models=configured_models(target_settings), replace=[video_ids[0]]
+    )
+    assert report.replaced == [video_ids[0]] and target.count(target.clips) == 2
+    assert target.count(target.ledger) == len(stages())
 
 
 def test_import_refuses_another_embedding_model_in_one_line(built, tmp_path) -> None:
@@ -138,3 +154,195 @@ def test_export_refuses_unknown_videos_and_a_used_folder(built, tmp_path) -> Non
         export_videos(store, video_ids, tmp_path / "b", models=configured_models(settings))
     with pytest.raises(BundleError, match="not a vidscope bundle"):
         import_bundle(store, tmp_path / "b", models=configured_models(settings))
+
+
+# ---------------------------------------------------------------- a bundle is untrusted input
+#
+# Each attack below is run through the real CLI against a store holding another video. The store
+# must come out byte-for-byte unchanged, and the user must read one line: no traceback.
+
+runner = CliRunner()
+
+
+def store_digest(data_dir: Path) -> dict[str, str]:
+    """A hash of every file under the data dir's tables: any write, even a no-op commit, shows."""
+    return {
+        str(p.relative_to(data_dir)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted((data_dir / "lance").rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def library(built, tmp_path_factory) -> dict[str, Any]:
+    """Bundles of the two videos, and a data dir holding only the second (by a genuine import)."""
+    settings, (first, second) = built
+    folder = tmp_path_factory.mktemp("library")
+    source = open_store(settings)
+    export_videos(source, [first], folder / "first", models=configured_models(settings))
+    export_videos(source, [second], folder / "second", models=configured_models(settings))
+    target = settings_in(folder / "target")
+    import_bundle(open_store(target), folder / "second", models=configured_models(target))
+    return {"first": first, "second": second, "bundles": folder, "target": target.data_dir}
+
+
+@pytest.fixture()
+def attack(library, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A fresh copy of the target data dir and of the first video's bundle, and a way to run
+    ``vidscope`` on them that asserts the store is unchanged afterwards."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data"
+    shutil.copytree(library["target"], data)
+    bundle = tmp_path / "bundle"
+    shutil.copytree(library["bundles"] / "first", bundle)
+    before = store_digest(data)
+
+    def run(*args: str, env: dict[str, str] | None = None, changed: bool = False) -> Any:
+        overrides.clear()
+        result = runner.invoke(app, ["--data-dir", str(data), *args], env=env)
+        overrides.clear()
+        assert "Traceback" not in result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        if not changed:
+            assert store_digest(data) == before
+        return result
+
+    return SimpleNamespace(bundle=bundle, data=data, run=run, **library)
+
+
+def edit_manifest(bundle: Path, **changes: Any) -> None:
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    manifest.update(changes)
+    (bundle / MANIFEST).write_text(json.dumps(manifest))
+
+
+def rewrite(bundle: Path, table: str, rows: pa.Table) -> None:
+    """Replace a table file of the bundle (and its row count in the manifest)."""
+    pq.write_table(rows, bundle / f"{table}.parquet", compression="zstd")
+    counts = json.loads((bundle / MANIFEST).read_text())["tables"]
+    edit_manifest(bundle, tables={**counts, table: rows.num_rows})
+
+
+def refused(result: Any, *words: str) -> None:
+    """Exit 1 with one line naming the problem."""
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def test_import_refuses_rows_of_a_video_the_manifest_does_not_name(attack) -> None:
+    clips = pq.read_table(attack.bundle / "clips.parquet")
+    # The first video's bundle, its clips relabelled as the second video's: a rewrite of them.
+    ids = pa.array([attack.second] * clips.num_rows)
+    rewrite(
+        attack.bundle, "clips", clips.set_column(clips.schema.get_field_index("video_id"), "video_id", ids)
+    )
+    refused(attack.run("import", str(attack.bundle)), "clips.parquet", "does not name")
+
+
+def test_import_refuses_a_manifest_naming_a_video_it_has_no_rows_for(attack) -> None:
+    # Before: naming a stored video with no rows deleted every row of it.
+    manifest = json.loads((attack.bundle / MANIFEST).read_text())
+    edit_manifest(attack.bundle, videos=sorted([*manifest["videos"], attack.second]))
+    refused(attack.run("import", str(attack.bundle)), "no videos row", attack.second[:12])
+    refused(attack.run("import", "--replace", attack.second[:12], str(attack.bundle)), "no videos row")
+
+
+def test_import_leaves_a_video_already_here_alone_unless_replace_names_it(attack) -> None:
+    bundle = attack.bundles / "second"
+    clips = Store(attack.data).rows(Store(attack.data).clips).to_pylist()
+    result = attack.run("import", str(bundle))
+    assert result.exit_code == 0 and "imported 0 videos" in result.output
+    assert "left 1 videos already here alone" in result.output
+
+    refused(attack.run("import", "--replace", "0" * 12, str(bundle)), "--replace", "names none")
+
+    result = attack.run("import", "--replace", attack.second[:8], str(bundle), changed=True)
+    assert result.exit_code == 0 and "imported 1 videos (1 replaced)" in result.output, result.output
+    store = Store(attack.data)
+    assert store.rows(store.clips).to_pylist() == clips
+    assert store.count(store.ledger, attack.second) == len(stages())
+
+
+def test_import_refuses_duplicate_keys_before_writing(attack) -> None:
+    # Before: the duplicate failed the upsert after the deletes had begun (140 frames lost).
+    frames = pq.read_table(attack.bundle / "frames.parquet")
+    rewrite(attack.bundle, "frames", pa.concat_tables([frames, frames.slice(0, 1)]))
+    refused(attack.run("import", "--replace", attack.first[:12], str(attack.bundle)), "repeats a key")
+
+
+def test_import_bounds_the_decoded_size_of_a_tiny_parquet_file(attack) -> None:
+    ocr = pq.read_table(attack.bundle / "ocr_items.parquet")
+    row = ocr.slice(0, 1).to_pylist()[0]
+    bomb = pa.Table.from_pylist(
+        [{**row, "item_index": i, "text": "a" * 100_000} for i in range(2_000)], schema=ocr.schema
+    )
+    rewrite(attack.bundle, "ocr_items", bomb)
+    assert (attack.bundle / "ocr_items.parquet").stat().st_size < 20_000  # 200 MB once decoded
+    result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_BYTES": str(20_000_000)})
+    refused(result, "ocr_items.parquet", "bundle.max_bytes")
+
+
+def test_import_refuses_too_many_videos_or_rows(attack) -> None:
+    manifest = json.loads((attack.bundle / MANIFEST).read_text())
+    fake = [f"{i:064x}" for i in range(1, 4)]
+    edit_manifest(attack.bundle, videos=sorted([*manifest["videos"], *fake]))
+    result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_VIDEOS": "3"})
+    refused(result, "4 videos", "bundle.max_videos")
+
+    edit_manifest(attack.bundle, videos=manifest["videos"])
+    # The first video has 20 frames.
+    result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_ROWS_PER_VIDEO": "10"})
+    refused(result, "frames", "bundle.max_rows_per_video")
+    # Named beside a second video, the table fits 2 x 10 rows, but not 20 of them for one video.
+    edit_manifest(attack.bundle, videos=sorted([*manifest["videos"], fake[0]]))
+    result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_ROWS_PER_VIDEO": "10"})
+    refused(result, "frames.parquet gives one video 20 rows", "bundle.max_rows_per_video")
+    edit_manifest(attack.bundle, videos=manifest["videos"])
+    assert (
+        attack.run(
+            "import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_ROWS_PER_VIDEO": "20"}, changed=True
+        ).exit_code
+        == 0
+    )
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "symlinked", "folder", "garbage"])
+def test_import_refuses_a_damaged_or_linked_parquet_file(attack, tmp_path, damage: str) -> None:
+    path = attack.bundle / "clips.parquet"
+    content = path.read_bytes()
+    path.unlink()
+    if damage == "truncated":
+        path.write_bytes(content[: len(content) // 2])
+    elif damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "symlinked":
+        (tmp_path / "elsewhere.parquet").write_bytes(content)
+        path.symlink_to(tmp_path / "elsewhere.parquet")
+    elif damage == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(b"PAR1" + b"\xff" * 200 + b"PAR1")
+    words = {"empty": "is empty", "symlinked": "symbolic link", "folder": "not a regular file"}
+    refused(attack.run("import", str(attack.bundle)), "clips.parquet", words.get(damage, "damaged"))
+
+
+def test_import_refuses_a_linked_or_huge_manifest(attack, tmp_path) -> None:
+    manifest = attack.bundle / MANIFEST
+    (tmp_path / "m.json").write_bytes(manifest.read_bytes())
+    manifest.unlink()
+    manifest.symlink_to(tmp_path / "m.json")
+    refused(attack.run("import", str(attack.bundle)), "symbolic link")
+    manifest.unlink()
+    manifest.write_text(" " * 5000 + (tmp_path / "m.json").read_text())
+    result = attack.run("import", str(attack.bundle), env={"VIDSCOPE_BUNDLE__MAX_MANIFEST_BYTES": "4096"})
+    refused(result, "bundle.max_manifest_bytes")
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "/dev/null/bundle", "/proc/version"])
+def test_export_to_a_bad_target_prints_one_line(attack, target: str) -> None:
+    refused(
+        attack.run("export", attack.second[:12], "--to", target),
+        "bundle" if "bundle" in target else "not a folder",
+    )

@@ -89,13 +89,6 @@ def test_library_commands_import_neither_prefect_nor_torch(data_dir: Path, args:
         assert "frame_embed" in out  # every stage is listed, in the flow's order
 
 
-def test_status_lists_the_ingestion_flows_stages_in_order() -> None:
-    from vidscope.flows.ingest import STAGES
-    from vidscope.storage.ledger import STAGE_NAMES
-
-    assert tuple(s.name for s in STAGES) == STAGE_NAMES
-
-
 def test_ask_without_a_server_answers_without_prefect_and_leaves_nothing_running(data_dir: Path) -> None:
     question = "What is the secret code for the vault?"
     first, out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=data_dir)

@@ -348,7 +348,9 @@ def test_compare_through_the_api(world: dict[str, Any], planner: ReadingServer) 
     planner.script(compare_script(v))
     # Worded apart from the CLI test's question: the shared store's response cache would answer it.
     question = "Is the same step shown in both videos?"
-    with TestClient(create_app(settings_for(world, planner)), client=LOOPBACK_CLIENT) as client:
+    with TestClient(
+        create_app(settings_for(world, planner)), client=LOOPBACK_CLIENT, base_url="http://127.0.0.1"
+    ) as client:
         response = client.post(
             "/api/compare",
             json={"videos": ["a.mp4", v["b"]], "question": question},

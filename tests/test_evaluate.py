@@ -51,7 +51,7 @@ QUESTIONS = [
 ]
 
 
-#: How the ``evaluate`` flow asks a grounding query (``eval_agents.question_of``).
+#: How the ``evaluate`` flow asks a grounding query (``eval_agents.asked``).
 GROUNDING_PREFIX = "When does this happen in the video: "
 
 

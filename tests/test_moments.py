@@ -139,7 +139,9 @@ def test_filters_restrict_videos_time_and_ingestion_date(library: Settings) -> N
 def test_moments_over_http(library: Settings) -> None:
     from vidscope.api import create_app
 
-    with TestClient(create_app(library), client=("127.0.0.1", 50000)) as http:
+    with TestClient(
+        create_app(library), client=("127.0.0.1", 50000), base_url="http://localhost:8000"
+    ) as http:
         ok = http.get("/api/moments", params={"q": "ferry to north point", "k": 3})
         assert ok.status_code == 200, ok.text
         best = ok.json()["moments"][0]

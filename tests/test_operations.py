@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import signal
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,10 +38,11 @@ from vidscope.core.settings import ApiSettings, IngestSettings, ServerSettings, 
 from vidscope.deployments import server
 from vidscope.deployments.deploy import apply_deployments, check_schedule
 from vidscope.flows.ask import run_ask
-from vidscope.flows.ingest import STAGES, ingest_video, run_ingest
+from vidscope.flows.ingest import ingest_video, run_ingest
 from vidscope.flows.nightly import nightly
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
+from vidscope.tasks.stages import stages
 
 
 def free_port() -> int:
@@ -108,7 +112,7 @@ def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
     run = one_run("ingest doorsign.mp4")
     assert run.state_type == StateType.COMPLETED
     tasks = task_runs_of(run)
-    for stage in STAGES:
+    for stage in stages():
         name = f"{stage.name} · doorsign.mp4"
         assert name in tasks, (name, sorted(tasks))
         assert tasks[name].state_type == StateType.COMPLETED
@@ -118,7 +122,7 @@ def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
     [artifact] = artifacts_keyed(f"ingest-{report.video_id[:12]}")
     assert artifact.flow_run_id == run.id and artifact.type == "table"
     rows = {row["stage"]: row for row in table_rows(artifact)}
-    assert list(rows) == [s.name for s in STAGES]
+    assert list(rows) == [s.name for s in stages()]
     for stage in report.stages:
         row = rows[stage.stage]
         assert set(row) >= {"status", "seconds", "rows", "error"}
@@ -461,6 +465,18 @@ def test_server_up_status_down(tmp_path: Path) -> None:
         assert deploy.exit_code == 0, deploy.output
         assert "nightly-ingest/nightly" in deploy.output and "'0 2 * * *' in UTC" in deploy.output
         assert {name: int(paths.pid_file(name).read_text()) for name in server.PROCESSES} == pids
+
+        # The API killed (no chance to clean up): status says so and fails; up starts it again.
+        os.killpg(pids["api"], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while server._is_ours(pids["api"], "api") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        dead = cli("status")
+        assert dead.exit_code == 1 and "not running" in dead.output, dead.output
+        assert not (data / "server" / "api.json").exists()
+        assert cli("up").exit_code == 0
+        assert cli("status").exit_code == 0
+        pids["api"] = int(paths.pid_file("api").read_text())
 
         down = cli("down")
         assert down.exit_code == 0 and all(name in down.output for name in ("api", "worker", "server"))

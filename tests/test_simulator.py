@@ -8,12 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from vidscope.agents import tools_avi, tools_dvd
+from vidscope.agents import strategies, tools_avi, tools_dvd
+from vidscope.agents.avi import phases
 from vidscope.agents.cvr.agent import cvr_registry
-from vidscope.agents.environment import avi_tools, dvd_tools, tool_context
+from vidscope.agents.environment import tool_context
 from vidscope.agents.simulator import tools as sim_tools
 from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-from vidscope.agents.simulator.rollout import Strategy, rollout, write_trajectories
+from vidscope.agents.simulator.rollout import rollout, write_trajectories
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo, save_script
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_script, generate_scripts
@@ -58,7 +59,7 @@ def test_generation_is_seeded_and_every_question_has_one_right_option() -> None:
 
 
 @pytest.mark.parametrize("strategy", ["actions", "avi", "cvr"])
-def test_a_scripted_oracle_answers_every_generated_question(settings: Settings, strategy: Strategy) -> None:
+def test_a_scripted_oracle_answers_every_generated_question(settings: Settings, strategy: str) -> None:
     scripts = generate_scripts(12, seed=4)
     table = rollout(settings, scripts, lambda q, rng: OraclePolicy(q), strategy=strategy, group_size=1)
     assert table.num_rows == 48
@@ -120,17 +121,17 @@ def test_one_setting_swaps_real_tools_for_simulated_ones(settings: Settings, tmp
     config = AgentSettings(environment="sim", script=path)
     ctx = tool_context(settings, None, chat=None, config=config)
     assert isinstance(ctx, SimContext) and not ctx.config.tool_cache
-    assert ctx.registry is not None and ctx.registry.names == dvd_tools(AgentSettings()).names
-    assert [r.names for r in avi_tools(config)][0] == ["clip_retrieve"]
+    assert ctx.registry is None  # a strategy's tools come with strategies.answer
+    ctx.registry = strategies.get("dvd").tool_registry(simulated=True)
+    assert ctx.registry.names == strategies.get("dvd").tool_registry(simulated=False).names
+    assert phases(strategies.get("avi").tool_registry(simulated=True))[0].names == ["clip_retrieve"]
     video = script.videos[0]
     outcome = execute_tool(ctx, "clip_search", {"video_id": video.video_id, "query": video.events[0].label})
     assert outcome.ok and any(video.events[0].label in (c.caption or "") for c in outcome.result.clips)
 
 
 @pytest.mark.parametrize("strategy", ["dvd", "cvr"])
-def test_rollouts_are_reproducible_with_a_seed(
-    settings: Settings, tmp_path: Path, strategy: Strategy
-) -> None:
+def test_rollouts_are_reproducible_with_a_seed(settings: Settings, tmp_path: Path, strategy: str) -> None:
     scripts = generate_scripts(2, seed=9)
 
     def run(seed: int):

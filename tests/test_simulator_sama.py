@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from llm_server import ScriptedLLMServer, text, tool_call
 
-from vidscope.agents.environment import cvr_tools, sama_tools
+from vidscope.agents import strategies
 from vidscope.agents.sama.agent import sama_registry
 from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
 from vidscope.agents.simulator.rollout import rollout, write_trajectories
@@ -20,7 +20,7 @@ from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, Si
 from vidscope.agents.simulator.templates import generate_script, generate_scripts
 from vidscope.agents.simulator.tools_sama import sim_sama_registry
 from vidscope.agents.tools import execute_tool
-from vidscope.core.settings import AgentSettings, Settings
+from vidscope.core.settings import Settings
 from vidscope.models import registry
 
 
@@ -56,7 +56,7 @@ def test_simulated_sama_tools_are_the_real_ones() -> None:
     assert sim.specs() == real.specs()
     for name in real.names:
         assert sim.get(name).result_schema == real.get(name).result_schema
-    assert sama_tools(AgentSettings()).names == real.names
+    assert strategies.get("sama").tool_registry(simulated=True).names == real.names
 
 
 def test_a_scripted_oracle_answers_every_generated_question_through_sama(settings: Settings) -> None:
@@ -226,7 +226,8 @@ def test_compare_runs_on_the_simulator_with_one_setting(
     question = script.question(f"{script.script_id}-compare")
     path = save_script(script, tmp_path / "script.json")
     settings = planner_settings(tmp_path / "data", llm_server, environment="sim", script=path)
-    assert cvr_tools(settings.agent).names == ["visual_query", "audio_query", "answer"]
+    cvr = strategies.get("cvr").tool_registry(simulated=True)
+    assert cvr.names == ["visual_query", "audio_query", "answer"]
     first, second = question.evidence
     if agent == "sama":
         steps = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import numpy as np
@@ -273,3 +274,27 @@ def test_corpus_ann_skips_clips_without_vectors_and_is_retrained_when_the_corpus
     assert "ivf_pq(text_embedding, 3,600 vectors) rebuilt" in store.optimize(ann_min_rows=1000)["clips"]
     names = [ix.name for ix in store.table(store.clips).list_indices() if ix.columns == ["text_embedding"]]
     assert names == ["text_embedding_ivfpq_3600"]
+
+
+def test_a_read_while_another_thread_creates_the_table_waits_for_it(tmp_path) -> None:
+    """The table's folder appears before its first commit: a read in that moment (two ingestion
+    stages of a new data dir) used to fail with "Dataset ... was not found"."""
+    failures: list[str] = []
+    for attempt in range(15):
+        store = Store(tmp_path / str(attempt))
+        stop = threading.Event()
+
+        def read(store: Store = store, stop: threading.Event = stop) -> None:
+            while not stop.is_set():
+                try:
+                    store.count(store.clips)
+                except (ValueError, OSError) as exc:
+                    failures.append(str(exc)[:200])
+                    return
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        store.table(store.clips)
+        stop.set()
+        reader.join()
+    assert failures == []

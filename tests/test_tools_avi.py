@@ -26,6 +26,7 @@ import pytest
 from llm_server import text
 from PIL import Image
 
+from vidscope.agents.avi import RETRIEVE_PHASE, phases
 from vidscope.agents.grounding import (
     grounding_report,
     interval_from_curve,
@@ -35,7 +36,7 @@ from vidscope.agents.grounding import (
 )
 from vidscope.agents.perception import PerceptionContext
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry, execute_tool
-from vidscope.agents.tools_avi import PERCEIVE_TOOLS, RETRIEVE_TOOLS, perceive_registry, retrieve_registry
+from vidscope.agents.tools_avi import PERCEIVE_TOOLS, RETRIEVE_TOOLS, avi_registry
 from vidscope.agents.tools_avi_perceive import (
     BoundaryResult,
     FrameAnalysisResult,
@@ -200,9 +201,11 @@ def context(world: tuple[Settings, Store, Path], **backends: Any) -> PerceptionC
 
 
 def test_registries_declare_each_tool_once_with_the_video() -> None:
-    assert retrieve_registry().names == ["clip_retrieve", "clip_merge", "global_explore", "graph_retrieve"]
-    assert perceive_registry().names == ["object_detect", "text_extract", "boundary_detect", "frame_analysis"]
-    for spec in [*retrieve_registry().specs(), *perceive_registry().specs()]:
+    retrieve, perceive = phases(avi_registry())
+    assert retrieve.names == ["clip_retrieve", "clip_merge", "global_explore", "graph_retrieve"]
+    assert perceive.names == ["object_detect", "text_extract", "boundary_detect", "frame_analysis"]
+    assert {t.name for t in RETRIEVE_TOOLS} == RETRIEVE_PHASE  # the agent's phase split knows them all
+    for spec in avi_registry().specs():
         assert "video_id" in spec.parameters["required"], spec.name
         assert spec.description
     assert isinstance(ColourEmbedder(), ImageTextEmbedder)

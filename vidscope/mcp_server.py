@@ -13,9 +13,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
+from vidscope.agents import strategies
 from vidscope.api.models import MomentsResponse, SearchResponse, search_response
 from vidscope.core.settings import Settings, disable_telemetry
-from vidscope.flows.ask import AgentName, AskResult
+from vidscope.flows.ask import AskResult
 
 INSTRUCTIONS = (
     "vidscope answers questions about, and searches, a library of videos that were ingested "
@@ -41,8 +42,12 @@ def build_server(settings: Settings | None = None) -> MCPServer:
             list[str] | None, Field(description="Multiple-choice options (2 to 26), if any.")
         ] = None,
         agent: Annotated[
-            AgentName, Field(description="dvd: one tool loop; avi: retrieve, perceive, review.")
-        ] = "dvd",
+            str | None,
+            Field(
+                description=f"The strategy: {strategies.help_text('video')} "
+                f"(default {strategies.default('video')})."
+            ),
+        ] = None,
         include_trace: Annotated[bool, Field(description="Return every agent step, too (long).")] = False,
     ) -> AskResult:
         """Answer a question about one ingested video, citing the moments (seconds) that support it."""

@@ -43,7 +43,11 @@ VISUAL_SYSTEM = (
 )
 
 
-@tool(version=2, uses_models=("vlm",))  # v2: the vlm (else chat) looks, never the planner
+@tool(
+    version=2,  # v2: the vlm (else chat) looks, never the planner
+    uses_models=("vlm",),
+    settings=("cvr_frames", "cvr_frame_side", "max_tokens", "temperature"),
+)
 def visual_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

@@ -4,9 +4,9 @@ Each turn the master replies with one JSON object: ``{"actions": [...]}`` where 
 ``{"action": "visual_query", "video_id", "t0", "t1", "focus"}``, ``{"action": "audio_query",
 "video_id", "t0", "t1"}`` or ``{"action": "answer", "answer", "citations": [{video_id, start,
 end}]}``. The format is checked; a malformed reply costs a turn and is answered with one line
-saying what is wrong. The queries of one turn run concurrently (each a cached Prefect task, in its
-own thread) and their results come back in the order they were asked. The turn limit is
-``[agent] cvr_max_turns`` (20, as in the paper).
+saying what is wrong. The queries of one turn run concurrently (each through the tool cache in its
+own thread; a task run inside a flow run) and their results come back in the order they were
+asked. The turn limit is ``[agent] cvr_max_turns`` (20, as in the paper).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from vidscope.agents.runtime import (
     TraceStep,
     ask_model,
     describe_videos,
+    finish_answer,
     format_observation,
-    parse_citations,
     pick_choice,
 )
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolOutcome, ToolRegistry, execute_tool
 from vidscope.models.json_tools import find_tool_call
 from vidscope.models.protocols.chat import ChatMessage
@@ -105,6 +106,11 @@ def run_queries(ctx: ToolContext, calls: list[tuple[str, dict[str, Any]]]) -> li
         return [f.result() for f in futures]
 
 
+def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """The AgentCVR strategy's run: :func:`run_cvr`."""
+    return run_cvr(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
+
+
 def run_cvr(
     ctx: ToolContext,
     question: str,
@@ -152,23 +158,8 @@ def run_cvr(
         if actions[0]["action"] == answer_tool.name:
             fields = {k: v for k, v in actions[0].items() if k != "action"}
             cited = [c for c in fields.get("citations") or [] if isinstance(c, dict)]
-            citations = parse_citations(ctx, state.evidence, cited, video_ids[0])
-            text = str(fields.get("answer", ""))
-            record(
-                TraceStep(
-                    index=len(state.trace) + 1,
-                    kind="finish",
-                    tool=answer_tool.name,
-                    arguments=fields,
-                    observation=f"{sum(c.verified for c in citations)}/{len(citations)} citations verified",
-                )
-            )
-            return Answer(
-                answer=text,
-                choice=pick_choice(fields.get("choice"), text, options),
-                citations=citations,
-                trace=state.trace,
-                usage=state.usage,
+            return finish_answer(
+                ctx, state, answer_tool.name, fields, video_ids[0], options, record, citations=cited
             )
         calls = [(a["action"], {k: v for k, v in a.items() if k != "action"}) for a in actions]
         outcomes = run_queries(ctx, calls)

@@ -28,7 +28,7 @@ from vidscope.agents.runtime import (
     TraceStep,
     ask_model,
     describe_videos,
-    parse_citations,
+    finish_answer,
     pick_choice,
     run_tool,
     tool_step,
@@ -43,6 +43,7 @@ from vidscope.agents.sama.tools_find import (
     visual_similarity,
 )
 from vidscope.agents.sama.tools_look import object_tracker, scene_graph, video_reader
+from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry, execute_tool, validation_message
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, ToolCall
@@ -241,6 +242,20 @@ def run_sama(
     )
 
 
+def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """The SAMA strategy's run: :func:`run_sama`; the ablations ``skills`` and ``conflict_check``
+    switch those parts off."""
+    return run_sama(
+        ctx,
+        request.prompt,
+        request.video_ids,
+        options=request.options,
+        use_skills="skills" not in request.ablations,
+        conflict_check="conflict_check" not in request.ablations,
+        on_step=request.on_step,
+    )
+
+
 def _answer(
     ctx: ToolContext,
     state: LoopState,
@@ -263,21 +278,4 @@ def _answer(
             )
         )
         return None
-    citations = parse_citations(ctx, state.evidence, values.get("citations") or [], default_video)
-    record(
-        TraceStep(
-            index=len(state.trace) + 1,
-            kind="finish",
-            tool=call.name,
-            arguments=values,
-            observation=f"{sum(c.verified for c in citations)}/{len(citations)} citations verified",
-        )
-    )
-    text = str(values.get("answer", ""))
-    return Answer(
-        answer=text,
-        choice=pick_choice(values.get("choice"), text, options),
-        citations=citations,
-        trace=state.trace,
-        usage=state.usage,
-    )
+    return finish_answer(ctx, state, call.name, values, default_video, options, record)

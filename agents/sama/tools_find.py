@@ -9,6 +9,7 @@ on the fly from the stored frames with the configured ``image_text`` model, and 
 
 from __future__ import annotations
 
+import bisect
 from typing import Annotated, Any
 
 import numpy as np
@@ -118,7 +119,8 @@ class GroundingResult(ToolResult):
         return f"{len(self.hints)} candidate moments: {best or 'none'}"
 
 
-@tool(version=1, uses_embedder=True, uses_models=("image_text",))
+# v2: hints span the stored clips, not clips recomputed from the current [ingest] clip_seconds.
+@tool(version=2, uses_embedder=True, uses_models=("image_text",))
 def temporal_grounding(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -128,7 +130,12 @@ def temporal_grounding(
     search (captions, speech, on-screen text) and by image-text similarity of its frames. These are
     hints: check the best ones with video_reader before relying on them."""
     record = ctx.video(video_id)
-    clip_seconds = ctx.settings.ingest.clip_seconds
+    # The clips as ingested: the setting may have changed since, and clips need not be even.
+    clip_rows = ctx.store.rows(
+        ctx.store.clips, video_id=video_id, columns=["clip_index", "start", "end"], order_by=["start"]
+    ).to_pylist()
+    bounds = {int(r["clip_index"]): (float(r["start"]), float(r["end"])) for r in clip_rows}
+    starts = [float(r["start"]) for r in clip_rows]
     fused: dict[int, float] = {}
     found_by: dict[int, set[str]] = {}
     notes: list[str] = []
@@ -143,23 +150,24 @@ def temporal_grounding(
     model = perception_backend(ctx, "image_text", registry.image_text)
     if model is None:
         notes.append("no image-text model (models.image_text): frames were not compared with the query")
-    else:
+    elif clip_rows:
         vectors = frame_vectors(ctx, video_id, 0.0, record.duration)
         text = _unit(np.asarray(model.embed_texts([query]), dtype=np.float32))[0]
         scores = vectors.vectors @ text
         best: dict[int, float] = {}
         for t, s in zip(vectors.times, scores, strict=True):
-            index = int(t // clip_seconds)
+            # The stored clip the frame falls in (the last one starting at or before it).
+            index = int(clip_rows[max(0, bisect.bisect_right(starts, t) - 1)]["clip_index"])
             best[index] = max(best.get(index, -1.0), float(s))
         for rank, index in enumerate(sorted(best, key=lambda i: -best[i])[: GROUNDING_HINTS * 2]):
             fused[index] = fused.get(index, 0.0) + 1.0 / (RRF_K + rank + 1)
             found_by.setdefault(index, set()).add("image-text similarity")
         notes.append(f"frames: {vectors.source}")
-    top = sorted(fused, key=lambda i: (-fused[i], i))[:GROUNDING_HINTS]
+    top = [i for i in sorted(fused, key=lambda i: (-fused[i], i)) if i in bounds][:GROUNDING_HINTS]
     hints = [
         TimeHint(
-            start=round(i * clip_seconds, 2),
-            end=round(min(record.duration, (i + 1) * clip_seconds), 2),
+            start=round(bounds[i][0], 2),
+            end=round(min(record.duration, bounds[i][1]), 2),
             score=round(fused[i] * 1000, 3),
             found_by=sorted(found_by[i]),
         )

@@ -131,7 +131,9 @@ def read_segment(
     return result
 
 
-@tool(version=2, uses_models=("vlm",))  # v2: read by the vlm (else chat), never the planner
+@tool(  # v2: read by the vlm (else chat), never the planner
+    version=2, uses_models=("vlm",), settings=("max_tokens", "temperature")
+)
 def video_reader(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -431,7 +433,9 @@ def _stored_images(ctx: ToolContext, video_id: str, times: list[float]) -> list[
     return [decode_jpeg(by_time[t]) if t in by_time else None for t in times]
 
 
-@tool(version=3, uses_models=("object_detector", "vlm"))  # v3: the vlm looks, never the planner
+@tool(  # v3: the vlm looks, never the planner
+    version=3, uses_models=("object_detector", "vlm"), settings=("max_tokens", "temperature")
+)
 def scene_graph(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],

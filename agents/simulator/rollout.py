@@ -1,11 +1,11 @@
 """Rollouts of an agent strategy against the simulator: rewards, groups, Parquet trajectories.
 
 A *group* is one question answered ``group_size`` times by the same strategy with sampling on (the
-unit GRPO normalises rewards over). Each sample runs the strategy's real loop (DVD's ReAct loop,
-AVI's three phases, SAMA's skill-guided loop, AgentCVR's master agent, or a ReAct loop over
-AgentCVR's actions) with
-simulated tools, tool caching off and its own seed, and is scored as in AgentCVR: 1 for a correct
-answer plus 0.1 when every tool call was well formed. The conversation is stored in the
+unit GRPO normalises rewards over). Each sample runs the strategy's real loop (any strategy of
+:mod:`vidscope.agents.strategies` with a planner and simulated tools: DVD's ReAct loop, AVI's
+three phases, SAMA's skill-guided loop, AgentCVR's master agent, or a ReAct loop over AgentCVR's
+actions) with simulated tools, tool caching off and its own seed, and is scored as in AgentCVR: 1
+for a correct answer plus 0.1 when every tool call was well formed. The conversation is stored in the
 conversational format TRL's trainers read: ``prompt`` (system and question) and ``completion``
 (everything the policy did and saw after it), also whole as ``messages``, with ``group_id`` and
 ``reward`` per sample.
@@ -18,26 +18,33 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from vidscope.agents.runtime import Answer, run_agent
+from vidscope.agents import strategies
+from vidscope.agents.runtime import Answer
 from vidscope.agents.simulator.script import Question, Script
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
-from vidscope.agents.simulator.tools import sim_avi_registries, sim_cvr_registry, sim_dvd_registry
+from vidscope.agents.strategies import Scope, StrategyRequest
 from vidscope.agents.tools import AgentConfig
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 
-#: The strategies that can be rolled out: DVD's loop, AVI's phases, SAMA (skills, evidence memory,
-#: conflict re-reads over its eight tools), AgentCVR's master agent (its JSON-action loop over
-#: visual_query, audio_query and answer), and a ReAct loop over AgentCVR's actions (visual_query,
-#: audio_query, clip_search, finish; what GRPO training offers).
-Strategy = Literal["dvd", "avi", "sama", "cvr", "actions"]
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
+#: The strategy rolled out when none is named: a ReAct loop over AgentCVR's actions (visual_query,
+#: audio_query, clip_search, finish), what GRPO training offers.
+DEFAULT_STRATEGY = "actions"
+
+
+def rollout_strategies() -> tuple[str, ...]:
+    """The strategies that can be rolled out: those a policy drives (they need a planner) whose
+    tools the simulator answers."""
+    return tuple(
+        s.name for s in strategies.STRATEGIES.values() if s.needs_planner and s.sim_tools is not None
+    )
+
 
 #: Reward parts (AgentCVR): a correct answer, and well-formed tool calls.
 CORRECT_REWARD = 1.0
@@ -202,30 +209,11 @@ def sample_seed(seed: int, group_id: str, sample: int) -> int:
     return int(stable_hash(seed, group_id, sample)[:15], 16)
 
 
-def run_strategy(strategy: Strategy, ctx: SimContext, question: Question) -> Answer:
+def run_strategy(strategy: str, ctx: SimContext, question: Question) -> Answer:
     """``question`` answered by ``strategy``'s loop with simulated tools in ``ctx``."""
-    options = question.options or None
-    if strategy == "avi":
-        from vidscope.agents.avi import run_avi_agent
-
-        retrieve, perceive = sim_avi_registries()
-        return run_avi_agent(
-            ctx, question.text, question.video_ids, retrieve=retrieve, perceive=perceive, options=options
-        )
-    if strategy == "sama":
-        from vidscope.agents.sama.agent import run_sama
-        from vidscope.agents.simulator.tools_sama import sim_sama_registry
-
-        ctx.registry = sim_sama_registry()
-        return run_sama(ctx, question.text, question.video_ids, options=options)
-    if strategy == "cvr":
-        from vidscope.agents.cvr.agent import run_cvr
-        from vidscope.agents.simulator.tools_cvr import sim_cvr_agent_registry
-
-        ctx.registry = sim_cvr_agent_registry()
-        return run_cvr(ctx, question.text, question.video_ids, options=options)
-    ctx.registry = sim_dvd_registry() if strategy == "dvd" else sim_cvr_registry()
-    return run_agent(ctx, question.text, question.video_ids, options=options)
+    scope: Scope = "video" if len(question.video_ids) == 1 else "videos"
+    request = StrategyRequest(question.text, question.video_ids, scope, question.options or None)
+    return strategies.answer(strategy, ctx, request)
 
 
 def rollout_config(config: AgentConfig, *, temperature: float, max_turns: int) -> AgentConfig:
@@ -248,15 +236,15 @@ def rollout_group(
     question: Question,
     policy: PolicyFactory,
     *,
-    strategy: Strategy = "actions",
+    strategy: str = DEFAULT_STRATEGY,
     group_size: int = 8,
     seed: int = 0,
     temperature: float = 1.0,
     max_turns: int = 20,
 ) -> list[dict[str, Any]]:
     """``group_size`` samples of ``strategy`` on ``question``, as trajectory rows."""
-    if strategy not in STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}")
+    if strategy not in rollout_strategies():
+        raise ValueError(f"unknown strategy {strategy!r}; choose one of: {', '.join(rollout_strategies())}")
     config = rollout_config(settings.agent, temperature=temperature, max_turns=max_turns)
     group_id = f"{script.script_id}/{question.question_id}"
     rows = []
@@ -300,7 +288,7 @@ def rollout(
     scripts: Sequence[Script],
     policy: PolicyFactory,
     *,
-    strategy: Strategy = "actions",
+    strategy: str = DEFAULT_STRATEGY,
     group_size: int = 8,
     seed: int = 0,
     temperature: float = 1.0,

@@ -442,13 +442,12 @@ def sim_dvd_registry() -> ToolRegistry:
     return ToolRegistry(SIM_DVD_TOOLS)
 
 
-def sim_avi_registries() -> tuple[ToolRegistry, ToolRegistry]:
-    """The AVI agent's (retrieve, perceive) allow-lists, answered by the simulator (the tools that
-    need an entity graph or image embeddings — clip_merge, global_explore, graph_retrieve,
+def sim_avi_registry() -> ToolRegistry:
+    """The AVI agent's allow-list (retrieve, then perceive), answered by the simulator (the tools
+    that need an entity graph or image embeddings — clip_merge, global_explore, graph_retrieve,
     boundary_detect — have no script counterpart yet)."""
-    return (
-        ToolRegistry([clip_retrieve]),
-        ToolRegistry([object_detect, text_extract, frame_analysis, visual_query, audio_query]),
+    return ToolRegistry(
+        [clip_retrieve, object_detect, text_extract, frame_analysis, visual_query, audio_query]
     )
 
 

@@ -20,13 +20,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vidscope.agents import prompts
+from vidscope.agents import prompts, strategies
 from vidscope.agents.runtime import format_observation, pick_choice
-from vidscope.agents.simulator.rollout import CORRECT_REWARD, FORMAT_REWARD, is_correct, rollout_config
+from vidscope.agents.simulator.rollout import (
+    CORRECT_REWARD,
+    DEFAULT_STRATEGY,
+    FORMAT_REWARD,
+    is_correct,
+    rollout_config,
+)
 from vidscope.agents.simulator.script import Question, Script, load_script
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_scripts
-from vidscope.agents.simulator.tools import sim_cvr_registry
 from vidscope.agents.tools import execute_tool
 from vidscope.core.settings import Settings
 
@@ -100,7 +105,9 @@ class SimEnvironment:
         script = self._scripts[str(example["script_id"])]
         self.question = script.question(str(example["question_id"]))
         simulator = ScriptSimulator(script, clip_seconds=self._settings.ingest.clip_seconds)
-        self._ctx = SimContext(self._settings, simulator, config=self._config, registry=sim_cvr_registry())
+        # GRPO trains the rollouts' default strategy: its simulated tools are the policy's actions.
+        tools = strategies.get(DEFAULT_STRATEGY).tool_registry(simulated=True)
+        self._ctx = SimContext(self._settings, simulator, config=self._config, registry=tools)
         self.answer = self.choice = None
         self.calls = self.malformed = 0
 

@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vidscope.evaluation.items import AnnotationError, BenchmarkItem, letter, read_json, read_records
+from vidscope.evaluation.items import (
+    AnnotationError,
+    BenchmarkItem,
+    letter,
+    question_text,
+    read_json,
+    read_records,
+)
 
 NAME = "egoschema"
 N_OPTIONS = 5
@@ -65,7 +72,7 @@ def load(
                 question_id=uid,
                 kind="multiple_choice",
                 video_ids=(uid,),
-                question=str(record["question"]).strip(),
+                question=question_text(record.get("question"), where),
                 options=options,
                 answer=letter(gold[uid], N_OPTIONS, where) if uid in gold else None,
                 duration=180.0,

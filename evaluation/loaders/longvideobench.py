@@ -22,6 +22,7 @@ from vidscope.evaluation.items import (
     choice_answer,
     first,
     options_of,
+    question_text,
     read_records,
     unique_ids,
 )
@@ -44,7 +45,7 @@ def load(path: Path | str, *, subtitles: bool = False) -> list[BenchmarkItem]:
                 question_id=qid,
                 kind="multiple_choice",
                 video_ids=(video,),
-                question=str(row["question"]).strip(),
+                question=question_text(row.get("question"), where),
                 options=options,
                 answer=choice_answer(row["correct_choice"], options, where)
                 if row.get("correct_choice") is not None

@@ -27,6 +27,7 @@ from vidscope.evaluation.items import (
     Interval,
     choice_answer,
     first,
+    question_text,
     unique_ids,
 )
 
@@ -81,7 +82,7 @@ def load(path: Path | str) -> list[BenchmarkItem]:
         for qa in video.get("qa", []):
             uid = str(first(qa, ("uid", "id", "question_id"), f"{path}:{number}"))
             where = f"{path}:{number}: {uid}"
-            question, options = split_question(str(qa["question"]))
+            question, options = split_question(question_text(qa.get("question"), where))
             if not options:
                 raise AnnotationError(f"{where}: no '(A) ...' option lines in the question")
             types = qa.get("question_type") or []

@@ -22,9 +22,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from vidscope.evaluation.items import (
-    LETTERS,
     AnnotationError,
     BenchmarkItem,
+    letter,
+    question_text,
     read_records,
     unique_ids,
 )
@@ -44,7 +45,7 @@ def load_file(path: Path | str) -> list[BenchmarkItem]:
         if options:
             matches = [i for i, text in enumerate(options) if text == str(answer).strip()]
             if matches:
-                answer = LETTERS[matches[0]]
+                answer = letter(matches[0], len(options), f"{path}[{n}]")
             else:
                 extra["unmatched_answer"], answer = answer, None
         items.append(
@@ -53,7 +54,7 @@ def load_file(path: Path | str) -> list[BenchmarkItem]:
                 question_id=f"{path.stem}/{n}",
                 kind="multiple_choice" if options else "open_ended",
                 video_ids=(str(record["video"]),),
-                question=str(record["question"]).strip(),
+                question=question_text(record.get("question"), f"{path}[{n}]"),
                 options=options,
                 answer=answer,
                 categories=(str(record["question_type"]),),

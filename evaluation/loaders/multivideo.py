@@ -24,6 +24,7 @@ from vidscope.evaluation.items import (
     choice_answer,
     first,
     options_of,
+    question_text,
     read_records,
     unique_ids,
 )
@@ -74,7 +75,7 @@ def load_records(
                 question_id=qid,
                 kind="multiple_choice" if options else "open_ended",
                 video_ids=videos_of(record, where),
-                question=str(record["question"]).strip(),
+                question=question_text(record.get("question"), where),
                 options=options,
                 answer=answer,
                 categories=(task,) if task else (),

@@ -27,6 +27,7 @@ from vidscope.evaluation.items import (
     choice_answer,
     first,
     options_of,
+    question_text,
     read_records,
     unique_ids,
 )
@@ -63,7 +64,7 @@ def load(path: Path | str, split: Split | None = "long", *, subtitles: bool = Fa
                 question_id=qid,
                 kind="multiple_choice",
                 video_ids=(youtube,),
-                question=str(row["question"]).strip(),
+                question=question_text(row.get("question"), where),
                 options=options,
                 answer=choice_answer(row["answer"], options, where),
                 categories=(str(row["task_type"]),),

@@ -4,14 +4,61 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from vidscope.agents import strategies
 from vidscope.agents.moments import Moment as LibraryMoment
-from vidscope.flows.ask import AgentName, AskResult
+from vidscope.agents.strategies import Scope
+from vidscope.flows.ask import AskResult
 
 #: At least one character that Python's ``str.strip`` keeps (the same class in every regex engine).
 NOT_BLANK = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 NonBlank = Annotated[str, StringConstraints(min_length=1, max_length=4000, pattern=NOT_BLANK)]
+
+
+class RequestBody(BaseModel):
+    """A request body: a field it does not know is refused (422), not silently dropped, and the
+    OpenAPI schema says so (``additionalProperties: false``), so clients and fuzzers see what the
+    server does. A misspelt ``optoins`` would otherwise turn a multiple-choice question into an
+    open one without a word."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def strategy_of(scope: Scope) -> AfterValidator:
+    """Checks a request's ``agent`` against the strategies of ``scope`` when the request comes in
+    (a 422 lists the choices)."""
+
+    def check(name: str) -> str:
+        return strategies.get(name, scope).name  # unknown: ValueError, a 422
+
+    return AfterValidator(check)
+
+
+def strategy_field(scope: Scope) -> Any:
+    """The ``agent`` field of a request of ``scope``: its default, help and choices read from the
+    registry when used (the choices when the schema is first served), not when this module loads."""
+
+    def choices(schema: dict[str, Any]) -> None:
+        schema["enum"] = list(strategies.names(scope))
+
+    return Field(
+        default_factory=lambda: strategies.default(scope),
+        description=f"The strategy (GET /api/strategies lists them): {strategies.help_text(scope)}; "
+        f"default {strategies.default(scope)}.",
+        json_schema_extra=choices,
+    )
+
+
+class StrategyOut(BaseModel):
+    """One answering strategy (``GET /api/strategies``; the page fills its agent menus from it)."""
+
+    name: str
+    title: str
+    help: str
+    scopes: list[Scope]
+    needs_planner: bool
+    default_for: list[Scope] = Field(description="The scopes it answers when no agent is named.")
 
 
 class Health(BaseModel):
@@ -21,7 +68,7 @@ class Health(BaseModel):
     auth_required: bool
 
 
-class Login(BaseModel):
+class Login(RequestBody):
     """The bearer token, exchanged for a session cookie the page's media requests carry."""
 
     token: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
@@ -59,13 +106,13 @@ class VideoDetail(VideoSummary):
     ledger: list[StageState]
 
 
-class IngestRequest(BaseModel):
+class IngestRequest(RequestBody):
     """Files or folders to ingest; each must lie under a configured video root."""
 
     paths: list[NonBlank] = Field(min_length=1, max_length=1000)
 
 
-class AskRequest(BaseModel):
+class AskRequest(RequestBody):
     """A question about one video."""
 
     video: NonBlank = Field(description="Video id (or a 6+ character prefix) or file name.")
@@ -73,9 +120,7 @@ class AskRequest(BaseModel):
     options: list[NonBlank] | None = Field(
         None, min_length=2, max_length=26, description="Multiple-choice options, if any."
     )
-    agent: AgentName = Field(
-        "dvd", description="dvd: one tool loop; avi: retrieve, perceive, review (needs a chat model)."
-    )
+    agent: Annotated[str, strategy_of("video")] = strategy_field("video")
 
 
 class AskResponse(AskResult):

@@ -25,6 +25,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_name(header: str) -> str:
+    """The name in a ``Host`` header, without its port: ``[::1]:8000`` → ``::1``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    name, _, _port = header.partition(":") if header.count(":") == 1 else (header, "", "")
+    return name.rstrip(".")
+
+
 def session_value(token: str) -> str:
     """The cookie value standing for ``token`` (derived, so the token itself is never echoed)."""
     return hmac.new(token.encode(), b"vidscope-web-session", hashlib.sha256).hexdigest()
@@ -35,11 +44,15 @@ class TokenAuth:
 
     The token comes as ``Authorization: Bearer <token>`` or as the session cookie the page sets
     through ``POST /api/login``. Without a token (allowed only on loopback binds) only loopback
-    clients are served: a misconfigured bind fails closed instead of open.
+    clients are served: a misconfigured bind fails closed instead of open. And only requests
+    addressed to a loopback name (``localhost``, ``127.0.0.1``, ``[::1]``) or one of ``hosts``:
+    a web page from elsewhere whose name an attacker re-points at 127.0.0.1 (DNS rebinding)
+    reaches this API from the user's own browser, on loopback, but with its own name as ``Host``.
     """
 
-    def __init__(self, token: str | None) -> None:
+    def __init__(self, token: str | None, hosts: list[str] | None = None) -> None:
         self.token = token
+        self.hosts = {host_name(h) for h in hosts or []}
 
     def check_token(self, candidate: str) -> bool:
         """Constant-time comparison of ``candidate`` with the configured token."""
@@ -52,6 +65,13 @@ class TokenAuth:
                 raise HTTPException(
                     status.HTTP_403_FORBIDDEN,
                     "this API has no token configured, so it only serves loopback clients",
+                )
+            host = host_name(request.headers.get("host", ""))
+            if not (is_loopback(host) or host in self.hosts):
+                raise HTTPException(
+                    status.HTTP_403_FORBIDDEN,
+                    f"this API has no token configured, so it only answers requests addressed to "
+                    f"localhost or 127.0.0.1, not {host[:100]!r} (add it to [api] allowed_hosts)",
                 )
             return
         header = request.headers.get("authorization", "")

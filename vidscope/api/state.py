@@ -45,6 +45,26 @@ class TraceStore:
             return self._items.get(query_id)
 
 
+class QuestionSlots:
+    """How many questions the API answers at once (``[api] max_questions``).
+
+    A question holds a thread and makes model calls for as long as it runs; past the limit a
+    request is refused at once (429) instead of piling up threads nobody bounds.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._free = threading.BoundedSemaphore(limit)
+
+    def take(self) -> bool:
+        """Take a slot if one is free (never waits)."""
+        return self._free.acquire(blocking=False)
+
+    def give_back(self) -> None:
+        """Free the slot a finished (or abandoned) question held."""
+        self._free.release()
+
+
 @dataclass
 class ApiState:
     """The settings of one app and what it builds from them once: auth, roots, jobs, traces."""
@@ -53,6 +73,7 @@ class ApiState:
     auth: TokenAuth
     roots: VideoRoots
     jobs: IngestJobs
+    questions: QuestionSlots
     traces: TraceStore = field(default_factory=TraceStore)
 
     @classmethod
@@ -60,9 +81,10 @@ class ApiState:
         """The state of an app serving the store and the ``[api]`` section of ``settings``."""
         return cls(
             settings=settings,
-            auth=TokenAuth(settings.api.token),
+            auth=TokenAuth(settings.api.token, settings.api.allowed_hosts),
             roots=VideoRoots(settings.api.video_roots),
             jobs=IngestJobs(settings),
+            questions=QuestionSlots(settings.api.max_questions),
         )
 
     def store(self) -> Store:

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from vidscope.cli.common import app, console, errors, settings
+from vidscope.cli.common import app, console, errors, safe, settings
 from vidscope.cli.running_api import register, unregister
 from vidscope.core.settings import Settings
 
@@ -21,7 +21,6 @@ def api(
     port: Annotated[int | None, typer.Option(help="Port (default [api] port, 8000).")] = None,
 ) -> None:
     """Serve the HTTP API and the web page (a token is required to bind beyond loopback)."""
-    from rich.markup import escape
 
     from vidscope.api import create_app
     from vidscope.api.security import is_loopback
@@ -32,7 +31,7 @@ def api(
     cfg.api.port = port or cfg.api.port
     if not is_loopback(cfg.api.host) and not cfg.api.token:
         errors.print(
-            f"[red]refusing to bind {escape(cfg.api.host)} without a token:[/red] set "
+            f"[red]refusing to bind {safe(cfg.api.host)} without a token:[/red] set "
             "token in the \\[api] section of vidscope.toml (or VIDSCOPE_API__TOKEN), or bind 127.0.0.1"
         )
         raise typer.Exit(2)
@@ -50,7 +49,7 @@ def api(
         _serve(create_app(cfg), cfg)
         code = 0
     except Exception as exc:  # shutting down exits at once, so say what happened first
-        errors.print(f"[red]the API stopped:[/red] {escape(f'{type(exc).__name__}: {exc}')}")
+        errors.print(f"[red]the API stopped:[/red] {safe(f'{type(exc).__name__}: {exc}')}")
     finally:
         unregister(cfg)
         _shut_down(end_children, stop_watchdog, code)

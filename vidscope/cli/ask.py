@@ -3,10 +3,11 @@ showing each agent step as it happens."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
+from vidscope.agents import strategies
 from vidscope.cli.common import (
     app,
     console,
@@ -14,7 +15,9 @@ from vidscope.cli.common import (
     query_runs_in_prefect,
     quiet_prefect,
     report_failure,
+    safe,
     settings,
+    strategy_choice,
 )
 from vidscope.cli.render import render_answer, render_step
 
@@ -36,15 +39,16 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show every agent step.")] = False,
     agent: Annotated[
-        Literal["dvd", "avi"],
+        str | None,
         typer.Option(
             "--agent",
-            case_sensitive=False,
-            help="dvd: Deep-Video-Discovery agent (one tool loop); avi: three phases (retrieve, "
-            "perceive, review), gives 'when' questions a (start, end) interval. Both need "
-            "a chat model (models.chat), else the answer is extractive.",
+            callback=strategy_choice(None),
+            help=f"{strategies.help_text('video')}. Default {strategies.default('video')}; with "
+            f"--library: {strategies.help_text('library')}. They need a chat model (models.chat), "
+            "else the answer is extractive.",
+            show_default=False,
         ),
-    ] = "dvd",
+    ] = None,
     library: Annotated[
         bool,
         typer.Option(
@@ -55,6 +59,12 @@ def ask(
     ] = False,
 ) -> None:
     """Answer a question about an ingested video, citing the moments that support it."""
+    if agent is not None:  # any strategy passed the option's check; this question needs its scope's
+        try:
+            strategies.get(agent, "library" if library else "video")
+        except ValueError as exc:
+            errors.print(f"[red]{exc}[/red]")
+            raise typer.Exit(2) from None
     if library:
         _ask_library(video if question is None else f"{video} {question}", as_json, trace, options, agent)
         return
@@ -64,7 +74,7 @@ def ask(
         )
         raise typer.Exit(2)
     if more_options and not options:
-        errors.print(f"[red]unexpected arguments:[/red] {' '.join(more_options)} (quote the question?)")
+        errors.print(f"[red]unexpected arguments:[/red] {safe(' '.join(more_options))} (quote the question?)")
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
     if _ask_running_api(video, question, options, agent, as_json, trace):
@@ -84,7 +94,7 @@ def ask(
 
 
 def _ask_running_api(
-    video: str, question: str, options: list[str] | None, agent: str, as_json: bool, trace: bool
+    video: str, question: str, options: list[str] | None, agent: str | None, as_json: bool, trace: bool
 ) -> bool:
     """Answer through the ``vidscope api`` running for these settings, if there is one (see
     :mod:`vidscope.cli.running_api`); False when there is none or it cannot take the question."""
@@ -98,7 +108,9 @@ def _ask_running_api(
     from vidscope.agents.answers import AskResult, TraceStep
 
     log = quiet_prefect(with_prefect=False)
-    request = {"video": video, "question": question, "options": options, "agent": agent}
+    request: dict[str, object] = {"video": video, "question": question, "options": options}
+    if agent is not None:
+        request["agent"] = agent
     on_step = None if as_json else (lambda step: render_step(TraceStep.model_validate(step), console))
     try:
         reply = running.ask(request, on_step)
@@ -111,23 +123,24 @@ def _ask_running_api(
     reply.pop("query_id", None)
     render_answer(AskResult.model_validate(reply), console, as_json, trace)
     if not as_json:
-        errors.print(f"[dim]answered by the vidscope API at {running.url}[/dim]")
+        errors.print(f"[dim]answered by the vidscope API at {safe(running.url)}[/dim]")
     return True
 
 
-def _ask_library(question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str) -> None:
-    if options or agent != "dvd":
-        errors.print(
-            "[red]--library answers open questions with the DVD agent (no --options, no --agent)[/red]"
-        )
+def _ask_library(
+    question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str | None
+) -> None:
+    if options:
+        errors.print("[red]--library answers open questions (no --options)[/red]")
         raise typer.Exit(2)
-    quiet_prefect(with_prefect=query_runs_in_prefect())
+    log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.answer import run_ask_library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
-        result = run_ask_library(settings(), question, show_steps)
-    except ValueError as exc:
-        errors.print(f"[red]{exc}[/red]")
+        result = run_ask_library(settings(), question, show_steps, agent=agent)
+    except Exception as exc:
+        # As for one video: a model server that is down is one line (or one JSON object).
+        report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
     render_answer(result, console, as_json, trace)

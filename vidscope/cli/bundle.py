@@ -1,7 +1,10 @@
 """``vidscope export`` / ``vidscope import``: move ingested videos between data dirs as a bundle.
 
-A bundle is a folder of Parquet files and a manifest (:mod:`vidscope.storage.bundle`); importing
-refuses, in one line, a bundle embedded by another model than this data dir's.
+A bundle is a folder of Parquet files and a manifest (:mod:`vidscope.storage.bundle`). Importing
+checks all of it first and refuses, in one line and without writing anything, a bundle that is
+damaged, breaks the ``[bundle]`` limits, holds rows of videos its manifest does not name, or was
+embedded by another model than this data dir's; videos already here are left alone unless
+``--replace`` names them.
 """
 
 from __future__ import annotations
@@ -10,9 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
-from vidscope.cli.common import app, console, errors, find, settings, store
+from vidscope.cli.common import app, console, errors, find, safe, settings, store
 
 
 @app.command("export")
@@ -27,22 +29,46 @@ def export(
     try:
         manifest = export_videos(store(), video_ids, to, models=configured_models(settings()))
     except BundleError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     rows = sum(manifest.tables.values())
-    console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {escape(str(to))}")
+    console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {safe(str(to))}")
 
 
 @app.command("import")
 def import_(
     folder: Annotated[Path, typer.Argument(help="A bundle folder written by `vidscope export`.")],
+    replace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--replace",
+            help="A video of the bundle (id or id prefix) to overwrite if this data dir has it already; "
+            "repeat for several. Videos already here are otherwise left alone.",
+        ),
+    ] = None,
 ) -> None:
-    """Import a bundle into this data dir (its videos' rows replace any already here)."""
-    from vidscope.storage.bundle import BundleError, configured_models, import_bundle
+    """Import a bundle into this data dir; nothing is written unless all of it checks out."""
+    from vidscope.storage.bundle import (
+        BundleError,
+        configured_models,
+        import_bundle,
+        read_manifest,
+        resolve_replace,
+    )
 
+    config = settings()
     try:
-        manifest = import_bundle(store(), folder, models=configured_models(settings()))
+        names = resolve_replace(read_manifest(folder, config.bundle), replace or [])
+        report = import_bundle(
+            store(), folder, models=configured_models(config), replace=names, limits=config.bundle
+        )
     except BundleError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]", soft_wrap=True)
+        errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
-    console.print(f"imported {len(manifest.videos)} videos from {escape(str(folder))}")
+    replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
+    console.print(f"imported {len(report.imported)} videos{replaced} from {safe(str(folder))}")
+    if report.kept:
+        console.print(
+            f"left {len(report.kept)} videos already here alone (e.g. {report.kept[0][:12]}); "
+            f"--replace ID overwrites one"
+        )

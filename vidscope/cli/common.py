@@ -16,11 +16,61 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from vidscope.agents import strategies
+from vidscope.agents.strategies import Scope
 from vidscope.core.settings import Settings, disable_telemetry
 
 if TYPE_CHECKING:
     from vidscope.storage import Store
     from vidscope.storage.videos import VideoRecord
+
+#: Characters never sent to the terminal as they are: C0 and C1 controls (ESC starts a terminal
+#: escape sequence that can recolour, retitle or rewrite the screen) and DEL, plus the Unicode
+#: bidirectional overrides, which can make a file name read as another. Newline and tab stay.
+_HIDDEN = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in (
+        *(c for c in range(0x20) if c not in (0x09, 0x0A)),
+        *range(0x7F, 0xA0),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+    )
+}
+
+
+def visible(text: object) -> str:
+    """``text`` with every control character written out (``\\x1b``), safe to print raw."""
+    return str(text).translate(_HIDDEN)
+
+
+def safe(text: object) -> str:
+    """``text`` (from a video, a file, a model or the user) ready to go inside Rich markup: its
+    control characters made visible and its square brackets escaped, so ``[/x]`` prints as is.
+
+    Every command interpolating such text into a Rich string or table cell passes it through here.
+    """
+    from rich.markup import escape
+
+    return escape(visible(text))
+
+
+class SafeConsole(Console):
+    """A Rich console that shows a string it cannot parse as plain text instead of crashing, and
+    never sends a control character from text to the terminal.
+
+    The backstop behind :func:`safe`: a text a command forgot to pass through it still prints
+    (with its brackets shown literally) rather than ending the command with a traceback.
+    """
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:  # noqa: D102 (Rich's own signature)
+        from rich.errors import MarkupError
+
+        text = visible(text)
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:
+            return super().render_str(text, **{**kwargs, "markup": False})
+
 
 app = typer.Typer(
     name="vidscope",
@@ -28,8 +78,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = Console()
-errors = Console(stderr=True)
+console = SafeConsole()
+errors = SafeConsole(stderr=True)
 
 #: Settings given on the command line (``--data-dir``); they win over the file and the environment.
 #: The process keeps them between invocations, so tests that run the app twice clear them.
@@ -78,7 +128,7 @@ def main(
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if config is not None:
         if not config.exists():
-            errors.print(f"[red]config file not found:[/red] {config}")
+            errors.print(f"[red]config file not found:[/red] {safe(config)}")
             raise typer.Exit(2)
         os.environ["VIDSCOPE_CONFIG"] = str(config)
     if data_dir is not None:
@@ -92,7 +142,7 @@ def settings() -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        errors.print(f"[red]invalid configuration:[/red] {exc}")
+        errors.print(f"[red]invalid configuration:[/red] {safe(exc)}")
         raise typer.Exit(2) from exc
 
 
@@ -111,7 +161,7 @@ def find(ref: str) -> tuple[Store, VideoRecord]:
     try:
         return opened, find_video(opened, ref)
     except VideoNotFound as exc:
-        errors.print(f"[red]{exc}[/red]")
+        errors.print(f"[red]{safe(exc)}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
 
 
@@ -221,8 +271,6 @@ def report_failure(
     import json
     import logging
 
-    from rich.markup import escape
-
     from vidscope.core.errors import VidscopeError
 
     logging.getLogger(f"vidscope.cli.{command}").error("%s failed", command, exc_info=exc)
@@ -233,4 +281,22 @@ def report_failure(
     if as_json:
         print(json.dumps({"error": reason, "type": kind or type(exc).__name__, "log": str(log)}))
     else:
-        errors.print(f"[red]{command} failed:[/red] {escape(reason)} [dim](details: {log})[/dim]")
+        errors.print(
+            f"[red]{command} failed:[/red] {safe(reason)} [dim](details: {safe(log)})[/dim]", soft_wrap=True
+        )
+
+
+def strategy_choice(scope: Scope | None) -> Callable[[str | None], str | None]:
+    """A ``--agent`` callback: the name given (any case) when it is a strategy of ``scope`` (any
+    strategy without one), else a usage error listing them; read from the registry when the
+    command runs, so a strategy registered since is a valid choice."""
+
+    def check(value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return strategies.get(value.lower(), scope).name
+        except ValueError as exc:  # "unknown agent 'x'; choose one of: …"
+            raise typer.BadParameter(str(exc)) from None
+
+    return check

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, query_runs_in_prefect, quiet_prefect, settings
+from vidscope.agents import strategies
+from vidscope.cli.common import (
+    app,
+    console,
+    errors,
+    query_runs_in_prefect,
+    quiet_prefect,
+    report_failure,
+    safe,
+    settings,
+    strategy_choice,
+)
 from vidscope.cli.render import render_step
 from vidscope.core.timecodes import fmt_time
 
@@ -22,15 +33,15 @@ def compare(
         typer.Option("--options", help="Multiple-choice options (repeat it: --options A --options B)."),
     ] = None,
     agent: Annotated[
-        Literal["sama", "cvr"],
+        str | None,
         typer.Option(
             "--agent",
-            case_sensitive=False,
-            help="sama: skill-guided planner with conflict checks; cvr: master agent with parallel "
-            "visual and audio sub-agents. Both need a planner (models.chat), else the answer is "
-            "extractive.",
+            callback=strategy_choice("videos"),
+            help=f"{strategies.help_text('videos')}. Default {strategies.default('videos')}. They need "
+            "a planner (models.chat), else the answer is extractive.",
+            show_default=False,
         ),
-    ] = "sama",
+    ] = None,
     no_skills: Annotated[bool, typer.Option("--no-skills", help="SAMA ablation: no skills.")] = False,
     no_conflict_check: Annotated[
         bool, typer.Option("--no-conflict-check", help="SAMA ablation: no conflict checks.")
@@ -43,9 +54,8 @@ def compare(
         errors.print("[red]give one or more videos and then the question[/red]")
         raise typer.Exit(2)
     *videos, question = args
-    quiet_prefect(with_prefect=query_runs_in_prefect())
+    log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.flows.compare_work import run_compare
-    from vidscope.storage.videos import VideoNotFound
 
     show_steps = None if as_json or not trace else (lambda step: render_step(step, console))
     try:
@@ -59,21 +69,23 @@ def compare(
             conflict_check=not no_conflict_check,
             on_step=show_steps,
         )
-    except (VideoNotFound, ValueError) as exc:
-        errors.print(f"[red]{exc}[/red]")
+    except Exception as exc:
+        # An unknown video, a bad option or a model server that is down: one line (or one JSON
+        # object), the traceback in the log file.
+        report_failure("compare", exc, log, as_json)
         raise typer.Exit(1) from exc
     if as_json:
         console.print_json(result.model_dump_json())
         return
-    console.print(result.answer)
+    console.print(safe(result.answer))
     names = {v.video_id: v.file_name for v in result.videos}
     for c in result.citations:
-        mark = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({c.note})"
+        mark = "[green]verified[/green]" if c.verified else f"[red]unverified[/red] ({safe(c.note)})"
         console.print(
-            f"  {names.get(c.video_id, c.video_id[:12])} {fmt_time(c.start)}–{fmt_time(c.end)} {mark}"
+            f"  {safe(names.get(c.video_id, c.video_id[:12]))} {fmt_time(c.start)}–{fmt_time(c.end)} {mark}"
         )
     if result.note:
-        console.print(f"[dim]{result.note}[/dim]")
+        console.print(f"[dim]{safe(result.note)}[/dim]")
 
 
 @app.command()
@@ -85,10 +97,10 @@ def skills() -> None:
     table = Table("name", "question type", "tools", "from")
     for skill in load_skills(folder):
         table.add_row(
-            skill.name,
-            skill.question_type,
-            " → ".join(skill.tools),
-            "bundled" if skill.bundled else skill.path,
+            safe(skill.name),
+            safe(skill.question_type),
+            safe(" → ".join(skill.tools)),
+            "bundled" if skill.bundled else safe(skill.path),
         )
     console.print(table)
     if folder is None:

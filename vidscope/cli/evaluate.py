@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, quiet_prefect, settings
+from vidscope.agents import strategies
+from vidscope.cli.common import app, console, errors, quiet_prefect, safe, settings, strategy_choice
 
 if TYPE_CHECKING:
     from vidscope.flows.evaluate import EvalOutcome, EvalProgress
@@ -24,7 +24,7 @@ COMPARE = "compare"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    errors.print(f"[red]{escape(message)}[/red]", soft_wrap=True)
+    errors.print(f"[red]{safe(message)}[/red]", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -71,8 +71,9 @@ def evaluate_command(
         Path | None, typer.Option("--root", help="Folder holding the benchmark's videos.")
     ] = None,
     agent: Annotated[
-        str, typer.Option("--agent", help="dvd | avi | extractive (and any registered).")
-    ] = "dvd",
+        str,
+        typer.Option("--agent", callback=strategy_choice(None), help=strategies.help_text()),
+    ] = strategies.default("video"),
     annotations: Annotated[
         Path | None,
         typer.Option("--annotations", help="The annotation file or folder (default: under --root)."),
@@ -136,7 +137,7 @@ def evaluate_command(
                 bars[event.phase] = progress.add_task(label, total=event.total)
             mark = "" if event.ok else " [red](failed)[/red]"
             progress.update(
-                bars[event.phase], completed=event.done, description=f"{label} · {escape(event.name)}{mark}"
+                bars[event.phase], completed=event.done, description=f"{label} · {safe(event.name)}{mark}"
             )
 
         try:
@@ -153,13 +154,13 @@ def evaluate_command(
 
 def _print_outcome(outcome: EvalOutcome) -> None:
     s = outcome.summary
-    table = Table(title=f"{s.benchmark} · {s.agent} · {s.run}")
+    table = Table(title=safe(f"{s.benchmark} · {s.agent} · {s.run}"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in s.scores.items():
-        table.add_row(name, f"{100 * value:.1f} %")
+        table.add_row(safe(name), f"{100 * value:.1f} %")
     for name, group in s.by_category.items():
-        table.add_row(f"  {name}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
+        table.add_row(f"  {safe(name)}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
     table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
     table.add_row("not attempted yet", str(s.not_attempted))
     table.add_row("mean steps", f"{s.mean_steps:.2f}")
@@ -173,13 +174,13 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         more = f" and {len(outcome.missing_videos) - 20} more" if len(outcome.missing_videos) > 20 else ""
         console.print(
             f"[yellow]{len(outcome.missing_videos)} videos not found under the root[/yellow] "
-            f"(their questions are skipped): {escape(shown)}{more}"
+            f"(their questions are skipped): {safe(shown)}{more}"
         )
     for name, error in outcome.ingest_failures.items():
-        console.print(f"[red]could not ingest[/red] {escape(name)}: {escape(error)}")
+        console.print(f"[red]could not ingest[/red] {safe(name)}: {safe(error)}")
     for question, error in outcome.failures.items():
-        console.print(f"[red]failed[/red] {escape(question)}: {escape(error)}")
-    console.print(f"report: {outcome.run_dir}/report.md")
+        console.print(f"[red]failed[/red] {safe(question)}: {safe(error)}")
+    console.print(f"report: {safe(outcome.run_dir)}/report.md")
 
 
 def _run_dir(ref: str) -> Path:
@@ -201,11 +202,12 @@ def _compare(ref_a: str, ref_b: str) -> None:
         a, b = read_summary(_run_dir(ref_a)), read_summary(_run_dir(ref_b))
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(str(exc).splitlines()[0], 1) from exc
-    table = Table(title=f"{a.benchmark}: {a.run} vs {b.run}")
+    table = Table(title=safe(f"{a.benchmark}: {a.run} vs {b.run}"))
     for column, justify in (("", "left"), ("A", "right"), ("B", "right"), ("B − A", "right")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for row in compare_rows(a, b):
-        table.add_row(*(escape(cell) for cell in row))
+        table.add_row(*(safe(cell) for cell in row))
     console.print(table)
     if a.benchmark != b.benchmark:
-        console.print(f"[yellow]the runs are on different benchmarks ({a.benchmark}, {b.benchmark})[/yellow]")
+        both = safe(f"{a.benchmark}, {b.benchmark}")
+        console.print(f"[yellow]the runs are on different benchmarks ({both})[/yellow]")

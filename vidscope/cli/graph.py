@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, find, settings, timestamp
+from vidscope.cli.common import app, console, errors, find, safe, settings, timestamp
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -122,11 +122,11 @@ def _print_entities(ranked: list[dict[str, Any]], importance: dict[str, float]) 
     for n in ranked:
         table.add_row(
             f"{importance[n['node_id']]:.3f}",
-            n["name"],
-            n.get("kind") or "",
+            safe(n["name"]),
+            safe(n.get("kind") or ""),
             str(n.get("clip_count") or 0),
             f"{n.get('appearance_seconds') or 0:.1f}s",
-            "; ".join((n.get("actions") or [])[:3]),
+            safe("; ".join((n.get("actions") or [])[:3])),
         )
     console.print(table)
 
@@ -140,9 +140,9 @@ def _print_relations(
         key=lambda e: (
             -(importance.get(e["source"], 0.0) + importance.get(e["target"], 0.0)),
             e["t_start"],
-            names[e["source"]],
-            e["relation"],
-            names[e["target"]],
+            safe(names[e["source"]]),
+            safe(e["relation"]),
+            safe(names[e["target"]]),
         ),
     )
     table = Table(title="relations")
@@ -151,9 +151,9 @@ def _print_relations(
     for e in relations[:top]:
         table.add_row(
             f"{timestamp(e['t_start'])}–{timestamp(e['t_end'])}",
-            names[e["source"]],
-            e["relation"],
-            names[e["target"]],
+            safe(names[e["source"]]),
+            safe(e["relation"]),
+            safe(names[e["target"]]),
         )
     console.print(table)
 
@@ -180,7 +180,8 @@ def graph(
     entity_graph = load_graph(store, record.video_id)
     if entity_graph.number_of_nodes() == 0:
         errors.print(
-            f"[yellow]{record.file_name} has no entity graph:[/yellow] {_why_empty(store, record.video_id)}"
+            f"[yellow]{safe(record.file_name)} has no entity graph:[/yellow] "
+            f"{safe(_why_empty(store, record.video_id))}"
         )
         raise typer.Exit(1)
     query_vector = _query_vector(query) if query else None
@@ -192,7 +193,7 @@ def graph(
     ranked = sorted(nodes, key=lambda n: -importance[n["node_id"]])
 
     console.print(
-        f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  "
+        f"[bold]{safe(record.file_name)}[/bold]  {record.video_id[:12]}  "
         f"{len(nodes)} entities, {len(edges)} relations, "
         f"{len(entity_graph.graph['supernodes'])} super-nodes"
     )
@@ -201,7 +202,7 @@ def graph(
     for s in entity_graph.graph["supernodes"]:
         spans = ", ".join(f"{timestamp(p['start'])}–{timestamp(p['end'])}" for p in s["spans"][:4])
         console.print(
-            f"[bold]super-node {s['supernode_index']}[/bold] {s['label']} "
+            f"[bold]super-node {s['supernode_index']}[/bold] {safe(s['label'])} "
             f"({len(s['members'])} entities; {spans})"
         )
     failed = _failed_clips(store, record.video_id)
@@ -215,6 +216,6 @@ def graph(
         try:
             written = write_export(entity_graph, importance, path)
         except (ValueError, OSError) as exc:
-            errors.print(f"[red]export failed:[/red] {exc}")
+            errors.print(f"[red]export failed:[/red] {safe(exc)}")
             raise typer.Exit(1) from exc
-        console.print(f"exported to {written}")
+        console.print(f"exported to {safe(written)}")

@@ -19,11 +19,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, settings
+from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, safe, settings
 
 if TYPE_CHECKING:
     from vidscope.flows.ingest import VideoReport
@@ -42,12 +41,13 @@ def ingest(
     """Ingest videos: probe, cut into clips, sample frames, read speech and text, caption, embed."""
     log = quiet_prefect()
     from vidscope.deployments.lifeline import start_watchdog
-    from vidscope.flows.ingest import STAGES, VideoReport, run_ingest
+    from vidscope.flows.ingest import VideoReport, run_ingest
     from vidscope.tasks.progress import listen
+    from vidscope.tasks.stages import stage_names
 
     cfg = settings()
     start_watchdog()  # even a SIGKILL of this process must not leave the temporary server behind
-    total = len(STAGES)
+    total = len(stage_names())
     bars: dict[str, Any] = {}
     ended: dict[str, set[str]] = {}
     shown: set[str] = set()
@@ -158,7 +158,7 @@ def _fail(exc: BaseException, log: Path, as_json: bool) -> None:
     if as_json:
         print(json.dumps({"error": reason, "log": str(log)}))
     else:
-        errors.print(f"[red]ingestion failed:[/red] {escape(reason)} (details: {log})")
+        errors.print(f"[red]ingestion failed:[/red] {safe(reason)} (details: {log})")
     raise typer.Exit(1)
 
 
@@ -171,14 +171,14 @@ def _print_one(r: VideoReport, log: Path, as_json: bool, out: Any) -> None:
             data["log"] = str(log)
         print(json.dumps(data, ensure_ascii=False), flush=True)
         return
-    name = escape(Path(r.path).name)
+    name = safe(Path(r.path).name)
     style = STATUS_STYLE.get(r.status, "white")
     reason = r.reasons()
     if r.status == "duplicate":
         reason = f"same content as {r.duplicate_of}" if r.duplicate_of else reason
     line = f"[{style}]{r.status:>9}[/] {name}"
     if reason:
-        line += f" · {escape(reason)}"
+        line += f" · {safe(reason)}"
     if r.failed:
         line += f" [dim](details: {log})[/dim]"
     out.print(line)
@@ -195,10 +195,10 @@ def _print_reports(reports: list[VideoReport]) -> None:
             note = f"same content as {r.duplicate_of}"
         style = STATUS_STYLE.get(r.status, "white")
         table.add_row(
-            escape(Path(r.path).name),
+            safe(Path(r.path).name),
             (r.video_id or "")[:12],
             f"[{style}]{r.status}[/]",
             stages,
-            escape(note),
+            safe(note),
         )
     console.print(table)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import STATUS_STYLE, app, console, errors, find, store, timestamp
+from vidscope.cli.common import STATUS_STYLE, app, console, errors, find, safe, store, timestamp, visible
 
 if TYPE_CHECKING:
     pass
@@ -26,7 +26,7 @@ def videos() -> None:
     for r in sorted(rows, key=lambda r: r["added_at"]):
         table.add_row(
             r["video_id"][:12],
-            r["file_name"],
+            safe(r["file_name"]),
             f"{r['duration']:.1f}s",
             f"{r['width']}x{r['height']}",
             f"{r['fps']:.1f}",
@@ -41,16 +41,16 @@ def status(
     video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None,
 ) -> None:
     """Per-stage ingestion status of one video (with errors), or an overview of all."""
-    # The ledger's list of stage names, not the ingestion flow's: that would import Prefect (~1 s).
-    from vidscope.storage.ledger import STAGE_NAMES
+    # The registered names, not the declarations: loading those imports every stage module.
     from vidscope.tasks.stage import ledger_rows
+    from vidscope.tasks.stages import stage_names as registered_names
 
     opened = store()
-    stage_names = list(STAGE_NAMES)
+    stage_names = list(registered_names())
     if video:
         record = find(video)[1]
         ledger = ledger_rows(opened, record.video_id)
-        table = Table(title=f"{record.file_name} ({record.video_id[:12]})")
+        table = Table(title=f"{safe(record.file_name)} ({record.video_id[:12]})")
         for column in ("stage", "status", "rows", "seconds", "error / note"):
             table.add_column(column, overflow="fold")
         for name in stage_names:
@@ -62,7 +62,7 @@ def status(
             note = row["error"] or _ledger_note(row["details_json"])
             seconds = f"{row['seconds']:.2f}" if row["seconds"] is not None else ""
             rows = "" if row["rows"] is None else str(row["rows"])
-            table.add_row(name, f"[{style}]{row['status']}[/]", rows, seconds, note)
+            table.add_row(name, f"[{style}]{safe(row['status'])}[/]", rows, seconds, safe(note))
         console.print(table)
         return
     table = Table(title="stage status (vidscope status VIDEO for details)")
@@ -74,7 +74,7 @@ def status(
         for name in stage_names:
             state = ledger.get(name, {}).get("status", "pending")
             cells.append(f"[{STATUS_STYLE.get(state, 'dim')}]{name}:{state}[/]")
-        table.add_row(f"{row['video_id'][:12]} {row['file_name']}", " ".join(cells))
+        table.add_row(f"{row['video_id'][:12]} {safe(row['file_name'])}", " ".join(cells))
     console.print(table)
 
 
@@ -95,7 +95,7 @@ def show(
 
     opened, record = find(video)
     console.print(
-        f"[bold]{record.file_name}[/bold]  {record.video_id[:12]}  {record.duration:.1f}s  "
+        f"[bold]{safe(record.file_name)}[/bold]  {record.video_id[:12]}  {record.duration:.1f}s  "
         f"{record.width}x{record.height}  audio: {'yes' if record.has_audio else 'no'}"
     )
     clips = opened.rows(
@@ -107,15 +107,15 @@ def show(
     for column in ("#", "time", "caption", "speech", "on-screen text"):
         table.add_column(column, overflow="fold")
     for c in clips[:limit]:
-        caption = c["caption"] or ""
+        caption = safe(c["caption"] or "")
         if c["caption_source"] == "signals-summary":
             caption = "[dim](no caption model)[/dim]"
         table.add_row(
             str(c["clip_index"]),
             f"{timestamp(c['start'])}–{timestamp(c['end'])}",
             caption,
-            c["transcript_text"] or "",
-            c["ocr_text"] or "",
+            safe(c["transcript_text"] or ""),
+            safe(c["ocr_text"] or ""),
         )
     console.print(table)
     if len(clips) > limit:
@@ -130,9 +130,11 @@ def remove(
     """Remove a video and every row derived from it (the file itself is not touched)."""
     opened, record = find(video)
     if not yes and sys.stdin.isatty():
-        typer.confirm(f"Remove {record.file_name} ({record.video_id[:12]}) from the store?", abort=True)
+        typer.confirm(
+            f"Remove {visible(record.file_name)} ({record.video_id[:12]}) from the store?", abort=True
+        )
     opened.delete_video(record.video_id)
-    console.print(f"removed {record.file_name} ({record.video_id[:12]})")
+    console.print(f"removed {safe(record.file_name)} ({record.video_id[:12]})")
 
 
 @app.command()
@@ -147,7 +149,7 @@ def sql(
     try:
         columns, rows = run_query(store(), query)
     except SqlError as exc:
-        errors.print(f"[red]SQL error:[/red] {exc}")
+        errors.print(f"[red]SQL error:[/red] {safe(exc)}")
         raise typer.Exit(1) from exc
     if as_json:
         for row in rows:
@@ -155,9 +157,9 @@ def sql(
         return
     table = Table()
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(safe(column), overflow="fold")
     for row in rows:
-        table.add_row(*[_cell(v) for v in row])
+        table.add_row(*[safe(_cell(v)) for v in row])
     console.print(table)
     console.print(f"[dim]{len(rows)} rows[/dim]")
 

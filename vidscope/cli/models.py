@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from vidscope.cli.common import app, console, settings, store
+from vidscope.cli.common import app, console, safe, settings, store
 
 if TYPE_CHECKING:
     from vidscope.core.settings import Settings
@@ -80,9 +79,7 @@ def _check(cfg: Settings, timeout: float) -> None:
         failures += line.ok is False
         spec = f" ({line.spec})" if line.spec else ""
         # Escaped: messages name tables like [models.options.openai], which Rich reads as markup.
-        console.print(
-            f"{mark} {escape(f'{line.role}{spec}: {line.summary}')}", soft_wrap=True, highlight=False
-        )
+        console.print(f"{mark} {safe(f'{line.role}{spec}: {line.summary}')}", soft_wrap=True, highlight=False)
     if failures:
         raise typer.Exit(1)
 

@@ -11,9 +11,11 @@ import json
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+
+from vidscope.agents import strategies
+from vidscope.cli.common import safe
 
 if TYPE_CHECKING:
     from vidscope.agents.answers import AskResult, Citation, TraceStep
@@ -31,14 +33,14 @@ def render_step(step: TraceStep, console: Console) -> None:
         what = f"[{step.phase}] {what}"
     cached = " [dim](cached)[/dim]" if step.tool_cached or step.model_cache_hit else ""
     mark = "[green]✓[/green]" if step.ok else "[red]✗[/red]"
-    console.print(f"{mark} step {step.index}: {escape(what)} → {escape(step.observation[:120])}{cached}")
+    console.print(f"{mark} step {step.index}: {safe(what)} → {safe(step.observation[:120])}{cached}")
 
 
 def citation_flag(citation: Citation) -> str:
     """``verified (perceived)`` / ``unverified (echoed: why)``: the check and the evidence level."""
     if citation.verified:
         return f"[green]verified[/green] ({citation.evidence})"
-    return f"[red]unverified[/red] ({citation.evidence}: {escape(citation.note)})"
+    return f"[red]unverified[/red] ({citation.evidence}: {safe(citation.note)})"
 
 
 def render_answer(
@@ -55,15 +57,16 @@ def render_answer(
     from vidscope.core.timecodes import fmt_time
 
     title = "extractive answer" if result.extractive else f"answer ({result.model})"
-    if result.agent == "avi":
-        title += " — AVI agent"
+    if result.agent and result.agent != strategies.default("library" if result.library else "video"):
+        known = strategies.STRATEGIES.get(result.agent)  # an API's answer may name another's strategy
+        title += f" — {known.title if known else result.agent} agent"
     if result.forced:
         title += " — forced at the step limit"
-    console.print(Panel(escape(result.answer), title=title, subtitle=result.file_name))
+    console.print(Panel(safe(result.answer), title=safe(title), subtitle=safe(result.file_name)))
     if result.note:
-        console.print(f"[yellow]note:[/yellow] {escape(result.note)}")
+        console.print(f"[yellow]note:[/yellow] {safe(result.note)}")
     if result.choice:
-        console.print(f"[bold]Choice:[/bold] {result.choice}. {escape(result.choice_text or '')}")
+        console.print(f"[bold]Choice:[/bold] {safe(result.choice)}. {safe(result.choice_text or '')}")
     if result.interval:
         i = result.interval
         flag = citation_flag(i)
@@ -72,7 +75,7 @@ def render_answer(
         )
     for c in result.citations:
         flag = citation_flag(c)
-        where = f"{escape(result.files.get(c.video_id, c.video_id[:12]))} " if result.library else ""
+        where = f"{safe(result.files.get(c.video_id, c.video_id[:12]))} " if result.library else ""
         console.print(f"  {where}{fmt_time(c.start)}–{fmt_time(c.end)}  ({c.start:.1f}–{c.end:.1f}s)  {flag}")
     if result.unverified_citations:
         console.print(f"[yellow]{result.unverified_citations} unverified citation(s)[/yellow]")
@@ -94,9 +97,9 @@ def _render_trace(result: AskResult, console: Console) -> None:
         cached = "tool" if s.tool_cached else ("model" if s.model_cache_hit else "")
         table.add_row(
             str(s.index),
-            f"{s.phase}/{s.kind}" if s.phase else s.kind,
-            s.tool or "",
-            escape(s.observation[:100]),
+            safe(f"{s.phase}/{s.kind}" if s.phase else s.kind),
+            safe(s.tool or ""),
+            safe(s.observation[:100]),
             f"{s.input_tokens}/{s.output_tokens}",
             f"{s.latency_s:.2f}",
             cached,
@@ -111,19 +114,19 @@ def render_search(
     if as_json:
         console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return
-    plan = "; ".join(f"{d}: {escape(i)}" for d, i in result.plan.items())
-    console.print(f"[bold]plan[/bold] ({escape(result.planner)}) {plan}")
+    plan = "; ".join(f"{d}: {safe(i)}" for d, i in result.plan.items())
+    console.print(f"[bold]plan[/bold] ({safe(result.planner)}) {plan}")
     dims = list(result.plan)
-    table = Table(title=f"{len(result.hits)} videos for {escape(result.query)!r}")
+    table = Table(title=f"{len(result.hits)} videos for {safe(result.query)!r}")
     for column in ("#", "video", "score", *dims, "caption", "moments"):
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(result.hits, 1):
         table.add_row(
             str(rank),
-            escape(hit.file_name),
+            safe(hit.file_name),
             f"{hit.score:.3f}",
             *[f"{hit.scores.get(d, 0.0):.2f}" for d in dims],
-            escape(hit.caption[:80]),
+            safe(hit.caption[:80]),
             ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments),
         )
     if result.hits:
@@ -132,9 +135,9 @@ def render_search(
         console.print("[yellow]no video matches[/yellow]")
     if show_dropped:
         for dropped in result.dropped:
-            console.print(f"  [dim]dropped[/dim] {escape(dropped.file_name)}: {escape(dropped.reason)}")
+            console.print(f"  [dim]dropped[/dim] {safe(dropped.file_name)}: {safe(dropped.reason)}")
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        console.print(f"[yellow]note:[/yellow] {safe(note)}")
     console.print(
         f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
         f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
@@ -149,22 +152,22 @@ def render_moments(result: MomentSearch, console: Console, as_json: bool = False
         return
     from vidscope.core.timecodes import fmt_time
 
-    table = Table(title=f"{len(result.moments)} moments for {escape(result.query)!r}")
+    table = Table(title=f"{len(result.moments)} moments for {safe(result.query)!r}")
     for column in ("#", "video", "from", "to", "score", "said or shown"):
         table.add_column(column, overflow="fold")
     for rank, m in enumerate(result.moments, 1):
         table.add_row(
             str(rank),
-            escape(m.file),
+            safe(m.file),
             fmt_time(m.start),
             fmt_time(m.end),
             f"{m.score:.1f}",
-            escape(m.text[:160]),
+            safe(m.text[:160]),
         )
     if result.moments:
         console.print(table)
     else:
         console.print("[yellow]no moment matches[/yellow]")
     for note in result.notes:
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        console.print(f"[yellow]note:[/yellow] {safe(note)}")
     console.print(f"[dim]{result.seconds:.3f}s[/dim]")

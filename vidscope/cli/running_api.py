@@ -86,6 +86,26 @@ def unregister(settings: Settings) -> None:
             path.unlink()
 
 
+def forget_dead_registration(settings: Settings) -> bool:
+    """Remove the registration of an API whose process is gone (killed, so it could not remove
+    it itself); True when one was removed. A live API's registration is left alone."""
+    path = registration_path(settings)
+    try:
+        text = path.read_text()
+    except OSError:
+        return False
+    try:
+        pid = int(json.loads(text)["pid"])
+    except (ValueError, TypeError, KeyError):
+        pid = 0  # unreadable: no API can be found through it either
+    if pid > 0 and _alive(pid):
+        return False
+    with contextlib.suppress(OSError):
+        if path.read_text() == text:  # not replaced meanwhile by an API starting up
+            path.unlink()
+    return True
+
+
 @dataclass(frozen=True)
 class RunningApi:
     """A registered API whose process is alive and whose settings match the caller's."""
@@ -174,7 +194,10 @@ def find_running_api(settings: Settings) -> RunningApi | None:
         fingerprint = str(record["settings"])
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if not _alive(pid) or fingerprint != settings_fingerprint(settings):
+    if not _alive(pid):
+        forget_dead_registration(settings)
+        return None
+    if fingerprint != settings_fingerprint(settings):
         return None
     return RunningApi(host, port, pid, settings.api.token)
 

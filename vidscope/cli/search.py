@@ -6,9 +6,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.markup import escape
 
-from vidscope.cli.common import app, console, errors, find, query_runs_in_prefect, quiet_prefect, settings
+from vidscope.cli.common import (
+    app,
+    console,
+    errors,
+    find,
+    query_runs_in_prefect,
+    quiet_prefect,
+    safe,
+    settings,
+)
 from vidscope.cli.render import render_moments, render_search
 
 if TYPE_CHECKING:
@@ -83,10 +91,10 @@ def search(
 
         result = run_search(settings(), query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:
-        errors.print(f"[yellow]{escape(str(exc))}[/yellow]")
+        errors.print(f"[yellow]{safe(str(exc))}[/yellow]")
         raise typer.Exit(1) from exc
     except ValueError as exc:
-        errors.print(f"[red]{escape(str(exc))}[/red]")
+        errors.print(f"[red]{safe(str(exc))}[/red]")
         raise typer.Exit(2) from exc
     render_search(result, console, as_json, show_dropped)
 

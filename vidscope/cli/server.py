@@ -31,10 +31,16 @@ def _print_status(state: ServerStatus) -> None:
     health = "[green]healthy[/green]" if state.healthy else "[red]not answering[/red]"
     worker = "[green]online[/green]" if state.worker_online else "[red]offline[/red]"
     console.print(f"server {state.url}: {health}; worker of pool {state.work_pool!r}: {worker}")
+    api = state.processes["api"]
     if state.api_healthy:
         console.print(f"vidscope API {state.api_url}: [green]answering[/green] (`vidscope ask` uses it)")
-    elif state.processes["api"].alive:
+    elif api.alive:
         console.print(f"vidscope API {state.api_url}: [red]not answering[/red]")
+    elif state.api_managed:
+        console.print(
+            f"vidscope API {state.api_url}: [red]not running[/red] (process {api.pid} is gone; "
+            f"`vidscope server up` starts it again)"
+        )
 
 
 @server_app.command("up")
@@ -69,18 +75,22 @@ def up(
 @server_app.command("down")
 def down() -> None:
     """Stop the API, the worker and the server (their pid files are removed)."""
+    from vidscope.cli.running_api import forget_dead_registration
     from vidscope.deployments.server import stop
 
     stopped = stop(settings())
+    forget_dead_registration(settings())
     console.print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
 @server_app.command("status")
 def status() -> None:
-    """Health of the server and whether the worker is online (exit code 1 if not running)."""
+    """Health of the server, the worker and the API (exit code 1 unless all that was started runs)."""
+    from vidscope.cli.running_api import forget_dead_registration
     from vidscope.deployments.server import status as read_status
 
     state = read_status(settings())
+    forget_dead_registration(settings())
     _print_status(state)
     if not state.running:
         raise typer.Exit(1)

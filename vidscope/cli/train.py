@@ -88,8 +88,14 @@ ROLLOUT_POLICIES = ("oracle", "random", "model")
 def rollouts(
     out: Annotated[Path, typer.Option("--out", help="Parquet file the trajectories are written to.")],
     agent: Annotated[
-        str, typer.Option("--agent", help="Strategy: dvd, avi, sama, cvr, or actions (GRPO's tool loop).")
-    ] = "actions",
+        str | None,
+        typer.Option(
+            "--agent",
+            help="Strategy: any with a planner and simulated tools (vidscope.agents.strategies); "
+            "default actions, GRPO's tool loop.",
+            show_default=False,
+        ),
+    ] = None,
     policy: Annotated[
         str,
         typer.Option(help="oracle (reads the script's answer), random (seeded), or model (the planner)."),
@@ -107,16 +113,23 @@ def rollouts(
     import random as random_module
 
     from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-    from vidscope.agents.simulator.rollout import STRATEGIES, rollout, write_trajectories
+    from vidscope.agents.simulator.rollout import (
+        DEFAULT_STRATEGY,
+        rollout,
+        rollout_strategies,
+        write_trajectories,
+    )
     from vidscope.agents.simulator.script import Question
     from vidscope.agents.simulator.train import load_scripts
     from vidscope.core.errors import VidscopeError
     from vidscope.models import registry
     from vidscope.models.protocols.chat import ChatModel
 
-    if agent not in STRATEGIES:
+    agent = agent or DEFAULT_STRATEGY
+    if agent not in rollout_strategies():
         errors.print(
-            f"[red]train rollouts:[/red] unknown agent {agent!r}; choose one of: {', '.join(STRATEGIES)}"
+            f"[red]train rollouts:[/red] unknown agent {agent!r}; "
+            f"choose one of: {', '.join(rollout_strategies())}"
         )
         raise typer.Exit(2)
     if policy not in ROLLOUT_POLICIES:
@@ -152,7 +165,7 @@ def rollouts(
                 config,
                 loaded,
                 factory,
-                strategy=agent,  # type: ignore[arg-type]  # checked against STRATEGIES above
+                strategy=agent,
                 group_size=group_size,
                 seed=seed,
                 temperature=temperature,

@@ -4,6 +4,10 @@
 line per agent step, then ``{"result": …}`` (an :class:`AskResponse`) or ``{"error": …}``. It is
 how ``vidscope ask`` hands a question to a running API (warm models and store, Prefect imported)
 and still shows each step live.
+
+At most ``[api] max_questions`` questions run at once; one more gets 429 with ``Retry-After``. A
+streamed question whose client leaves stops at its next step (a model call already made finishes;
+no further one is made), and frees its slot.
 """
 
 from __future__ import annotations
@@ -13,18 +17,26 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import HTTPException
+import anyio
+from fastapi import HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from vidscope.api.models import AskRequest, AskResponse
-from vidscope.api.routes import guarded_router
+from vidscope.api.routes import BUSY, guarded_router, take_question_slot
 from vidscope.api.state import ApiState, State
 
 router = guarded_router()
 log = logging.getLogger(__name__)
+
+#: How often a stream with no new step checks whether its client is still there.
+POLL_SECONDS = 0.25
+
+
+class QuestionAbandoned(Exception):
+    """The client of a streamed question left: its work stops at the next step."""
 
 
 def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskResponse:
@@ -40,19 +52,22 @@ def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskRespon
 @router.post(
     "/ask",
     response_model=AskResponse,
-    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}},
+    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
 def ask(body: AskRequest, state: State) -> AskResponse:
     """Answer a question about one video, citing the moments that support the answer."""
     from vidscope.storage.videos import VideoNotFound
 
+    take_question_slot(state)
     try:
         return _answer(state, body)
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    finally:
+        state.questions.give_back()
 
 
 @router.post(
@@ -64,23 +79,30 @@ def ask(body: AskRequest, state: State) -> AskResponse:
             'AskResponse} or {"error": {"status", "type", "message"}} (404: no such video; '
             "422: bad question; 500: the question failed).",
             "content": {"application/x-ndjson": {}},
-        }
+        },
+        **BUSY,
     },
     tags=["questions"],
 )
-def ask_stream(body: AskRequest, state: State) -> StreamingResponse:
+def ask_stream(body: AskRequest, state: State, request: Request) -> StreamingResponse:
     """Answer a question about one video, streaming each agent step as it happens."""
     events: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    abandoned = threading.Event()
+    take_question_slot(state)
 
     def work() -> None:
         from vidscope.storage.videos import VideoNotFound
 
         def on_step(step: Any) -> None:
+            if abandoned.is_set():
+                raise QuestionAbandoned("the client left")
             events.put({"step": step.model_dump(mode="json")})
 
         try:
             answer = _answer(state, body, on_step)
             events.put({"result": answer.model_dump(mode="json")})
+        except QuestionAbandoned:
+            log.info("ask %r about %r: the client left, the question stopped", body.question, body.video)
         except Exception as exc:  # noqa: BLE001 - the client gets one line for any failure
             status = 404 if isinstance(exc, VideoNotFound) else 422 if isinstance(exc, ValueError) else 500
             if status == 500:
@@ -88,14 +110,33 @@ def ask_stream(body: AskRequest, state: State) -> StreamingResponse:
             message = (str(exc).strip().splitlines() or [""])[0]
             events.put({"error": {"status": status, "type": type(exc).__name__, "message": message}})
         finally:
+            state.questions.give_back()
             events.put(None)
 
-    # The answer runs beside the response, so each step goes out as soon as the agent takes it; a
-    # client that hangs up only stops the stream (the answer still completes and is cached).
-    threading.Thread(target=work, name="vidscope-ask-stream", daemon=True).start()
+    # The answer runs beside the response, so each step goes out as soon as the agent takes it.
+    try:
+        threading.Thread(target=work, name="vidscope-ask-stream", daemon=True).start()
+    except RuntimeError:  # no thread to be had: the slot goes back
+        state.questions.give_back()
+        raise
 
-    def lines() -> Iterator[str]:
-        while (event := events.get()) is not None:
-            yield json.dumps(event, ensure_ascii=False) + "\n"
+    def next_event() -> dict[str, Any] | None | bool:
+        try:
+            return events.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            return False
+
+    async def lines() -> AsyncIterator[str]:
+        # However the stream ends (answer sent, client gone, server stopping), a question still
+        # running is told to stop: nobody would read what it finds.
+        try:
+            while (event := await anyio.to_thread.run_sync(next_event)) is not None:
+                if event is False:
+                    if await request.is_disconnected():
+                        return
+                    continue
+                yield json.dumps(event, ensure_ascii=False) + "\n"
+        finally:
+            abandoned.set()
 
     return StreamingResponse(lines(), media_type="application/x-ndjson")

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated
 
 from fastapi import HTTPException
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from vidscope.api.models import NonBlank
-from vidscope.api.routes import guarded_router
+from vidscope.api.models import NonBlank, RequestBody, strategy_field, strategy_of
+from vidscope.api.routes import BUSY, guarded_router, take_question_slot
 from vidscope.api.state import State
 from vidscope.flows.compare import CompareResult
 
 router = guarded_router()
 
 
-class CompareRequest(BaseModel):
+class CompareRequest(RequestBody):
     """Videos (ids, id prefixes or file names), the question and the agent."""
 
     videos: list[str] = Field(min_length=1, max_length=16)
@@ -23,7 +23,7 @@ class CompareRequest(BaseModel):
     options: list[NonBlank] | None = Field(
         None, min_length=2, max_length=26, description="Multiple-choice options, if any (as ask's)."
     )
-    agent: Literal["sama", "cvr"] = "sama"
+    agent: Annotated[str, strategy_of("videos")] = strategy_field("videos")
     use_skills: bool = True
     conflict_check: bool = True
 
@@ -31,7 +31,7 @@ class CompareRequest(BaseModel):
 @router.post(
     "/compare",
     response_model=CompareResult,
-    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}},
+    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
 def compare(body: CompareRequest, state: State) -> CompareResult:
@@ -39,6 +39,7 @@ def compare(body: CompareRequest, state: State) -> CompareResult:
     from vidscope.flows.compare import run_compare
     from vidscope.storage.videos import VideoNotFound
 
+    take_question_slot(state)
     try:
         return run_compare(
             state.settings,
@@ -53,3 +54,5 @@ def compare(body: CompareRequest, state: State) -> CompareResult:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    finally:
+        state.questions.give_back()

@@ -7,12 +7,33 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import HTTPException, Query
+from pydantic import BeforeValidator
 
 from vidscope.api.models import NOT_BLANK, MomentsResponse, SearchResponse, search_response
 from vidscope.api.routes import guarded_router
 from vidscope.api.state import State
 
 router = guarded_router()
+
+
+def _not_a_number(value: object) -> object:
+    """Refuse a number where the schema promises an ISO 8601 date-time: pydantic would read
+    ``since=-1.2e-132`` as seconds since 1970, which the published schema does not allow."""
+    if isinstance(value, int | float) or (isinstance(value, str) and _is_number(value)):
+        raise ValueError("give a date-time such as 2026-01-31T12:00:00Z, not a number")
+    return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+#: A date-time as the schema publishes it (``format: date-time``), and nothing else.
+IsoDateTime = Annotated[datetime, BeforeValidator(_not_a_number)]
 
 
 @router.get(
@@ -74,8 +95,8 @@ def moments(
     ] = None,
     start: Annotated[float | None, Query(ge=0, description="Only moments ending after this second.")] = None,
     end: Annotated[float | None, Query(ge=0, description="Only moments starting before this second.")] = None,
-    since: Annotated[datetime | None, Query(description="Only videos ingested at or after this.")] = None,
-    until: Annotated[datetime | None, Query(description="Only videos ingested before this.")] = None,
+    since: Annotated[IsoDateTime | None, Query(description="Only videos ingested at or after this.")] = None,
+    until: Annotated[IsoDateTime | None, Query(description="Only videos ingested before this.")] = None,
 ) -> MomentsResponse:
     """Moments of every video that match ``q``: clips found by meaning and by the words said or
     shown in them, adjacent ones merged; each with its video, file, start, end, score and text."""

@@ -45,7 +45,7 @@ def _ledger(store: Store, video_id: str) -> Ledger:
 
 def _summary_fields(row: dict[str, Any], ledger: Ledger, store: Store, roots: VideoRoots) -> dict[str, Any]:
     """The :class:`VideoSummary` fields of the video ``row``, with each stage's ledger status."""
-    from vidscope.flows.ingest import STAGES
+    from vidscope.tasks.stages import stage_names
 
     path = Path(row["path"])
     return {
@@ -59,26 +59,26 @@ def _summary_fields(row: dict[str, Any], ledger: Ledger, store: Store, roots: Vi
         "added_at": row["added_at"].isoformat() if row.get("added_at") else None,
         "clips": store.count(store.clips, row["video_id"]),
         "playable": roots.allows(path) and path.is_file(),
-        "stages": {st.name: ledger.get(st.name, {}).get("status", "pending") for st in STAGES},
+        "stages": {name: ledger.get(name, {}).get("status", "pending") for name in stage_names()},
     }
 
 
 def _stage_states(ledger: Ledger) -> list[StageState]:
     """Every ingestion stage in pipeline order, from its ``ledger`` entry if it has one."""
-    from vidscope.flows.ingest import STAGES
+    from vidscope.tasks.stages import stage_names
 
     states = []
-    for st in STAGES:
-        entry = ledger.get(st.name)
+    for name in stage_names():
+        entry = ledger.get(name)
         if entry is None:
-            states.append(StageState(stage=st.name, status="pending"))
+            states.append(StageState(stage=name, status="pending"))
             continue
         note = entry.get("error") or ""
         if not note and entry.get("details_json"):
             note = str(json.loads(entry["details_json"]).get("reason", ""))
         states.append(
             StageState(
-                stage=st.name,
+                stage=name,
                 status=entry["status"],
                 rows=entry.get("rows"),
                 seconds=entry.get("seconds"),

@@ -102,6 +102,7 @@ async function loadLibrary() {
   }
   if (videos.some((v) => v.video_id === previous)) select.value = previous;
   fillCompareChoices();
+  await loadStrategies();
   setStatus(`${videos.length} video${videos.length === 1 ? "" : "s"}`);
 }
 
@@ -184,7 +185,11 @@ $("#ask-form").addEventListener("submit", async (event) => {
   const video = $("#ask-video").value;
   out.replaceChildren(el("p", { className: "meta", text: "thinking…" }));
   try {
-    const result = await postJson("/api/ask", { video, question: $("#ask-q").value });
+    const result = await postJson("/api/ask", {
+      video,
+      question: $("#ask-q").value,
+      agent: $("#ask-agent").value || null,
+    });
     const list = el("div", { className: "evidence-list" });
     for (const c of result.citations) {
       list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified"));
@@ -203,6 +208,25 @@ $("#ask-form").addEventListener("submit", async (event) => {
     out.replaceChildren(el("p", { className: "meta", text: `no answer: ${error.message}` }));
   }
 });
+
+// ------------------------------------------------------------------ strategies
+
+// The agent menus (ask: scope "video", compare: "videos") list the server's strategies, each
+// with its help as the tooltip; the scope's default comes first-selected. A choice survives reloads.
+async function loadStrategies() {
+  const strategies = await api("/api/strategies");
+  for (const select of document.querySelectorAll("select[data-scope]")) {
+    const scope = select.dataset.scope;
+    const previous = select.value;
+    select.replaceChildren();
+    for (const s of strategies.filter((s) => s.scopes.includes(scope))) {
+      const option = el("option", { value: s.name, text: s.title, title: s.help });
+      option.selected = s.default_for.includes(scope);
+      select.append(option);
+    }
+    if ([...select.options].some((o) => o.value === previous)) select.value = previous;
+  }
+}
 
 // ------------------------------------------------------------------ compare
 
@@ -233,7 +257,7 @@ $("#compare-form").addEventListener("submit", async (event) => {
     const result = await postJson("/api/compare", {
       videos: chosen,
       question: $("#compare-q").value,
-      agent: $("#compare-agent").value,
+      agent: $("#compare-agent").value || null,
     });
     const names = Object.fromEntries(result.videos.map((v) => [v.video_id, v.file_name]));
     const list = el("div", { className: "evidence-list" });

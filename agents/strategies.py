@@ -1,0 +1,240 @@
+"""The answering strategies, each declared once: name, scopes, tools, planner, help and run.
+
+A :class:`Strategy` is everything the rest of vidscope needs to know about one way of answering:
+``ask``, ``compare`` and ``ask --library`` offer the strategies of their :data:`Scope`; ``eval``,
+the simulator's rollouts and GRPO training offer all of them; the CLI, the HTTP API, the MCP
+server and the web page read the names and help from here. Every strategy answers through one
+signature, :data:`StrategyRun` — ``run(ctx, request) -> Answer`` — and :func:`answer` is the one
+place that sets up a run: the strategy's tools for the context's environment (real or
+simulated), and the extractive answerer when no planner is configured.
+
+Adding a strategy is two places: its module (a function with the :data:`StrategyRun` signature,
+over the shared runtime in :mod:`vidscope.agents.runtime`) and one :func:`register` line in
+:data:`STRATEGIES` below (``docs/architecture.md`` walks through an example).
+
+The run function and the tool factories are named by import path (``"module:function"``) so that
+reading the names and help — every CLI start does — imports no strategy: SAMA's and AgentCVR's
+perception tools load models and libraries a DVD answer never needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, TypeVar, get_args
+
+if TYPE_CHECKING:
+    from vidscope.agents.runtime import Answer, StepCallback
+    from vidscope.agents.tools import ToolContext, ToolRegistry
+
+#: What a question is about: one video (``ask``), several (``compare``), or the whole library
+#: (``ask --library``).
+Scope = Literal["video", "videos", "library"]
+SCOPES: tuple[Scope, ...] = get_args(Scope)
+
+
+@dataclass(frozen=True)
+class StrategyRequest:
+    """One question for a strategy: what every strategy reads, whoever asks (a command, an
+    evaluation item, a rollout sample)."""
+
+    question: str
+    video_ids: Sequence[str]
+    scope: Scope = "video"
+    options: Sequence[str] | None = None
+    #: Data shown before the question (an evaluation item's quoted subtitles); not part of the
+    #: question a search runs with.
+    context: str = ""
+    #: Parts of a strategy switched off for an ablation (SAMA: ``skills``, ``conflict_check``); a
+    #: strategy ignores names it does not know.
+    ablations: frozenset[str] = field(default_factory=frozenset)
+    on_step: StepCallback | None = None
+
+    @property
+    def prompt(self) -> str:
+        """The question as the planner is asked it: the context (if any), then the question."""
+        return f"{self.context}\n\n{self.question}" if self.context else self.question
+
+
+#: The one signature every strategy answers with. ``ctx.registry`` holds the strategy's tools.
+StrategyRun = Callable[["ToolContext", StrategyRequest], "Answer"]
+#: A function building a strategy's tool allow-list.
+ToolsFactory = Callable[[], "ToolRegistry"]
+
+T = TypeVar("T")
+
+
+def load(ref: Callable[..., T] | str) -> Callable[..., T]:
+    """The function ``ref`` names (``"module:function"``), or ``ref`` itself when it is one."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, name = ref.partition(":")
+    loaded: Callable[..., T] = getattr(importlib.import_module(module), name)
+    return loaded
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of answering, declared once."""
+
+    name: str
+    #: How answers and help name it ("Deep Video Discovery", "AVI").
+    title: str
+    help: str
+    #: The commands that offer it; ``eval`` offers every strategy, rollouts every one that
+    #: needs a planner and has simulated tools.
+    scopes: frozenset[Scope]
+    #: Its run function, or that function's import path ``"package.module:function"``.
+    run: StrategyRun | str
+    #: Its tools over the real store, and answered by the script simulator (factories, or their
+    #: import paths); ``None``: it does not run in that environment. Library questions use the
+    #: library's tools instead.
+    tools: ToolsFactory | str | None = None
+    sim_tools: ToolsFactory | str | None = None
+    #: Whether it needs a planner (chat) model; without one the extractive answerer stands in.
+    needs_planner: bool = True
+
+    def tool_registry(self, *, simulated: bool) -> ToolRegistry:
+        """The strategy's tools in the real or the simulated environment."""
+        factory = self.sim_tools if simulated else self.tools
+        if factory is None:
+            where = "the simulator" if simulated else "the real environment"
+            raise ValueError(f"the {self.name} strategy has no tools in {where}")
+        return load(factory)()
+
+
+#: Every strategy by name, in registration order (the first of a scope is its default).
+STRATEGIES: dict[str, Strategy] = {}
+#: The answerer without a planner (the best evidence, cited); it stands in for the others then.
+EXTRACTIVE = "extractive"
+
+
+def register(strategy: Strategy) -> Strategy:
+    """Make ``strategy`` available everywhere strategies are offered (the same name replaces)."""
+    STRATEGIES[strategy.name] = strategy
+    return strategy
+
+
+def names(scope: Scope | None = None) -> tuple[str, ...]:
+    """The strategies offered for ``scope`` (all of them without one), in registration order."""
+    return tuple(s.name for s in STRATEGIES.values() if scope is None or scope in s.scopes)
+
+
+def default(scope: Scope) -> str:
+    """The strategy a command of ``scope`` uses when none is named: the first registered."""
+    return names(scope)[0]
+
+
+def get(name: str, scope: Scope | None = None) -> Strategy:
+    """The strategy ``name`` (offered for ``scope``, when given); a one-line ``ValueError`` listing
+    the choices otherwise."""
+    known = names(scope)
+    if name not in known:
+        raise ValueError(f"unknown agent {name!r}; choose one of: {', '.join(known)}")
+    return STRATEGIES[name]
+
+
+def help_text(scope: Scope | None = None) -> str:
+    """``name: help`` of each strategy of ``scope``, for option help and API descriptions."""
+    return "; ".join(f"{s.name}: {s.help}" for s in STRATEGIES.values() if scope is None or scope in s.scopes)
+
+
+def in_simulator(ctx: ToolContext) -> bool:
+    """Whether ``ctx`` is the script simulator's context (its tools are the simulated ones)."""
+    # A simulated context exists only once its module is loaded: a real ask does not load it.
+    simulator = sys.modules.get("vidscope.agents.simulator.simulator")
+    return simulator is not None and isinstance(ctx, simulator.SimContext)
+
+
+def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest) -> Answer:
+    """``request`` answered by ``strategy`` in ``ctx``.
+
+    The one place a run is set up: without a planner (``ctx.chat`` is None) a strategy that needs
+    one gives way to the extractive answerer (callers say so in their result's note); the tools
+    are the library's for a library question, else the strategy's own for the context's
+    environment; then the strategy's run function answers.
+    """
+    chosen = get(strategy) if isinstance(strategy, str) else strategy
+    if chosen.needs_planner and ctx.chat is None:
+        chosen = STRATEGIES[EXTRACTIVE]
+    if request.scope == "library":
+        from vidscope.agents.tools_library import library_registry
+
+        ctx.registry = library_registry()
+    else:
+        ctx.registry = chosen.tool_registry(simulated=in_simulator(ctx))
+    return load(chosen.run)(ctx, request)
+
+
+# ============================================================================ the strategies
+# Order matters: the first strategy of a scope is that scope's default.
+
+register(
+    Strategy(
+        "dvd",
+        "Deep Video Discovery",
+        "Deep-Video-Discovery agent, one tool loop",
+        frozenset({"video", "library"}),
+        run="vidscope.agents.runtime:run_tool_loop",
+        tools="vidscope.agents.tools_dvd:dvd_registry",
+        sim_tools="vidscope.agents.simulator.tools:sim_dvd_registry",
+    )
+)
+register(
+    Strategy(
+        "avi",
+        "AVI",
+        "three phases (retrieve, perceive, review); 'when' questions get a (start, end) interval",
+        frozenset({"video"}),
+        run="vidscope.agents.avi:run",
+        tools="vidscope.agents.tools_avi:avi_registry",
+        sim_tools="vidscope.agents.simulator.tools:sim_avi_registry",
+    )
+)
+register(
+    Strategy(
+        "sama",
+        "SAMA",
+        "skill-guided planner with conflict checks and evidence memory",
+        frozenset({"videos"}),
+        run="vidscope.agents.sama.agent:run",
+        tools="vidscope.agents.sama.agent:sama_registry",
+        sim_tools="vidscope.agents.simulator.tools_sama:sim_sama_registry",
+    )
+)
+register(
+    Strategy(
+        "cvr",
+        "AgentCVR",
+        "master agent with parallel visual and audio sub-agents",
+        frozenset({"videos"}),
+        run="vidscope.agents.cvr.agent:run",
+        tools="vidscope.agents.cvr.agent:cvr_registry",
+        sim_tools="vidscope.agents.simulator.tools_cvr:sim_cvr_agent_registry",
+    )
+)
+register(
+    Strategy(
+        "actions",
+        "AgentCVR actions",
+        "one tool loop over AgentCVR's actions (visual_query, audio_query, clip_search, finish); "
+        "GRPO's environment, simulator only",
+        frozenset(),
+        run="vidscope.agents.runtime:run_tool_loop",
+        sim_tools="vidscope.agents.simulator.tools:sim_cvr_registry",
+    )
+)
+register(
+    Strategy(
+        EXTRACTIVE,
+        "extractive",
+        "no chat model: the best evidence clips answer",
+        frozenset(),
+        run="vidscope.agents.extractive:run",
+        tools="vidscope.agents.tools_dvd:dvd_registry",
+        sim_tools="vidscope.agents.simulator.tools:sim_dvd_registry",
+        needs_planner=False,
+    )
+)

@@ -1,0 +1,76 @@
+"""The ingestion stages, registered once: their order, and where each one's declaration lives.
+
+Each stage module declares its :class:`~vidscope.tasks.stage.Stage` (name, version, settings,
+``needs`` / ``reads``, ``run``); :data:`STAGES` lists them in the order the ingestion flow submits
+them. Everything else is derived: the flow builds one Prefect task per declaration and its
+dependency graph from ``needs`` / ``reads`` (:mod:`vidscope.flows.ingest`), ``vidscope status``
+and the API list :func:`stage_names`. Adding a stage is two places: its module and one line here
+(``docs/architecture.md`` walks through an example).
+
+Each entry names the stage beside the import path of its declaration, so the names are known
+without importing the stage modules (their numpy, PyAV and model code): ``vidscope status`` lists
+them cold. :func:`stages` loads the declarations and checks each against its entry. Storage
+needs no list of stage names: the ledger keys rows by whatever name a stage records.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+
+from vidscope.tasks.stage import Stage
+
+#: Every stage in the order the flow submits them, each before the stages that need or read it:
+#: (name, ``"module:attribute"`` of its declaration, or the declaration itself).
+STAGES: list[tuple[str, str | Stage]] = [
+    ("probe", "vidscope.tasks.probe:PROBE"),
+    ("segment", "vidscope.tasks.segment:SEGMENT"),
+    ("frames", "vidscope.tasks.frames:FRAMES"),
+    ("speech", "vidscope.tasks.speech:SPEECH"),
+    ("ocr", "vidscope.tasks.ocr:OCR"),
+    ("detect", "vidscope.tasks.detect:DETECT"),
+    ("caption", "vidscope.tasks.caption:CAPTION"),
+    ("subjects", "vidscope.tasks.subjects:SUBJECTS_STAGE"),
+    ("graph", "vidscope.tasks.graph:GRAPH"),
+    ("parse", "vidscope.tasks.parse:PARSE"),
+    ("tags", "vidscope.tasks.tags:TAGS"),
+    ("embed", "vidscope.tasks.embed:EMBED"),
+    ("frame_embed", "vidscope.tasks.frame_embed:FRAME_EMBED"),
+    ("clip_embed", "vidscope.tasks.clip_embed:CLIP_EMBED"),
+]
+
+
+def stage_names() -> tuple[str, ...]:
+    """The stages' names in flow order (imports no stage module)."""
+    return tuple(name for name, _ in STAGES)
+
+
+def stages() -> tuple[Stage, ...]:
+    """The stage declarations in flow order, checked: each is registered under its own name, and
+    everything it needs or reads is registered before it (so the flow's order is a valid one)."""
+    return _load(tuple(STAGES))
+
+
+@cache
+def _load(entries: tuple[tuple[str, str | Stage], ...]) -> tuple[Stage, ...]:
+    loaded: list[Stage] = []
+    for name, ref in entries:
+        stage = _declaration(ref)
+        if stage.name != name:
+            raise ValueError(f"the stage registered as {name!r} declares itself {stage.name!r}")
+        before = {s.name for s in loaded}
+        missing = [d for d in (*stage.needs, *stage.reads) if d not in before]
+        if missing:
+            raise ValueError(f"stage {name!r} needs or reads {', '.join(missing)}: register them before it")
+        loaded.append(stage)
+    return tuple(loaded)
+
+
+def _declaration(ref: str | Stage) -> Stage:
+    if isinstance(ref, Stage):
+        return ref
+    module, _, attribute = ref.partition(":")
+    stage = getattr(importlib.import_module(module), attribute)
+    if not isinstance(stage, Stage):
+        raise TypeError(f"{ref} is not a Stage")
+    return stage
