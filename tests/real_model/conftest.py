@@ -296,5 +296,6 @@ def _write_quality(path: Path, done: list[Run]) -> None:
             commit=commit or "?",
             date=time.strftime("%Y-%m-%d"),
             model="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+            threads=THREADS,
         )
     )

@@ -141,8 +141,9 @@ def serve(model: Path, port: int, threads: int, ctx: int, alias: str) -> None:
         raise SystemExit("llama.cpp server did not become healthy in 120 s")
     print(f"listening {url}", flush=True)
     stop.wait()
-    del server
-    os._exit(0)  # the native server's threads need no orderly interpreter shutdown
+    # The native server's threads need no orderly shutdown (joining them can take seconds): the
+    # process ends here, with the model's memory.
+    os._exit(0 if server is not None else 1)
 
 
 def main() -> None:

@@ -228,12 +228,12 @@ class Run:
         )
 
 
-def quality_table(runs: list[Run], *, commit: str, date: str, model: str) -> str:
+def quality_table(runs: list[Run], *, commit: str, date: str, model: str, threads: int) -> str:
     """The markdown block RESULTS.md keeps per tier run."""
     lines = [
         f"### Real-model tier, {date}, commit {commit}",
         "",
-        f"Model: {model} (llama.cpp server, 2 threads, temperature 0, seed 1234). "
+        f"Model: {model} (llama.cpp server, {threads} thread(s), temperature 0, seed 1234). "
         "Command: `bash scripts/real_model.sh`.",
         "",
         "| command | agent | exit | right | steps | model requests | prompt / output tokens | forced "
