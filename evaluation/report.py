@@ -58,6 +58,15 @@ class RunSummary(BaseModel):
     output_tokens: int = 0
     cost_usd: float | None = None
     seconds: float = 0.0
+    forced: int = Field(0, description="Answers forced at a step limit (or after prose replies).")
+    evidence: dict[str, int] = Field(
+        default_factory=dict, description="Citations per evidence level; only perceived and retrieved verify."
+    )
+
+
+#: The agents' evidence levels, strongest first (``vidscope.agents.answers.EVIDENCE_LEVELS``; the
+#: evaluation layer sits below the agents and only reads the names from the predictions).
+EVIDENCE_ORDER = ("perceived", "retrieved", "echoed", "none")
 
 
 def _groups(groups: Mapping[str, Accuracy]) -> dict[str, GroupScore]:
@@ -115,6 +124,11 @@ def summarise(
         costs = [p.cost_usd for p in done if p.cost_usd is not None]
         summary.cost_usd = sum(costs) if costs else None
         summary.seconds = sum(p.seconds for p in done)
+        summary.forced = sum(p.forced for p in done)
+        for level in EVIDENCE_ORDER:
+            count = sum(p.evidence.get(level, 0) for p in done)
+            if count:
+                summary.evidence[level] = count
     return summary
 
 
@@ -151,6 +165,11 @@ def report_markdown(summary: RunSummary) -> str:
         f"Mean steps {summary.mean_steps:.2f}; tokens {summary.input_tokens} in / "
         f"{summary.output_tokens} out; cost {cost}; {summary.seconds:.1f} s answering.",
     ]
+    if summary.forced:
+        lines.append(f"{summary.forced} answers were forced (step limit or prose replies).")
+    if summary.evidence:
+        levels = ", ".join(f"{level} {n}" for level, n in summary.evidence.items())
+        lines.append(f"Citations by evidence level: {levels} (only perceived and retrieved verify).")
     if summary.open_ended:
         lines.append(f"{summary.open_ended} open-ended answers are in the predictions, not scored.")
     if summary.unscored:

@@ -71,6 +71,10 @@ class Prediction(BaseModel):
     extractive: bool = False
     forced: bool = False
     perceived: bool | None = Field(None, description="AVI: the answer's citations were perceived.")
+    evidence: dict[str, int] = Field(
+        default_factory=dict,
+        description="The answer's citations per evidence level (perceived, retrieved, …).",
+    )
 
     @property
     def response(self) -> str:

@@ -25,6 +25,7 @@ import contextvars
 import inspect
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -379,6 +380,7 @@ def answer_question(
                 extractive=answer.extractive,
                 forced=answer.forced,
                 perceived=answer.perceived,
+                evidence=dict(Counter(c.evidence for c in answer.citations)),
             )
     prediction.cost_usd = totals(store, query_id)["cost_usd"]
     prediction.seconds = round(time.perf_counter() - started, 3)

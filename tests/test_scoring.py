@@ -145,3 +145,38 @@ def test_grounding_and_retrieval_over_items() -> None:
     rankings = {"q1": ["a", "b"], "q2": ["x", "y", "z", "w", "b"], "q3": ["x"] * 10 + ["c"]}
     assert score_retrieval(queries, rankings) == pytest.approx({"R@1": 1 / 3, "R@5": 2 / 3, "R@10": 2 / 3})
     assert score_retrieval(queries, {})["R@10"] == 0.0  # a query with no ranking is a miss
+
+
+def test_the_report_counts_forced_answers_and_citations_by_evidence_level() -> None:
+    """Issue 28: the eval report shows the citations' evidence levels; forced answers are counted."""
+    from vidscope.evaluation.items import BenchmarkItem
+    from vidscope.evaluation.report import report_markdown, summarise
+    from vidscope.evaluation.runs import Prediction, RunSpec
+
+    items = [
+        BenchmarkItem(
+            benchmark="egoschema", question_id=q, kind="multiple_choice", video_ids=("v",), question="?",
+            options=("a", "b"), answer="A",
+        )
+        for q in ("q1", "q2")
+    ]  # fmt: skip
+    predictions = {
+        "q1": Prediction(
+            question_id="q1", kind="multiple_choice", video_ids=["v"], answer="A", choice="A",
+            evidence={"retrieved": 2, "echoed": 1},
+        ),
+        "q2": Prediction(
+            question_id="q2", kind="multiple_choice", video_ids=["v"], answer="B", choice="B", forced=True,
+            evidence={"perceived": 1, "none": 1},
+        ),
+    }  # fmt: skip
+    spec = RunSpec(
+        name="r", benchmark="egoschema", annotations="a", root="r", agent="dvd", settings_fingerprint="f",
+        created_at="2026-11-25T00:00:00",
+    )  # fmt: skip
+    summary = summarise(spec, items, items, predictions, [], [])
+    assert summary.forced == 1
+    assert summary.evidence == {"perceived": 1, "retrieved": 2, "echoed": 1, "none": 1}
+    report = report_markdown(summary)
+    assert "1 answers were forced" in report
+    assert "Citations by evidence level: perceived 1, retrieved 2, echoed 1, none 1" in report

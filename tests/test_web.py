@@ -76,6 +76,8 @@ def test_ask_then_click_evidence_plays_the_video_from_that_moment(
         start = float(evidence.get_attribute("data-start") or "nan")
         assert start == 5.0
         expect(evidence.locator(".time")).to_have_text("0:05.0–0:08.0")
+        # The citation's evidence level is shown (issue 28): a clip hit, so retrieved.
+        expect(evidence.locator(".level")).to_have_text("retrieved")
         page.wait_for_function(
             "() => [...document.querySelectorAll('#answer .evidence img')]"
             ".every(img => img.complete && img.naturalWidth > 0)",

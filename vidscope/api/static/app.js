@@ -156,7 +156,9 @@ function playAt(videoId, start) {
 }
 
 // A thumbnail of the moment that plays it when clicked; ``label`` (a file name) is shown under it.
-function evidenceButton(videoId, start, end, extraClass = "", label = "") {
+// A cited moment: its thumbnail, its range and its evidence level (perceived, retrieved, echoed,
+// none: what the agent's tools actually returned there; only the first two verify it).
+function evidenceButton(videoId, start, end, extraClass = "", label = "", level = "") {
   const button = el(
     "button",
     {
@@ -171,6 +173,7 @@ function evidenceButton(videoId, start, end, extraClass = "", label = "") {
       loading: "lazy",
     }),
     el("span", { className: "time", text: `${fmtTime(start)}–${fmtTime(end)}` }),
+    ...(level ? [el("span", { className: `level level-${level}`, text: level })] : []),
     ...(label ? [el("span", { className: "video", text: label })] : []),
   );
   button.addEventListener("click", () => playAt(videoId, start));
@@ -192,7 +195,7 @@ $("#ask-form").addEventListener("submit", async (event) => {
     });
     const list = el("div", { className: "evidence-list" });
     for (const c of result.citations) {
-      list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified"));
+      list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", "", c.evidence));
     }
     const kind = result.extractive ? "extractive answer" : `answer (${result.model})`;
     out.replaceChildren(
@@ -263,7 +266,9 @@ $("#compare-form").addEventListener("submit", async (event) => {
     const list = el("div", { className: "evidence-list" });
     for (const c of result.citations) {
       list.append(
-        evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", names[c.video_id] || c.video_id),
+        evidenceButton(
+          c.video_id, c.start, c.end, c.verified ? "" : "unverified", names[c.video_id] || c.video_id, c.evidence,
+        ),
       );
     }
     const kind = result.extractive ? "extractive answer" : `answer by ${result.agent} (${result.model})`;
