@@ -424,7 +424,7 @@ def test_a_context_overflow_trims_the_oldest_observations_and_retries(world) -> 
             finish_call("The code is purple elephant.", [ANSWER_RANGE]),
         ]
     )
-    answer, chat, trimmed = windowed_run(world, words=700)  # requests: ~410, ~655, ~720
+    answer, chat, trimmed = windowed_run(world, words=750)  # requests: ~463, ~709, ~772
     assert chat.rejected == 1  # the third request did not fit until the first search was trimmed
     assert answer.answer == "The code is purple elephant." and not answer.forced
     assert answer.citations[0].verified  # evidence outlives the trimmed observation text

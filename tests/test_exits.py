@@ -49,7 +49,8 @@ class Planner(ScriptedLLMServer):
                 "clip_search", {"video_id": VIDEO_ID, "query": "secret code", "top_k": 3}, call_id="s"
             )
         if "answer" in offered:  # SAMA: read the segment, then answer
-            if "Since your last turn" in str(messages[-1].get("content")) or "video_reader" not in offered:
+            # The reader's result comes back under "Since your last turn" as "video_reader: …".
+            if "video_reader:" in str(messages[-1].get("content")) or "video_reader" not in offered:
                 cited = [{"video_id": VIDEO_ID, "start": ANSWER[0], "end": ANSWER[1]}]
                 return tool_call("answer", {"answer": "A sign.", "citations": cited}, call_id="a")
             look = {"video_id": VIDEO_ID, "t0": ANSWER[0], "t1": ANSWER[1], "question": "What is shown?"}

@@ -103,7 +103,9 @@ def test_a_registered_strategy_answers_ask_and_compare_through_the_api(toy: Stra
     from vidscope.api import create_app
     from vidscope.core.settings import Settings
 
-    with TestClient(create_app(Settings(data_dir=data_dir)), client=LOOPBACK_CLIENT) as client:
+    # The host too is loopback's: without a token the API answers loopback host names only.
+    app = create_app(Settings(data_dir=data_dir))
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url="http://127.0.0.1") as client:
         listed = {s["name"]: s for s in client.get("/api/strategies").json()}
         assert listed["toy"]["scopes"] == ["video", "videos"] and listed["toy"]["help"] == toy.help
         assert listed["dvd"]["default_for"] == ["video", "library"]
