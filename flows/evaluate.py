@@ -141,8 +141,12 @@ def prepare_run(
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
     strategy = strategies.get(agent)
-    if strategy.needs_planner and not settings.models.chat:
-        raise ValueError(f"agent {agent!r} needs a chat model: set [models] chat (or use --agent extractive)")
+    # The planner answers (models.planner, else models.chat), as for ask: a planner-only config is
+    # enough (issue 24).
+    if strategy.needs_planner and not registry.effective_spec(settings, "planner"):
+        raise ValueError(
+            f"agent {agent!r} needs a planner: set [models] planner or chat (or use --agent extractive)"
+        )
     if (strategy.sim_tools if is_simulated(settings.agent) else strategy.tools) is None:
         raise ValueError(f"agent {agent!r} does not run in this environment ([agent] environment)")
     annotations = Path(annotations).expanduser().resolve()

@@ -80,3 +80,20 @@ def test_up_to_26_options_load_with_their_letters(tmp_path) -> None:
     folder = _one_question_folder(tmp_path / "a", candidates=many, answer="choice 25")
     (item,) = mlvu.load(folder)
     assert item.answer == "Z" and item.answer_index == 25
+
+
+def test_a_planner_only_config_is_accepted_as_ask_accepts_it(tmp_path: Path) -> None:
+    """Issue 24 / the real-model tier: models.planner alone answers (it is what ask uses)."""
+    from vidscope.core.settings import Settings
+    from vidscope.flows.evaluate import prepare_run
+
+    annotations = tmp_path / "questions.json"
+    annotations.write_text(
+        json.dumps([{"q_uid": "q", "question": "?"} | {f"option {i}": "x" for i in range(5)}])
+    )
+    planner_only = Settings(data_dir=tmp_path / "data", models={"planner": "openai:small"})
+    run_dir = prepare_run(planner_only, "egoschema", annotations, tmp_path, "dvd", name="planner-only")
+    assert run_dir.is_dir()
+    nothing = Settings(data_dir=tmp_path / "data")
+    with pytest.raises(ValueError, match="needs a planner"):
+        prepare_run(nothing, "egoschema", annotations, tmp_path, "dvd", name="none")
