@@ -162,6 +162,61 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
                 continue
         if isinstance(name, str) and name in allowed and isinstance(args, dict):
             return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
+    return _call_syntax(text, allowed)
+
+
+def _split_top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside quotes and brackets."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote and text[i - 1] != "\\" else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _call_value(raw: str) -> Any:
+    """A keyword argument's value as a model wrote it: JSON, a quoted string, or a bare word."""
+    with contextlib.suppress(ValueError):
+        return loads_lenient(raw) if raw[:1] in "[{" else json.loads(raw)
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        return raw[1:-1]
+    return {"True": True, "False": False, "None": None}.get(raw, raw)  # a bare id stays text
+
+
+def _call_syntax(text: str, allowed: set[str]) -> ToolCall | None:
+    """A call written as code, ``clip_search(video_id=ab12…, query="a door", k=16)`` (a real
+    Qwen2.5-Coder 1.5B wrote AVI's calls so), with keyword arguments only."""
+    for match in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
+        name = match.group(1)
+        if name not in allowed:
+            continue
+        depth, end = 0, None
+        for i in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i
+                break
+        if end is None:
+            continue
+        args: dict[str, Any] = {}
+        for part in _split_top_level(text[match.end() : end]):
+            key, eq, value = part.partition("=")
+            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key.strip()):
+                args = {}
+                break
+            args[key.strip()] = _call_value(value.strip())
+        if args:
+            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
     return None
 
 

@@ -343,3 +343,29 @@ def test_a_sama_planner_that_replies_in_prose_is_not_replayed_and_ends_with_its_
     assert len(set(bodies)) == 3  # no two turns asked the same thing
     assert result.forced and result.answer == said[-1] and result.choice == "B"
     assert llm_server.pending == 0  # every scripted reply was an HTTP request: none replayed
+
+
+def test_a_cvr_answer_beside_its_queries_waits_for_their_results(
+    world, llm_server: ScriptedLLMServer
+) -> None:
+    """A real 1.5B master sent queries and an answer in one turn, every turn, and every turn was
+    refused as unusable (6 of 6 with no query run). AgentCVR §3: the answer comes alone, after the
+    sub-agents reported; so the queries run and the answer is set aside, said so to the master."""
+    settings = settings_for(world["data"], llm_server)  # type: ignore[arg-type]
+    v = ids(world)
+    query = {"action": "visual_query", "video_id": v["a"], "t0": 5, "t1": 11, "focus": "the step"}
+    early = {"action": "answer", "answer": "Mixing flour.", "citations": []}
+    final = {
+        "action": "answer",
+        "answer": "Mixing flour.",
+        "citations": [{"video_id": v["a"], "start": 5, "end": 11}],
+    }
+    llm_server.script(
+        [text(json.dumps({"actions": [query, early]})), text("Flour is mixed."), text(json.dumps(final))]
+    )
+    result = run_cvr(context(world, settings), "What step is shown?", [v["a"]])
+    assert [s.tool for s in result.trace if s.kind == "tool"] == ["visual_query"]
+    assert not any(s.kind == "model-error" for s in result.trace) and not result.forced
+    assert result.answer == "Mixing flour." and result.citations[0].verified
+    told = json.dumps(llm_server.chat_requests[-1]["messages"])
+    assert "answer was set aside" in told

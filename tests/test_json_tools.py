@@ -152,3 +152,22 @@ def test_quoted_video_text_cannot_close_its_block() -> None:
     assert quoted.count("<video_data>") == 1 and quoted.count("</video_data>") == 1
     assert json.loads(quoted.removeprefix("<video_data>\n").removesuffix("\n</video_data>")) == hostile
     assert inert_json([1, 2]) == "[1,2]" and inert_json([1, 2], compact=False) == "[1, 2]"
+
+
+def test_a_call_written_as_code_is_read() -> None:
+    """A real Qwen2.5-Coder 1.5B behind llama.cpp wrote AVI's call as code, keyword arguments and
+    an unquoted id included; a name that is not an offered tool, or positional arguments, is text."""
+    written = 'clip_retrieve(video_id=0a08070be465, query="lighthouse painted green", k=16)'
+    call = find_tool_call(written, ["clip_retrieve"])
+    assert call is not None and call.name == "clip_retrieve"
+    assert call.arguments == {"video_id": "0a08070be465", "query": "lighthouse painted green", "k": 16}
+    nested = find_tool_call(
+        'Next: frame_inspect(video_id="v", question="a, b?", time_ranges=[[1, 2]])', ["frame_inspect"]
+    )
+    assert (
+        nested is not None
+        and nested.arguments["time_ranges"] == [[1, 2]]
+        and nested.arguments["question"] == "a, b?"
+    )
+    assert find_tool_call("clip_search(v, x)", ["clip_search"]) is None
+    assert find_tool_call('print(query="x")', ["clip_search"]) is None

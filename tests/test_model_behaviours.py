@@ -396,3 +396,14 @@ def test_cvr_no_evidence_verifies_nothing() -> None:
     seen = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="A sign reads PURPLE.")
     blind = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="no evidence")
     assert seen.evidence_level() == "perceived" and blind.evidence_level() == "echoed"
+
+
+def test_cvr_an_answer_beside_queries_waits_for_their_results() -> None:
+    """A real 1.5B master sent its queries and its answer in one turn, every turn: the queries are
+    read (not refused as unusable) and the answer is one action of its own (AgentCVR §3)."""
+    from vidscope.agents.cvr.agent import parse_actions
+
+    query = {"action": "visual_query", "video_id": VIDEO_ID, "t0": 0, "t1": 10, "focus": "ticket"}
+    answer = {"action": "answer", "answer": "cheaper at the river port", "citations": []}
+    actions, problem = parse_actions(json.dumps({"actions": [query, answer]}))
+    assert problem is None and [a["action"] for a in actions] == ["visual_query", "answer"]

@@ -89,9 +89,16 @@ def parse_actions(text: str | None) -> tuple[list[dict[str, Any]], str | None]:
     for i, action in enumerate(actions):
         if not isinstance(action, dict) or action.get("action") not in (*QUERIES, answer_tool.name):
             return [], f"action {i + 1} must be an object whose action is visual_query, audio_query or answer"
-    if any(a["action"] == answer_tool.name for a in actions) and len(actions) > 1:
-        return [], "answer must be the only action of its turn"
+    # An answer beside queries (a real 1.5B master did this every turn) is premature, not unusable:
+    # run_cvr runs the queries and sets the answer aside until their results are read.
     return actions, None
+
+
+#: Said to the master when its turn held queries and an answer: the answer was set aside.
+ANSWER_WAITS = (
+    "Your answer was set aside: answer alone, in a later turn, once you have read the results of "
+    "your queries above."
+)
 
 
 def run_queries(ctx: ToolContext, calls: list[tuple[str, dict[str, Any]]]) -> list[ToolOutcome]:
@@ -155,13 +162,15 @@ def run_cvr(
             )
             record(TraceStep(index=len(state.trace) + 1, kind="model-error", observation=problem, ok=False))
             continue
-        if actions[0]["action"] == answer_tool.name:
+        queries = [a for a in actions if a["action"] != answer_tool.name]
+        set_aside = [a for a in actions if a["action"] == answer_tool.name] if queries else []
+        if not queries:
             fields = {k: v for k, v in actions[0].items() if k != "action"}
             cited = [c for c in fields.get("citations") or [] if isinstance(c, dict)]
             return finish_answer(
                 ctx, state, answer_tool.name, fields, video_ids[0], options, record, citations=cited
             )
-        calls = [(a["action"], {k: v for k, v in a.items() if k != "action"}) for a in actions]
+        calls = [(a["action"], {k: v for k, v in a.items() if k != "action"}) for a in queries]
         outcomes = run_queries(ctx, calls)
         observations = []
         for outcome in outcomes:
@@ -185,6 +194,9 @@ def run_cvr(
                     tool_cached=outcome.cached,
                 )
             )
+        if set_aside:
+            stated = str(set_aside[0].get("answer") or "").strip() or stated
+            observations.append(ANSWER_WAITS)
         state.messages.append(ChatMessage(role="user", content="\n\n".join(observations)))
     # Turn limit: the master's last stated answer as a best guess with its choice, forced.
     text = stated or "No answer was reached within the turn limit."
