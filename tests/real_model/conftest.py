@@ -152,8 +152,10 @@ class Library:
     sample: Path
     ids: dict[str, str] = field(default_factory=dict)
 
-    def vidscope(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        """Run ``vidscope`` as a user would, with the real model configured."""
+    def vidscope(
+        self, *args: str, timeout: float = 900, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``vidscope`` as a user would, with the real model configured (``env``: more settings)."""
         return subprocess.run(
             [
                 sys.executable,
@@ -169,7 +171,7 @@ class Library:
             text=True,
             timeout=timeout,
             cwd=self.data_dir.parent,
-            env=os.environ | {"VIDSCOPE_CONFIG": str(self.config)},
+            env=os.environ | {"VIDSCOPE_CONFIG": str(self.config)} | (env or {}),
         )
 
 
@@ -249,7 +251,7 @@ def runs(library: Library, recorder: RecordingProxy, quality_path: Path) -> Iter
             command = COMMANDS[name]
             mark = recorder.mark()
             started = time.monotonic()
-            proc = library.vidscope(*command.args(library))
+            proc = library.vidscope(*command.args(library), env=command.env)
             outcome = Run(
                 command=command,
                 returncode=proc.returncode,
@@ -267,6 +269,12 @@ def runs(library: Library, recorder: RecordingProxy, quality_path: Path) -> Iter
                     outcome.predictions = [json.loads(line) for line in text.splitlines() if line.strip()]
             done[name] = outcome
             _write_quality(quality_path, list(done.values()))
+            # What the command printed, to read after a failure (benchmarks/out is ignored by git).
+            outputs = quality_path.with_suffix("")
+            outputs.mkdir(parents=True, exist_ok=True)
+            (outputs / f"{name}.out").write_text(
+                f"exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+            )
         return done[name]
 
     yield run

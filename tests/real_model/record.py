@@ -32,6 +32,8 @@ class Command:
     args: Callable[[Any], list[str]]
     #: The right answer as the agent should give it: a choice letter, or a regex on the answer text.
     gold: str | None = None
+    #: Settings for this command only (``VIDSCOPE_*`` variables), e.g. a smaller step budget.
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def _choice_or_text(answer: dict[str, Any], gold: str) -> bool:
@@ -162,7 +164,8 @@ COMMANDS: dict[str, Command] = {
             "mavis",
             lambda lib: ["search", "ferry leaving from a pier at the harbour", "--json"],
         ),
-        Command("eval", "dvd (eval)", _eval_args),
+        # Three questions: each with a budget of 3 steps, so the tier keeps within its 20 minutes.
+        Command("eval", "dvd (eval)", _eval_args, env={"VIDSCOPE_AGENT__MAX_STEPS": "3"}),
     )
 }
 

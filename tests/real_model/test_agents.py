@@ -88,7 +88,10 @@ def test_citations_carry_honest_evidence_levels(name: str, runs: Callable[[str],
         for citation in answer.get("citations", []):
             level = citation.get("evidence")
             assert level in EVIDENCE_LEVELS, f"{question!r}: citation without an evidence level: {citation}"
-            assert citation.get("verified") == (level in {"perceived", "retrieved"}), citation
+            if citation.get("verified"):
+                assert level in {"perceived", "retrieved"}, citation  # only these verify
+            else:  # unverified at a verifying level only with a reason (too wide, not perceived by AVI)
+                assert level not in {"perceived", "retrieved"} or citation.get("note"), citation
             # No vision model here: nothing can have been perceived by looking at frames.
             assert level != "perceived" or citation.get("perceived_by") != "frames", citation
 
