@@ -79,6 +79,23 @@ def _eval_args(lib: Any) -> list[str]:
     ]  # fmt: skip
 
 
+def _compare_args(lib: Any, agent: str) -> list[str]:
+    """``compare`` of the two harbour tours with ``agent``: where is the ticket cheaper?"""
+    options = [arg for option in CHEAPER_OPTIONS for arg in ("--options", option)]
+    question = "Where is the ferry ticket cheaper?"
+    return [
+        "compare",
+        str(lib.harbour),
+        str(lib.river),
+        question,
+        *options,
+        "--agent",
+        agent,
+        "--json",
+        "--trace",
+    ]
+
+
 COMMANDS: dict[str, Command] = {
     command.name: command
     for command in (
@@ -123,42 +140,8 @@ COMMANDS: dict[str, Command] = {
             ],
             gold=r"\b(12|twelve)\b",
         ),
-        Command(
-            "compare-sama",
-            "sama",
-            lambda lib: (
-                ["compare", str(lib.harbour), str(lib.river), "Where is the ferry ticket cheaper?"]
-                + [
-                    "--options",
-                    CHEAPER_OPTIONS[0],
-                    "--options",
-                    CHEAPER_OPTIONS[1],
-                    "--agent",
-                    "sama",
-                    "--json",
-                    "--trace",
-                ]
-            ),
-            gold="B",
-        ),
-        Command(
-            "compare-cvr",
-            "cvr",
-            lambda lib: (
-                ["compare", str(lib.harbour), str(lib.river), "Where is the ferry ticket cheaper?"]
-                + [
-                    "--options",
-                    CHEAPER_OPTIONS[0],
-                    "--options",
-                    CHEAPER_OPTIONS[1],
-                    "--agent",
-                    "cvr",
-                    "--json",
-                    "--trace",
-                ]
-            ),
-            gold="B",
-        ),
+        Command("compare-sama", "sama", lambda lib: _compare_args(lib, "sama"), gold="B"),
+        Command("compare-cvr", "cvr", lambda lib: _compare_args(lib, "cvr"), gold="B"),
         Command(
             "search",
             "mavis",
