@@ -701,6 +701,12 @@ def finish_answer(
     return _final(state, str(values.get("answer", "")), checked, options, choice=values.get("choice"))
 
 
+def forced_answer(state: LoopState, text: str | None, options: Sequence[str] | None) -> Answer:
+    """The best guess at a loop's limit: ``text`` (what the model last stated) with the choice it
+    names, marked ``forced``; without one, "No answer was reached" (also forced)."""
+    return _final(state, text or "No answer was reached within the turn limit.", [], options, forced=True)
+
+
 def _final(
     state: LoopState,
     text: str,

@@ -28,8 +28,8 @@ from vidscope.agents.runtime import (
     ask_model,
     describe_videos,
     finish_answer,
+    forced_answer,
     format_observation,
-    pick_choice,
 )
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolOutcome, ToolRegistry, execute_tool
@@ -199,11 +199,4 @@ def run_cvr(
             observations.append(ANSWER_WAITS)
         state.messages.append(ChatMessage(role="user", content="\n\n".join(observations)))
     # Turn limit: the master's last stated answer as a best guess with its choice, forced.
-    text = stated or "No answer was reached within the turn limit."
-    return Answer(
-        answer=text,
-        choice=pick_choice(None, text, options),
-        trace=state.trace,
-        usage=state.usage,
-        forced=True,
-    )
+    return forced_answer(state, stated, options)

@@ -29,7 +29,7 @@ from vidscope.agents.runtime import (
     ask_model,
     describe_videos,
     finish_answer,
-    pick_choice,
+    forced_answer,
     run_tool,
     tool_step,
 )
@@ -232,14 +232,7 @@ def run_sama(
     # Turn limit: the planner's own last stated answer, else what the verified facts say; a
     # best guess with its choice, marked forced.
     facts = "; ".join(f.describe() for f in memory.all_facts())
-    text = stated or facts or "No answer was reached within the turn limit."
-    return Answer(
-        answer=text,
-        choice=pick_choice(None, text, options),
-        trace=state.trace,
-        usage=state.usage,
-        forced=True,
-    )
+    return forced_answer(state, stated or facts, options)
 
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
