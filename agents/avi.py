@@ -471,6 +471,16 @@ class _AviRun:
         self._record(tool_step(0, call, outcome, reply, first=first, phase=phase))
         return format_observation(outcome)
 
+    def _refusal(self, phase: Phase, owner: Phase | None, call: ToolCall) -> str:
+        """Why ``call`` cannot run in ``phase``: no tools in Review, an unknown tool, another phase's."""
+        if phase == REVIEW:
+            return prompts.AVI_NO_TOOLS.format(tool=call.name)
+        if owner is None:
+            return prompts.AVI_UNKNOWN_TOOL.format(tool=call.name, tools=self._names(phase))
+        return prompts.AVI_WRONG_PHASE.format(
+            tool=call.name, owner=owner, phase=phase, tools=self._names(phase)
+        )
+
     def _refuse(
         self,
         phase: Phase,
@@ -481,16 +491,7 @@ class _AviRun:
         *,
         error: str | None = None,
     ) -> str:
-        if error is not None:
-            pass
-        elif phase == REVIEW:
-            error = prompts.AVI_NO_TOOLS.format(tool=call.name)
-        elif owner is None:
-            error = prompts.AVI_UNKNOWN_TOOL.format(tool=call.name, tools=self._names(phase))
-        else:
-            error = prompts.AVI_WRONG_PHASE.format(
-                tool=call.name, owner=owner, phase=phase, tools=self._names(phase)
-            )
+        error = error or self._refusal(phase, owner, call)
         self._record(
             TraceStep(
                 index=0,

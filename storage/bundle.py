@@ -124,19 +124,9 @@ def _write_bundle(
         counts[spec.name] = rows.num_rows
         if rows.num_rows:
             pq.write_table(rows.cast(spec.schema), folder / f"{spec.name}.parquet")
-    used = tables[store.concept_index.name]
-    pairs = set(zip(used.column("dimension").to_pylist(), used.column("concept").to_pylist(), strict=True))
     vocabulary = store.rows(store.concepts)
     if vocabulary.num_rows:
-        keep = [
-            (d, c) in pairs
-            for d, c in zip(
-                vocabulary.column("dimension").to_pylist(),
-                vocabulary.column("concept").to_pylist(),
-                strict=True,
-            )
-        ]
-        vocabulary = vocabulary.filter(pa.array(keep, pa.bool_()))
+        vocabulary = _concepts_used(vocabulary, _concept_pairs(tables[store.concept_index.name]))
     counts[store.concepts.name] = vocabulary.num_rows
     if vocabulary.num_rows:
         pq.write_table(vocabulary.cast(store.concepts.schema), folder / f"{store.concepts.name}.parquet")
@@ -287,8 +277,18 @@ def _read_bundle(
     return data, vocabulary
 
 
+def _rows_pairs(table: pa.Table) -> list[tuple[str, str]]:
+    """The (dimension, concept) of each row of ``table``, in row order."""
+    return list(zip(table.column("dimension").to_pylist(), table.column("concept").to_pylist(), strict=True))
+
+
 def _concept_pairs(table: pa.Table) -> set[tuple[str, str]]:
-    return set(zip(table.column("dimension").to_pylist(), table.column("concept").to_pylist(), strict=True))
+    return set(_rows_pairs(table))
+
+
+def _concepts_used(vocabulary: pa.Table, used: set[tuple[str, str]]) -> pa.Table:
+    """The rows of ``vocabulary`` whose (dimension, concept) is in ``used``."""
+    return vocabulary.filter(pa.array([pair in used for pair in _rows_pairs(vocabulary)], pa.bool_()))
 
 
 def _write(
@@ -309,16 +309,7 @@ def _write(
         store.delete_rows(store.ledger, _in_videos(replaced))
     index = data.get(store.concept_index.name)
     if vocabulary is not None and index is not None:
-        used = _concept_pairs(of_chosen(index))
-        mine = [
-            (d, c) in used
-            for d, c in zip(
-                vocabulary.column("dimension").to_pylist(),
-                vocabulary.column("concept").to_pylist(),
-                strict=True,
-            )
-        ]
-        concepts = vocabulary.filter(pa.array(mine, pa.bool_()))
+        concepts = _concepts_used(vocabulary, _concept_pairs(of_chosen(index)))
         if concepts.num_rows:
             store.upsert(store.concepts, _merge_vocabulary(store, concepts))
     for spec in store.specs:
