@@ -20,6 +20,8 @@ import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+import json_repair
+
 from vidscope.core.hashing import stable_hash
 from vidscope.models.protocols.chat import ToolCall, ToolSpec
 
@@ -69,48 +71,14 @@ def _balanced_span(text: str) -> str | None:
     return None
 
 
-def _repair(text: str) -> str:
-    """Fix the usual near-JSON: single-quoted strings, trailing commas, Python literals."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "\"'":
-            # Copy a string, re-quoted with double quotes.
-            quote, i = ch, i + 1
-            buf = ['"']
-            while i < n and text[i] != quote:
-                if text[i] == "\\" and i + 1 < n:
-                    nxt = text[i + 1]
-                    buf.append(nxt if (quote == "'" and nxt == "'") else "\\" + nxt)
-                    i += 2
-                    continue
-                buf.append('\\"' if text[i] == '"' else text[i])
-                i += 1
-            buf.append('"')
-            out.append("".join(buf))
-            i += 1
-            continue
-        if ch == ",":
-            j = i + 1
-            while j < n and text[j].isspace():
-                j += 1
-            if j < n and text[j] in "}]":
-                i += 1  # a trailing comma
-                continue
-        word = re.match(r"(True|False|None)\b", text[i:])
-        if word and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            out.append({"True": "true", "False": "false", "None": "null"}[word.group(1)])
-            i += len(word.group(1))
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
 def loads_lenient(text: str | None) -> Any:
-    """Parse JSON a model wrote: tolerates code fences, prose around it, single quotes and
-    trailing commas. Raises ``ValueError`` naming the JSON error otherwise."""
+    """Parse JSON a model wrote: tolerates code fences, prose around it, single quotes, trailing
+    commas and Python literals. Raises ``ValueError`` naming the JSON error otherwise.
+
+    The JSON is found here (a fenced block, the whole text, the first balanced ``{...}``/``[...]``)
+    and read strictly first; what is not strict JSON is repaired by json-repair, but only a fenced
+    block or a balanced span, so neither prose nor a cut-off object parses as a value.
+    """
     source = (text or "").strip()
     if not source:
         raise ValueError("the text is empty")
@@ -124,12 +92,31 @@ def loads_lenient(text: str | None) -> Any:
         candidates.append(span)
     first_error: Exception | None = None
     for candidate in candidates:
-        for variant in (candidate, _repair(candidate)):
-            try:
-                return json.loads(variant)
-            except json.JSONDecodeError as exc:
-                first_error = first_error or exc
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            first_error = first_error or exc
+    for candidate in ([fence.group(1).strip()] if fence else []) + ([span] if span else []):
+        if candidate[:1] not in "{[":
+            continue
+        repaired = json_repair.loads(candidate, skip_json_loads=True)
+        if not isinstance(repaired, dict | list) or (not repaired and candidate[1:].strip()[:1] not in "]}"):
+            continue
+        # json-repair fills a missing value with "": that is a malformed call to re-ask, not a
+        # value the model wrote.
+        if '""' not in candidate and "''" not in candidate and _has_empty_string(repaired):
+            continue
+        return repaired
     raise ValueError(str(first_error))
+
+
+def _has_empty_string(value: Any) -> bool:
+    """Whether ``value`` (parsed JSON) holds an empty string anywhere."""
+    if isinstance(value, dict):
+        return any(_has_empty_string(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_empty_string(v) for v in value)
+    return value == ""
 
 
 # ---------------------------------------------------------------------------- replies
