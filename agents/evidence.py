@@ -1,6 +1,6 @@
 """Evidence from a video for the agents: clips found by a query, frames asked about.
 
-Shared by the Deep-Video-Discovery tools (:mod:`vidscope.agents.tools_dvd`), the AVI tools, the
+Shared by the Deep-Video-Discovery tools (:mod:`vidscope.agents.dvd.tools`), the AVI tools, the
 extractive answerer and the flows. Clip search fuses two rankings of one video's clips with
 reciprocal-rank fusion: text-embedding similarity to the query (exact, per video) and a BM25-like
 keyword score over the clip's caption, speech transcript and on-screen text.

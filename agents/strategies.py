@@ -178,7 +178,7 @@ register(
         "Deep-Video-Discovery agent, one tool loop",
         frozenset({"video", "library"}),
         run="vidscope.agents.runtime:run_tool_loop",
-        tools="vidscope.agents.tools_dvd:dvd_registry",
+        tools="vidscope.agents.dvd.tools:dvd_registry",
         sim_tools="vidscope.agents.simulator.tools:sim_dvd_registry",
     )
 )
@@ -188,8 +188,8 @@ register(
         "AVI",
         "three phases (retrieve, perceive, review); 'when' questions get a (start, end) interval",
         frozenset({"video"}),
-        run="vidscope.agents.avi:run",
-        tools="vidscope.agents.tools_avi:avi_registry",
+        run="vidscope.agents.avi.agent:run",
+        tools="vidscope.agents.avi.tools:avi_registry",
         sim_tools="vidscope.agents.simulator.tools:sim_avi_registry",
     )
 )
@@ -233,7 +233,7 @@ register(
         "no chat model: the best evidence clips answer",
         frozenset(),
         run="vidscope.agents.extractive:run",
-        tools="vidscope.agents.tools_dvd:dvd_registry",
+        tools="vidscope.agents.dvd.tools:dvd_registry",
         sim_tools="vidscope.agents.simulator.tools:sim_dvd_registry",
         needs_planner=False,
     )

@@ -21,7 +21,7 @@ import sys
 import time
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -337,6 +337,26 @@ def tool(
             tuple(sorted(set(settings))),
             returns,
         )
+
+    return wrap
+
+
+def simulates(real: Tool, *, version: int = 1) -> Callable[[Callable[..., Any]], Tool]:
+    """Declare a simulated counterpart of the tool ``real`` from a typed function.
+
+    The function is declared as :func:`tool` declares one, must take exactly ``real``'s arguments
+    (same names, types, descriptions and defaults; a ``TypeError`` at import otherwise) and is then
+    offered under ``real``'s name and description: a model sees the same tool spec in the
+    simulated and the real environment and cannot tell them apart. Its docstring says, for the
+    reader, how the simulation answers. Only the simulator imports this: the real tool never
+    knows it is simulated.
+    """
+
+    def wrap(func: Callable[..., Any]) -> Tool:
+        simulated = tool(version=version)(func)
+        if simulated.spec().parameters != real.spec().parameters:
+            raise TypeError(f"{func.__name__} does not take the arguments of the real {real.name}")
+        return replace(simulated, name=real.name, description=real.description)
 
     return wrap
 

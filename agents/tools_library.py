@@ -12,9 +12,9 @@ from typing import Annotated
 
 from pydantic import Field
 
+from vidscope.agents.dvd.tools import clip_search, finish, frame_inspect, global_browse
 from vidscope.agents.moments import Moment, search_moments
 from vidscope.agents.tools import ToolContext, ToolRegistry, ToolResult, tool
-from vidscope.agents.tools_dvd import clip_search, finish, frame_inspect, global_browse
 from vidscope.core.timecodes import fmt_time
 
 

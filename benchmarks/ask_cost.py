@@ -208,7 +208,7 @@ def avi_session() -> list[Any]:
     the phase; review."""
     from llm_server import text, tool_call
 
-    from vidscope.agents.tools_avi_perceive import frame_analysis
+    from vidscope.agents.avi.tools_perceive import frame_analysis
 
     # frame_analysis took one time_range before issue 12 and takes time_ranges since: the session
     # calls whichever the code under measurement declares, with the same minute and frames.

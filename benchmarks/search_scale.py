@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from vidscope.agents.mavis import FUSIONS, Library, search_library
+from vidscope.agents.mavis.search import FUSIONS, Library, search_library
 from vidscope.core.settings import SearchSettings
 from vidscope.evaluation.metrics import recall_at_k
 from vidscope.storage.schema import sql_quote

@@ -13,6 +13,11 @@ def fmt_time(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def fmt_span(start: float, end: float) -> str:
+    """``12.0-15.5s`` (seconds with one decimal, as perception results summarise an interval)."""
+    return f"{start:.1f}-{end:.1f}s"
+
+
 #: A time as people and models write it: ``75``, ``75.5``, ``75s``, ``1:15``, ``0:01:15.5``.
 _TIME = r"(?:\d+:)?(?:\d+:)?\d+(?:\.\d+)?\s*(?:s|sec|secs|seconds)?"
 _RANGE = re.compile(rf"^\s*\[?\s*({_TIME})\s*(?:-|–|—|to|,)\s*({_TIME})\s*\]?\s*$", re.IGNORECASE)

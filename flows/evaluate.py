@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field, ValidationError
 from vidscope.agents import strategies
 from vidscope.agents.environment import is_simulated, tool_context
 from vidscope.agents.grounding import parse_interval
-from vidscope.agents.mavis import search_library
+from vidscope.agents.mavis.search import search_library
 from vidscope.agents.runtime import Answer
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings, disable_telemetry

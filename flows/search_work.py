@@ -2,7 +2,7 @@
 MAVIS) and ``search-moments``.
 
 ``search`` ranks whole videos with the MAVIS pipeline (planner, per-dimension agents, fusion with a
-veto, fine rerank: :mod:`vidscope.agents.mavis`); when its fine stage compared window captions, its
+veto, fine rerank: :mod:`vidscope.agents.mavis.search`); when its fine stage compared window captions, its
 hits' moments are then placed at clip precision by a moment search inside each hit video.
 ``search-moments`` ranks moments from every video: clip-level hybrid search
 (:mod:`vidscope.agents.moments`). Both load their models once per process through the backend
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from vidscope.agents.mavis import (
+from vidscope.agents.mavis.search import (
     FUSIONS,
     DroppedVideo,
     LibraryEmpty,
@@ -241,7 +241,7 @@ def run_search(
     """Search the library for ``query``; arguments left ``None`` come from ``settings.search``.
 
     Raises ``ValueError`` for an empty query or bad options and
-    :class:`~vidscope.agents.mavis.LibraryEmpty` when nothing has been parsed into the library.
+    :class:`~vidscope.agents.mavis.search.LibraryEmpty` when nothing has been parsed into the library.
     """
     disable_telemetry()
     if not query.strip():

@@ -575,7 +575,7 @@ class Store:
             actions = []
             indexed = {tuple(ix.columns) for ix in table.list_indices()}
             lookup_column = "video_id" if "video_id" in spec.schema.names else spec.keys[0]
-            # The search library looks the inverted index up by concept (agents/mavis.py).
+            # The search library looks the inverted index up by concept (agents/mavis/search.py).
             lookups = (lookup_column, "concept") if spec is self.concept_index else (lookup_column,)
             for column in lookups:
                 if (column,) not in indexed:

@@ -2,7 +2,7 @@
 
 MAVIS's fine stage compares the query with frames in a joint image–text space; this stage gives
 each row of ``frames`` its ``image_embedding`` with ``models.image_text`` (CLIP, SigLIP, …) so the
-search's rerank (:func:`vidscope.agents.mavis.rerank_frames`) reads vectors instead of decoding
+search's rerank (:func:`vidscope.agents.mavis.search.rerank_frames`) reads vectors instead of decoding
 and embedding frames per query. Without an image–text model the stage is skipped with that reason.
 
 Frames are decoded and embedded :data:`BATCH` at a time and each batch is written at once, so a

@@ -14,6 +14,12 @@ from typing import Annotated
 import pytest
 from PIL import Image
 
+from vidscope.agents.dvd.tools import (
+    BrowseResult,
+    clip_search,
+    dvd_registry,
+    finish,
+)
 from vidscope.agents.evidence import ClipSearchResult, keyword_scores, sample_evenly
 from vidscope.agents.extractive import answer_extractively
 from vidscope.agents.runtime import (
@@ -29,12 +35,6 @@ from vidscope.agents.tools import (
     ToolResult,
     execute_tool,
     tool,
-)
-from vidscope.agents.tools_dvd import (
-    BrowseResult,
-    clip_search,
-    dvd_registry,
-    finish,
 )
 from vidscope.core.settings import Settings
 from vidscope.models import registry

@@ -404,9 +404,9 @@ class WindowedChat:
 
 
 def windowed_run(world, words: int):
+    from vidscope.agents.dvd.tools import dvd_registry
     from vidscope.agents.runtime import TRIMMED, run_agent
     from vidscope.agents.tools import ToolContext
-    from vidscope.agents.tools_dvd import dvd_registry
     from vidscope.models import registry
 
     settings, store, _ = world

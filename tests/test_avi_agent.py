@@ -16,14 +16,14 @@ from rich.console import Console
 from test_agent_runtime import ANSWER_CLIP, VIDEO_ID, build_store, make_settings
 
 from vidscope.agents import prompts
-from vidscope.agents.avi import (
+from vidscope.agents.avi.agent import (
     ReviewReply,
     is_when_question,
     parse_review,
     run_avi_agent,
 )
+from vidscope.agents.dvd.tools import clip_search, finish, frame_inspect
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry
-from vidscope.agents.tools_dvd import clip_search, finish, frame_inspect
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.storage.store import Store

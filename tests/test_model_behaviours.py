@@ -391,7 +391,7 @@ def test_cvr_reads_tool_calls_in_the_shapes_models_write() -> None:
 
 
 def test_cvr_no_evidence_verifies_nothing() -> None:
-    from vidscope.agents.simulator.tools import VisualQueryResult
+    from vidscope.agents.cvr.results import VisualQueryResult
 
     seen = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="A sign reads PURPLE.")
     blind = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="no evidence")

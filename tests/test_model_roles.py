@@ -15,9 +15,9 @@ from llm_server import ScriptedLLMServer, hang, text, tool_call
 from test_agent_runtime import VIDEO_ID, build_store
 from typer.testing import CliRunner
 
+from vidscope.agents.dvd.tools import dvd_registry, frame_inspect, global_browse
 from vidscope.agents.runtime import run_agent
 from vidscope.agents.tools import AgentConfig, ToolContext, tool_cache_key
-from vidscope.agents.tools_dvd import dvd_registry, frame_inspect, global_browse
 from vidscope.agents.vision import NO_VISION_AGAIN
 from vidscope.cli import app
 from vidscope.core.settings import Settings
@@ -336,8 +336,8 @@ def test_a_planner_alone_is_never_sent_frames_and_frame_tools_say_so_once(
 def test_avi_frame_analysis_without_a_vision_model_is_an_observation(
     llm_server: ScriptedLLMServer, store_dir: tuple[Path, Store]
 ) -> None:
+    from vidscope.agents.avi.tools_perceive import frame_analysis
     from vidscope.agents.tools import ToolRegistry, execute_tool
-    from vidscope.agents.tools_avi_perceive import frame_analysis
 
     data_dir, store = store_dir
     settings = planner_only(data_dir, llm_server)

@@ -224,9 +224,9 @@ def test_the_dvd_loop_trims_observations_when_llama_cpp_fills_its_context(
     from llm_server import tool_call
     from test_agent_runtime import VIDEO_ID, build_store
 
+    from vidscope.agents.dvd.tools import dvd_registry
     from vidscope.agents.runtime import TRIMMED, run_agent
     from vidscope.agents.tools import AgentConfig, ToolContext
-    from vidscope.agents.tools_dvd import dvd_registry
     from vidscope.core.settings import Settings
 
     settings = Settings(

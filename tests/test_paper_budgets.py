@@ -18,10 +18,10 @@ from llm_server import ScriptedLLMServer, text
 from PIL import Image
 from test_tools_avi import add_video
 
+from vidscope.agents.avi.tools_perceive import frame_analysis
+from vidscope.agents.dvd.tools import dvd_registry
 from vidscope.agents.frame_grid import fit_frames, grid_shape
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry, execute_tool
-from vidscope.agents.tools_avi_perceive import frame_analysis
-from vidscope.agents.tools_dvd import dvd_registry
 from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.core.settings import AgentSettings, Settings
 from vidscope.models import registry

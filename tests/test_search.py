@@ -20,7 +20,7 @@ import pytest
 from llm_server import ScriptedLLMServer, text
 from typer.testing import CliRunner
 
-from vidscope.agents.mavis import (
+from vidscope.agents.mavis.search import (
     ConceptSnapshot,
     Library,
     fuse,

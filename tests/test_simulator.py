@@ -8,19 +8,21 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from vidscope.agents import strategies, tools_avi, tools_dvd
-from vidscope.agents.avi import phases
+from vidscope.agents import strategies
+from vidscope.agents.avi import tools as tools_avi
+from vidscope.agents.avi.agent import phases
 from vidscope.agents.cvr.agent import cvr_registry
+from vidscope.agents.dvd import tools as tools_dvd
 from vidscope.agents.environment import tool_context
 from vidscope.agents.simulator import tools as sim_tools
 from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-from vidscope.agents.simulator.rollout import rollout, write_trajectories
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo, save_script
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_script, generate_scripts
 from vidscope.agents.simulator.tools_cvr import sim_cvr_agent_registry
 from vidscope.agents.tools import execute_tool
 from vidscope.core.settings import AgentSettings, Settings
+from vidscope.flows.training.rollout import rollout, write_trajectories
 
 
 @pytest.fixture

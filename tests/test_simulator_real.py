@@ -9,7 +9,7 @@ from media import text_video
 from test_agent_runtime import make_settings
 
 from vidscope.agents.simulator.importer import import_script
-from vidscope.agents.simulator.sim_to_real import compare, interval_iou, write_report
+from vidscope.flows.training.sim_to_real import compare, interval_iou, write_report
 from vidscope.models.open_store import open_store
 
 

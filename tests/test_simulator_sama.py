@@ -14,13 +14,13 @@ from llm_server import ScriptedLLMServer, text, tool_call
 from vidscope.agents import strategies
 from vidscope.agents.sama.agent import sama_registry
 from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-from vidscope.agents.simulator.rollout import rollout, write_trajectories
 from vidscope.agents.simulator.script import Script, save_script
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_script, generate_scripts
 from vidscope.agents.simulator.tools_sama import sim_sama_registry
 from vidscope.agents.tools import execute_tool
 from vidscope.core.settings import Settings
+from vidscope.flows.training.rollout import rollout, write_trajectories
 from vidscope.models import registry
 
 

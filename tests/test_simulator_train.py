@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("trl")
 
-from vidscope.agents.simulator.train import GrpoOptions, train_grpo  # noqa: E402
 from vidscope.core.settings import Settings  # noqa: E402
+from vidscope.flows.training.train import GrpoOptions, train_grpo  # noqa: E402
 
 SPECIAL = ["[UNK]", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
 WORDS = ["A", "B", "C", "D", "system", "user", "assistant", "tool", "the", "answer", "is"]

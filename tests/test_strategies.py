@@ -30,7 +30,7 @@ def toy_run(ctx: ToolContext, request: StrategyRequest) -> Answer:
 
 
 def toy_tools() -> ToolRegistry:
-    from vidscope.agents.tools_dvd import clip_search
+    from vidscope.agents.dvd.tools import clip_search
 
     return ToolRegistry([clip_search])
 
@@ -151,7 +151,7 @@ def test_a_registered_strategy_answers_through_mcp_and_eval(toy: Strategy, data_
 
 
 def test_rollouts_offer_every_strategy_a_policy_drives_in_the_simulator(toy: Strategy) -> None:
-    from vidscope.agents.simulator.rollout import rollout_strategies
+    from vidscope.flows.training.rollout import rollout_strategies
 
     assert rollout_strategies() == ("dvd", "avi", "sama", "cvr", "actions")  # toy needs no planner
     strategies.register(Strategy("toy", "Toy", "", frozenset(), run=toy_run, sim_tools=toy_tools))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from llm_server import ScriptedLLMServer, text
 
+from vidscope.agents.dvd.tools import global_browse
 from vidscope.agents.tools import ToolContext
-from vidscope.agents.tools_dvd import global_browse
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store

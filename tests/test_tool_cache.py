@@ -14,6 +14,7 @@ from test_agent_runtime import VIDEO_ID, VideoId, build_store, make_settings
 
 from vidscope.agents import tool_cache
 from vidscope.agents.cvr.actions import visual_query
+from vidscope.agents.dvd.tools import clip_search, dvd_registry, frame_inspect, global_browse
 from vidscope.agents.tools import (
     AgentConfig,
     ToolContext,
@@ -24,7 +25,6 @@ from vidscope.agents.tools import (
     tool,
     tool_cache_key,
 )
-from vidscope.agents.tools_dvd import clip_search, dvd_registry, frame_inspect, global_browse
 from vidscope.core.settings import Settings
 from vidscope.storage.store import Store
 

@@ -26,7 +26,16 @@ import pytest
 from llm_server import text
 from PIL import Image
 
-from vidscope.agents.avi import RETRIEVE_PHASE, phases
+from vidscope.agents.avi.agent import RETRIEVE_PHASE, phases
+from vidscope.agents.avi.tools import PERCEIVE_TOOLS, RETRIEVE_TOOLS, avi_registry
+from vidscope.agents.avi.tools_perceive import (
+    BoundaryResult,
+    FrameAnalysisResult,
+    ObjectDetectResult,
+    TextExtractResult,
+    matching_object,
+)
+from vidscope.agents.avi.tools_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
 from vidscope.agents.grounding import (
     grounding_report,
     interval_from_curve,
@@ -36,15 +45,6 @@ from vidscope.agents.grounding import (
 )
 from vidscope.agents.perception import PerceptionContext
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolRegistry, execute_tool
-from vidscope.agents.tools_avi import PERCEIVE_TOOLS, RETRIEVE_TOOLS, avi_registry
-from vidscope.agents.tools_avi_perceive import (
-    BoundaryResult,
-    FrameAnalysisResult,
-    ObjectDetectResult,
-    TextExtractResult,
-    matching_object,
-)
-from vidscope.agents.tools_avi_retrieve import ClipMergeResult, ExploreResult, GraphRetrieveResult
 from vidscope.core.images import encode_jpeg
 from vidscope.core.settings import Settings
 from vidscope.evaluation.metrics import temporal_iou
@@ -761,8 +761,8 @@ def test_graph_retrieve(clip_world) -> None:
 
 def test_cache_key_follows_the_perception_model_roles(tmp_path: Path) -> None:
     """Changing the detector (or OCR, image–text model) must not serve a result cached for another."""
+    from vidscope.agents.avi.tools import boundary_detect, object_detect, text_extract
     from vidscope.agents.tools import ToolContext, tool_cache_key
-    from vidscope.agents.tools_avi import boundary_detect, object_detect, text_extract
     from vidscope.storage import Store
 
     def key(tool, **models):  # type: ignore[no-untyped-def]

@@ -89,7 +89,7 @@ def is_when_question(question: str) -> bool:
     return bool(_WHEN_QUESTION.match(question))
 
 
-#: The Retrieve phase's tools, real and simulated (:data:`~vidscope.agents.tools_avi.RETRIEVE_TOOLS`,
+#: The Retrieve phase's tools, real and simulated (:data:`~vidscope.agents.avi.tools.RETRIEVE_TOOLS`,
 #: which a test keeps equal): every other tool of the strategy's allow-list perceives.
 RETRIEVE_PHASE = frozenset({"clip_retrieve", "clip_merge", "global_explore", "graph_retrieve"})
 

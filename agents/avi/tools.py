@@ -12,20 +12,20 @@ from the model registry; :class:`PerceptionContext` lets a caller hand them in d
 
 from __future__ import annotations
 
-from vidscope.agents.perception import PerceptionContext, perception_backend, range_frames
-from vidscope.agents.tools import ToolRegistry
-from vidscope.agents.tools_avi_perceive import (
+from vidscope.agents.avi.tools_perceive import (
     boundary_detect,
     frame_analysis,
     object_detect,
     text_extract,
 )
-from vidscope.agents.tools_avi_retrieve import (
+from vidscope.agents.avi.tools_retrieve import (
     clip_merge,
     clip_retrieve,
     global_explore,
     graph_retrieve,
 )
+from vidscope.agents.perception import PerceptionContext, perception_backend, range_frames
+from vidscope.agents.tools import ToolRegistry
 
 __all__ = [
     "PERCEIVE_TOOLS",
@@ -54,5 +54,5 @@ PERCEIVE_TOOLS = (object_detect, text_extract, boundary_detect, frame_analysis)
 
 def avi_registry() -> ToolRegistry:
     """The AVI strategy's allow-list: both phases (the agent splits it,
-    :func:`~vidscope.agents.avi.phases`)."""
+    :func:`~vidscope.agents.avi.agent.phases`)."""
     return ToolRegistry((*RETRIEVE_TOOLS, *PERCEIVE_TOOLS))

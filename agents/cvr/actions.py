@@ -1,9 +1,9 @@
 """AgentCVR's sub-agent actions over the real store: ``visual_query`` (the vision model over frames
 sampled from an interval) and ``audio_query`` (faster-whisper on exactly that interval).
 
-The results are the simulator's :class:`VisualQueryResult` / :class:`AudioQueryResult`, so the
-master agent reads the same shapes in the simulated and the real environment; the audio result
-adds the detected language.
+The results are :mod:`vidscope.agents.cvr.results`' :class:`VisualQueryResult` /
+:class:`AudioQueryResult`, which the simulated actions return too, so the master agent reads the
+same shapes in the simulated and the real environment; the audio result adds the detected language.
 
 Audio decoding follows the AgentCVR setup: beam 5, temperature 0, no conditioning on previous
 text, no-speech threshold 0.6, language detected per interval (never fixed).
@@ -17,9 +17,9 @@ from typing import Annotated
 import av
 import numpy as np
 
+from vidscope.agents.cvr.results import AudioQueryResult, HeardLine, VisualQueryResult
 from vidscope.agents.multi_video import look, segment_frames, vision_model
 from vidscope.agents.perception import checked_range, file_usable
-from vidscope.agents.simulator.tools import AudioQueryResult, HeardLine, VisualQueryResult
 from vidscope.agents.tools import ToolContext, ToolError, tool
 from vidscope.models import registry
 from vidscope.models.whisper import SAMPLE_RATE, WhisperRecognizer

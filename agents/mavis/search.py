@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from vidscope.agents.mavis_plan import (
+from vidscope.agents.mavis.plan import (
     PLANNER_SYSTEM,
     ConceptSnapshot,
     Plan,

@@ -13,12 +13,12 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.avi.tools_perceive import matching_object
 from vidscope.agents.evidence import sample_evenly
 from vidscope.agents.multi_video import json_object, look, segment_frames, vision_model
 from vidscope.agents.perception import perception_backend, range_frames
 from vidscope.agents.sama.facts import Fact
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
-from vidscope.agents.tools_avi_perceive import matching_object
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.images import decode_jpeg
 from vidscope.models import registry

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, cast
 from vidscope.agents.simulator.script import AudioLine, Event, Script, ScriptVideo
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolError, ToolRegistry
 from vidscope.core.settings import Settings
+from vidscope.core.timecodes import fmt_span
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, Usage
 from vidscope.storage.videos import VideoRecord
 
@@ -40,11 +41,6 @@ PHRASE_SYSTEM = (
     "You turn a list of timed facts about a video into two or three plain sentences answering the "
     "focus. Use only the facts given; keep every time; do not add anything."
 )
-
-
-def fmt_span(start: float, end: float) -> str:
-    """``12.0-15.5s`` (seconds with one decimal, as the simulated answers write times)."""
-    return f"{start:.1f}-{end:.1f}s"
 
 
 def describe_event(event: Event) -> str:

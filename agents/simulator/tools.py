@@ -1,148 +1,65 @@
 """Simulated tools: the real tools' names, signatures and result models, answered from a script.
 
-Each simulated tool is declared with exactly the parameters of its real counterpart and then given
-the real tool's description (:func:`mirror`), so the model sees the same tool specs in both
+Each simulated tool is declared with ``@simulates(real_tool)``
+(:func:`~vidscope.agents.tools.simulates`): exactly the parameters of its real counterpart, offered
+under the real tool's name and description, so the model sees the same tool specs in both
 environments and a policy trained here meets nothing new on real videos. Results are the real
-result models, filled from the script slice of the requested interval.
+result models, filled from the script slice of the requested interval. The real tools never import
+this module.
 
 Also here: ``visual_query`` and ``audio_query``, AgentCVR's two perception actions ("what is seen"
-and "what is heard" in [t0, t1] of a video), which the real environment does not have yet.
+and "what is heard" in [t0, t1] of a video; the real ones are :mod:`vidscope.agents.cvr.actions`),
+which the "actions" strategy offers next to ``clip_search`` and ``finish``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from vidscope.agents.evidence import ClipHit, ClipSearchResult, keyword_scores, sample_evenly
-from vidscope.agents.perception import TimeRange
-from vidscope.agents.simulator.simulator import (
-    NO_EVIDENCE,
-    describe_event,
-    describe_line,
-    fmt_span,
-    simulator_of,
-)
-from vidscope.agents.tools import Tool, ToolContext, ToolError, ToolRegistry, ToolResult, tool
-from vidscope.agents.tools_avi import frame_analysis as real_frame_analysis
-from vidscope.agents.tools_avi import object_detect as real_object_detect
-from vidscope.agents.tools_avi import text_extract as real_text_extract
-from vidscope.agents.tools_avi_perceive import (
+from vidscope.agents.avi.tools import frame_analysis as real_frame_analysis
+from vidscope.agents.avi.tools import object_detect as real_object_detect
+from vidscope.agents.avi.tools import text_extract as real_text_extract
+from vidscope.agents.avi.tools_perceive import (
     FrameAnalysisResult,
     ObjectDetectResult,
     ObjectSummary,
     TextExtractResult,
     TextItem,
 )
-from vidscope.agents.tools_avi_retrieve import clip_retrieve as real_clip_retrieve
-from vidscope.agents.tools_dvd import (
+from vidscope.agents.avi.tools_retrieve import clip_retrieve as real_clip_retrieve
+from vidscope.agents.cvr.actions import audio_query as real_audio_query
+from vidscope.agents.cvr.actions import visual_query as real_visual_query
+from vidscope.agents.cvr.results import AudioQueryResult, HeardLine, SeenEvent, VisualQueryResult
+from vidscope.agents.dvd.tools import (
     BrowseResult,
     CaptionSample,
     FrameInspectResult,
     SubjectEntry,
     finish,
 )
-from vidscope.agents.tools_dvd import clip_search as real_clip_search
-from vidscope.agents.tools_dvd import frame_inspect as real_frame_inspect
-from vidscope.agents.tools_dvd import global_browse as real_global_browse
-from vidscope.models.protocols.chat import Usage
+from vidscope.agents.dvd.tools import clip_search as real_clip_search
+from vidscope.agents.dvd.tools import frame_inspect as real_frame_inspect
+from vidscope.agents.dvd.tools import global_browse as real_global_browse
+from vidscope.agents.evidence import ClipHit, ClipSearchResult, keyword_scores, sample_evenly
+from vidscope.agents.perception import TimeRange
+from vidscope.agents.simulator.simulator import (
+    NO_EVIDENCE,
+    describe_event,
+    describe_line,
+    simulator_of,
+)
+from vidscope.agents.tools import ToolContext, ToolError, ToolRegistry, simulates
 
 #: Simulated frames are the 2 fps samples ingestion stores.
 SIM_FPS = 2.0
 
 
-def mirror(real: Tool, simulated: Tool) -> Tool:
-    """``simulated`` under ``real``'s description, after checking their argument schemas agree."""
-    if real.name != simulated.name:
-        raise TypeError(f"simulated tool {simulated.name} mirrors {real.name}")
-    if real.spec().parameters != simulated.spec().parameters:
-        raise TypeError(f"simulated {real.name} does not take the real tool's arguments")
-    return dataclasses.replace(simulated, description=real.description)
-
-
 # ============================================================================ AgentCVR's actions
 
 
-class SeenEvent(BaseModel):
-    """An event seen (or text shown) in the queried interval."""
-
-    start: float
-    end: float
-    kind: str
-    label: str
-    subject: str | None = None
-    attributes: dict[str, Any] = Field(default_factory=dict)
-
-
-class HeardLine(BaseModel):
-    """Words heard in the queried interval."""
-
-    start: float
-    end: float
-    text: str
-    speaker: str | None = None
-
-
-#: A visual answer that saw nothing: it verifies no range (AgentCVR's sub-agent answering "no evidence").
-SAW_NOTHING = re.compile(
-    r"\bno (?:visual )?evidence\b|\bnot (?:visible|shown|seen)\b|\bnothing (?:is )?(?:visible|shown|seen)\b"
-    r"|\bcannot (?:see|tell|determine)\b|\bno vision model\b",
-    re.IGNORECASE,
-)
-
-
-class VisualQueryResult(ToolResult):
-    """What is seen in [t0, t1] of a video: an answer for the focus, and the events behind it."""
-
-    video_id: str
-    t0: float
-    t1: float
-    focus: str
-    answer: str
-    events: list[SeenEvent] = Field(default_factory=list)
-    usage: Usage | None = None
-
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return (
-            "perceived"
-            if self.events or (self.answer.strip() and not SAW_NOTHING.search(self.answer))
-            else "echoed"
-        )
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
-
-    def summary(self) -> str:
-        return f"{len(self.events)} events in {fmt_span(self.t0, self.t1)}: {self.answer[:80]}"
-
-    def model_usage(self) -> Usage | None:
-        return self.usage
-
-    def for_model(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"usage"})
-
-
-class AudioQueryResult(ToolResult):
-    """What is heard in [t0, t1] of a video."""
-
-    video_id: str
-    t0: float
-    t1: float
-    answer: str
-    lines: list[HeardLine] = Field(default_factory=list)
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
-
-    def summary(self) -> str:
-        return f"{len(self.lines)} lines in {fmt_span(self.t0, self.t1)}: {self.answer[:80]}"
-
-
-@tool(version=1)
+@simulates(real_visual_query, version=1)
 def visual_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -167,7 +84,7 @@ def visual_query(
     )
 
 
-@tool(version=1)
+@simulates(real_audio_query, version=1)
 def audio_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -215,8 +132,8 @@ def _search(ctx: ToolContext, video_id: str, query: str, top_k: int) -> ClipSear
     return ClipSearchResult(video_id=video_id, query=query, clips=hits, searched_clips=len(clips))
 
 
-@tool(version=1)
-def _sim_clip_search(
+@simulates(real_clip_search, version=1)
+def clip_search(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to search."],
     query: Annotated[str, "What to look for: words spoken or shown, objects, actions, scenes."],
@@ -226,8 +143,8 @@ def _sim_clip_search(
     return _search(ctx, video_id, query, top_k)
 
 
-@tool(version=1)
-def _sim_global_browse(
+@simulates(real_global_browse, version=1)
+def global_browse(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to browse."],
     query: Annotated[str, "What the overview should focus on (the question, or a part of it)."],
@@ -257,8 +174,8 @@ def _sim_global_browse(
     )
 
 
-@tool(version=1)
-def _sim_frame_inspect(
+@simulates(real_frame_inspect, version=1)
+def frame_inspect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     question: Annotated[str, "What to look for in the frames."],
@@ -296,8 +213,8 @@ def _sim_frame_inspect(
 # ============================================================================ AVI tools
 
 
-@tool(version=1)
-def _sim_clip_retrieve(
+@simulates(real_clip_retrieve, version=1)
+def clip_retrieve(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to search."],
     query: Annotated[str, "What to look for: an event, object, action, scene, words spoken or shown."],
@@ -307,8 +224,8 @@ def _sim_clip_retrieve(
     return _search(ctx, video_id, query, k)
 
 
-@tool(version=1)
-def _sim_text_extract(
+@simulates(real_text_extract, version=1)
+def text_extract(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     time_range: TimeRange,
@@ -329,8 +246,8 @@ def _sim_text_extract(
     )
 
 
-@tool(version=1)
-def _sim_object_detect(
+@simulates(real_object_detect, version=1)
+def object_detect(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     time_range: TimeRange,
@@ -379,8 +296,8 @@ def _sim_object_detect(
     )
 
 
-@tool(version=2)
-def _sim_frame_analysis(
+@simulates(real_frame_analysis, version=2)
+def frame_analysis(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     time_ranges: Annotated[
@@ -417,19 +334,6 @@ def _sim_frame_analysis(
         usage=usage,
     )
 
-
-def _named(simulated: Tool, real: Tool) -> Tool:
-    """The simulated function under the real tool's name and description."""
-    return mirror(real, dataclasses.replace(simulated, name=real.name))
-
-
-clip_search = _named(_sim_clip_search, real_clip_search)
-global_browse = _named(_sim_global_browse, real_global_browse)
-frame_inspect = _named(_sim_frame_inspect, real_frame_inspect)
-clip_retrieve = _named(_sim_clip_retrieve, real_clip_retrieve)
-text_extract = _named(_sim_text_extract, real_text_extract)
-object_detect = _named(_sim_object_detect, real_object_detect)
-frame_analysis = _named(_sim_frame_analysis, real_frame_analysis)
 
 #: The DVD agent's tools, simulated, in the real registry's order.
 SIM_DVD_TOOLS = (global_browse, clip_search, frame_inspect, finish)

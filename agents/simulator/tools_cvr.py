@@ -1,27 +1,24 @@
 """AgentCVR's master-agent actions, simulated: the real ``cvr_registry()``'s names, arguments and
 result models, answered from a script.
 
-``visual_query`` and ``audio_query`` are the simulator's own (the real actions in
-:mod:`vidscope.agents.cvr.actions` return the same result models); the audio result is the real
-:class:`~vidscope.agents.cvr.actions.HeardResult`, with no detected language (a script has none).
-``answer`` is the real terminal tool. Kept apart from :mod:`vidscope.agents.simulator.tools`
-because the real actions import that module.
+``visual_query`` is :mod:`vidscope.agents.simulator.tools`' (it simulates the real action); the
+simulated ``audio_query`` here returns the real :class:`~vidscope.agents.cvr.actions.HeardResult`,
+with no detected language (a script has none). ``answer`` is the real terminal tool.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 from vidscope.agents.cvr import actions as real
 from vidscope.agents.cvr.agent import cvr_registry
 from vidscope.agents.multi_video import answer
 from vidscope.agents.simulator import tools as sim
-from vidscope.agents.tools import Tool, ToolContext, ToolRegistry, tool
+from vidscope.agents.tools import ToolContext, ToolRegistry, simulates
 
 
-@tool(version=1)
-def _sim_audio_query(
+@simulates(real.audio_query, version=1)
+def audio_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the interval, in seconds."],
@@ -32,12 +29,7 @@ def _sim_audio_query(
     return real.HeardResult(**heard.model_dump(), source="script")
 
 
-def _named(simulated: Tool, actual: Tool) -> Tool:
-    return sim.mirror(actual, dataclasses.replace(simulated, name=actual.name))
-
-
-visual_query = sim.mirror(real.visual_query, sim.visual_query)
-audio_query = _named(_sim_audio_query, real.audio_query)
+visual_query = sim.visual_query
 
 #: The master agent's actions, simulated, in the real registry's order.
 SIM_CVR_AGENT_TOOLS = (visual_query, audio_query, answer)

@@ -23,11 +23,11 @@ segment in which nothing happens says :data:`NO_EVIDENCE`. The verification laye
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated
 
 from pydantic import Field
 
+from vidscope.agents.avi.tools_perceive import matching_object
 from vidscope.agents.evidence import keyword_scores
 from vidscope.agents.multi_video import answer
 from vidscope.agents.perception import TimeRange
@@ -57,9 +57,8 @@ from vidscope.agents.sama.tools_look import (
 )
 from vidscope.agents.simulator.script import Event
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, describe_event, simulator_of
-from vidscope.agents.simulator.tools import _search, mirror
-from vidscope.agents.tools import Tool, ToolContext, ToolError, ToolRegistry, tool
-from vidscope.agents.tools_avi_perceive import matching_object
+from vidscope.agents.simulator.tools import _search
+from vidscope.agents.tools import ToolContext, ToolError, ToolRegistry, simulates
 from vidscope.core.lexicon import tokens
 
 #: Where the simulated results say they come from.
@@ -145,8 +144,8 @@ def _is_object(sim: ScriptSimulator, subject: str) -> bool:
     return any(e.subject == subject and e.kind == "object" for v in sim.script.videos for e in v.events)
 
 
-@tool(version=1)
-def _sim_video_reader(
+@simulates(tools_look.video_reader, version=1)
+def video_reader(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the segment, in seconds."],
@@ -160,8 +159,8 @@ def _sim_video_reader(
 # ============================================================================ object_tracker
 
 
-@tool(version=1)
-def _sim_object_tracker(
+@simulates(tools_look.object_tracker, version=1)
+def object_tracker(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the segment, in seconds."],
@@ -212,8 +211,8 @@ def _sim_object_tracker(
 # ============================================================================ scene_graph
 
 
-@tool(version=1)
-def _sim_scene_graph(
+@simulates(tools_look.scene_graph, version=1)
+def scene_graph(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the segment, in seconds."],
@@ -263,8 +262,8 @@ def _sim_scene_graph(
 # ============================================================================ temporal_grounding
 
 
-@tool(version=1)
-def _sim_temporal_grounding(
+@simulates(tools_find.temporal_grounding, version=1)
+def temporal_grounding(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     query: Annotated[str, "The event or scene to locate, in words."],
@@ -296,8 +295,8 @@ def _identities(sim: ScriptSimulator, video_id: str, events: list[Event]) -> dic
     return {e.event_id: linked.get((video_id, e.event_id), e.label) for e in events}
 
 
-@tool(version=1)
-def _sim_visual_similarity(
+@simulates(tools_find.visual_similarity, version=1)
+def visual_similarity(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the reference video."],
     time_range: TimeRange,
@@ -335,8 +334,8 @@ def _sim_visual_similarity(
 # ============================================================================ subtitles
 
 
-@tool(version=1)
-def _sim_subtitle_retriever(
+@simulates(tools_find.subtitle_retriever, version=1)
+def subtitle_retriever(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     query: Annotated[str, "What is said that you are looking for."],
@@ -359,8 +358,8 @@ def _sim_subtitle_retriever(
     )
 
 
-@tool(version=1)
-def _sim_subtitle_extractor(
+@simulates(tools_find.subtitle_extractor, version=1)
+def subtitle_extractor(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the interval, in seconds."],
@@ -378,18 +377,6 @@ def _sim_subtitle_extractor(
 
 # ============================================================================ the registry
 
-
-def _named(simulated: Tool, real: Tool) -> Tool:
-    return mirror(real, dataclasses.replace(simulated, name=real.name))
-
-
-video_reader = _named(_sim_video_reader, tools_look.video_reader)
-temporal_grounding = _named(_sim_temporal_grounding, tools_find.temporal_grounding)
-scene_graph = _named(_sim_scene_graph, tools_look.scene_graph)
-object_tracker = _named(_sim_object_tracker, tools_look.object_tracker)
-visual_similarity = _named(_sim_visual_similarity, tools_find.visual_similarity)
-subtitle_retriever = _named(_sim_subtitle_retriever, tools_find.subtitle_retriever)
-subtitle_extractor = _named(_sim_subtitle_extractor, tools_find.subtitle_extractor)
 
 #: SAMA's tools, simulated, in the real registry's (declared) order.
 SIM_SAMA_TOOLS = (

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from vidscope.agents.dvd.tools import dvd_registry
 from vidscope.agents.evidence import ClipSearchResult
 from vidscope.agents.simulator.script import Script
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.tools import sim_dvd_registry
 from vidscope.agents.tools import ToolContext, execute_tool
-from vidscope.agents.tools_dvd import dvd_registry
 from vidscope.core.settings import Settings
 from vidscope.storage.store import Store
 

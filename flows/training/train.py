@@ -22,18 +22,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vidscope.agents import prompts, strategies
 from vidscope.agents.runtime import format_observation, pick_choice
-from vidscope.agents.simulator.rollout import (
+from vidscope.agents.simulator.script import Question, Script, load_script
+from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.simulator.templates import generate_scripts
+from vidscope.agents.tools import execute_tool
+from vidscope.core.settings import Settings
+from vidscope.flows.training.rollout import (
     CORRECT_REWARD,
     DEFAULT_STRATEGY,
     FORMAT_REWARD,
     is_correct,
     rollout_config,
 )
-from vidscope.agents.simulator.script import Question, Script, load_script
-from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
-from vidscope.agents.simulator.templates import generate_scripts
-from vidscope.agents.tools import execute_tool
-from vidscope.core.settings import Settings
 
 #: Tool errors that mean the call itself was malformed (the format reward is lost).
 _MALFORMED = ("invalid arguments", "unknown tool")

@@ -1,7 +1,7 @@
 """Terminal rendering of the query flows' results: ``ask`` steps and answers, ``search`` hits and moments.
 
 The flows return data (:class:`~vidscope.agents.answers.AskResult`,
-:class:`~vidscope.agents.mavis.SearchResult`); how it looks in a terminal is decided here. Text
+:class:`~vidscope.agents.mavis.search.SearchResult`); how it looks in a terminal is decided here. Text
 that came from a video or a model is escaped, so brackets in it are never read as Rich markup.
 """
 
@@ -19,7 +19,7 @@ from vidscope.cli.common import safe
 
 if TYPE_CHECKING:
     from vidscope.agents.answers import AskResult, Citation, TraceStep
-    from vidscope.agents.mavis import SearchResult
+    from vidscope.agents.mavis.search import SearchResult
     from vidscope.agents.moments import MomentSearch
 
 

@@ -71,7 +71,7 @@ def search(
     show_dropped: Annotated[bool, typer.Option("--dropped", help="Also list the dropped videos.")] = False,
 ) -> None:
     """Search all ingested videos: whole videos (MAVIS, the default) or moments (--moments)."""
-    from vidscope.agents.mavis import LibraryEmpty
+    from vidscope.agents.mavis.search import LibraryEmpty
 
     quiet_prefect(with_prefect=query_runs_in_prefect())
     filtered = videos or start is not None or end is not None or since or until

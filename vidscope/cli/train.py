@@ -42,7 +42,7 @@ def grpo(
     """Train MODEL with GRPO on simulated tool calls (reward: 1 if right + 0.1 for well-formed calls)."""
     from pydantic import ValidationError
 
-    from vidscope.agents.simulator.train import GrpoOptions, train_grpo
+    from vidscope.flows.training.train import GrpoOptions, train_grpo
 
     try:
         options = GrpoOptions(
@@ -113,15 +113,15 @@ def rollouts(
     import random as random_module
 
     from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-    from vidscope.agents.simulator.rollout import (
+    from vidscope.agents.simulator.script import Question
+    from vidscope.core.errors import VidscopeError
+    from vidscope.flows.training.rollout import (
         DEFAULT_STRATEGY,
         rollout,
         rollout_strategies,
         write_trajectories,
     )
-    from vidscope.agents.simulator.script import Question
-    from vidscope.agents.simulator.train import load_scripts
-    from vidscope.core.errors import VidscopeError
+    from vidscope.flows.training.train import load_scripts
     from vidscope.models import registry
     from vidscope.models.protocols.chat import ChatModel
 
