@@ -40,12 +40,14 @@ limit, or prompt plus reply at the context window): then :class:`~vidscope.core.
 HTTP 400 naming the context window raises :class:`~vidscope.core.errors.ContextLengthExceeded`
 (the agent runtime trims and retries on both).
 
-Retries are done here, not by the client (its ``max_retries`` is 0), so they are uniform, tested and
-counted: 429, 5xx, timeouts and connection errors back off exponentially with jitter and honour a
-small ``Retry-After``. Replies that cannot be used (malformed tool-call JSON, an empty answer, the
-wrong format) are parsed leniently, else re-asked once with the problem stated, else
-:class:`ModelOutputError`. Every call is logged and identical requests are answered from a
-persistent cache (see :mod:`vidscope.models.usage`).
+Retries are done here with tenacity, not by the client (its ``max_retries`` is 0), so they are
+uniform, tested and counted (every attempt is a request in the usage log), and an error retrying
+cannot fix (a model without vision, a full context) stops at once: 429, 5xx, timeouts and
+connection errors back off exponentially with jitter and honour a small ``Retry-After``. Replies
+that cannot be used (malformed tool-call JSON, an empty answer, the wrong format) are parsed
+leniently, else re-asked once with the problem stated, else :class:`ModelOutputError`. Every call
+is logged and identical requests are answered from a persistent cache (see
+:mod:`vidscope.models.usage`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
+import tenacity
 
 from vidscope.core.errors import (
     BackendUnavailable,
@@ -362,18 +365,22 @@ class Endpoint:
         return max(0.0, value) if value <= self.retry_after_max_s else None
 
     def call(self, path: str, request: Callable[[Any], T], tally: _Tally) -> T:
-        """Run ``request(client)`` with retries; on failure raise a clear error naming the URL."""
+        """Run ``request(client)`` with retries; on failure raise a clear error naming the URL.
+
+        tenacity runs the attempts: connection errors, timeouts, 408/409/429 and 5xx are retried
+        after :meth:`_wait`; any other answer raises at once with its own message.
+        """
         import openai
 
-        last: Exception | None = None
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
+        attempts, made = self.max_retries + 1, 0
+
+        def attempt() -> T:
+            nonlocal made
+            made += 1
             tally.requests += 1
             try:
                 with self.semaphore:
                     return request(self.client)
-            except openai.APIConnectionError as exc:  # includes APITimeoutError
-                last, delay = exc, self._backoff(attempt)
             except openai.APIStatusError as exc:
                 if exc.status_code >= 400 and IMAGE_REFUSAL.search(_describe(exc)):
                     # llama.cpp answers 500: retrying a model that has no vision only waits longer.
@@ -386,23 +393,39 @@ class Endpoint:
                         f"the model's context window: {_describe(exc)}"
                     ) from exc
                 if exc.status_code not in RETRY_STATUSES and exc.status_code < 500:
-                    raise self._status_error(path, exc, attempt + 1) from exc
-                last = exc
-                wait = self._retry_after(exc)
-                delay = self._backoff(attempt) if wait is None else wait
-            if attempt + 1 < attempts:
-                log.info(
-                    "%s %s: %s; retry %d/%d in %.2fs",
-                    self.model,
-                    self.url(path),
-                    _describe(last),
-                    attempt + 1,
-                    self.max_retries,
-                    delay,
-                )
-                time.sleep(delay)
-        assert last is not None
-        raise self._final_error(path, last, attempts) from last
+                    raise self._status_error(path, exc, made) from exc
+                raise
+
+        def log_retry(state: tenacity.RetryCallState) -> None:
+            log.info(
+                "%s %s: %s; retry %d/%d in %.2fs",
+                self.model,
+                self.url(path),
+                _describe(state.outcome.exception() if state.outcome else None),
+                state.attempt_number,
+                self.max_retries,
+                state.next_action.sleep if state.next_action else 0.0,
+            )
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=self._wait,
+            # APIConnectionError includes APITimeoutError; the statuses left are the retryable ones.
+            retry=tenacity.retry_if_exception_type((openai.APIConnectionError, openai.APIStatusError)),
+            before_sleep=log_retry,
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except (openai.APIConnectionError, openai.APIStatusError) as exc:
+            raise self._final_error(path, exc, attempts) from exc
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        """Seconds before the next attempt: a small ``Retry-After`` the server sent, else
+        exponential backoff with jitter."""
+        exc = state.outcome.exception() if state.outcome else None
+        wait = self._retry_after(exc) if exc is not None else None
+        return self._backoff(state.attempt_number - 1) if wait is None else wait
 
     def _status_error(self, path: str, exc: Any, attempts: int) -> EndpointError:
         code = exc.status_code
