@@ -8,9 +8,10 @@ signature, :data:`StrategyRun` — ``run(ctx, request) -> Answer`` — and :func
 place that sets up a run: the strategy's tools for the context's environment (real or
 simulated), and the extractive answerer when no planner is configured.
 
-Adding a strategy is two places: its module (a function with the :data:`StrategyRun` signature,
-over the shared runtime in :mod:`vidscope.agents.runtime`) and one :func:`register` line in
-:data:`STRATEGIES` below (``docs/architecture.md`` walks through an example).
+Adding a strategy is two places: its package under ``agents/`` (a function with the
+:data:`StrategyRun` signature, over the shared runtime in :mod:`vidscope.agents.runtime`, and any
+tools of its own) and one :func:`register` call below (``docs/architecture.md`` walks through an
+example).
 
 The run function and the tool factories are named by import path (``"module:function"``) so that
 reading the names and help — every CLI start does — imports no strategy: SAMA's and AgentCVR's
