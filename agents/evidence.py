@@ -2,8 +2,9 @@
 
 Shared by the Deep-Video-Discovery tools (:mod:`vidscope.agents.dvd.tools`), the AVI tools, the
 extractive answerer and the flows. Clip search fuses two rankings of one video's clips with
-reciprocal-rank fusion: text-embedding similarity to the query (exact, per video) and a BM25-like
-keyword score over the clip's caption, speech transcript and on-screen text.
+reciprocal-rank fusion: text-embedding similarity to the query (exact, per video) and BM25 over the
+clip's caption, speech transcript and on-screen text (Lance's full-text index, the one moment
+search reads, filtered to the video).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
 from vidscope.models.protocols.chat import ChatMessage, ChatReply
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
+from vidscope.storage.schema import sql_quote
 
 #: Reciprocal-rank-fusion constant: damps the weight of top ranks so both rankings count.
 RRF_K = 60
@@ -99,20 +101,38 @@ def vector_ranking(ctx: ToolContext, video_id: str, query: str, limit: int) -> l
     return [int(r["clip_index"]) for r in rows]
 
 
+def keyword_ranking(ctx: ToolContext, video_id: str, query: str, clips: list[dict[str, Any]]) -> list[int]:
+    """Clip indexes of ``video_id`` whose words match ``query``, best first: BM25 by the clips'
+    full-text index (Lance FTS over caption, speech and on-screen text), filtered to the video.
+
+    Before the store's first ``optimize`` builds that index, :func:`keyword_scores` ranks
+    ``clips`` (the video's clips, as :func:`load_clips` reads them) by the same measure.
+    """
+    store = ctx.store
+    if store.fts_columns(store.clips):
+        where = f"video_id = {sql_quote(video_id)}"
+        rows = store.text_search(store.clips, query, len(clips), where=where, columns=["clip_index"])
+        return [int(r["clip_index"]) for r in rows]
+    texts = [" ".join(filter(None, (c["caption"], c["transcript_text"], c["ocr_text"]))) for c in clips]
+    kw = keyword_scores(query, texts)
+    return [
+        int(clips[i]["clip_index"])
+        for i in sorted((i for i, s in enumerate(kw) if s > 0), key=lambda i: (-kw[i], i))
+    ]
+
+
 def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> ClipSearchResult:
     """Vector and keyword rankings fused (reciprocal-rank fusion); top ``top_k`` in time order."""
     clips = load_clips(ctx, video_id)
     if not clips:
         raise ToolError(f"video {video_id} has no clips yet; ingest it first (vidscope ingest)")
-    texts = [" ".join(filter(None, (c["caption"], c["transcript_text"], c["ocr_text"]))) for c in clips]
     fused: dict[int, float] = {}
-    for rank, clip_index in enumerate(vector_ranking(ctx, video_id, query, max(top_k * 4, 64))):
-        fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
-    kw = keyword_scores(query, texts)
-    by_kw = sorted((i for i, s in enumerate(kw) if s > 0), key=lambda i: (-kw[i], i))
-    for rank, i in enumerate(by_kw):
-        clip_index = int(clips[i]["clip_index"])
-        fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
+    for ranking in (
+        vector_ranking(ctx, video_id, query, max(top_k * 4, 64)),
+        keyword_ranking(ctx, video_id, query, clips),
+    ):
+        for rank, clip_index in enumerate(ranking):
+            fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
     best = sorted(fused, key=lambda k: (-fused[k], k))[:top_k]
     by_index = {int(c["clip_index"]): c for c in clips}
     hits = [

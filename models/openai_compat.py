@@ -473,7 +473,7 @@ class Endpoint:
         )
 
 
-def _describe(exc: Exception | None) -> str:
+def _describe(exc: BaseException | None) -> str:
     if exc is None:
         return "no error"
     code = getattr(exc, "status_code", None)

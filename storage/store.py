@@ -582,7 +582,8 @@ class Store:
                     table.create_scalar_index(column, index_type="BTREE", replace=True)
                     actions.append(f"btree({column})")
             if spec is self.clips:
-                # Moment search (agents/moments.py) ranks clips by BM25 over these columns.
+                # Moment search (agents/moments.py) and clip_search (agents/evidence.py, one video)
+                # rank clips by BM25 over these columns.
                 for column in spec.text_columns:
                     if (column,) not in indexed:
                         table.create_index(column, config=lancedb_index().FTS(), replace=True)
