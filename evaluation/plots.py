@@ -125,13 +125,18 @@ def _histogram(ax: Any, values: Sequence[float], xlabel: str, *, marks: bool = F
         _nothing(ax, "no answers yet")
         ax.set_xlabel(xlabel)
         return
+    from matplotlib.ticker import MaxNLocator
+
     low, high = min(values), max(values)
+    if low == high:  # one bar of unknown width says less than the number
+        _nothing(ax, f"all {len(values)} questions: {_number(low)}")
+        ax.set_xlabel(xlabel)
+        return
     bins: Any = max(5, min(40, len(values) // 4))
     if all(float(v).is_integer() for v in values) and high - low <= 40:
         bins = [x - 0.5 for x in range(int(low), int(high) + 2)]  # one bar per whole number
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.hist(values, bins=bins, color=_BAR, edgecolor="white")
-    from matplotlib.ticker import MaxNLocator
-
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts of questions
     ax.set_xlabel(xlabel)
     ax.set_ylabel("questions")
