@@ -248,6 +248,13 @@ AVI_MUST_ANSWER = (
     'with the JSON object with "verdict": "answer".'
 )
 
+#: The last turn when the Review phase is switched off (the ``avi:no-review`` ablation).
+AVI_ANSWER_NOW = (
+    "No tools now. Answer the question from your findings: reply with one JSON object "
+    '{"verdict": "answer", "answer": ..., "citations": [[start, end], ...], "interval": ..., '
+    '"choice": ...} with your answer and the citations your tools returned.'
+)
+
 AVI_FORCED = (
     "The turn limit has been reached. No tools and no going back: reply now with one JSON object "
     '{"verdict": "answer", "answer": ..., "citations": [[start, end], ...], "interval": ..., '

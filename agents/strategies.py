@@ -48,8 +48,9 @@ class StrategyRequest:
     #: Data shown before the question (an evaluation item's quoted subtitles); not part of the
     #: question a search runs with.
     context: str = ""
-    #: Parts of a strategy switched off for an ablation (SAMA: ``skills``, ``conflict_check``); a
-    #: strategy ignores names it does not know.
+    #: Parts of a strategy switched off for an ablation (:class:`Ablation` parts: SAMA's ``skills``
+    #: and ``conflict_check``, AVI's ``review``, a tool's name); a strategy ignores names it does
+    #: not know.
     ablations: frozenset[str] = field(default_factory=frozenset)
     on_step: StepCallback | None = None
 
@@ -77,6 +78,20 @@ def load(ref: Callable[..., T] | str) -> Callable[..., T]:
 
 
 @dataclass(frozen=True)
+class Ablation:
+    """A part of a strategy that an evaluation can switch off (``vidscope eval --ablation``).
+
+    Its name on the command line is ``<strategy>:no-<part>`` (``avi:no-review``). The part goes into
+    :attr:`StrategyRequest.ablations` for the run function to honour, and the ``tools`` it lists
+    are taken out of the strategy's allow-list before the run, so the model is never offered them.
+    """
+
+    part: str
+    help: str
+    tools: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Strategy:
     """One way of answering, declared once."""
 
@@ -96,6 +111,8 @@ class Strategy:
     sim_tools: ToolsFactory | str | None = None
     #: Whether it needs a planner (chat) model; without one the extractive answerer stands in.
     needs_planner: bool = True
+    #: The parts an evaluation can switch off, for the paper's ablations.
+    ablations: tuple[Ablation, ...] = ()
 
     def tool_registry(self, *, simulated: bool) -> ToolRegistry:
         """The strategy's tools in the real or the simulated environment."""
@@ -142,6 +159,64 @@ def help_text(scope: Scope | None = None) -> str:
     return "; ".join(f"{s.name}: {s.help}" for s in STRATEGIES.values() if scope is None or scope in s.scopes)
 
 
+def ablation_name(strategy: str, part: str) -> str:
+    """How the command line names switching ``part`` of ``strategy`` off: ``avi:no-review``."""
+    return f"{strategy}:no-{part.replace('_', '-')}"
+
+
+def ablation_names(strategy: str | None = None) -> tuple[str, ...]:
+    """Every ablation's command-line name (of ``strategy``, when given)."""
+    return tuple(
+        ablation_name(s.name, a.part)
+        for s in STRATEGIES.values()
+        if strategy is None or s.name == strategy
+        for a in s.ablations
+    )
+
+
+def ablation_help() -> str:
+    """``name: help`` of every ablation, for ``eval --help``."""
+    return "; ".join(
+        f"{ablation_name(s.name, a.part)}: {a.help}" for s in STRATEGIES.values() for a in s.ablations
+    )
+
+
+def parse_ablations(strategy: str, names: Sequence[str]) -> tuple[str, ...]:
+    """The ablations ``names`` (repeated or comma-separated, ``-`` or ``_`` alike) of ``strategy``,
+    in canonical form, without repeats; a one-line ``ValueError`` for a name that is not one of
+    the strategy's."""
+    known = ablation_names(strategy)
+    found: dict[str, None] = {}
+    for raw in names:
+        for name in (n.strip() for n in raw.split(",")):
+            if not name:
+                continue
+            head, colon, tail = name.partition(":")
+            canonical = f"{head.strip().lower()}{colon}{tail.strip().lower().replace('_', '-')}"
+            if canonical not in known:
+                offered = ", ".join(known) or "none"
+                raise ValueError(
+                    f"unknown ablation {name[:60]!r} for agent {strategy!r}; its ablations: {offered}"
+                )
+            found[canonical] = None
+    return tuple(found)
+
+
+def ablation_parts(names: Sequence[str]) -> frozenset[str]:
+    """The parts (``review``, ``frame_inspect``) that canonical ablation names switch off."""
+    return frozenset(n.partition(":no-")[2].replace("-", "_") for n in names if ":no-" in n)
+
+
+def _without(registry: ToolRegistry, strategy: Strategy, parts: frozenset[str]) -> ToolRegistry:
+    """``registry`` less the tools of the strategy's ablations named in ``parts``."""
+    dropped = {t for a in strategy.ablations if a.part in parts for t in a.tools}
+    if not dropped:
+        return registry
+    from vidscope.agents.tools import ToolRegistry
+
+    return ToolRegistry(registry.get(n) for n in registry.names if n not in dropped)
+
+
 def in_simulator(ctx: ToolContext) -> bool:
     """Whether ``ctx`` is the script simulator's context (its tools are the simulated ones)."""
     # A simulated context exists only once its module is loaded: a real ask does not load it.
@@ -155,7 +230,8 @@ def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest)
     The one place a run is set up: without a planner (``ctx.chat`` is None) a strategy that needs
     one gives way to the extractive answerer (callers say so in their result's note); the tools
     are the library's for a library question, else the strategy's own for the context's
-    environment; then the strategy's run function answers.
+    environment, less the tools of the request's ablations; then the strategy's run function
+    answers.
     """
     chosen = get(strategy) if isinstance(strategy, str) else strategy
     if chosen.needs_planner and ctx.chat is None:
@@ -165,7 +241,7 @@ def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest)
 
         ctx.registry = library_registry()
     else:
-        ctx.registry = chosen.tool_registry(simulated=in_simulator(ctx))
+        ctx.registry = _without(chosen.tool_registry(simulated=in_simulator(ctx)), chosen, request.ablations)
     return load(chosen.run)(ctx, request)
 
 
@@ -181,6 +257,10 @@ register(
         run="vidscope.agents.runtime:run_tool_loop",
         tools="vidscope.agents.dvd.tools:dvd_registry",
         sim_tools="vidscope.agents.simulator.tools:sim_dvd_registry",
+        ablations=tuple(
+            Ablation(tool, f"DVD without its {tool} tool", frozenset({tool}))
+            for tool in ("global_browse", "clip_search", "frame_inspect")
+        ),
     )
 )
 register(
@@ -192,6 +272,12 @@ register(
         run="vidscope.agents.avi.agent:run",
         tools="vidscope.agents.avi.tools:avi_registry",
         sim_tools="vidscope.agents.simulator.tools:sim_avi_registry",
+        ablations=(
+            Ablation("review", "AVI without the Review phase: Perceive's findings answer directly"),
+            Ablation(
+                "graph", "AVI without the entity graph (no graph_retrieve)", frozenset({"graph_retrieve"})
+            ),
+        ),
     )
 )
 register(
@@ -203,6 +289,10 @@ register(
         run="vidscope.agents.sama.agent:run",
         tools="vidscope.agents.sama.agent:sama_registry",
         sim_tools="vidscope.agents.simulator.tools_sama:sim_sama_registry",
+        ablations=(
+            Ablation("skills", "SAMA without its skills (no skill guidance in the plan)"),
+            Ablation("conflict_check", "SAMA without conflict checks (facts kept as they come)"),
+        ),
     )
 )
 register(

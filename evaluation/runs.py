@@ -7,6 +7,7 @@ A run directory (``<data dir>/eval/<run name>/``) holds:
 * ``predictions.jsonl``: one :class:`Prediction` per finished question, appended as each finishes.
   It is the record a resumed run reads: a question with a line here is never asked again;
 * ``videos.json``: the benchmark's video names mapped to the files and store ids they resolved to;
+* ``traces/``: one JSON file per answered question (the agent's whole answer: steps, citations);
 * the report (``report.md``, ``summary.json``, PNG plots) written by :mod:`vidscope.evaluation.report`.
 
 This module only reads and writes those files; the ``evaluate`` flow decides what to run.
@@ -45,6 +46,9 @@ class RunSpec(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict, description="Loader options (split, ...).")
     settings_fingerprint: str = Field(description="Models and agent settings the answers depend on.")
     models: dict[str, str | None] = Field(default_factory=dict)
+    ablations: list[str] = Field(
+        default_factory=list, description="Parts of the agent switched off (``avi:no-review``, ...)."
+    )
     created_at: str
 
 
@@ -75,6 +79,10 @@ class Prediction(BaseModel):
         default_factory=dict,
         description="The answer's citations per evidence level (perceived, retrieved, …).",
     )
+    citations: list[tuple[str, float, float]] = Field(
+        default_factory=list, description="The answer's cited ranges: (store video id, start, end)."
+    )
+    trace: str | None = Field(None, description="The answer's trace file, relative to the run directory.")
 
     @property
     def response(self) -> str:
@@ -100,7 +108,7 @@ def write_spec(run_dir: Path, spec: RunSpec) -> None:
         existing = read_spec(run_dir)
         differs = [
             field
-            for field in ("benchmark", "annotations", "agent", "options", "settings_fingerprint")
+            for field in ("benchmark", "annotations", "agent", "options", "settings_fingerprint", "ablations")
             if getattr(existing, field) != getattr(spec, field)
         ]
         if differs:

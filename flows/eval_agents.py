@@ -52,8 +52,11 @@ def asked(item: BenchmarkItem) -> str:
     return item.question
 
 
-def request_of(item: BenchmarkItem, video_ids: Sequence[str]) -> StrategyRequest:
-    """``item`` as a strategy's request (``video_ids``: the store ids of its videos, in order)."""
+def request_of(
+    item: BenchmarkItem, video_ids: Sequence[str], ablations: Sequence[str] = ()
+) -> StrategyRequest:
+    """``item`` as a strategy's request (``video_ids``: the store ids of its videos, in order;
+    ``ablations``: its canonical ablation names, ``avi:no-review``)."""
     text = item.extra.get(SUBTITLE_TEXT)
     return StrategyRequest(
         asked(item),
@@ -61,9 +64,16 @@ def request_of(item: BenchmarkItem, video_ids: Sequence[str]) -> StrategyRequest
         "video" if len(video_ids) == 1 else "videos",
         list(item.options) or None,
         context=subtitle_block(str(text)) if text and str(text).strip() else "",
+        ablations=strategies.ablation_parts(ablations),
     )
 
 
-def answer_item(agent: str, ctx: ToolContext, item: BenchmarkItem, video_ids: Sequence[str]) -> Answer:
-    """``item`` answered by the strategy ``agent`` in ``ctx``."""
-    return strategies.answer(agent, ctx, request_of(item, video_ids))
+def answer_item(
+    agent: str,
+    ctx: ToolContext,
+    item: BenchmarkItem,
+    video_ids: Sequence[str],
+    ablations: Sequence[str] = (),
+) -> Answer:
+    """``item`` answered by the strategy ``agent`` in ``ctx``, ``ablations`` switched off."""
+    return strategies.answer(agent, ctx, request_of(item, video_ids, ablations))

@@ -130,17 +130,21 @@ def prepare_run(
     *,
     options: dict[str, Any] | None = None,
     name: str | None = None,
+    ablations: Sequence[str] = (),
 ) -> Path:
     """The run directory for this evaluation: created, or the existing one to resume.
 
     The default name is ``<benchmark>-<agent>-<hash>`` of everything the answers depend on, so
     repeating a command resumes its run and changing the model or the split starts a new one.
-    Raises ``ValueError`` (one line) for an unknown benchmark or agent, or an agent needing a chat
-    model that is not configured.
+    ``ablations`` (``avi:no-review``, ...; :func:`vidscope.agents.strategies.parse_ablations`)
+    switch parts of the agent off; they are part of the run's identity.
+    Raises ``ValueError`` (one line) for an unknown benchmark, agent or ablation, or an agent
+    needing a chat model that is not configured.
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
     strategy = strategies.get(agent)
+    switched_off = sorted(strategies.parse_ablations(agent, ablations))
     # The planner answers (models.planner, else models.chat), as for ask: a planner-only config is
     # enough (issue 24).
     if strategy.needs_planner and not registry.effective_spec(settings, "planner"):
@@ -174,7 +178,8 @@ def prepare_run(
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         raise ValueError(f"{benchmark}: cannot read {annotations} ({reason})") from exc
     fingerprint = answer_fingerprint(settings)
-    name = name or f"{benchmark}-{agent}-{stable_hash(str(annotations), options, fingerprint)[:8]}"
+    identity = [str(annotations), options, fingerprint, *([switched_off] if switched_off else [])]
+    name = name or f"{benchmark}-{agent}-{stable_hash(*identity)[:8]}"
     runs = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER
     run_dir = (runs / name).resolve()
     if run_dir.parent != runs:  # a folder of that name linked elsewhere
@@ -188,6 +193,7 @@ def prepare_run(
         options=options,
         settings_fingerprint=fingerprint,
         models=settings.models.model_dump(exclude={"options"}),
+        ablations=switched_off,
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     write_spec(run_dir, spec)
@@ -331,6 +337,19 @@ def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict
     return [names[hit.video_id] for hit in result.hits if hit.video_id in names]
 
 
+#: Where the answers' traces go, in the run directory.
+TRACES_FOLDER = "traces"
+
+
+def _write_trace(trace_dir: Path, question_id: str, answer: Answer) -> str:
+    """Write ``answer`` as JSON to a file named after the question; its path relative to the run."""
+    safe_name = re.sub(r"[^A-Za-z0-9._-]", "_", question_id)[:80]
+    path = trace_dir / f"{safe_name}-{stable_hash(question_id)[:8]}.json"
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(answer.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    return f"{trace_dir.name}/{path.name}"
+
+
 def _cache_key(context: Any, parameters: dict[str, Any]) -> str:
     return str(parameters["cache_key"])
 
@@ -348,9 +367,12 @@ def answer_question(
     settings: Settings,
     cache_key: str,
     names: dict[str, str] | None = None,
+    ablations: Sequence[str] = (),
+    trace_dir: Path | None = None,
 ) -> Prediction:
     """Answer one benchmark item with ``agent`` (retrieval items: the MAVIS search over ``names``,
-    store id -> benchmark name, of the benchmark's videos)."""
+    store id -> benchmark name, of the benchmark's videos), parts named in ``ablations`` switched
+    off; the whole answer (steps, citations) is written to a file in ``trace_dir``."""
     started = time.perf_counter()
     store = open_store(settings)
     query_id = f"eval-{cache_key[:24]}"
@@ -367,7 +389,7 @@ def answer_question(
         else:
             chat = registry.planner_model(settings) if strategies.get(agent).needs_planner else None
             ctx = tool_context(settings, store, chat=chat, config=settings.agent)
-            answer = answer_item(agent, ctx, item, video_ids)
+            answer = answer_item(agent, ctx, item, video_ids, ablations)
             prediction = Prediction(
                 question_id=item.question_id,
                 kind=item.kind,
@@ -385,7 +407,10 @@ def answer_question(
                 forced=answer.forced,
                 perceived=answer.perceived,
                 evidence=dict(Counter(c.evidence for c in answer.citations)),
+                citations=[(c.video_id, c.start, c.end) for c in answer.citations],
             )
+            if trace_dir is not None:
+                prediction.trace = _write_trace(trace_dir, item.question_id, answer)
     prediction.cost_usd = totals(store, query_id)["cost_usd"]
     prediction.seconds = round(time.perf_counter() - started, 3)
     return prediction
@@ -438,7 +463,14 @@ def evaluate(
         key = stable_hash(spec.name, spec.settings_fingerprint, item.question_id, versions)
         futures[
             question.submit(
-                item, video_ids, spec.agent, settings, key, names if item.kind == "retrieval" else None
+                item,
+                video_ids,
+                spec.agent,
+                settings,
+                key,
+                names if item.kind == "retrieval" else None,
+                spec.ablations,
+                run_dir / TRACES_FOLDER,
             )
         ] = item
 

@@ -194,8 +194,11 @@ def test_an_interrupted_run_resumes_without_asking_again_and_reports(cli, bench)
     assert by_id["1_signs/1"]["answer"] == "The answer is (C)."
     assert by_id["1_signs/2"]["answer"] == "I cannot tell from the video."
     assert all(p["steps"] == 2 and p["input_tokens"] > 0 for p in predictions)
+    for p in predictions:  # each answer's trace is kept, and the report links the wrong one's
+        assert json.loads((run_dir / p["trace"]).read_text())["answer"] == p["answer"]
     report = (run_dir / "report.md").read_text()
     assert "| accuracy | 66.7 |" in report and "ghost.mp4" in report
+    assert f"[trace]({by_id['1_signs/2']['trace']})" in report
     for name in PLOT_FILES:
         with Image.open(run_dir / name) as image:
             assert image.format == "PNG" and image.width > 100
@@ -212,8 +215,8 @@ def test_an_interrupted_run_resumes_without_asking_again_and_reports(cli, bench)
     assert sum(asked(server).values()) == 7  # the extractive answerer asks no model
     compared = cli("eval", "compare", "dvd-run", "extractive-run")
     assert compared.exit_code == 0, compared.output
-    assert "dvd-run vs extractive-run" in compared.output
-    assert re.search(r"accuracy %\s*│\s*66\.7", compared.output), compared.output
+    assert "A = dvd-run: dvd · B = extractive-run: extractive" in compared.output
+    assert re.search(r"\| \*\*all\*\* \| 3 \| 66\.7 \|", compared.output), compared.output
 
 
 def test_bad_input_is_one_line(cli, bench, tmp_path) -> None:

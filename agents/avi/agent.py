@@ -201,18 +201,22 @@ def run_avi_agent(
     perceive: ToolRegistry,
     options: Sequence[str] | None = None,
     on_step: StepCallback | None = None,
+    review: bool = True,
 ) -> Answer:
     """Answer ``question`` about ``video_ids`` in three phases with the chat model and the tools of
-    ``retrieve`` and ``perceive`` (``ctx.registry`` is not used)."""
+    ``retrieve`` and ``perceive`` (``ctx.registry`` is not used). Without ``review`` (the paper's
+    ablation) the Review phase is skipped: after Perceive the model answers at once, with no
+    conservative check and no going back."""
     if ctx.chat is None:
         raise ValueError("the AVI agent needs a chat model (models.chat)")
     if not video_ids:
         raise ValueError("no video to ask about")
-    return _AviRun(ctx, question, video_ids, retrieve, perceive, options, on_step).run()
+    return _AviRun(ctx, question, video_ids, retrieve, perceive, options, on_step, review=review).run()
 
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
-    """The AVI strategy's run: :func:`run_avi_agent` with ``ctx.registry`` split into its phases."""
+    """The AVI strategy's run: :func:`run_avi_agent` with ``ctx.registry`` split into its phases
+    (the ablation ``review`` skips the Review phase)."""
     if ctx.registry is None:
         raise ValueError("the AVI agent needs its tools (ctx.registry)")
     retrieve, perceive = phases(ctx.registry)
@@ -224,6 +228,7 @@ def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
         perceive=perceive,
         options=request.options,
         on_step=request.on_step,
+        review="review" not in request.ablations,
     )
 
 
@@ -239,8 +244,11 @@ class _AviRun:
         perceive: ToolRegistry,
         options: Sequence[str] | None,
         on_step: StepCallback | None,
+        *,
+        review: bool = True,
     ) -> None:
         self.ctx = ctx
+        self.review = review
         self.question = question
         self.default_video = video_ids[0]
         self.options = list(options or [])
@@ -304,6 +312,8 @@ class _AviRun:
                 if phase == RETRIEVE and self._send_back_to_retrieve():
                     continue
                 phase = PERCEIVE if phase == RETRIEVE else REVIEW
+                if phase == REVIEW and not self.review:
+                    return self._final(prompts.AVI_ANSWER_NOW, "perceive done; no review (ablation)")
                 if phase == PERCEIVE:
                     self._say(prompts.AVI_PERCEIVE.format(tools=self._names(PERCEIVE)))
                 else:
@@ -576,10 +586,19 @@ class _AviRun:
                 return REVIEW
         return self._answer(review, reply)
 
+    @property
+    def _last_phase(self) -> str:
+        """The phase the answer is given in: Review, or "answer" when the ablation skips Review."""
+        return REVIEW if self.review else "answer"
+
     def _forced(self) -> Answer:
         """The answer at the turn limit: one more review turn that must answer."""
-        self._say(prompts.AVI_FORCED)
-        self._record(TraceStep(index=0, kind="nudge", phase=REVIEW, observation="turn limit reached"))
+        return self._final(prompts.AVI_FORCED, "turn limit reached", forced=True)
+
+    def _final(self, prompt: str, why: str, *, forced: bool = False) -> Answer:
+        """One last turn, without tools or going back, that must answer (``prompt`` says so)."""
+        self._say(prompt)
+        self._record(TraceStep(index=0, kind="nudge", phase=self._last_phase, observation=why))
         reply = ask_model(
             self.ctx,
             self.state,
@@ -587,7 +606,7 @@ class _AviRun:
             self._record,
             json_output=False,  # as in _ask: the paper's format is read too
             bad_reply=prompts.AVI_BAD_REVIEW,
-            phase=REVIEW,
+            phase=self._last_phase,
         )
         if reply is not None and not reply.tool_calls:
             try:
@@ -595,9 +614,9 @@ class _AviRun:
             except ValueError:
                 review = None
             if review is not None and review.answer.strip():
-                return self._answer(review, reply, forced=True)
+                return self._answer(review, reply, forced=forced)
             if (reply.text or "").strip():
-                return self._answer(ReviewReply(answer=reply.text or ""), reply, forced=True)
+                return self._answer(ReviewReply(answer=reply.text or ""), reply, forced=forced)
         return Answer(
             answer="No answer was reached within the turn limit.",
             trace=self.state.trace,
@@ -627,7 +646,7 @@ class _AviRun:
             TraceStep(
                 index=0,
                 kind="answer",
-                phase=REVIEW,
+                phase=self._last_phase,
                 arguments=review.model_dump(exclude={"verdict", "reason"}),
                 observation=observation,
                 latency_s=reply.usage.latency_s,

@@ -2,7 +2,9 @@
 
 ``vidscope eval BENCHMARK --root DIR --agent dvd`` evaluates; repeating the command resumes the
 same run (questions already in its ``predictions.jsonl`` are not asked again).
-``vidscope eval compare RUN_A RUN_B`` compares two finished runs (run names or directories).
+``vidscope eval compare RUN_A RUN_B`` compares two finished runs (run names or directories) as
+Markdown: accuracy per category, the difference and its paired bootstrap interval.
+``--ablation avi:no-review`` (repeatable, or comma-separated) switches a part of the agent off.
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ def evaluate_command(
     run: Annotated[str | None, typer.Option("--run", help="Name of the run (default: derived).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions at once.")] = 2,
     retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failing question.")] = 2,
+    ablation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ablation",
+            help="Switch a part of the agent off (repeatable or comma-separated): "
+            + strategies.ablation_help(),
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Evaluate an agent on a benchmark (`eval BENCHMARK --root DIR`), or `eval compare RUN_A RUN_B`."""
@@ -118,6 +128,7 @@ def evaluate_command(
             agent,
             options=_loader_options(split, option or []),
             name=run,
+            ablations=ablation or [],
         )
     except (ValueError, RunError) as exc:
         raise _fail(str(exc).splitlines()[0]) from exc
@@ -154,7 +165,8 @@ def evaluate_command(
 
 def _print_outcome(outcome: EvalOutcome) -> None:
     s = outcome.summary
-    table = Table(title=safe(f"{s.benchmark} · {s.agent} · {s.run}"))
+    ablations = f" · {', '.join(s.ablations)}" if s.ablations else ""
+    table = Table(title=safe(f"{s.benchmark} · {s.agent}{ablations} · {s.run}"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value in s.scores.items():
@@ -196,18 +208,12 @@ def _run_dir(ref: str) -> Path:
 
 
 def _compare(ref_a: str, ref_b: str) -> None:
-    from vidscope.evaluation.report import compare_rows, read_summary
+    from vidscope.evaluation.report import compare_markdown, read_summary
 
     try:
         a, b = read_summary(_run_dir(ref_a)), read_summary(_run_dir(ref_b))
+        text = compare_markdown(a, b)
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(str(exc).splitlines()[0], 1) from exc
-    table = Table(title=safe(f"{a.benchmark}: {a.run} vs {b.run}"))
-    for column, justify in (("", "left"), ("A", "right"), ("B", "right"), ("B − A", "right")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    for row in compare_rows(a, b):
-        table.add_row(*(safe(cell) for cell in row))
-    console.print(table)
-    if a.benchmark != b.benchmark:
-        both = safe(f"{a.benchmark}, {b.benchmark}")
-        console.print(f"[yellow]the runs are on different benchmarks ({both})[/yellow]")
+    # Markdown as written (its cells are escaped by compare_markdown), not Rich markup.
+    console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
