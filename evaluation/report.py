@@ -59,6 +59,10 @@ class RunSummary(BaseModel):
     cost_usd: float | None = None
     seconds: float = 0.0
     forced: int = Field(0, description="Answers forced at a step limit (or after prose replies).")
+    unparsed: list[str] = Field(
+        default_factory=list,
+        description="Multiple-choice answers that named no option (scored wrong, counted apart).",
+    )
     evidence: dict[str, int] = Field(
         default_factory=dict, description="Citations per evidence level; only perceived and retrieved verify."
     )
@@ -108,6 +112,7 @@ def summarise(
         summary.by_duration_group = _groups(report.by_duration_group)
         summary.by_dimension = _groups(report.by_dimension)
         summary.unscored = report.unscored
+        summary.unparsed = report.unparsed
     grounding = [i for i in attempted if i.kind == "grounding" and i.intervals]
     if grounding:
         intervals = {q: p.interval for q, p in predictions.items() if p.interval is not None}
@@ -167,6 +172,11 @@ def report_markdown(summary: RunSummary) -> str:
     ]
     if summary.forced:
         lines.append(f"{summary.forced} answers were forced (step limit or prose replies).")
+    if summary.unparsed:
+        lines.append(
+            f"{len(summary.unparsed)} answers named no option the extraction rules could read "
+            "(scored wrong): " + ", ".join(summary.unparsed[:20])
+        )
     if summary.evidence:
         levels = ", ".join(f"{level} {n}" for level, n in summary.evidence.items())
         lines.append(f"Citations by evidence level: {levels} (only perceived and retrieved verify).")

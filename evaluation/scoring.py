@@ -47,6 +47,9 @@ class ChoiceReport:
     chosen: dict[str, str | None] = field(default_factory=dict)
     #: Questions left out because the benchmark gives no gold answer for them.
     unscored: list[str] = field(default_factory=list)
+    #: Answered questions whose answer named no option the rules could read (scored wrong, and
+    #: counted apart from wrong choices: a parsing problem is not a reasoning error).
+    unparsed: list[str] = field(default_factory=list)
 
     @property
     def macro(self) -> float:
@@ -84,14 +87,18 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
     scored: list[tuple[BenchmarkItem, bool]] = []
     chosen: dict[str, str | None] = {}
     unscored: list[str] = []
+    unparsed: list[str] = []
     for item in items:
         if item.kind != "multiple_choice":
             raise ValueError(f"{item.question_id} is a {item.kind} item, not multiple choice")
         if item.answer is None:
             unscored.append(item.question_id)
             continue
-        letter = extract_choice(answers.get(item.question_id), item.options)
+        said = answers.get(item.question_id)
+        letter = extract_choice(said, item.options)
         chosen[item.question_id] = letter
+        if letter is None and said and said.strip():
+            unparsed.append(item.question_id)
         scored.append((item, is_correct(item, letter)))
     return ChoiceReport(
         overall=Accuracy(sum(right for _, right in scored), len(scored)),
@@ -100,6 +107,7 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
         by_dimension=_group(scored, lambda i: (i.dimension,) if i.dimension else ()),
         chosen=chosen,
         unscored=unscored,
+        unparsed=unparsed,
     )
 
 

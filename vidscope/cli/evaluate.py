@@ -58,6 +58,13 @@ def _default_annotations(benchmark: str, root: Path) -> Path:
     raise _fail(f"give --annotations FILE ({benchmark} reads {spec.annotations})")
 
 
+def _agent_choice(value: str | None) -> str | None:
+    """``--agent``: a strategy, or ``mavis`` (retrieval benchmarks run the search pipeline)."""
+    if value is not None and value.lower() == "mavis":
+        return "mavis"
+    return strategy_choice(None)(value)
+
+
 @app.command("eval")
 def evaluate_command(
     benchmark: Annotated[
@@ -71,9 +78,14 @@ def evaluate_command(
         Path | None, typer.Option("--root", help="Folder holding the benchmark's videos.")
     ] = None,
     agent: Annotated[
-        str,
-        typer.Option("--agent", callback=strategy_choice(None), help=strategies.help_text()),
-    ] = strategies.default("video"),
+        str | None,
+        typer.Option(
+            "--agent",
+            callback=_agent_choice,
+            help=f"{strategies.help_text()}; retrieval benchmarks: mavis (the search pipeline, the "
+            f"default there). Default: {strategies.default('video')}.",
+        ),
+    ] = None,
     annotations: Annotated[
         Path | None,
         typer.Option("--annotations", help="The annotation file or folder (default: under --root)."),
@@ -81,7 +93,11 @@ def evaluate_command(
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Loader split (videomme: long, ...).")] = None,
     option: Annotated[
-        list[str] | None, typer.Option("--option", help="Other loader options, KEY=VALUE (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--option",
+            help="Other loader options, KEY=VALUE (repeatable); transcripts=true|false sets the protocol.",
+        ),
     ] = None,
     run: Annotated[str | None, typer.Option("--run", help="Name of the run (default: derived).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions at once.")] = 2,
@@ -150,6 +166,8 @@ def evaluate_command(
         console.print_json(outcome.model_dump_json())
     else:
         _print_outcome(outcome)
+    if outcome.nothing_scored:
+        raise _fail(f"nothing was scored: {outcome.nothing_scored}", 1)
 
 
 def _print_outcome(outcome: EvalOutcome) -> None:
