@@ -136,9 +136,10 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
-def _short(value: Any) -> str:
+def _short(value: Any, limit: int = 100) -> str:
+    """A value as the refusal shows it; a long one keeps its end (where paths differ)."""
     text = "unset" if value is None else str(value)
-    return text if len(text) <= 48 else text[:45] + "..."
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]
 
 
 def differences(before: dict[str, Any], now: dict[str, Any], shown: int = 3) -> str:

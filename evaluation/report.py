@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from vidscope.evaluation.items import BenchmarkItem
+from vidscope.evaluation.metrics import RANK_METRICS
 from vidscope.evaluation.runs import Prediction, RunSpec
 from vidscope.evaluation.scoring import Accuracy, score_choices, score_grounding, score_retrieval
 
@@ -50,6 +51,9 @@ class RunSummary(BaseModel):
     unscored: list[str] = Field(default_factory=list, description="Questions without a gold answer.")
     missing_videos: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
+    ranks: dict[str, float] = Field(
+        default_factory=dict, description="Retrieval: median and mean rank of the gold video (MdR, MnR)."
+    )
     by_category: dict[str, GroupScore] = Field(default_factory=dict)
     by_duration_group: dict[str, GroupScore] = Field(default_factory=dict)
     by_dimension: dict[str, GroupScore] = Field(default_factory=dict)
@@ -119,7 +123,10 @@ def summarise(
         summary.scores.update(score_grounding(grounding, intervals))
     retrieval = [i for i in attempted if i.kind == "retrieval"]
     if retrieval:
-        summary.scores.update(score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}))
+        gallery = len({v for i in ready if i.kind == "retrieval" for v in i.video_ids})
+        scored = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
+        summary.ranks = {k: scored.pop(k) for k in RANK_METRICS}
+        summary.scores.update(scored)
     summary.open_ended = sum(i.kind == "open_ended" and i.question_id in predictions for i in attempted)
     done = [predictions[i.question_id] for i in attempted if i.question_id in predictions]
     if done:
@@ -162,6 +169,12 @@ def report_markdown(summary: RunSummary) -> str:
         "|---|---|",
         *[f"| {name} | {_pct(value)} |" for name, value in summary.scores.items()],
     ]
+    if summary.ranks:
+        lines += [
+            "",
+            "Rank of the gold video (1 is best): "
+            + ", ".join(f"{k} {v:g}" for k, v in summary.ranks.items()),
+        ]
     lines += _group_table("Accuracy per category", summary.by_category)
     lines += _group_table("Accuracy per duration group", summary.by_duration_group)
     lines += _group_table("Accuracy per dimension", summary.by_dimension)

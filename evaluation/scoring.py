@@ -9,7 +9,8 @@
   questions whose answer is no candidate) are not scored and are listed instead.
 * Grounding: R@0.3/0.5/0.7 and mIoU against the item's gold interval
   (:func:`~vidscope.evaluation.metrics.grounding_scores`).
-* Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`).
+* Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`),
+  MdR and MnR (:func:`~vidscope.evaluation.metrics.rank_scores`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from vidscope.evaluation.answers import extract_choice
 from vidscope.evaluation.items import LETTERS, BenchmarkItem, Interval
-from vidscope.evaluation.metrics import grounding_scores, recall_at_k
+from vidscope.evaluation.metrics import grounding_scores, rank_scores, recall_at_k
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,12 @@ def score_grounding(
 
 
 def score_retrieval(
-    items: Sequence[BenchmarkItem], rankings: Mapping[str, Sequence[str]]
+    items: Sequence[BenchmarkItem], rankings: Mapping[str, Sequence[str]], gallery: int | None = None
 ) -> dict[str, float]:
-    """R@1/5/10 of ranked video names per question id; the item's video(s) are the gold."""
+    """R@1/5/10, MdR and MnR of ranked video names per question id; the item's video(s) are the
+    gold. ``gallery``: how many videos were searched (default: the items' distinct videos); a gold
+    video missing from a ranking is ranked last."""
     gold = {i.question_id: i.video_ids for i in items}
-    return recall_at_k({q: rankings.get(q, []) for q in gold}, gold)
+    ranked = {q: rankings.get(q, []) for q in gold}
+    size = gallery if gallery is not None else len({v for i in items for v in i.video_ids})
+    return {**recall_at_k(ranked, gold), **rank_scores(ranked, gold, size)}

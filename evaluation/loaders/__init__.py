@@ -31,7 +31,7 @@ from vidscope.evaluation.videos import Aliases, no_aliases
 LETTER = "option letter"
 INTERVAL = "interval [start, end] in seconds"
 RANKING = "ranked videos (the benchmark's gallery)"
-DVD = "Deep Video Discovery (Zhang et al., 2025)"
+DVD = "DVD"
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             msvd.load,
             "raw-captions.pkl or the corpus CSV (split=test_list.txt)",
             "R@1/5/10",
-            Protocol(answer=RANKING, published="R@1/5/10, MdR, MnR (no published vidscope target)"),
+            Protocol(answer=RANKING),
         ),
         BenchmarkSpec(
             "activitynet_captions",

@@ -177,6 +177,8 @@ def _print_outcome(outcome: EvalOutcome) -> None:
     table.add_column("value", justify="right")
     for name, value in s.scores.items():
         table.add_row(safe(name), f"{100 * value:.1f} %")
+    for name, rank in s.ranks.items():
+        table.add_row(safe(name), f"{rank:g}")
     for name, group in s.by_category.items():
         table.add_row(f"  {safe(name)}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
     table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
