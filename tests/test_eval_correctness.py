@@ -79,7 +79,9 @@ def test_a_named_run_resumed_with_another_root_endpoint_sampling_or_budget_is_re
     assert "models.chat.options.base_url" in _refusal(moved, bench)
     sampled = _settings(
         bench["data"],
-        options={"openai": {"base_url": "http://127.0.0.1:9/v1", "planner": {"sampling": {"temperature": 0.6}}}},
+        options={
+            "openai": {"base_url": "http://127.0.0.1:9/v1", "planner": {"sampling": {"temperature": 0.6}}}
+        },
     )
     assert "options.planner.sampling.temperature" in _refusal(sampled, bench)
     # The frame budget and the frame sampling of ingestion.
@@ -173,7 +175,9 @@ def test_every_loader_declares_its_protocol_and_the_docs_put_each_number_beside_
     assert BENCHMARKS["crossvid"].protocol.transcripts is True  # AgentCVR's audio sub-agent
     for name, spec in BENCHMARKS.items():
         assert spec.protocol.answer, name
-        rows = [line for line in docs.splitlines() if line.startswith(f"| `{name}` |") and "transcripts" in line]
+        rows = [
+            line for line in docs.splitlines() if line.startswith(f"| `{name}` |") and "transcripts" in line
+        ]
         row = rows[0] if len(rows) == 1 else ""
         assert row, f"docs/evaluation.md has no protocol row for {name}"
         transcripts = "with transcripts" if spec.protocol.transcripts else "without transcripts"
