@@ -122,8 +122,8 @@ def test_retrieval_reproduces_clip4clip_msrvtt_metrics(tmp_path: Path) -> None:
         ranking = [*others[: rank - 1], gallery[n], *others[rank - 1 :]]
         lines.append({"question_id": query, "kind": "retrieval", "video_ids": [gallery[n]], "answer": "",
                       "ranking": ranking})  # fmt: skip
-    from vidscope.evaluation.scoring import score_retrieval
     from vidscope.evaluation.loaders import load_benchmark
+    from vidscope.evaluation.scoring import score_retrieval
 
     items = load_benchmark("msrvtt", annotations)
     scores = score_retrieval(items, {line["question_id"]: line["ranking"] for line in lines}, len(gallery))
