@@ -183,6 +183,10 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         table.add_row(f"  {safe(name)}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
     table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
     table.add_row("not attempted yet", str(s.not_attempted))
+    if s.unparsed:
+        table.add_row("answers naming no option", str(len(s.unparsed)))
+    if s.forced:
+        table.add_row("forced answers", str(s.forced))
     table.add_row("mean steps", f"{s.mean_steps:.2f}")
     table.add_row("tokens in / out", f"{s.input_tokens} / {s.output_tokens}")
     table.add_row("cost", "—" if s.cost_usd is None else f"${s.cost_usd:.4f}")
