@@ -236,3 +236,28 @@ def test_a_run_that_scored_nothing_exits_non_zero_and_says_why(bench) -> None:
     (run_dir,) = (bench["data"] / "eval").iterdir()
     (session,) = read_spec(run_dir).sessions
     assert session["started_at"] <= session["finished_at"] and session["vidscope_version"] == "0.1.0"
+
+
+def test_the_speech_stage_without_a_recogniser_leaves_no_stale_transcript(tmp_path: Path) -> None:
+    """A run without transcripts redoes the speech stage with no recogniser: a transcript stored by
+    an earlier config must go, or captions, embeddings and tools would still read it."""
+    from vidscope.models.open_store import open_store
+    from vidscope.storage.videos import VideoRecord
+    from vidscope.tasks.speech import SPEECH
+    from vidscope.tasks.stage import StageContext, StageNotApplicable
+
+    settings = Settings(data_dir=tmp_path / "data", models={"speech_recognizer": ""})
+    store = open_store(settings)
+    video = VideoRecord(
+        video_id="v" * 64, path=str(tmp_path / "talk.mp4"), file_name="talk.mp4", size_bytes=1,
+        duration=4.0, fps=25.0, width=64, height=64, rotation=0, has_audio=True,
+    )  # fmt: skip
+    said = {"video_id": video.video_id, "segment_index": 0, "start": 0.0, "end": 2.0, "language": "en",
+            "text": "the ticket costs twelve dollars", "avg_logprob": -0.2, "words": []}  # fmt: skip
+    store.replace_video_rows(store.transcripts, video.video_id, [said])
+    other = {**said, "video_id": "w" * 64}
+    store.replace_video_rows(store.transcripts, other["video_id"], [other])
+    with pytest.raises(StageNotApplicable, match="no speech recogniser"):
+        SPEECH.run(StageContext(settings=settings, store=store, video=video, path=Path(video.path)))
+    assert store.rows(store.transcripts, video_id=video.video_id).num_rows == 0
+    assert store.rows(store.transcripts, video_id=other["video_id"]).num_rows == 1  # others kept
