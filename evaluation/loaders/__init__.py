@@ -16,6 +16,7 @@ from vidscope.evaluation.loaders import (
     activitynet_captions,
     charades_sta,
     crossvid,
+    didemo,
     egoschema,
     longvideobench,
     lvbench,
@@ -107,6 +108,13 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             msvd.load,
             "raw-captions.pkl or the corpus CSV (split=test_list.txt)",
             "R@1/5/10",
+            Protocol(answer=RANKING),
+        ),
+        BenchmarkSpec(
+            "didemo",
+            didemo.load,
+            "test_data.json (LocalizingMoments; one paragraph query per video)",
+            "R@1/5/10, MdR, MnR",
             Protocol(answer=RANKING),
         ),
         BenchmarkSpec(
