@@ -362,7 +362,7 @@ def test_bad_annotations_name_the_file(tmp_path: Path) -> None:
         load_benchmark("mvx_bench", tmp_path / "m.json")
     with pytest.raises(KeyError, match="known: activitynet_captions"):
         load_benchmark("nope", tmp_path)
-    assert len(BENCHMARKS) == 11
+    assert len(BENCHMARKS) == 12  # eleven, and DiDeMo (issue 24)
 
 
 # ------------------------------------------------------------------------------ videos
