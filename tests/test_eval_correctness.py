@@ -237,6 +237,13 @@ def test_a_run_that_scored_nothing_exits_non_zero_and_says_why(bench) -> None:
     (session,) = read_spec(run_dir).sessions
     assert session["started_at"] <= session["finished_at"] and session["vidscope_version"] == "0.1.0"
 
+    # The flow itself refuses to continue the run with other settings than the run's own.
+    from vidscope.flows.evaluate import run_evaluate
+
+    other = Settings(data_dir=bench["data"], agent={"max_frames": 8})
+    with pytest.raises(RunError, match=r"settings.agent.max_frames \(50 -> 8\)"):
+        run_evaluate(other, run_dir)
+
 
 def test_the_speech_stage_without_a_recogniser_leaves_no_stale_transcript(tmp_path: Path) -> None:
     """A run without transcripts redoes the speech stage with no recogniser: a transcript stored by
@@ -261,3 +268,35 @@ def test_the_speech_stage_without_a_recogniser_leaves_no_stale_transcript(tmp_pa
         SPEECH.run(StageContext(settings=settings, store=store, video=video, path=Path(video.path)))
     assert store.rows(store.transcripts, video_id=video.video_id).num_rows == 0
     assert store.rows(store.transcripts, video_id=other["video_id"]).num_rows == 1  # others kept
+
+
+def test_retrieval_plans_with_the_planner_role(tmp_path: Path, llm_server) -> None:  # type: ignore[no-untyped-def]
+    """A planner-only config (as `ask` accepts) plans retrieval queries: the MAVIS plan is asked of
+    ``models.planner``, not of an unset ``chat``."""
+    from llm_server import text
+
+    from vidscope.evaluation.items import BenchmarkItem
+    from vidscope.flows.evaluate import _retrieve
+    from vidscope.models.open_store import open_store
+
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            "planner": "openai:small",
+            "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0}},
+        },
+    )
+    llm_server.default = text('{"intents": []}')
+    item = BenchmarkItem(
+        benchmark="msrvtt", question_id="ret0", kind="retrieval", video_ids=("harbor",),
+        question="a sign with a blue boat on it",
+    )  # fmt: skip
+    # A library of one parsed window (what the parse stage writes), about another video.
+    store = open_store(settings)
+    window = {"video_id": "v" * 64, "window_index": 0, "start": 0.0, "end": 5.0, "caption": "a red car",
+              "scene": [], "objects": ["car"], "actions": [], "parser": "signals",
+              "caption_embedding": [0.0] * 383 + [1.0]}  # fmt: skip
+    store.upsert(store.video_parses, [window])
+    assert _retrieve(store, settings, item, {"v" * 64: "other"}) in ([], ["other"])
+    request = llm_server.chat_requests[0]
+    assert request["model"] == "small" and "a sign with a blue boat on it" in json.dumps(request["messages"])
