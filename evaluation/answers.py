@@ -1,14 +1,20 @@
 """Which option a free-form model answer chose: the extraction rules, explicit and in order.
 
-Models answer "(B)", "B.", "The answer is B", "I think it's the red car", or ramble. The first
-rule that decides wins; a rule that finds several different options decides nothing and the next
-rule is tried; when no rule decides, the answer chose nothing and is scored wrong.
+Models answer "(B)", "B.", "The answer is B", "**Answer:** C", ``{"answer": "D"}``, "I think it's
+the red car", or ramble. Markdown emphasis and code marks are read through (``**C**`` is ``C``).
+The first rule that decides wins; a rule that finds several different options decides nothing and
+the next rule is tried; when no rule decides, the answer chose nothing and is scored wrong (and
+counted as unparsed, apart from wrong choices: see :func:`vidscope.evaluation.scoring.score_choices`).
 
+0. **JSON**: the answer is a JSON object (alone or in a code fence) with an ``answer``, ``choice``
+   or ``option`` field: that field's value is read by these rules.
 1. **Bare letter**: the whole answer is one valid letter, optionally bracketed or followed by
    ``.``/``)``/``:`` — ``"B"``, ``"(b)"``, ``"B."``.
-2. **Answer phrase**: the first "answer/option/choice is X" (``"The answer is B"``, ``"Answer: (C)"``,
-   ``"option D"``, ``"Best option: B"``). The letter must be a capital, or bracketed: "the answer is
-   a dog" names no option.
+2. **Answer phrase**: the *last* "answer is X" (``"The answer is B"``, ``"Answer: (C)"``,
+   ``"Final answer: B"``), else the last "option/choice X" (``"option D"``, ``"Best option: B"``):
+   a reasoning model weighs options in passing ("option A looks plausible, ...") before its final
+   statement, and an answer phrase outranks a mention of an option. The letter must be a capital,
+   or bracketed: "the answer is a dog" names no option.
 3. **Leading label**: the answer starts with a labelled letter, ``"B. the dog"``, ``"(B) the dog"``,
    ``"B) ..."``, ``"B: ..."``. A bare leading capital is not a label ("A man walks in").
 4. **Bracketed letters**: every ``(X)`` in the answer names the same valid letter.
@@ -21,15 +27,20 @@ Letters beyond the number of options are never valid ("E" with four options).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 
 from vidscope.evaluation.items import LETTERS
 
 _PHRASE = re.compile(
-    r"\b(?i:answer|option|choice)\b(?:\s+(?i:is|would\s+be|should\s+be|will\s+be))?\s*[:\-]?\s*"
+    r"\b(?i:(answer)|option|choice)\b(?:\s+(?i:is|would\s+be|should\s+be|will\s+be))?\s*[:\-]?\s*"
     r"(?i:option\s+|choice\s+)?(?:\(([A-Ja-j])\)|([A-J])\b)"
 )
+#: Markdown marks around words (bold, italics, code), read through.
+_MARKDOWN = re.compile(r"\*\*|__|`+|(?<!\w)\*|\*(?!\w)")
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+_JSON_FIELDS = ("answer", "choice", "option", "final_answer")
 _LEADING = re.compile(r"^\s*(?:\(([A-Ja-j])\)|([A-J])\s*[.):])")
 _BRACKETED = re.compile(r"\(([A-Ja-j])\)")
 _BARE = re.compile(r"^\s*[(\[]?\s*([A-Ja-j])\s*[)\].:]?\s*$")
@@ -57,18 +68,55 @@ def _by_option_text(answer: str, options: Sequence[str]) -> str | None:
     return LETTERS[found[0]] if len({texts[i] for i in found}) == 1 else None
 
 
+def _json_answer(answer: str) -> str | None:
+    """The ``answer`` field of a JSON object answer (fenced or not), as text; None if not one."""
+    text = answer.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    for name in _JSON_FIELDS:
+        value = data.get(name)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def _by_phrase(answer: str, n: int) -> str | None:
+    """The last "answer is X" that names a valid option, else the last "option X"."""
+    stated: list[str] = []
+    mentioned: list[str] = []
+    for match in _PHRASE.finditer(answer):
+        letter = _valid(match.group(2) or match.group(3), n)
+        if letter:
+            (stated if match.group(1) else mentioned).append(letter)
+    if stated:
+        return stated[-1]
+    return mentioned[-1] if mentioned else None
+
+
 def extract_choice(answer: str | None, options: Sequence[str]) -> str | None:
     """The option letter ``answer`` chose among ``options``, or None when it chose none."""
     if not answer or not answer.strip() or not options:
         return None
+    inner = _json_answer(answer)
+    if inner is not None:
+        return extract_choice(inner, options) if inner != answer else None
+    answer = _MARKDOWN.sub("", answer)
     n = len(options)
     bare = _BARE.match(answer)
     if bare:
         return _valid(bare.group(1), n)
-    for match in _PHRASE.finditer(answer):
-        letter = _valid(match.group(1) or match.group(2), n)
-        if letter:
-            return letter
+    letter = _by_phrase(answer, n)
+    if letter:
+        return letter
     leading = _LEADING.match(answer)
     if leading:
         letter = _valid(leading.group(1) or leading.group(2), n)

@@ -2,7 +2,14 @@
 
 * Temporal grounding (Charades-STA style): temporal IoU of a predicted and a gold interval,
   R@IoU=m (the share of queries whose prediction reaches IoU ≥ m) and mIoU.
-* Text-to-video retrieval (MSR-VTT style): recall@k over ranked video lists with gold videos.
+* Text-to-video retrieval (MSR-VTT style): recall@k over ranked video lists with gold videos, and
+  the median and mean rank of the gold video (MdR, MnR; 1 is best).
+
+Each formula is the one the benchmarks' reference code computes (``tests/test_metrics.py`` checks
+them against figures worked out with it): R@IoU=m counts IoU >= m and mIoU averages IoU, as
+VSLNet's Charades-STA / ActivityNet evaluation does; R@k counts a gold video ranked in the first k,
+MdR is the median (the mean of the two middle ranks for an even count) and MnR the mean of the
+1-based gold ranks, as CLIP4Clip's ``compute_metrics`` does.
 """
 
 from __future__ import annotations
@@ -15,6 +22,8 @@ Interval = tuple[float, float]
 GROUNDING_THRESHOLDS = (0.3, 0.5, 0.7)
 #: The cut-offs MSR-VTT retrieval reports.
 RECALL_CUTOFFS = (1, 5, 10)
+#: Rank metrics (not fractions): median and mean rank of the gold video.
+RANK_METRICS = ("MdR", "MnR")
 
 
 def temporal_iou(predicted: Interval, gold: Interval) -> float:
@@ -63,3 +72,30 @@ def recall_at_k(
         raise ValueError(f"no ranking for {len(missing)} queries, e.g. {missing[0]!r}")
     golds = {q: {g} if isinstance(g, str) else set(g) for q, g in gold.items()}
     return {f"R@{k}": sum(bool(golds[q] & set(rankings[q][:k])) for q in golds) / len(golds) for k in cutoffs}
+
+
+def gold_ranks(
+    rankings: Mapping[str, Sequence[str]], gold: Mapping[str, str | Iterable[str]], gallery: int
+) -> dict[str, int]:
+    """The 1-based rank of each query's best-ranked gold video. A gold video the ranking does not
+    list is ranked last (``gallery``, the number of videos searched): the reference code ranks the
+    whole gallery, so an unlisted video can be at best after the listed ones, and last is the
+    pessimistic, reproducible choice."""
+    ranks: dict[str, int] = {}
+    for query, wanted in gold.items():
+        targets = {wanted} if isinstance(wanted, str) else set(wanted)
+        listed = [i for i, video in enumerate(rankings.get(query, ())) if video in targets]
+        ranks[query] = listed[0] + 1 if listed else max(gallery, len(rankings.get(query, ())) + 1)
+    return ranks
+
+
+def rank_scores(
+    rankings: Mapping[str, Sequence[str]], gold: Mapping[str, str | Iterable[str]], gallery: int
+) -> dict[str, float]:
+    """``{"MdR": …, "MnR": …}``: median and mean 1-based rank of the gold video (lower is better)."""
+    if not gold:
+        raise ValueError("no queries to score")
+    ranks = sorted(gold_ranks(rankings, gold, gallery).values())
+    middle = len(ranks) // 2
+    median = ranks[middle] if len(ranks) % 2 else (ranks[middle - 1] + ranks[middle]) / 2
+    return {"MdR": float(median), "MnR": sum(ranks) / len(ranks)}

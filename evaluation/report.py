@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from vidscope.evaluation.items import LETTERS, BenchmarkItem
+from vidscope.evaluation.metrics import RANK_METRICS
 from vidscope.evaluation.plots import PLOT_FILES, write_plots
 from vidscope.evaluation.runs import Prediction, RunSpec
 from vidscope.evaluation.scoring import (
@@ -104,6 +105,9 @@ class RunSummary(BaseModel):
     accuracy_interval: tuple[float, float] | None = Field(
         None, description="The 95 % bootstrap interval of the overall accuracy."
     )
+    ranks: dict[str, float] = Field(
+        default_factory=dict, description="Retrieval: median and mean rank of the gold video (MdR, MnR)."
+    )
     by_category: dict[str, GroupScore] = Field(default_factory=dict)
     by_duration_group: dict[str, GroupScore] = Field(default_factory=dict)
     by_dimension: dict[str, GroupScore] = Field(default_factory=dict)
@@ -115,6 +119,10 @@ class RunSummary(BaseModel):
     latency_p50: float = 0.0
     latency_p95: float = 0.0
     forced: int = Field(0, description="Answers forced at a step limit (or after prose replies).")
+    unparsed: list[str] = Field(
+        default_factory=list,
+        description="Multiple-choice answers that named no option (scored wrong, counted apart).",
+    )
     evidence: dict[str, int] = Field(
         default_factory=dict, description="Citations per evidence level; only perceived and retrieved verify."
     )
@@ -236,13 +244,17 @@ def summarise(
             for i, right in scored
             if not right
         ]
+        summary.unparsed = report.unparsed
     grounding = [i for i in attempted if i.kind == "grounding" and i.intervals]
     if grounding:
         intervals = {q: p.interval for q, p in predictions.items() if p.interval is not None}
         summary.scores.update(score_grounding(grounding, intervals))
     retrieval = [i for i in attempted if i.kind == "retrieval"]
     if retrieval:
-        summary.scores.update(score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}))
+        gallery = len({v for i in ready if i.kind == "retrieval" for v in i.video_ids})
+        scored = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
+        summary.ranks = {k: scored.pop(k) for k in RANK_METRICS}
+        summary.scores.update(scored)
     summary.open_ended = sum(i.kind == "open_ended" and i.question_id in predictions for i in attempted)
     done = [predictions[i.question_id] for i in attempted if i.question_id in predictions]
     if done:
@@ -354,6 +366,12 @@ def report_markdown(summary: RunSummary) -> str:
         "",
         f"![steps, tokens and cost per question]({PLOT_FILES[2]})",
     ]
+    if summary.ranks:
+        lines += [
+            "",
+            "Rank of the gold video (1 is best): "
+            + ", ".join(f"{k} {v:g}" for k, v in summary.ranks.items()),
+        ]
     lines += _group_table("Accuracy per category", summary.by_category)
     lines += _group_table("Accuracy per duration group", summary.by_duration_group)
     lines += _group_table("Accuracy per dimension", summary.by_dimension)
@@ -365,6 +383,11 @@ def report_markdown(summary: RunSummary) -> str:
     ]
     if summary.forced:
         lines.append(f"{summary.forced} answers were forced (step limit or prose replies).")
+    if summary.unparsed:
+        lines.append(
+            f"{len(summary.unparsed)} answers named no option the extraction rules could read "
+            "(scored wrong): " + ", ".join(summary.unparsed[:20])
+        )
     if summary.evidence:
         levels = ", ".join(f"{level} {n}" for level, n in summary.evidence.items())
         lines.append(f"Citations by evidence level: {levels} (only perceived and retrieved verify).")

@@ -2,8 +2,10 @@
 
 A run directory (``<data dir>/eval/<run name>/``) holds:
 
-* ``run.json``: the :class:`RunSpec`, what was evaluated and how (benchmark, annotation file,
-  loader options, video root, agent, the settings fingerprint);
+* ``run.json``: the :class:`RunSpec`, what was evaluated and how: its identity (benchmark,
+  annotation file, video root, agent, options, protocol, models with their options, settings; see
+  :mod:`vidscope.evaluation.identity`), the vidscope version and commit, the machine, and when
+  each session started and ended;
 * ``predictions.jsonl``: one :class:`Prediction` per finished question, appended as each finishes.
   It is the record a resumed run reads: a question with a line here is never asked again;
 * ``videos.json``: the benchmark's video names mapped to the files and store ids they resolved to;
@@ -44,12 +46,25 @@ class RunSpec(BaseModel):
     root: str
     agent: str
     options: dict[str, Any] = Field(default_factory=dict, description="Loader options (split, ...).")
-    settings_fingerprint: str = Field(description="Models and agent settings the answers depend on.")
-    models: dict[str, str | None] = Field(default_factory=dict)
+    settings_fingerprint: str = Field(description="The hash of ``identity``.")
+    models: dict[str, str | None] = Field(default_factory=dict, description="The spec serving each role.")
     ablations: list[str] = Field(
         default_factory=list, description="Parts of the agent switched off (``avi:no-review``, ...)."
     )
+    protocol: dict[str, Any] = Field(
+        default_factory=dict, description="Transcripts, subtitles, answer format, frame budget, sampling."
+    )
+    identity: dict[str, Any] = Field(
+        default_factory=dict, description="Everything the answers depend on; a resumed run must match it."
+    )
     created_at: str
+    provenance: dict[str, Any] = Field(
+        default_factory=dict, description="vidscope version and commit, machine (platform, CPUs, Python)."
+    )
+    sessions: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Each time the run was (re)started: started_at, finished_at, version and commit.",
+    )
 
 
 class Prediction(BaseModel):
@@ -101,24 +116,37 @@ def read_spec(run_dir: Path) -> RunSpec:
         raise RunError(f"{path} is damaged: {str(exc).splitlines()[0]}") from exc
 
 
-def write_spec(run_dir: Path, spec: RunSpec) -> None:
-    """Create ``run_dir`` with ``spec``, or check that the run already there is the same evaluation."""
+def write_spec(run_dir: Path, spec: RunSpec) -> RunSpec:
+    """Create ``run_dir`` with ``spec``, or check that the run already there is the same evaluation
+    (the same identity); returns the spec on disk. A mismatch is one line saying what differs."""
+    from vidscope.evaluation.identity import differences
+
     run_dir = Path(run_dir)
     if (run_dir / SPEC_FILE).is_file():
         existing = read_spec(run_dir)
-        differs = [
-            field
-            for field in ("benchmark", "annotations", "agent", "options", "settings_fingerprint", "ablations")
-            if getattr(existing, field) != getattr(spec, field)
-        ]
+        if not existing.identity:
+            raise RunError(
+                f"run {existing.name} was made by an older vidscope that did not record everything its "
+                "answers depend on; choose another --run name to start a new run"
+            )
+        differs = differences(existing.identity, spec.identity)
         if differs:
             raise RunError(
-                f"run {existing.name} was made with another {', '.join(differs)}; "
+                f"run {existing.name} was made with another {differs}; "
                 "choose another --run name to start a new run"
             )
-        return
+        return existing
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SPEC_FILE).write_text(spec.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    save_spec(run_dir, spec)
+    return spec
+
+
+def save_spec(run_dir: Path, spec: RunSpec) -> None:
+    """Write ``run.json`` (whole, then renamed into place: an interruption leaves the old one)."""
+    path = Path(run_dir) / SPEC_FILE
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(spec.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)
 
 
 def read_predictions(run_dir: Path) -> dict[str, Prediction]:

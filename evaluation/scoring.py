@@ -9,7 +9,8 @@
   questions whose answer is no candidate) are not scored and are listed instead.
 * Grounding: R@0.3/0.5/0.7 and mIoU against the item's gold interval
   (:func:`~vidscope.evaluation.metrics.grounding_scores`).
-* Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`).
+* Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`),
+  MdR and MnR (:func:`~vidscope.evaluation.metrics.rank_scores`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 from vidscope.evaluation.answers import extract_choice
 from vidscope.evaluation.items import LETTERS, BenchmarkItem, Interval
-from vidscope.evaluation.metrics import grounding_scores, recall_at_k
+from vidscope.evaluation.metrics import grounding_scores, rank_scores, recall_at_k
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,9 @@ class ChoiceReport:
     chosen: dict[str, str | None] = field(default_factory=dict)
     #: Questions left out because the benchmark gives no gold answer for them.
     unscored: list[str] = field(default_factory=list)
+    #: Answered questions whose answer named no option the rules could read (scored wrong, and
+    #: counted apart from wrong choices: a parsing problem is not a reasoning error).
+    unparsed: list[str] = field(default_factory=list)
 
     @property
     def macro(self) -> float:
@@ -84,14 +88,18 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
     scored: list[tuple[BenchmarkItem, bool]] = []
     chosen: dict[str, str | None] = {}
     unscored: list[str] = []
+    unparsed: list[str] = []
     for item in items:
         if item.kind != "multiple_choice":
             raise ValueError(f"{item.question_id} is a {item.kind} item, not multiple choice")
         if item.answer is None:
             unscored.append(item.question_id)
             continue
-        letter = extract_choice(answers.get(item.question_id), item.options)
+        said = answers.get(item.question_id)
+        letter = extract_choice(said, item.options)
         chosen[item.question_id] = letter
+        if letter is None and said and said.strip():
+            unparsed.append(item.question_id)
         scored.append((item, is_correct(item, letter)))
     return ChoiceReport(
         overall=Accuracy(sum(right for _, right in scored), len(scored)),
@@ -100,6 +108,7 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
         by_dimension=_group(scored, lambda i: (i.dimension,) if i.dimension else ()),
         chosen=chosen,
         unscored=unscored,
+        unparsed=unparsed,
     )
 
 
@@ -116,8 +125,12 @@ def score_grounding(
 
 
 def score_retrieval(
-    items: Sequence[BenchmarkItem], rankings: Mapping[str, Sequence[str]]
+    items: Sequence[BenchmarkItem], rankings: Mapping[str, Sequence[str]], gallery: int | None = None
 ) -> dict[str, float]:
-    """R@1/5/10 of ranked video names per question id; the item's video(s) are the gold."""
+    """R@1/5/10, MdR and MnR of ranked video names per question id; the item's video(s) are the
+    gold. ``gallery``: how many videos were searched (default: the items' distinct videos); a gold
+    video missing from a ranking is ranked last."""
     gold = {i.question_id: i.video_ids for i in items}
-    return recall_at_k({q: rankings.get(q, []) for q in gold}, gold)
+    ranked = {q: rankings.get(q, []) for q in gold}
+    size = gallery if gallery is not None else len({v for i in items for v in i.video_ids})
+    return {**recall_at_k(ranked, gold), **rank_scores(ranked, gold, size)}

@@ -42,17 +42,28 @@ from vidscope.agents.grounding import parse_interval
 from vidscope.agents.mavis.search import search_library
 from vidscope.agents.runtime import Answer
 from vidscope.core.hashing import stable_hash
-from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
+from vidscope.evaluation.identity import (
+    differences,
+    identity_hash,
+    model_identity,
+    provenance,
+    run_identity,
+    settings_identity,
+)
 from vidscope.evaluation.items import AnnotationError, BenchmarkItem
 from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
+from vidscope.evaluation.protocol import Protocol, apply_protocol, split_options
 from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
 from vidscope.evaluation.runs import (
     Prediction,
+    RunError,
     RunSpec,
     append_prediction,
     read_predictions,
     read_spec,
     read_videos,
+    save_spec,
     write_spec,
     write_videos,
 )
@@ -64,7 +75,7 @@ from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
-from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, ledger_rows
+from vidscope.tasks.stage import STATUS_UNAVAILABLE, is_current, ledger_rows
 from vidscope.tasks.stages import stages
 
 __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate"]
@@ -99,6 +110,7 @@ class EvalOutcome(BaseModel):
     ingest_failures: dict[str, str] = Field(default_factory=dict)
     missing_videos: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
+    nothing_scored: str | None = Field(None, description="Why no score came out, when none did.")
 
 
 # The progress callback cannot be a flow parameter (Prefect serialises those): a context variable.
@@ -116,58 +128,18 @@ def _progress(event: EvalProgress) -> None:
 # ============================================================================ preparing a run
 
 
-def answer_fingerprint(settings: Settings) -> str:
-    """The settings an answer depends on: the models and the agent's options."""
-    return stable_hash(settings.models.model_dump(exclude={"options"}), settings.agent.model_dump())
+#: The name a retrieval run records as its agent: retrieval items run the MAVIS search pipeline.
+RETRIEVAL_AGENT = "mavis"
 
 
-def prepare_run(
-    settings: Settings,
-    benchmark: str,
-    annotations: Path | str,
-    root: Path | str,
-    agent: str,
-    *,
-    options: dict[str, Any] | None = None,
-    name: str | None = None,
-    ablations: Sequence[str] = (),
-) -> Path:
-    """The run directory for this evaluation: created, or the existing one to resume.
-
-    The default name is ``<benchmark>-<agent>-<hash>`` of everything the answers depend on, so
-    repeating a command resumes its run and changing the model or the split starts a new one.
-    ``ablations`` (``avi:no-review``, ...; :func:`vidscope.agents.strategies.parse_ablations`)
-    switch parts of the agent off; they are part of the run's identity.
-    Raises ``ValueError`` (one line) for an unknown benchmark, agent or ablation, or an agent
-    needing a chat model that is not configured.
-    """
-    if benchmark not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
-    strategy = strategies.get(agent)
-    switched_off = sorted(strategies.parse_ablations(agent, ablations))
-    # The planner answers (models.planner, else models.chat), as for ask: a planner-only config is
-    # enough (issue 24).
-    if strategy.needs_planner and not registry.effective_spec(settings, "planner"):
-        raise ValueError(
-            f"agent {agent!r} needs a planner: set [models] planner or chat (or use --agent extractive)"
-        )
-    if (strategy.sim_tools if is_simulated(settings.agent) else strategy.tools) is None:
-        raise ValueError(f"agent {agent!r} does not run in this environment ([agent] environment)")
-    annotations = Path(annotations).expanduser().resolve()
-    if not annotations.exists():
-        raise ValueError(f"annotation file not found: {annotations}")
-    options = {k: v for k, v in (options or {}).items() if v is not None}
-    if name is not None and not RUN_NAME.fullmatch(name):
-        raise ValueError(
-            f"run name {name[:80]!r}: use letters, digits, '.', '_' and '-' (it names a folder under "
-            f"<data dir>/{RUNS_FOLDER}, never a path)"
-        )
+def _load_items(benchmark: str, annotations: Path, options: dict[str, Any]) -> list[BenchmarkItem]:
+    """The benchmark's items, with what goes wrong reading the file as one line naming it."""
     try:  # the options the loader takes, told apart from what goes wrong reading the file
         inspect.signature(BENCHMARKS[benchmark].load).bind(annotations, **options)
     except TypeError as exc:
         raise ValueError(f"{benchmark}: bad loader option ({exc})") from exc
-    try:  # read once here, so a bad file is one line before any flow run starts
-        load_benchmark(benchmark, annotations, **options)
+    try:
+        return load_benchmark(benchmark, annotations, **options)
     except AnnotationError:
         raise
     except ValidationError as exc:
@@ -177,9 +149,119 @@ def prepare_run(
     except (OSError, LookupError, TypeError, ValueError, AttributeError) as exc:
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         raise ValueError(f"{benchmark}: cannot read {annotations} ({reason})") from exc
-    fingerprint = answer_fingerprint(settings)
-    identity = [str(annotations), options, fingerprint, *([switched_off] if switched_off else [])]
-    name = name or f"{benchmark}-{agent}-{stable_hash(*identity)[:8]}"
+
+
+def _check_agent(
+    settings: Settings, agent: str | None, items: Sequence[BenchmarkItem], benchmark: str
+) -> str:
+    """The agent the run records: ``mavis`` for retrieval, else a strategy that can run here."""
+    if items and all(i.kind == "retrieval" for i in items):
+        if agent not in (None, RETRIEVAL_AGENT):
+            raise ValueError(
+                f"{benchmark} is a retrieval benchmark: it is ranked by the MAVIS search pipeline, not "
+                f"by the {agent!r} agent; give --agent {RETRIEVAL_AGENT} or leave --agent out"
+            )
+        if registry.effective_spec(settings, "text_embedder") is None:
+            raise ValueError("retrieval needs a text embedder: set [models] text_embedder")
+        return RETRIEVAL_AGENT
+    if agent == RETRIEVAL_AGENT:
+        raise ValueError(
+            f"--agent {RETRIEVAL_AGENT} ranks videos: {benchmark} asks questions, choose an agent"
+        )
+    agent = agent or strategies.default("video")
+    strategy = strategies.get(agent)
+    # The planner answers (models.planner, else models.chat), as for ask: a planner-only config is
+    # enough (issue 24).
+    if strategy.needs_planner and not registry.effective_spec(settings, "planner"):
+        raise ValueError(
+            f"agent {agent!r} needs a planner: set [models] planner or chat (or use --agent extractive)"
+        )
+    if (strategy.sim_tools if is_simulated(settings.agent) else strategy.tools) is None:
+        raise ValueError(f"agent {agent!r} does not run in this environment ([agent] environment)")
+    return agent
+
+
+def run_protocol(
+    settings: Settings, benchmark: str, options: dict[str, Any], items: Sequence[BenchmarkItem]
+) -> dict[str, Any]:
+    """The run's protocol as recorded: the loader's, with the run's switches, and the budgets the
+    settings give (frames an agent may look at, frames sampled per second at ingestion)."""
+    protocol = BENCHMARKS[benchmark].protocol.resolved(options)
+    kinds = sorted({i.kind for i in items})
+    return {
+        **protocol.model_dump(),
+        "kinds": kinds,
+        "frame_budget": settings.agent.max_frames,
+        "frame_fps": settings.ingest.frame_fps,
+        "speech_recognizer": apply_protocol(settings, protocol).models.speech_recognizer or None,
+    }
+
+
+def run_settings(settings: Settings, spec: RunSpec) -> Settings:
+    """The settings the run ingests and answers with: the protocol applied (no transcripts: no
+    speech recogniser)."""
+    return apply_protocol(settings, Protocol.model_validate(_protocol_fields(spec.protocol)))
+
+
+def _protocol_fields(recorded: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in recorded.items() if k in Protocol.model_fields}
+
+
+def prepare_run(
+    settings: Settings,
+    benchmark: str,
+    annotations: Path | str,
+    root: Path | str,
+    agent: str | None,
+    *,
+    options: dict[str, Any] | None = None,
+    name: str | None = None,
+    ablations: Sequence[str] = (),
+) -> Path:
+    """The run directory for this evaluation: created, or the existing one to resume.
+
+    The default name is ``<benchmark>-<agent>-<hash>`` of the run's identity
+    (:mod:`vidscope.evaluation.identity`: root, annotations, agent, options, protocol, models with
+    their options, settings), so repeating a command resumes its run and changing anything the
+    answers depend on starts a new one; a named run (``name``) that exists with another identity
+    is refused, saying what differs. ``agent`` None: the default strategy (``mavis``, the search
+    pipeline, for retrieval). Raises ``ValueError`` (one line) for an unknown benchmark or agent,
+    an agent that does not fit the benchmark, or one needing a chat model that is not configured.
+    ``ablations`` (``avi:no-review``, ...; :func:`vidscope.agents.strategies.parse_ablations`)
+    switch parts of the agent off; they are part of the run's identity (an unknown one: ValueError).
+    """
+    if benchmark not in BENCHMARKS:
+        raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
+    annotations = Path(annotations).expanduser().resolve()
+    if not annotations.exists():
+        raise ValueError(f"annotation file not found: {annotations}")
+    options = {k: v for k, v in (options or {}).items() if v is not None}
+    if name is not None and not RUN_NAME.fullmatch(name):
+        raise ValueError(
+            f"run name {name[:80]!r}: use letters, digits, '.', '_' and '-' (it names a folder under "
+            f"<data dir>/{RUNS_FOLDER}, never a path)"
+        )
+    loader_options, _ = split_options(options)
+    # Read once here, so a bad file is one line before any flow run starts.
+    items = _load_items(benchmark, annotations, loader_options)
+    agent = _check_agent(settings, agent, items, benchmark)
+    switched_off = sorted(strategies.parse_ablations(agent, ablations)) if ablations else []
+    protocol = run_protocol(settings, benchmark, options, items)
+    resolved_root = Path(root).expanduser().resolve()
+    answering = apply_protocol(settings, Protocol.model_validate(_protocol_fields(protocol)))
+    identity = run_identity(
+        answering,
+        benchmark=benchmark,
+        annotations=annotations,
+        root=resolved_root,
+        agent=agent,
+        options=options,
+        protocol=protocol,
+    )
+    if switched_off:  # only when any: runs without ablations keep their identity
+        identity["ablations"] = switched_off
+    fingerprint = identity_hash(identity)
+    name = name or f"{benchmark}-{agent}-{fingerprint[:8]}"
     runs = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER
     run_dir = (runs / name).resolve()
     if run_dir.parent != runs:  # a folder of that name linked elsewhere
@@ -188,29 +270,45 @@ def prepare_run(
         name=name,
         benchmark=benchmark,
         annotations=str(annotations),
-        root=str(Path(root).expanduser().resolve()),
+        root=str(resolved_root),
         agent=agent,
         options=options,
         settings_fingerprint=fingerprint,
-        models=settings.models.model_dump(exclude={"options"}),
+        models={role: entry["spec"] for role, entry in identity["models"].items()},
+        protocol=protocol,
+        identity=identity,
         ablations=switched_off,
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        created_at=_now(),
+        provenance=provenance(),
     )
     write_spec(run_dir, spec)
     return run_dir
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
 # ============================================================================ videos
 
 
-def _is_ingested(store: Store, video_id: str) -> bool:
-    """Every stage has a current row (an unavailable model is not retried for an evaluation)."""
+def _is_ingested(store: Store, settings: Settings, video_id: str) -> bool:
+    """Every stage is current for the run's ``settings``: done with the fingerprint (version,
+    models, options, upstream rows) it would have now, as ``vidscope ingest`` decides. A stage whose
+    model is not installed (``unavailable``) under the same fingerprint is not retried here."""
     rows = ledger_rows(store, video_id)
     for stage in stages():
         row = rows.get(stage.name)
-        if row is None or row["stage_version"] != stage.version:
-            return False
-        if row["status"] not in (*CURRENT_STATUSES, STATUS_UNAVAILABLE):
+        fingerprint = stage.fingerprint(settings, rows)
+        if is_current(row, stage, fingerprint):
+            continue
+        unavailable = (
+            row is not None
+            and row["status"] == STATUS_UNAVAILABLE
+            and row["stage_version"] == stage.version
+            and row["config_hash"] == fingerprint
+        )
+        if not unavailable:
             return False
     return True
 
@@ -256,8 +354,9 @@ def _store_ids(
 def _ingest_missing(
     store: Store, settings: Settings, found: dict[str, Path], ids: dict[str, str]
 ) -> tuple[list[str], dict[str, str]]:
-    """Ingest the videos not in the store yet, one task each; returns (ingested, failures) by name."""
-    missing = [name for name, video_id in ids.items() if not _is_ingested(store, video_id)]
+    """Ingest the videos not current for the run's settings (new videos, and videos ingested with
+    other models or settings), one task each; returns (ingested, failures) by name."""
+    missing = [name for name, video_id in ids.items() if not _is_ingested(store, settings, video_id)]
     if not missing:
         return [], {}
     # Load the embedder before the ingestion threads do: two threads importing transformers at
@@ -318,18 +417,26 @@ def _interval_of(answer: Answer) -> tuple[float, float] | None:
     return None
 
 
+def retrieval_options(settings: Settings, gallery: int) -> SearchSettings:
+    """The search options a retrieval item ranks with: ``vidscope search``'s, with the thresholds
+    calibrated for the text embedder in use, and enough results to rank the benchmark's gallery."""
+    spec = registry.effective_spec(settings, "text_embedder")
+    options = settings.search.for_embedder(spec)
+    return options.model_copy(update={"k": max(options.k, 10, gallery)})
+
+
 def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict[str, str]) -> list[str]:
     """Benchmark video names ranked by the MAVIS search for the item's caption (others dropped)."""
     embedder = registry.text_embedder(settings)
     if embedder is None:
         raise ValueError("retrieval needs a text embedder: set [models] text_embedder")
-    options = settings.search.model_copy(update={"k": max(settings.search.k, 10, len(names))})
+    options = retrieval_options(settings, len(names))
     result = search_library(
         store,
         item.question,
         embedder=embedder,
         options=options,
-        chat=registry.chat_model(settings),
+        chat=registry.planner_model(settings),
         image_text=registry.image_text(settings),
         video_text=registry.video_text(settings),
         frame_seconds=1.0 / settings.ingest.frame_fps,
@@ -430,7 +537,12 @@ def evaluate(
     report. ``limit`` caps the questions (the first ``limit`` with videos) this run covers."""
     run_dir = Path(run_dir)
     spec = read_spec(run_dir)
-    items = load_benchmark(spec.benchmark, spec.annotations, **spec.options)
+    settings = run_settings(settings, spec)
+    _check_settings(spec, settings)
+    session = {"started_at": _now(), **provenance()}
+    spec.sessions.append(session)
+    save_spec(run_dir, spec)
+    items = load_benchmark(spec.benchmark, spec.annotations, **split_options(spec.options)[0])
     lookup = locate_videos(items, spec.root, BENCHMARKS[spec.benchmark].aliases)
     ready = lookup.items_ready(items)
     chosen = ready[:limit] if limit is not None else ready
@@ -492,6 +604,8 @@ def evaluate(
     ordered = [predictions[i.question_id] for i in ready if i.question_id in predictions]
     files = write_report(run_dir, summary, ordered)
     _publish(summary)
+    session["finished_at"] = _now()
+    save_spec(run_dir, spec)
     return EvalOutcome(
         run_dir=str(run_dir),
         summary=summary,
@@ -502,7 +616,44 @@ def evaluate(
         ingest_failures=ingest_failures,
         missing_videos=lookup.missing,
         files=[str(f) for f in files],
+        nothing_scored=_why_nothing_scored(summary, items, lookup, ingest_failures, failures),
     )
+
+
+def _check_settings(spec: RunSpec, settings: Settings) -> None:
+    """Refuse to continue ``spec``'s run with models or settings other than its own."""
+    recorded = {k: spec.identity.get(k) for k in ("models", "settings")}
+    now = {"models": model_identity(settings), "settings": settings_identity(settings)}
+    differs = differences(recorded, now)
+    if differs:
+        raise RunError(
+            f"run {spec.name} was made with another {differs}; choose another --run name to start a new run"
+        )
+
+
+def _why_nothing_scored(
+    summary: RunSummary,
+    items: Sequence[BenchmarkItem],
+    lookup: VideoLookup,
+    ingest_failures: dict[str, str],
+    failures: dict[str, str],
+) -> str | None:
+    """Why the run has no score at all (None when it has one): the first cause that applies."""
+    if summary.scores:
+        return None
+    if not items:
+        return "the annotation file holds no question for these options"
+    if not lookup.found:
+        return f"none of the {len(lookup.missing)} videos the questions need was found under the root"
+    if summary.ready and len(ingest_failures) >= len(lookup.found):
+        return f"no video could be ingested ({next(iter(ingest_failures.values()))})"
+    if failures and summary.answered == 0:
+        return f"every question attempted failed ({next(iter(failures.values()))})"
+    if summary.unscored and summary.answered:
+        return "the answered questions have no gold answer to score against"
+    if summary.open_ended and summary.answered == summary.open_ended:
+        return "open-ended answers have no automatic score"
+    return "no question was answered"
 
 
 def _publish(summary: RunSummary) -> None:

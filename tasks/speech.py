@@ -1,8 +1,9 @@
 """Transcribe speech (the ``speech`` stage) with the configured speech recogniser.
 
-Silent videos are skipped, not failed. When the recogniser is configured but not installed (the
-embedded Whisper base is an optional extra), the stage is marked unavailable with the fix, and the
-next run tries again.
+Silent videos are skipped, not failed; without a recogniser configured the stage is skipped and
+drops any transcript an earlier config stored, so nothing downstream reads stale speech. When the
+recogniser is configured but not installed (the embedded Whisper base is an optional extra), the
+stage is marked unavailable with the fix, and the next run tries again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ def _run(ctx: StageContext) -> StageOutcome:
         raise StageNotApplicable("the video has no audio track")
     recognizer: SpeechRecognizer | None = registry.speech_recognizer(ctx.settings)
     if recognizer is None:
+        # A transcript made under an earlier config must not outlive it: the stages that read
+        # speech re-run after this one and must find none (an evaluation without transcripts).
+        ctx.store.replace_video_rows(ctx.store.transcripts, ctx.video.video_id, [])
         raise StageNotApplicable("no speech recogniser configured (models.speech_recognizer)")
     transcript = recognizer.transcribe(ctx.path)
     video_id = ctx.video.video_id

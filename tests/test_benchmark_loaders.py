@@ -362,7 +362,7 @@ def test_bad_annotations_name_the_file(tmp_path: Path) -> None:
         load_benchmark("mvx_bench", tmp_path / "m.json")
     with pytest.raises(KeyError, match="known: activitynet_captions"):
         load_benchmark("nope", tmp_path)
-    assert len(BENCHMARKS) == 11
+    assert len(BENCHMARKS) == 12  # eleven, and DiDeMo (issue 24)
 
 
 # ------------------------------------------------------------------------------ videos
@@ -455,3 +455,28 @@ def test_subtitles_found_under_the_root_go_before_the_question_as_capped_quoted_
     long = with_text.model_copy(update={"extra": {"subtitle_text": "x" * (3 * SUBTITLE_CHARS)}})
     capped = request_of(long, ["abc"]).prompt
     assert SUBTITLE_CHARS < len(capped) < SUBTITLE_CHARS + 300 and "[subtitles cut]" in capped
+
+
+def test_didemo_paragraphs_one_query_per_video(tmp_path: Path) -> None:
+    """LocalizingMoments' test_data.json read as CLIP4Clip's DiDeMo retrieval does: one query per
+    video, its descriptions joined in file order; the ``.mov`` names found re-encoded as ``.mp4``."""
+    moments = [
+        {"video": "1234@N00_567_abc.mov", "description": "a dog runs in.", "times": [[0, 0], [0, 1]]},
+        {"video": "9876@N01_543_def.avi", "description": "the camera pans left.", "times": [[2, 3]]},
+        {"video": "1234@N00_567_abc.mov", "description": "the dog sits down.", "times": [[3, 4], [3, 3]]},
+    ]
+    path = tmp_path / "test_data.json"
+    path.write_text(json.dumps(moments))
+    items = load_benchmark("didemo", path)
+    assert [(i.question_id, i.kind, i.question) for i in items] == [
+        ("1234@N00_567_abc.mov", "retrieval", "a dog runs in. the dog sits down."),
+        ("9876@N01_543_def.avi", "retrieval", "the camera pans left."),
+    ]
+    root = tmp_path / "videos"
+    root.mkdir()
+    (root / "1234@N00_567_abc.mp4").write_bytes(b"")
+    lookup = locate_videos(items, root)
+    assert set(lookup.found) == {"1234@N00_567_abc.mov"} and lookup.missing == ["9876@N01_543_def.avi"]
+    path.write_text(json.dumps([{"video": "x.mov"}]))
+    with pytest.raises(AnnotationError, match="needs a 'video' and a 'description'"):
+        load_benchmark("didemo", path)

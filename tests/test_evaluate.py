@@ -371,7 +371,7 @@ def test_retrieval_on_an_msrvtt_file_scores_the_mavis_rankings(cli, bench, tmp_p
     )
     result = cli(
         "eval", "msrvtt", "--root", str(bench["root"]), "--annotations", str(annotations),
-        "--agent", "extractive", "--run", "msrvtt-run",
+        "--agent", "mavis", "--run", "msrvtt-run",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     summary, predictions = _summary_and_predictions(bench, "msrvtt-run")
@@ -456,3 +456,52 @@ def test_videomme_subtitles_reach_the_agent_as_quoted_data_only_when_asked(
         else:
             assert "Subtitles" not in opening and "video_data" not in opening and "Welcome" not in opening
             assert opening.startswith("Question: Which colour is the boat on the harbor sign?")
+
+
+# ---------------------------------------------------------------------------- the run's own models
+# Last in the module: it re-ingests the two videos with another OCR setting.
+
+
+def test_videos_ingested_with_other_models_are_ingested_again_with_the_runs_own(
+    cli, bench, monkeypatch
+) -> None:
+    """A video ingested earlier with other models or options is not answered from that ingestion:
+    the stages whose fingerprint differs are redone before the run answers (issue 24)."""
+    from vidscope.core.settings import Settings
+    from vidscope.models.open_store import open_store
+    from vidscope.tasks.ocr import OCR
+    from vidscope.tasks.stage import ledger_rows
+
+    data = bench["folder"] / "data"
+    if not (data / "eval").exists():  # run alone: ingest with the module's config first
+        assert _eval(cli, bench, "--agent", "extractive", "--run", "fill").exit_code == 0
+    config = bench["folder"] / "stricter-ocr.toml"
+    config.write_text(bench["config"].read_text() + "\n[models.options.rapidocr]\nmin_score = 0.3\n")
+
+    def evaluate(run: str) -> Any:
+        overrides.clear()
+        return runner.invoke(
+            app,
+            [
+                "--data-dir", str(data), "--config", str(config), "eval", "mlvu",
+                "--root", str(bench["root"]), "--annotations", str(bench["annotations"]),
+                "--agent", "extractive", "--run", run,
+            ],
+        )  # fmt: skip
+
+    result = evaluate("stricter-ocr")
+    assert result.exit_code == 0, result.output
+    assert "ingested 2 videos" in result.output, result.output
+    run_dir = data / "eval" / "stricter-ocr"
+    spec = json.loads((run_dir / "run.json").read_text())
+    assert spec["identity"]["models"]["text_reader"]["options"] == {"min_score": 0.3}
+    # The OCR row of each video now carries the fingerprint of the run's own settings.
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
+    settings = Settings(data_dir=data)
+    store = open_store(settings)
+    for record in json.loads((run_dir / "videos.json").read_text()).values():
+        rows = ledger_rows(store, record["video_id"])
+        assert rows["ocr"]["config_hash"] == OCR.fingerprint(settings, rows)
+    # Current now: another run with the same settings asks every question and ingests nothing.
+    again = evaluate("stricter-ocr-again")
+    assert again.exit_code == 0 and "ingested" not in again.output, again.output

@@ -1,10 +1,15 @@
-"""Grounding and retrieval metrics against hand-computed values."""
+"""Grounding, retrieval and multiple-choice metrics against hand-computed values and against the
+figures the benchmarks' reference evaluation code gives."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
-from vidscope.evaluation.metrics import grounding_scores, recall_at_k, temporal_iou
+from vidscope.evaluation.metrics import grounding_scores, rank_scores, recall_at_k, temporal_iou
 
 
 def test_temporal_iou_values() -> None:
@@ -34,3 +39,152 @@ def test_recall_at_k() -> None:
     assert scores == {"R@1": pytest.approx(1 / 3), "R@5": pytest.approx(2 / 3), "R@10": pytest.approx(2 / 3)}
     with pytest.raises(ValueError):
         recall_at_k({}, {"q": "a"})
+
+
+# ---------------------------------------------------------------------------- reference figures
+# Each family is scored the way `vidscope eval` scores a run (the benchmark's real loader, a fixed
+# predictions.jsonl, `report.summarise`), and compared with the figures the benchmark's reference
+# evaluation code gives for the same predictions, worked out by hand in the comments.
+
+
+def _summary(tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict[str, Any]]) -> Any:
+    from vidscope.evaluation.loaders import load_benchmark
+    from vidscope.evaluation.report import summarise
+    from vidscope.evaluation.runs import PREDICTIONS_FILE, RunSpec, read_predictions
+
+    items = load_benchmark(benchmark, annotations)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / PREDICTIONS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    spec = RunSpec(
+        name="fixed", benchmark=benchmark, annotations=str(annotations), root="/videos", agent="dvd",
+        settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00",
+    )  # fmt: skip
+    return summarise(spec, items, items, read_predictions(run_dir), [], [])
+
+
+def test_grounding_reproduces_vslnet_charades_sta_evaluation(tmp_path: Path) -> None:
+    """Reference: VSLNet's Charades-STA / ActivityNet evaluation (26hzhang/VSLNet,
+    ``util/runner_utils.py``: ``calculate_iou`` = (min end - max start) / (max end - min start),
+    floored at 0; ``calculate_iou_accuracy`` counts IoU >= threshold; mIoU is the mean IoU; both
+    x100). The first five lines are the start of the real Charades-STA test file (VSLNet's copy).
+
+    IoUs by that formula: 1.0; (30.0-24.3)/(30.4-22.0) = 0.678571; (30.4-26.0)/(34.0-24.3) =
+    0.453608; 0 (disjoint); (12.5-6.0)/(20.0-4.3) = 0.414013; (4-0)/(8-0) = 0.5 (exactly at 0.5:
+    counted, >=). R1@0.3 = 5/6 = 83.33, R1@0.5 = 3/6 = 50.00, R1@0.7 = 1/6 = 16.67,
+    mIoU = 3.046192 / 6 = 50.77.
+    """
+    annotations = tmp_path / "charades_sta_test.txt"
+    annotations.write_text(
+        "3MSZA 24.3 30.4##person turn a light on.\n"
+        "3MSZA 24.3 30.4##person flipped the light switch near the door.\n"
+        "3MSZA 24.3 30.4##person turn the light switch on.\n"
+        "3MSZA 24.3 30.4##person is playing with the switch for the light.\n"
+        "AMT7R 4.3 12.5##a person is putting a picture onto the wall.\n"
+        "ZZZZZ 0.0 8.0##a person opens a door.\n"
+    )
+    predicted = {
+        "3MSZA#0": (24.3, 30.4),
+        "3MSZA#1": (22.0, 30.0),
+        "3MSZA#2": (26.0, 34.0),
+        "3MSZA#3": (0.0, 10.0),
+        "AMT7R#0": (6.0, 20.0),
+        "ZZZZZ#0": (0.0, 4.0),
+    }
+    lines = [
+        {"question_id": q, "kind": "grounding", "video_ids": [q.split("#")[0]], "answer": "", "interval": i}
+        for q, i in predicted.items()
+    ]
+    summary = _summary(tmp_path, "charades_sta", annotations, lines)
+    scores = {k: round(100 * v, 2) for k, v in summary.scores.items()}
+    assert scores == {"R@0.3": 83.33, "R@0.5": 50.0, "R@0.7": 16.67, "mIoU": 50.77}
+
+
+def test_retrieval_reproduces_clip4clip_msrvtt_metrics(tmp_path: Path) -> None:
+    """Reference: CLIP4Clip's ``compute_metrics`` (ArrowLuo/CLIP4Clip, ``metrics.py``, the MSR-VTT
+    1k-A protocol): ``ind`` is the 0-based rank of the gold video; R@k = share of ind < k (x100),
+    MR (MdR) = median(ind) + 1 with numpy's median (mean of the two middle values for an even
+    count), MeanR (MnR) = mean(ind) + 1.
+
+    Gold 1-based ranks 1, 3, 6, 11, 2, 1 over a 12-video gallery: ind = 0, 2, 5, 10, 1, 0.
+    R@1 = 2/6 = 33.33, R@5 = 4/6 = 66.67, R@10 = 5/6 = 83.33, MdR = median(0,0,1,2,5,10) + 1 =
+    1.5 + 1 = 2.5, MnR = 18/6 + 1 = 4.0.
+    """
+    gallery = [f"video{n}" for n in range(9770, 9782)]
+    annotations = tmp_path / "MSRVTT_JSFUSION_test.csv"
+    rows = [f"ret{n},msr{v[5:]},{v},caption {n}" for n, v in enumerate(gallery[:6])]
+    annotations.write_text("key,vid_key,video_id,sentence\n" + "\n".join(rows) + "\n")
+    # The gallery is the six gold videos and six more (questions about them are not in the file).
+    gold_rank = {"ret0": 1, "ret1": 3, "ret2": 6, "ret3": 11, "ret4": 2, "ret5": 1}
+    lines = []
+    for n, (query, rank) in enumerate(gold_rank.items()):
+        others = [v for v in gallery if v != gallery[n]]
+        ranking = [*others[: rank - 1], gallery[n], *others[rank - 1 :]]
+        lines.append({"question_id": query, "kind": "retrieval", "video_ids": [gallery[n]], "answer": "",
+                      "ranking": ranking})  # fmt: skip
+    from vidscope.evaluation.loaders import load_benchmark
+    from vidscope.evaluation.scoring import score_retrieval
+
+    items = load_benchmark("msrvtt", annotations)
+    scores = score_retrieval(items, {line["question_id"]: line["ranking"] for line in lines}, len(gallery))
+    assert {k: round(100 * scores[k], 2) for k in ("R@1", "R@5", "R@10")} == {
+        "R@1": 33.33, "R@5": 66.67, "R@10": 83.33,
+    }  # fmt: skip
+    assert (scores["MdR"], scores["MnR"]) == (2.5, 4.0)
+    # Through the run's report: recalls in scores, ranks apart (they are not percentages).
+    summary = _summary(tmp_path, "msrvtt", annotations, lines)
+    assert round(100 * summary.scores["R@5"], 2) == 66.67
+    # The report's gallery is the benchmark's videos (six here): the ranks are read from the lists.
+    assert summary.ranks == {"MdR": 2.5, "MnR": 4.0}
+
+
+def test_a_gold_video_the_search_did_not_return_is_ranked_last() -> None:
+    ranks = rank_scores({"q1": ["a", "b"], "q2": ["x"], "q3": ["c"]}, {"q1": "b", "q2": "y", "q3": "c"}, 100)
+    # Ranks 2, 100 (not returned: last of the 100 searched), 1.
+    assert ranks == {"MdR": 2.0, "MnR": pytest.approx(103 / 3)}
+
+
+def test_multiple_choice_accuracy_reproduces_videomme_eval_your_results(tmp_path: Path) -> None:
+    """Reference: Video-MME's ``eval_your_results.py`` (``extract_characters_regex``: answer
+    prefixes such as "The answer is" / "The best answer is" removed, then the first capital A-D; no
+    letter scores wrong; accuracy = matched / answered x100 overall and per task type).
+
+    By that code: "B" -> B (gold B, right); "The answer is C." -> C (gold C, right);
+    "(A) a man ..." -> A (gold B, wrong); "D" -> D (gold D, right); "The best answer is B" -> B
+    (gold B, right); "I cannot tell from the video." -> "" (gold A, wrong). Overall 4/6 = 66.7;
+    OCR Problems 2/3 = 66.7; Counting Problem 2/3 = 66.7.
+    """
+    answers = ["B", "The answer is C.", "(A) a man walks in", "D", "The best answer is B",
+               "I cannot tell from the video."]  # fmt: skip
+    golds = ["B", "C", "B", "D", "B", "A"]
+    rows = [
+        {
+            "video_id": "001",
+            "duration": "long",
+            "domain": "Knowledge",
+            "sub_category": "Travel",
+            "videoID": "fFjv93ACGo8",
+            "question_id": f"001-{n + 1}",
+            "task_type": "OCR Problems" if n < 3 else "Counting Problem",
+            "question": f"Question {n}?",
+            "options": ["A. a", "B. b", "C. c", "D. d"],
+            "answer": gold,
+        }  # fmt: skip
+        for n, gold in enumerate(golds)
+    ]
+    annotations = tmp_path / "videomme.json"
+    annotations.write_text(json.dumps(rows))
+    lines = [
+        {"question_id": f"001-{n + 1}", "kind": "multiple_choice", "video_ids": ["fFjv93ACGo8"], "answer": a}
+        for n, a in enumerate(answers)
+    ]
+    summary = _summary(tmp_path, "videomme", annotations, lines)
+    assert round(100 * summary.scores["accuracy"], 1) == 66.7
+    assert {k: (g.correct, g.total) for k, g in summary.by_category.items()} == {
+        "Counting Problem": (2, 3),
+        "OCR Problems": (2, 3),
+    }
+    # MLVU's M-Avg is the mean of the per-task accuracies.
+    assert summary.scores["M-Avg"] == pytest.approx((2 / 3 + 2 / 3) / 2)
+    # The answer that named no option is wrong, and counted apart from the wrong choice.
+    assert summary.unparsed == ["001-6"]

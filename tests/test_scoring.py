@@ -38,6 +38,18 @@ OPTIONS = ("a dog", "a cat", "red", "red car")
         ("the answer is a dog", "A"),  # lower-case "a" names no option; the text does
         ("It's red.", "C"),
         ("A DOG!", "A"),
+        # what models write (issue 24): markdown, JSON, the final statement over a passing mention
+        ("**Answer:** C", "C"),
+        ("**Answer: (B)**", "B"),
+        ("Final answer: **D**", "D"),
+        ("The answer is `A`.", "A"),
+        ('{"answer": "C", "reason": "the car is red"}', "C"),
+        ('```json\n{"answer": "(B)"}\n```', "B"),
+        ('{"choice": 3}', None),  # an index is not a letter; no option text either
+        ("Option A looks plausible at first, but the answer is C.", "C"),
+        ("The answer is B. Option A is ruled out by the second clip.", "B"),
+        ("Option A fits the start, option D fits the whole clip.", "D"),
+        ("Answer: A ... on reflection, the answer is D.", "D"),
         # nothing
         ("a dog or a cat", None),
         ("I don't know", None),
@@ -143,7 +155,10 @@ def test_grounding_and_retrieval_over_items() -> None:
 
     queries = [query("q1", "a"), query("q2", "b"), query("q3", "c")]
     rankings = {"q1": ["a", "b"], "q2": ["x", "y", "z", "w", "b"], "q3": ["x"] * 10 + ["c"]}
-    assert score_retrieval(queries, rankings) == pytest.approx({"R@1": 1 / 3, "R@5": 2 / 3, "R@10": 2 / 3})
+    # Gold ranks 1, 5 and 11: MdR 5, MnR 17 / 3.
+    assert score_retrieval(queries, rankings) == pytest.approx(
+        {"R@1": 1 / 3, "R@5": 2 / 3, "R@10": 2 / 3, "MdR": 5.0, "MnR": 17 / 3}
+    )
     assert score_retrieval(queries, {})["R@10"] == 0.0  # a query with no ranking is a miss
 
 
@@ -180,3 +195,11 @@ def test_the_report_counts_forced_answers_and_citations_by_evidence_level() -> N
     report = report_markdown(summary)
     assert "1 answers were forced" in report
     assert "Citations by evidence level: perceived 1, retrieved 2, echoed 1, none 1" in report
+
+
+def test_unparsed_answers_are_counted_apart_from_wrong_and_missing_ones() -> None:
+    items = [mc("1", "A"), mc("2", "B"), mc("3", "C"), mc("4", "D")]
+    answers = {"1": "A", "2": "The answer is C.", "3": "I could not find it in the video."}  # 4: none
+    report = score_choices(items, answers)
+    assert (report.overall.correct, report.overall.total) == (1, 4)
+    assert report.unparsed == ["3"]  # 2 chose wrongly, 4 gave no answer: neither is a parsing problem

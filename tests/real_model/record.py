@@ -75,6 +75,9 @@ def _eval_args(lib: Any) -> list[str]:
     return [
         "eval", "egoschema", "--root", str(root), "--annotations", str(root / "questions.json"),
         "--option", f"answers={root / 'subset_answers.json'}", "--agent", "dvd", "--concurrency", "1",
+        # The harbour facts are partly spoken, and the library was ingested with speech: keep it
+        # (EgoSchema's own protocol is without transcripts, which would re-ingest without them).
+        "--option", "transcripts=true",
         "--retries", "0", "--run", "real-model", "--json",
     ]  # fmt: skip
 

@@ -60,6 +60,13 @@ def _default_annotations(benchmark: str, root: Path) -> Path:
     raise _fail(f"give --annotations FILE ({benchmark} reads {spec.annotations})")
 
 
+def _agent_choice(value: str | None) -> str | None:
+    """``--agent``: a strategy, or ``mavis`` (retrieval benchmarks run the search pipeline)."""
+    if value is not None and value.lower() == "mavis":
+        return "mavis"
+    return strategy_choice(None)(value)
+
+
 @app.command("eval")
 def evaluate_command(
     benchmark: Annotated[
@@ -73,9 +80,14 @@ def evaluate_command(
         Path | None, typer.Option("--root", help="Folder holding the benchmark's videos.")
     ] = None,
     agent: Annotated[
-        str,
-        typer.Option("--agent", callback=strategy_choice(None), help=strategies.help_text()),
-    ] = strategies.default("video"),
+        str | None,
+        typer.Option(
+            "--agent",
+            callback=_agent_choice,
+            help=f"{strategies.help_text()}; retrieval benchmarks: mavis (the search pipeline, the "
+            f"default there). Default: {strategies.default('video')}.",
+        ),
+    ] = None,
     annotations: Annotated[
         Path | None,
         typer.Option("--annotations", help="The annotation file or folder (default: under --root)."),
@@ -83,7 +95,11 @@ def evaluate_command(
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions.")] = None,
     split: Annotated[str | None, typer.Option("--split", help="Loader split (videomme: long, ...).")] = None,
     option: Annotated[
-        list[str] | None, typer.Option("--option", help="Other loader options, KEY=VALUE (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--option",
+            help="Other loader options, KEY=VALUE (repeatable); transcripts=true|false sets the protocol.",
+        ),
     ] = None,
     run: Annotated[str | None, typer.Option("--run", help="Name of the run (default: derived).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions at once.")] = 2,
@@ -161,6 +177,8 @@ def evaluate_command(
         console.print_json(outcome.model_dump_json())
     else:
         _print_outcome(outcome)
+    if outcome.nothing_scored:
+        raise _fail(f"nothing was scored: {outcome.nothing_scored}", 1)
 
 
 def _print_outcome(outcome: EvalOutcome) -> None:
@@ -171,10 +189,16 @@ def _print_outcome(outcome: EvalOutcome) -> None:
     table.add_column("value", justify="right")
     for name, value in s.scores.items():
         table.add_row(safe(name), f"{100 * value:.1f} %")
+    for name, rank in s.ranks.items():
+        table.add_row(safe(name), f"{rank:g}")
     for name, group in s.by_category.items():
         table.add_row(f"  {safe(name)}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
     table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
     table.add_row("not attempted yet", str(s.not_attempted))
+    if s.unparsed:
+        table.add_row("answers naming no option", str(len(s.unparsed)))
+    if s.forced:
+        table.add_row("forced answers", str(s.forced))
     table.add_row("mean steps", f"{s.mean_steps:.2f}")
     table.add_row("tokens in / out", f"{s.input_tokens} / {s.output_tokens}")
     table.add_row("cost", "—" if s.cost_usd is None else f"${s.cost_usd:.4f}")
