@@ -42,7 +42,9 @@ async function failure(response) {
     const body = await response.json();
     detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
   } catch (_) { /* not JSON */ }
-  return new Error(`${response.status}: ${detail}`);
+  const error = new Error(`${response.status}: ${detail}`);
+  error.detail = detail;
+  return error;
 }
 
 async function api(path, options = {}) {
@@ -165,8 +167,9 @@ function watchEnd() {
   if (range && !player.paused && player.currentTime >= range.end - 0.03) {
     if ($("#loop").checked) player.currentTime = range.start;
     else {
+      // Rest on the moment's last frame, not on the first frame of what follows it.
       player.pause();
-      player.currentTime = range.end;
+      player.currentTime = Math.max(range.start, range.end - 0.05);
     }
   }
   if (!player.paused) requestAnimationFrame(watchEnd);
@@ -209,12 +212,22 @@ async function explainPlaybackError() {
       headers: { Range: "bytes=0-0" },
     });
     if (!response.ok) {
-      showPlayerError(`${name} cannot be played — ${(await failure(response)).message}`);
+      showPlayerError((await failure(response)).detail);
+      forgetSource();
       return;
     }
   } catch (_) { /* the server is gone: say what the browser knows */ }
   const code = player.error ? player.error.code : 0;
   showPlayerError(`${name} cannot be played by this browser (media error ${code})`);
+}
+
+// Empty the player (no spinner over a file that will not come).
+function forgetSource() {
+  const player = $("#player");
+  player.removeAttribute("src");
+  delete player.dataset.videoId;
+  player.controls = false; // Chromium's controls would spin on, waiting for it
+  player.load();
 }
 
 // Play ``videoId`` from ``start``; with an ``end``, only the moment start–end (marked, stopped or
@@ -234,11 +247,9 @@ function playMoment(videoId, start, end = null, source = null) {
     ? `${name} · ${fmtTime(start)}–${fmtTime(end)}`
     : `${name} from ${fmtTime(start)}`;
   if (video && !video.playable) {
-    player.removeAttribute("src");
-    delete player.dataset.videoId;
-    player.load();
+    forgetSource();
     markRange();
-    showPlayerError(`${name} cannot be played — ${video.unplayable || "the server cannot read its file"}`);
+    showPlayerError(`${name} cannot be played: ${video.unplayable || "the server cannot read its file"}`);
     return;
   }
   showPlayerError("");
@@ -250,6 +261,7 @@ function playMoment(videoId, start, end = null, source = null) {
   };
   if (player.dataset.videoId !== videoId) {
     player.dataset.videoId = videoId;
+    player.controls = true;
     player.src = `/api/videos/${videoId}/stream`;
     player.addEventListener("loadedmetadata", seek, { once: true });
     player.load();
@@ -289,6 +301,13 @@ document.addEventListener("keydown", (event) => {
     const next = items[at < 0 ? 0 : Math.min(items.length - 1, Math.max(0, at + step))];
     next.focus();
     next.click();
+  }
+});
+
+// A focused button would also take space as a click when the key comes up: space is the player's.
+document.addEventListener("keyup", (event) => {
+  if (event.key === " " && !event.target.closest("input, textarea, select, video, [contenteditable]")) {
+    event.preventDefault();
   }
 });
 
@@ -447,8 +466,10 @@ $("#ingest-form").addEventListener("submit", async (event) => {
 
 // ------------------------------------------------------------------ ask and compare
 
+// A tool's arguments, short: a video id reads as its file name.
 function shortJson(value) {
-  const text = JSON.stringify(value);
+  const names = Object.fromEntries(videos.map((v) => [v.video_id, v.file_name]));
+  const text = JSON.stringify(value, (key, item) => (typeof item === "string" && names[item] ? names[item] : item));
   return text.length > 160 ? `${text.slice(0, 157)}…` : text;
 }
 
