@@ -25,7 +25,7 @@ from PIL import Image, ImageStat
 from test_api import TOKEN, Library, serve, shared_library
 
 from vidscope.api import create_app
-from vidscope.core.settings import Settings
+from vidscope.core.settings import ApiSettings, Settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -461,6 +461,40 @@ def test_a_video_that_cannot_play_says_why_on_the_page(browser: Any, library: Li
         assert inside[0] > inside[2] + 10, inside  # the reason sits on its reddish background
         page.close()
     assert all("404" in p for p in problems), problems  # only the refused media requests are logged
+
+
+@pytest.mark.slow
+def test_an_ingestion_started_on_the_page_shows_each_stage_live_then_the_video_plays(
+    browser: Any, library: Library, tmp_path: Path
+) -> None:
+    from media import text_video
+    from playwright.sync_api import expect
+
+    data = tmp_path / "data"
+    shutil.copytree(library.data_dir, data)
+    folder = tmp_path / "new videos"
+    text_video(folder / "harbour.mp4", duration=3.0, texts=[(0.0, 3.0, "HARBOUR")])
+    settings = Settings(data_dir=data, api=ApiSettings(video_roots=[folder]))
+    with serve(create_app(settings)) as url:
+        page, problems = open_page(browser, url)
+        expect(page.locator(".video-row")).not_to_have_count(0, timeout=20_000)
+        page.fill("#ingest-path", "harbour.mp4")  # relative to a video root
+        page.click("#ingest-form button")
+        status = page.locator("#ingest-status")
+        # While it runs: the job's state and a chip per stage, updated as the stages go.
+        expect(status).to_contain_text("ingesting 1 file: running", timeout=30_000)
+        expect(status.locator(".chip").first).to_be_visible(timeout=30_000)
+        seen = page.evaluate("() => [...document.querySelectorAll('#ingest-status .chip')].map(c => c.title)")
+        screenshot(page, "ingest-running")
+        expect(status).to_have_text("ingestion done", timeout=240_000)
+        assert seen and all(": " in title for title in seen), seen
+        row = page.locator(".video-row", has_text="harbour.mp4")
+        expect(row.locator(".summary")).to_have_text("ready")
+        row.click()
+        page.wait_for_function("() => document.querySelector('#player').readyState >= 1", timeout=30_000)
+        expect(page.locator("#player-error")).to_be_hidden()
+        page.close()
+    assert not problems, problems
 
 
 def test_with_a_token_the_page_asks_for_it_then_shows_the_library(browser: Any, library: Library) -> None:

@@ -418,6 +418,8 @@ function selectVideo(videoId) {
   }
 }
 
+const CHIP_STATES = { failed: "failed", blocked: "failed", skipped: "skipped", unavailable: "skipped" };
+
 // Ingestion progress, live: each stage of each file as a chip (done / running with its share).
 function showProgress(out, job) {
   const byVideo = new Map();
@@ -429,11 +431,16 @@ function showProgress(out, job) {
     el(
       "div",
       { className: "progress", dataset: { videoId } },
+      el("span", { className: "meta", text: `video ${videoId.slice(0, 8)}` }),
       ...events.map((p) => {
         const running = p.event === "started" || p.event === "progress";
         const share = running && p.total ? ` ${Math.round((100 * (p.done || 0)) / p.total)}%` : "";
-        const state = running ? "running" : p.event === "failed" ? "failed" : "done";
-        return el("span", { className: `chip ${state}`, text: `${p.stage}${share}` });
+        return el("span", {
+          className: `chip ${running ? "running" : CHIP_STATES[p.event] || "done"}`,
+          title: `${p.stage}: ${p.event}`,
+          dataset: { stage: p.stage },
+          text: `${p.stage}${share}`,
+        });
       }),
     ),
   );
