@@ -200,8 +200,11 @@ class ApiSettings(BaseModel):
     token: str | None = Field(
         None, description="Bearer token; required whenever host is not a loopback address."
     )
-    video_roots: list[Path] = Field(
-        default_factory=list, description="The only folders the API may read videos from."
+    video_roots: list[Path] | None = Field(
+        None,
+        description="The only folders the API may read (ingest, stream) videos from. Unset: on a "
+        "loopback host, the folders of the videos already ingested into the data dir (the same "
+        "machine's files, for the same user); on any other host, none. [] turns reading off.",
     )
     max_request_bytes: int = Field(1_000_000, ge=1024)
     max_questions: int = Field(

@@ -205,6 +205,19 @@ def test_ask_stream_sends_each_step_then_the_answer_or_one_error(
     )
 
 
+def test_compare_stream_sends_each_step_then_the_comparison(client: TestClient, library: Library) -> None:
+    body = {"videos": [library.video_id], "question": "Where is the blue ocean, compared and streamed?"}
+    response = client.post("/api/compare/stream", json=body)
+    assert response.status_code == 200 and response.headers["content-type"] == "application/x-ndjson"
+    events = ndjson(response)
+    assert set(events[-1]) == {"result"} and all(set(e) == {"step"} for e in events[:-1])
+    result = events[-1]["result"]
+    assert [e["step"] for e in events[:-1]] == result["trace"]
+    assert "BLUE OCEAN" in result["answer"] and result["citations"][0]["start"] == BLUE_START
+    missing = ndjson(client.post("/api/compare/stream", json={"videos": ["no-such.mp4"], "question": "q?"}))
+    assert [e["error"]["status"] for e in missing] == [404]
+
+
 def test_questions_are_bounded_and_an_abandoned_stream_stops_its_work(
     library: Library, llm_server: Any
 ) -> None:
@@ -427,6 +440,50 @@ def test_paths_outside_the_video_roots_are_never_read(client: TestClient, librar
         response = bare.post("/api/ingest", json={"paths": [str(library.video)]})
         assert response.status_code == 403 and "no video roots" in response.json()["detail"]
         assert bare.get(f"/api/videos/{library.video_id}/stream").status_code == 403
+
+
+def test_unset_video_roots_on_loopback_are_the_folders_of_the_ingested_videos(library: Library) -> None:
+    """The default config plays what was ingested on this machine; each refusal says why."""
+
+    def entry(settings: Settings) -> tuple[dict[str, Any], httpx.Response]:
+        with TestClient(create_app(settings), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
+            found = next(v for v in http.get("/api/videos").json() if v["video_id"] == library.video_id)
+            return found, http.get(f"/api/videos/{library.video_id}/stream", headers={"Range": "bytes=0-9"})
+
+    default = Settings(data_dir=library.data_dir)  # [api] as shipped: host 127.0.0.1, no roots set
+    assert default.api.video_roots is None
+    found, stream = entry(default)
+    assert found["playable"] is True and found["unplayable"] is None
+    assert stream.status_code == 206 and stream.content == library.video.read_bytes()[:10]
+    with TestClient(create_app(default), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
+        # Only those folders: a file elsewhere is not read.
+        outside = library.outside / "elsewhere.mp4"
+        outside.write_bytes(library.video.read_bytes())
+        refused = http.post("/api/ingest", json={"paths": [str(outside)]})
+        assert refused.status_code == 403 and "folders of the ingested videos" in refused.json()["detail"]
+
+    # Bound beyond loopback (a token is then required), nothing is read unless configured.
+    public = Settings(data_dir=library.data_dir, api=ApiSettings(host="0.0.0.0", token=TOKEN))
+    with TestClient(create_app(public), client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as http:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        listed = http.get("/api/videos", headers=auth).json()
+        found = next(v for v in listed if v["video_id"] == library.video_id)
+        assert found["playable"] is False and "video_roots is empty" in found["unplayable"]
+        stream = http.get(f"/api/videos/{library.video_id}/stream", headers=auth)
+        assert stream.status_code == 403 and "video_roots is empty" in stream.json()["detail"]
+
+    # Outside the configured roots, or gone from where it was ingested: the reason is given.
+    found, stream = entry(library.settings(video_roots=[library.outside]))
+    assert "outside [api] video_roots" in found["unplayable"]
+    assert stream.status_code == 403 and "fruit and sea.mp4 cannot be played" in stream.json()["detail"]
+    moved = library.video.with_name("moved away.mp4")
+    library.video.rename(moved)
+    try:
+        found, stream = entry(default)
+    finally:
+        moved.rename(library.video)
+    assert found["playable"] is False and "moved or deleted" in found["unplayable"]
+    assert stream.status_code == 404 and "moved or deleted" in stream.json()["detail"]
 
 
 def test_a_configured_token_is_always_required(library: Library) -> None:

@@ -1,14 +1,23 @@
 """The web page in headless Chromium (Debian's, driven by Playwright) against a real server.
 
-The library view lists the ingested video, the ask box answers with evidence thumbnails, and
-clicking one seeks the player to the moment. A screenshot is taken under tmp_path and checked.
+What a new user does: search first and click a result (the player comes into view, plays the
+moment's range, marks it on the timeline and stops at its end; ← / → and space work), ask and
+compare (each agent step shows while the answer is on its way; earlier questions stay), and play a
+video the server cannot read (the page says why). Each test saves screenshots under
+``benchmarks/out/screenshots/`` (ignored by git) and asserts on them: elements in view, the
+marked range drawn where the moment is.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import re
+import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from llm_server import ScriptedLLMServer, text, tool_call
@@ -16,7 +25,7 @@ from PIL import Image, ImageStat
 from test_api import TOKEN, Library, serve, shared_library
 
 from vidscope.api import create_app
-from vidscope.models.open_store import open_store
+from vidscope.core.settings import ApiSettings, Settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -28,7 +37,14 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
 ]
+#: Where the screenshots go (ignored by git; the report points at them).
+SHOTS = Path(__file__).resolve().parents[1] / "benchmarks" / "out" / "screenshots"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+#: The colour the page marks a playing moment's range with (style.css, #range-mark).
+MARK_RGB = (245, 165, 36)
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium"
@@ -41,7 +57,7 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -50,115 +66,253 @@ def browser() -> Iterator[object]:
         chromium.close()
 
 
-def test_ask_then_click_evidence_plays_the_video_from_that_moment(
-    browser: object, library: Library, tmp_path: Path
+def open_page(browser: Any, url: str, viewport: dict[str, int] = DESKTOP) -> tuple[Any, list[str]]:
+    """A new page at ``url``; the list collects its script errors and console errors."""
+    page = browser.new_page(viewport=viewport)
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.goto(url)
+    return page, problems
+
+
+def screenshot(page: Any, name: str) -> Image.Image:
+    """Save the viewport as ``SHOTS/name.png`` and return it for assertions."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return Image.open(io.BytesIO(path.read_bytes())).convert("RGB")
+
+
+def in_view(page: Any, selector: str) -> dict[str, float]:
+    """The box of ``selector``, asserted to lie wholly inside the viewport."""
+    box = page.locator(selector).bounding_box()
+    size = page.viewport_size
+    assert box is not None, f"{selector} is not rendered"
+    assert box["y"] >= -1 and box["y"] + box["height"] <= size["height"] + 1, (selector, box, size)
+    assert box["x"] >= -1 and box["x"] + box["width"] <= size["width"] + 1, (selector, box, size)
+    return box
+
+
+def assert_marked(image: Image.Image, page: Any, start: float, end: float, duration: float) -> None:
+    """The timeline's marked range is drawn (in its colour) from ``start`` to ``end``."""
+    line = page.locator("#timeline").bounding_box()
+    mark = page.locator("#range-mark").bounding_box()
+    assert line is not None and mark is not None
+    assert abs(mark["x"] - (line["x"] + line["width"] * start / duration)) < 3, (mark, line)
+    assert abs(mark["width"] - line["width"] * (end - start) / duration) < 3, (mark, line)
+    y = int(mark["y"] + mark["height"] / 2)
+    inside = image.getpixel((int(mark["x"] + mark["width"] / 2), y))
+    assert all(abs(a - b) < 30 for a, b in zip(inside, MARK_RGB, strict=True)), inside
+    if end < duration - 0.5:  # past the range, the timeline is not marked
+        outside = image.getpixel((int(mark["x"] + mark["width"] + 8), y))
+        assert any(abs(a - b) > 60 for a, b in zip(outside, MARK_RGB, strict=True)), outside
+
+
+def not_blank(image: Image.Image, box: dict[str, float]) -> None:
+    """The part of ``image`` in ``box`` shows a picture, not a flat colour (a loaded thumbnail)."""
+    crop = image.crop(
+        (int(box["x"]), int(box["y"]), int(box["x"] + box["width"]), int(box["y"] + box["height"]))
+    )
+    spread = ImageStat.Stat(crop.convert("L")).stddev[0]
+    assert spread > 20, f"looks uniform (stddev {spread:.1f})"
+
+
+def player_state(page: Any) -> dict[str, Any]:
+    return page.evaluate(
+        """() => { const p = document.querySelector('#player');
+            return {t: p.currentTime, paused: p.paused, error: p.error && p.error.code,
+                    d: p.duration, src: p.currentSrc}; }"""
+    )
+
+
+def wait_images(page: Any, selector: str) -> None:
+    page.wait_for_function(
+        f"() => [...document.querySelectorAll({json.dumps(selector)})]"
+        ".every(img => img.complete && img.naturalWidth > 0)",
+        timeout=20_000,
+    )
+
+
+def test_search_first_a_result_plays_its_range_in_view_and_stops_at_its_end(
+    browser: Any, library: Library
 ) -> None:
     from playwright.sync_api import expect
 
     with serve(create_app(library.settings())) as url:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.goto(url)
+        page, problems = open_page(browser, url)
+        expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible(timeout=20_000)
+        # Search comes first: its box is at the top of the page, in view without scrolling.
+        assert in_view(page, "#search-q")["y"] < 150
 
-        row = page.locator(".video-row", has_text="fruit and sea.mp4")
-        expect(row).to_be_visible(timeout=20_000)
-        expect(row.locator(".stage.done", has_text="ocr")).to_be_visible()
-        row.click()
-        assert page.locator("#ask-video").input_value() == library.video_id
+        page.fill("#search-q", "red apple")
+        page.press("#search-q", "Enter")
+        cards = page.locator("#search-results .card")
+        expect(cards.first).to_be_visible(timeout=30_000)
+        apple = cards.first
+        expect(apple.locator(".title")).to_have_text("fruit and sea.mp4")
+        expect(apple.locator(".time")).to_have_text("0:00.0–0:05.0")
+        expect(apple.locator(".said")).to_contain_text("RED APPLE")
+        expect(apple.locator(".level")).to_have_text("retrieved")
+        expect(apple.locator(".relevance")).to_have_text(re.compile(r"^(relevance \d+%|score [\d.]+)$"))
+        wait_images(page, "#search-results .card img")
 
-        page.fill("#ask-q", "Where is the blue ocean?")
-        page.click("#ask-form button")
-        evidence = page.locator("#answer .evidence").first
-        expect(evidence).to_be_visible(timeout=60_000)
-        expect(page.locator("#answer-text")).to_contain_text("BLUE OCEAN")
-        start = float(evidence.get_attribute("data-start") or "nan")
-        assert start == 5.0
-        expect(evidence.locator(".time")).to_have_text("0:05.0–0:08.0")
-        # The citation's evidence level is shown (issue 28): a clip hit, so retrieved.
-        expect(evidence.locator(".level")).to_have_text("retrieved")
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('#answer .evidence img')]"
-            ".every(img => img.complete && img.naturalWidth > 0)",
-            timeout=20_000,
-        )
-
+        # Played four times as fast, the 5 s moment ends in ~1.3 s: the player stops there.
+        page.evaluate("() => { document.querySelector('#player').playbackRate = 4; }")
         page.evaluate(
-            """() => {
-                window.seekedAt = [];
-                const player = document.querySelector('#player');
-                player.addEventListener('seeked', () => window.seekedAt.push(player.currentTime));
-            }"""
+            "() => { const p = document.querySelector('#player');"
+            " p.addEventListener('loadedmetadata', () => { p.playbackRate = 4; }); }"
         )
-        evidence.click()
-        page.wait_for_function("() => window.seekedAt.length > 0", timeout=30_000)
-        seeked = page.evaluate("window.seekedAt[0]")
-        assert abs(seeked - start) < 0.1, seeked
-        state = page.evaluate(
-            """() => { const p = document.querySelector('#player');
-                p.pause();
-                return {error: p.error && p.error.code, t: p.currentTime, d: p.duration,
-                        src: p.currentSrc}; }"""
+        apple.click()
+        in_view(page, "#player")
+        page.wait_for_function(
+            "() => { const p = document.querySelector('#player'); return p.currentTime > 1 && p.paused; }",
+            timeout=30_000,
         )
+        state = player_state(page)
         assert state["error"] is None and abs(state["d"] - 8.0) < 0.3
-        assert start - 0.1 <= state["t"] <= 8.0
+        assert 4.8 <= state["t"] <= 5.1, state  # stopped at the moment's end, not the video's
         assert state["src"].endswith(f"/api/videos/{library.video_id}/stream")
-        expect(page.locator("#now-playing")).to_contain_text("fruit and sea.mp4 from 0:05.0")
+        expect(page.locator("#now-playing")).to_have_text("fruit and sea.mp4 · 0:00.0–0:05.0")
+        assert page.get_attribute("#range-mark", "data-end") == "5"
+        desktop = screenshot(page, "search-play-desktop")
+        assert desktop.size == (DESKTOP["width"], DESKTOP["height"])
+        assert_marked(desktop, page, 0.0, 5.0, state["d"])
+        not_blank(desktop, apple.locator("img").bounding_box())
 
-        # The search box answers too: moments across the library, or the reason it cannot search yet.
-        page.fill("#search-q", "blue ocean")
-        page.click("#search-form button")
-        store = open_store(library.settings())
-        if store.count(store.clips):
-            expect(page.locator("#search-results .hit").first).to_contain_text("fruit and sea.mp4")
+        page.keyboard.press("Space")  # the keyboard alone: space plays and pauses
+        assert player_state(page)["paused"] is False
+        page.keyboard.press("Space")
+        assert player_state(page)["paused"] is True
+
+        # A library row plays its video from the start.
+        page.evaluate("() => document.querySelector('#player').pause()")
+        page.locator(".video-row", has_text="fruit and sea.mp4").click()
+        expect(page.locator("#now-playing")).to_have_text("fruit and sea.mp4 from 0:00.0")
+        expect(page.locator("#range-mark")).to_be_hidden()
+
+        # By image: the server's answer, or its reason when it has no visual search.
+        frame = page.evaluate(
+            f"async () => {{ const r = await fetch('/api/videos/{library.video_id}/thumbnail?t=6');"
+            " return Array.from(new Uint8Array(await r.arrayBuffer())); }"
+        )
+        with page.expect_response("**/api/search/image*") as answered:
+            page.set_input_files(
+                "#search-image",
+                files=[{"name": "ocean.jpg", "mimeType": "image/jpeg", "buffer": bytes(frame)}],
+            )
+        response = answered.value
+        if response.ok:
+            expect(cards.first).to_be_visible()
         else:
-            expect(page.locator("#search-results")).to_contain_text("library is empty")
-            problems = [p for p in problems if "409" not in p]  # the refused request is logged
+            detail = response.json()["detail"]
+            expect(page.locator("#search-results .error")).to_have_text(
+                f"search failed: {response.status}: {detail}"
+            )
+            problems = [p for p in problems if str(response.status) not in p]  # the browser logs it
 
-        box = evidence.bounding_box()
-        shot = tmp_path / "page.png"
-        page.screenshot(path=str(shot), full_page=False)
+        # At phone width: one column, search on top, a result's click brings the player into view.
+        page.set_viewport_size(PHONE)
+        page.fill("#search-q", "blue ocean")
+        page.press("#search-q", "Enter")
+        ocean = page.locator("#search-results .card", has_text="BLUE OCEAN").first
+        expect(ocean).to_be_visible(timeout=30_000)
+        page.evaluate("() => window.scrollTo(0, 0)")
+        ocean.focus()
+        page.keyboard.press("Enter")  # a focused card plays from the keyboard as from a tap
+        in_view(page, "#player")
+        page.wait_for_function(
+            "() => Math.abs(document.querySelector('#player').currentTime - 5) < 0.5", timeout=10_000
+        )
+        phone = screenshot(page, "search-play-phone")
+        assert phone.size == (PHONE["width"], PHONE["height"])
+        assert_marked(phone, page, 5.0, 8.0, player_state(page)["d"])
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+        page.screenshot(path=str(SHOTS / "search-play-phone-full.png"), full_page=True)
         page.close()
     assert not problems, problems
 
-    image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
-    assert image.size == (1280, 900)
-    assert max(hi - lo for lo, hi in image.getextrema()) > 100  # not a blank page
-    assert box is not None
-    thumb = image.crop((int(box["x"]), int(box["y"]), int(box["x"] + box["width"]), int(box["y"] + 80)))
-    spread = ImageStat.Stat(thumb.convert("L")).stddev[0]
-    assert spread > 20, f"the evidence thumbnail looks uniform (stddev {spread:.1f})"
+
+def chat_settings(library: Library, llm_server: ScriptedLLMServer, data_dir: Path | None = None) -> Settings:
+    """Settings over ``library`` whose planner is the scripted model server; ``[api] video_roots``
+    is left unset, as shipped (on loopback: the folders of the ingested videos)."""
+    models = {
+        "chat": "openai:scripted",
+        "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 30}},
+    }
+    return Settings(data_dir=data_dir or library.data_dir, models=models)
 
 
-def test_with_a_token_the_page_asks_for_it_then_shows_the_library(browser: object, library: Library) -> None:
+def test_ask_streams_each_step_then_a_cited_answer_and_keeps_the_conversation(
+    browser: Any, library: Library, llm_server: ScriptedLLMServer
+) -> None:
     from playwright.sync_api import expect
 
-    with serve(create_app(library.settings(token=TOKEN))) as url:
-        page = browser.new_page()  # type: ignore[attr-defined]
-        page.goto(url)
-        expect(page.locator("#login")).to_be_visible(timeout=20_000)
-        expect(page.locator("#main")).to_be_hidden()
-        page.fill("#token", "wrong")
-        page.click("#login-form button")
-        expect(page.locator("#status")).to_contain_text("log-in failed")
-        page.fill("#token", TOKEN)
-        page.click("#login-form button")
-        expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible()
-        # Media requests carry the session cookie: a thumbnail loads without a header.
-        status = page.evaluate(
-            f"async () => (await fetch('/api/videos/{library.video_id}/thumbnail?t=1')).status"
+    search = {"video_id": library.video_id, "query": "blue ocean", "top_k": 2}
+    llm_server.script(
+        [
+            tool_call("clip_search", search, call_id="s1"),
+            # The model takes its time over the answer: the step is on the page meanwhile.
+            replace(
+                tool_call("finish", {"answer": "The ocean shows from 0:05.", "citations": [[5.0, 8.0]]}),
+                seconds=2.5,
+            ),
+            tool_call("finish", {"answer": "An apple, at the start.", "citations": [[0.0, 5.0]]}),
+        ]
+    )
+    with serve(create_app(chat_settings(library, llm_server))) as url:
+        page, problems = open_page(browser, url)
+        expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible(timeout=20_000)
+        page.fill("#ask-q", "Web page: when does the blue ocean show?")
+        page.press("#ask-q", "Enter")
+        turn = page.locator("#conversation .turn").first
+        step = turn.locator(".step").first
+        expect(step.locator(".tool")).to_have_text("clip_search", timeout=30_000)
+        # Streamed: the step is shown while the answer is still being written.
+        expect(turn.locator(".pending")).to_contain_text("thinking… 1 step")
+        expect(turn.locator(".answer-text")).to_have_count(0)
+        # The arguments, with the video named by its file: what the agent looked for, and where.
+        expect(step.locator(".args")).to_contain_text('"video_id":"fruit and sea.mp4","query":"blue ocean"')
+        expect(step.locator(".observation")).not_to_be_empty()
+        thinking = screenshot(page, "ask-streaming")
+        in_view(page, "#conversation .turn .step")
+        assert thinking.size == (DESKTOP["width"], DESKTOP["height"])
+
+        expect(turn.locator(".answer-text")).to_have_text("The ocean shows from 0:05.", timeout=30_000)
+        cited = turn.locator(".evidence")
+        expect(cited).to_have_count(1)
+        expect(cited.locator(".time")).to_have_text("0:05.0–0:08.0")
+        expect(cited.locator(".level")).to_have_text("retrieved")
+        expect(turn.locator("details.trace summary")).to_have_text("2 steps")
+
+        # A second question: the first stays on the page above it.
+        page.fill("#ask-q", "Web page: and what is at the start?")
+        page.click("#ask-form button")
+        turns = page.locator("#conversation .turn")
+        expect(turns).to_have_count(2)
+        expect(turns.nth(1).locator(".answer-text")).to_have_text("An apple, at the start.", timeout=30_000)
+        expect(turns.nth(0).locator(".question")).to_contain_text("when does the blue ocean show?")
+
+        # A citation plays its moment, marked.
+        wait_images(page, "#conversation .evidence img")
+        cited.click()
+        page.wait_for_function(
+            "() => Math.abs(document.querySelector('#player').currentTime - 5) < 0.3", timeout=30_000
         )
-        assert status == 200
+        page.evaluate("() => document.querySelector('#player').pause()")
+        in_view(page, "#player")
+        answered = screenshot(page, "ask-answered")
+        assert_marked(answered, page, 5.0, 8.0, player_state(page)["d"])
+        not_blank(answered, cited.locator("img").bounding_box())
         page.close()
+    assert not problems, problems
+    assert llm_server.pending == 0
 
 
 @pytest.fixture(scope="module")
 def two_videos(library: Library, tmp_path_factory: pytest.TempPathFactory) -> tuple[Library, str]:
     """A copy of the shared library with a second video ingested into it (the shared one stays as
     other modules expect it)."""
-    import shutil
-
     from media import text_video
 
     from vidscope.flows.ingest import run_ingest
@@ -179,113 +333,189 @@ def two_videos(library: Library, tmp_path_factory: pytest.TempPathFactory) -> tu
     return copy, report.video_id or ""
 
 
-def test_the_compare_box_asks_across_the_ticked_videos_and_plays_a_cited_moment(
-    browser: object, two_videos: tuple[Library, str]
+def test_compare_streams_its_steps_and_cites_clickable_moments_of_each_video(
+    browser: Any, two_videos: tuple[Library, str], llm_server: ScriptedLLMServer
 ) -> None:
     from playwright.sync_api import expect
 
     library, second = two_videos
-    with serve(create_app(library.settings())) as url:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.goto(url)
-
-        # One checkbox per video of the library.
-        boxes = page.locator("#compare-videos input[type=checkbox]")
-        expect(boxes).to_have_count(2, timeout=20_000)
-        page.fill("#compare-q", "Where is the blue ocean?")
-        page.click("#compare-form button")  # nothing ticked: one line, no request
-        expect(page.locator("#compare-answer")).to_have_text("pick at least one video to compare")
-
-        page.locator("#compare-videos label", has_text="fruit and sea.mp4").locator("input").check()
-        page.locator("#compare-videos label", has_text="green field.mp4").locator("input").check()
-        with page.expect_response("**/api/compare") as response_info:
-            page.click("#compare-form button")
-        response = response_info.value
-        assert response.status == 200
-        sent = response.request.post_data_json
-        assert sorted(sent["videos"]) == sorted([library.video_id, second]) and sent["agent"] == "sama"
-
-        # No planner is configured: the best moment of each video, side by side, and the page says so.
-        text = page.locator("#compare-text")
-        expect(text).to_contain_text(
-            'fruit and sea.mp4 0:05–0:08 (5.0–8.0s): on screen "BLUE OCEAN"', timeout=60_000
-        )
-        expect(text).to_contain_text('green field.mp4 0:00–0:04 (0.0–4.0s): on screen "GREEN FIELD"')
-        expect(page.locator("#compare-answer .note")).to_contain_text("No planner model is configured")
-        expect(page.locator("#compare-meta")).to_contain_text("extractive answer · 2 videos")
-        ocean = page.locator("#compare-answer .evidence", has_text="fruit and sea.mp4")
-        expect(ocean.locator(".time")).to_have_text("0:05.0–0:08.0")
-        assert "unverified" not in (ocean.get_attribute("class") or "")
-
-        # A cited time is clickable, like the ask box's evidence: the player jumps there.
-        page.evaluate(
-            """() => {
-                window.seekedAt = [];
-                const player = document.querySelector('#player');
-                player.addEventListener('seeked', () => window.seekedAt.push(player.currentTime));
-            }"""
-        )
-        ocean.click()
-        page.wait_for_function("() => window.seekedAt.length > 0", timeout=30_000)
-        assert abs(page.evaluate("window.seekedAt[0]") - 5.0) < 0.1
-        expect(page.locator("#now-playing")).to_contain_text("fruit and sea.mp4 from 0:05.0")
-        page.close()
-    assert not problems, problems
-
-
-def test_with_a_planner_the_compare_box_shows_the_agent_and_its_cited_moments(
-    browser: object, two_videos: tuple[Library, str], llm_server: ScriptedLLMServer
-) -> None:
-    from playwright.sync_api import expect
-
-    from vidscope.core.settings import ApiSettings, Settings
-
-    library, second = two_videos
-    models = {
-        "chat": "openai:scripted",
-        "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 30}},
-    }
-    settings = Settings(data_dir=library.data_dir, api=ApiSettings(video_roots=[library.root]), models=models)
     llm_server.script(
         [
             text('{"type": "comparison"}'),
             tool_call("temporal_grounding", {"video_id": library.video_id, "query": "the sea"}, call_id="g"),
-            tool_call(
-                "answer",
-                {
-                    "answer": "Only the first video shows the sea.",
-                    "citations": [
-                        {"video_id": library.video_id, "start": 5.0, "end": 8.0},
-                        {"video_id": second, "start": 0.0, "end": 4.0},  # no tool looked there
-                    ],
-                },
-                call_id="a",
+            replace(
+                tool_call(
+                    "answer",
+                    {
+                        "answer": "Only the first video shows the sea.",
+                        "citations": [
+                            {"video_id": library.video_id, "start": 5.0, "end": 8.0},
+                            {"video_id": second, "start": 0.0, "end": 4.0},  # no tool looked there
+                        ],
+                    },
+                    call_id="a",
+                ),
+                seconds=2.0,
             ),
         ]
     )
+    settings = chat_settings(library, llm_server, library.data_dir)
     with serve(create_app(settings)) as url:
-        page = browser.new_page(viewport={"width": 1280, "height": 900})  # type: ignore[attr-defined]
-        page.goto(url)
-        expect(page.locator("#compare-videos input[type=checkbox]")).to_have_count(2, timeout=20_000)
-        for box in page.locator("#compare-videos input[type=checkbox]").all():
+        page, problems = open_page(browser, url)
+        boxes = page.locator("#compare-videos input[type=checkbox]")
+        expect(boxes).to_have_count(2, timeout=20_000)
+        page.fill("#compare-q", "Which of these videos shows the sea?")
+        page.click("#compare-form button")  # nothing ticked: one line, no request
+        expect(page.locator("#compare-hint")).to_have_text("pick at least one video to compare")
+        expect(page.locator("#comparisons .turn")).to_have_count(0)
+
+        for box in boxes.all():
             box.check()
         page.select_option("#compare-agent", "sama")
-        page.fill("#compare-q", "Which of these videos shows the sea?")
-        page.click("#compare-form button")
-        expect(page.locator("#compare-text")).to_have_text(
-            "Only the first video shows the sea.", timeout=60_000
+        with page.expect_request("**/api/compare/stream") as sent:
+            page.click("#compare-form button")
+        body = sent.value.post_data_json
+        assert sorted(body["videos"]) == sorted([library.video_id, second]) and body["agent"] == "sama"
+        turn = page.locator("#comparisons .turn").first
+        grounding = turn.locator(".step", has_text="temporal_grounding")
+        expect(grounding).to_be_visible(timeout=30_000)
+        expect(turn.locator(".answer-text")).to_have_count(0)  # the step came before the answer
+        expect(grounding.locator(".args")).to_contain_text('"query":"the sea"')
+
+        expect(turn.locator(".answer-text")).to_have_text(
+            "Only the first video shows the sea.", timeout=30_000
         )
-        expect(page.locator("#compare-meta")).to_contain_text("answer by sama (")
-        expect(page.locator("#compare-answer .note")).to_have_count(0)
-        cited = page.locator("#compare-answer .evidence")
+        expect(turn.locator(".compare-meta")).to_contain_text("answer by sama (")
+        cited = turn.locator(".evidence")
         expect(cited).to_have_count(2)
-        # The citation a tool returned evidence for is verified; the other is marked unverified.
         expect(cited.nth(0)).to_contain_text("fruit and sea.mp4")
         assert "unverified" not in (cited.nth(0).get_attribute("class") or "")
         expect(cited.nth(1)).to_contain_text("green field.mp4")
-        expect(cited.nth(1)).to_have_class("evidence unverified")
+        expect(cited.nth(1)).to_have_class("moment evidence unverified")
+        expect(cited.nth(1).locator(".level")).to_have_text("none")
+
+        # A cited moment of the second video plays there.
+        cited.nth(1).click()
+        page.wait_for_function(
+            f"() => document.querySelector('#player').currentSrc.endsWith('/api/videos/{second}/stream')"
+            " && document.querySelector('#player').readyState >= 1",
+            timeout=30_000,
+        )
+        page.evaluate("() => document.querySelector('#player').pause()")
+        expect(page.locator("#now-playing")).to_have_text("green field.mp4 · 0:00.0–0:04.0")
+        in_view(page, "#player")
+        in_view(page, "#comparisons .turn .answer-text")
+        image = screenshot(page, "compare-answered")
+        assert_marked(image, page, 0.0, 4.0, player_state(page)["d"])
+
+        # ← and → move between the cited moments (the list last played from) and play them.
+        page.keyboard.press("ArrowLeft")
+        expect(cited.nth(0)).to_have_class("moment evidence playing")
+        expect(page.locator("#now-playing")).to_have_text("fruit and sea.mp4 · 0:05.0–0:08.0")
+        page.keyboard.press("ArrowRight")
+        expect(cited.nth(1)).to_have_class("moment evidence unverified playing")
         page.close()
+    assert not problems, problems
     assert llm_server.pending == 0
+
+
+def test_a_video_that_cannot_play_says_why_on_the_page(browser: Any, library: Library) -> None:
+    from playwright.sync_api import expect
+
+    # Outside the configured roots: the library says so, and a click explains it.
+    with serve(create_app(library.settings(video_roots=[library.outside]))) as url:
+        page, problems = open_page(browser, url)
+        row = page.locator(".video-row", has_text="fruit and sea.mp4")
+        expect(row.locator(".unplayable")).to_have_text("cannot play", timeout=20_000)
+        row.click()
+        expect(page.locator("#player-error")).to_have_text(
+            "fruit and sea.mp4 cannot be played: its file is outside [api] video_roots"
+        )
+        in_view(page, "#player-error")
+        screenshot(page, "library-outside-roots")
+        page.close()
+    assert not problems, problems
+
+    # The default config on loopback plays it; moved away after the page loaded, the server's
+    # reason for the failed stream is shown, not a silent black player.
+    with serve(create_app(Settings(data_dir=library.data_dir))) as url:
+        page, problems = open_page(browser, url)
+        row = page.locator(".video-row", has_text="fruit and sea.mp4")
+        expect(row).to_be_visible(timeout=20_000)
+        expect(row.locator(".unplayable")).to_have_count(0)
+        moved = library.video.with_name("moved away.mp4")
+        library.video.rename(moved)
+        try:
+            row.click()
+            error = page.locator("#player-error")
+            expect(error).to_have_text(
+                "fruit and sea.mp4 cannot be played: its file is no longer where it was ingested from "
+                "(moved or deleted)",
+                timeout=20_000,
+            )
+        finally:
+            moved.rename(library.video)
+        in_view(page, "#player-error")
+        image = screenshot(page, "library-moved")
+        box = page.locator("#player-error").bounding_box()
+        assert box is not None
+        inside = image.getpixel((int(box["x"] + 3), int(box["y"] + 3)))
+        assert inside[0] > inside[2] + 10, inside  # the reason sits on its reddish background
+        page.close()
+    assert all("404" in p for p in problems), problems  # only the refused media requests are logged
+
+
+@pytest.mark.slow
+def test_an_ingestion_started_on_the_page_shows_each_stage_live_then_the_video_plays(
+    browser: Any, library: Library, tmp_path: Path
+) -> None:
+    from media import text_video
+    from playwright.sync_api import expect
+
+    data = tmp_path / "data"
+    shutil.copytree(library.data_dir, data)
+    folder = tmp_path / "new videos"
+    text_video(folder / "harbour.mp4", duration=3.0, texts=[(0.0, 3.0, "HARBOUR")])
+    settings = Settings(data_dir=data, api=ApiSettings(video_roots=[folder]))
+    with serve(create_app(settings)) as url:
+        page, problems = open_page(browser, url)
+        expect(page.locator(".video-row")).not_to_have_count(0, timeout=20_000)
+        page.fill("#ingest-path", "harbour.mp4")  # relative to a video root
+        page.click("#ingest-form button")
+        status = page.locator("#ingest-status")
+        # While it runs: the job's state and a chip per stage, updated as the stages go.
+        expect(status).to_contain_text("ingesting 1 file: running", timeout=30_000)
+        expect(status.locator(".chip").first).to_be_visible(timeout=30_000)
+        seen = page.evaluate("() => [...document.querySelectorAll('#ingest-status .chip')].map(c => c.title)")
+        screenshot(page, "ingest-running")
+        expect(status).to_have_text("ingestion done", timeout=240_000)
+        assert seen and all(": " in title for title in seen), seen
+        row = page.locator(".video-row", has_text="harbour.mp4")
+        expect(row.locator(".summary")).to_have_text("ready")
+        row.click()
+        page.wait_for_function("() => document.querySelector('#player').readyState >= 1", timeout=30_000)
+        expect(page.locator("#player-error")).to_be_hidden()
+        page.close()
+    assert not problems, problems
+
+
+def test_with_a_token_the_page_asks_for_it_then_shows_the_library(browser: Any, library: Library) -> None:
+    from playwright.sync_api import expect
+
+    with serve(create_app(library.settings(token=TOKEN))) as url:
+        page = browser.new_page()
+        page.goto(url)
+        expect(page.locator("#login")).to_be_visible(timeout=20_000)
+        expect(page.locator("#main")).to_be_hidden()
+        page.fill("#token", "wrong")
+        page.click("#login-form button")
+        expect(page.locator("#status")).to_contain_text("log-in failed")
+        page.fill("#token", TOKEN)
+        page.click("#login-form button")
+        expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible()
+        # Media requests carry the session cookie: a thumbnail loads without a header.
+        status = page.evaluate(
+            f"async () => (await fetch('/api/videos/{library.video_id}/thumbnail?t=1')).status"
+        )
+        assert status == 200
+        page.close()

@@ -97,6 +97,9 @@ class VideoSummary(BaseModel):
     added_at: str | None = None
     clips: int
     playable: bool = Field(description="The file is under a configured video root and present.")
+    unplayable: str | None = Field(
+        None, description="Why the file cannot be played (outside the video roots, moved, deleted)."
+    )
     stages: dict[str, str] = Field(description="Stage name to status.")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from fastapi import HTTPException, Request, status
@@ -167,10 +168,36 @@ class InvalidPath(ValueError):
 
 
 class VideoRoots:
-    """The folders the API may read videos from; every check resolves symlinks first."""
+    """The folders the API may read videos from; every check resolves symlinks first.
 
-    def __init__(self, roots: list[Path]) -> None:
-        self.roots = [Path(r).expanduser().resolve() for r in roots]
+    ``roots`` are the configured folders. ``ingested``, when given, adds the folders of the videos
+    already in the store, read again at each check (see :meth:`snapshot` to read them once): the
+    default on a loopback host, where the API's user is the machine's user who ingested them.
+    """
+
+    def __init__(
+        self,
+        roots: list[Path],
+        ingested: Callable[[], Iterable[Path]] | None = None,
+        origin: str = "[api] video_roots",
+    ) -> None:
+        self.configured = [Path(r).expanduser().resolve() for r in roots]
+        self.ingested = ingested
+        #: Where the roots come from, for the reasons shown to the user.
+        self.origin = origin if ingested is None else f"{origin} (unset: the folders of the ingested videos)"
+
+    @property
+    def roots(self) -> list[Path]:
+        """The configured folders, then those of the ingested videos (resolved)."""
+        if self.ingested is None:
+            return self.configured
+        return self.configured + [Path(folder).resolve() for folder in self.ingested()]
+
+    def snapshot(self) -> VideoRoots:
+        """These roots as they are now, fixed: for checking many paths at once."""
+        fixed = VideoRoots(self.roots)
+        fixed.origin = self.origin
+        return fixed
 
     def allows(self, path: str | Path) -> bool:
         """Whether ``path`` (after resolving ``..`` and symlinks) lies under one of the roots."""
@@ -180,22 +207,37 @@ class VideoRoots:
             return False
         return any(resolved.is_relative_to(root) for root in self.roots)
 
+    def unplayable(self, path: str | Path) -> str | None:
+        """Why the stored video file ``path`` cannot be streamed, or None when it can."""
+        if not self.roots:
+            return f"no folder may be read: {self.origin} is empty"
+        if not self.allows(path):
+            return f"its file is outside {self.origin}"
+        try:
+            present = Path(path).resolve().is_file()
+        except (OSError, ValueError, RuntimeError):
+            present = False
+        if not present:
+            return "its file is no longer where it was ingested from (moved or deleted)"
+        return None
+
     def resolve(self, path: str) -> Path:
         """``path`` made absolute (a relative path is looked up under each root in turn) and checked.
 
         Raises :class:`PathNotAllowed` when the result is outside every root and
         :class:`InvalidPath` when ``path`` cannot name a file.
         """
-        if not self.roots:
-            raise PathNotAllowed("no video roots are configured ([api] video_roots)")
+        roots = self.roots
+        if not roots:
+            raise PathNotAllowed(f"no video roots: {self.origin} is empty")
         try:
             candidate = Path(path).expanduser()
             if not candidate.is_absolute():
-                options = [root / candidate for root in self.roots]
+                options = [root / candidate for root in roots]
                 candidate = next((c for c in options if c.exists()), options[0])
             resolved = candidate.resolve()
         except (OSError, ValueError, RuntimeError) as exc:
             raise InvalidPath(f"'{path}' is not a usable path: {exc}") from exc
-        if not any(resolved.is_relative_to(root) for root in self.roots):
-            raise PathNotAllowed(f"'{path}' is outside the configured video roots")
+        if not any(resolved.is_relative_to(root) for root in roots):
+            raise PathNotAllowed(f"'{path}' is outside the configured video roots ({self.origin})")
         return resolved

@@ -11,13 +11,14 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, FastAPI, Request
 
 from vidscope.api.jobs import IngestJobs
 from vidscope.api.models import AskResponse
-from vidscope.api.security import TokenAuth, VideoRoots
+from vidscope.api.security import TokenAuth, VideoRoots, is_loopback
 from vidscope.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -65,6 +66,25 @@ class QuestionSlots:
         self._free.release()
 
 
+def ingested_folders(settings: Settings) -> list[Path]:
+    """The folders holding the videos ingested into the store of ``settings``."""
+    from vidscope.models.open_store import open_store
+
+    store = open_store(settings)
+    paths = store.rows(store.videos, columns=["path"]).column("path").to_pylist()
+    return sorted({Path(p).parent for p in paths})
+
+
+def video_roots(settings: Settings) -> VideoRoots:
+    """The folders this API may read videos from: ``[api] video_roots`` when set; unset, on a
+    loopback host, the folders of the ingested videos (whoever can reach a loopback API without a
+    token is on this machine, where those files were ingested from); elsewhere, none."""
+    configured = settings.api.video_roots
+    if configured is None and is_loopback(settings.api.host):
+        return VideoRoots([], ingested=lambda: ingested_folders(settings))
+    return VideoRoots(configured or [])
+
+
 @dataclass
 class ApiState:
     """The settings of one app and what it builds from them once: auth, roots, jobs, traces."""
@@ -82,7 +102,7 @@ class ApiState:
         return cls(
             settings=settings,
             auth=TokenAuth(settings.api.token, settings.api.allowed_hosts),
-            roots=VideoRoots(settings.api.video_roots),
+            roots=video_roots(settings),
             jobs=IngestJobs(settings),
             questions=QuestionSlots(settings.api.max_questions),
         )

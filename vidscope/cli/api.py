@@ -35,7 +35,9 @@ def api(
             "token in the \\[api] section of vidscope.toml (or VIDSCOPE_API__TOKEN), or bind 127.0.0.1"
         )
         raise typer.Exit(2)
-    if not cfg.api.video_roots:
+    if cfg.api.video_roots is None and is_loopback(cfg.api.host):
+        console.print("videos are read from the folders of the ingested ones (\\[api] video_roots unset)")
+    elif not cfg.api.video_roots:
         errors.print(
             "[yellow]no \\[api] video_roots configured: ingestion and playback over HTTP are off[/yellow]"
         )

@@ -12,31 +12,18 @@ no further one is made), and frees its slot.
 
 from __future__ import annotations
 
-import json
-import logging
-import queue
-import threading
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 from fastapi import HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from vidscope.api.models import AskRequest, AskResponse
 from vidscope.api.routes import BUSY, guarded_router, take_question_slot
 from vidscope.api.state import ApiState, State
+from vidscope.api.streaming import stream_question, stream_responses
 
 router = guarded_router()
-log = logging.getLogger(__name__)
-
-#: How often a stream with no new step checks whether its client is still there.
-POLL_SECONDS = 0.25
-
-
-class QuestionAbandoned(Exception):
-    """The client of a streamed question left: its work stops at the next step."""
 
 
 def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskResponse:
@@ -73,70 +60,10 @@ def ask(body: AskRequest, state: State) -> AskResponse:
 @router.post(
     "/ask/stream",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "description": 'NDJSON: a {"step": TraceStep} line per agent step, then {"result": '
-            'AskResponse} or {"error": {"status", "type", "message"}} (404: no such video; '
-            "422: bad question; 500: the question failed).",
-            "content": {"application/x-ndjson": {}},
-        },
-        **BUSY,
-    },
+    responses=stream_responses("AskResponse"),
     tags=["questions"],
 )
 def ask_stream(body: AskRequest, state: State, request: Request) -> StreamingResponse:
     """Answer a question about one video, streaming each agent step as it happens."""
-    events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-    abandoned = threading.Event()
-    take_question_slot(state)
-
-    def work() -> None:
-        from vidscope.storage.videos import VideoNotFound
-
-        def on_step(step: Any) -> None:
-            if abandoned.is_set():
-                raise QuestionAbandoned("the client left")
-            events.put({"step": step.model_dump(mode="json")})
-
-        try:
-            answer = _answer(state, body, on_step)
-            events.put({"result": answer.model_dump(mode="json")})
-        except QuestionAbandoned:
-            log.info("ask %r about %r: the client left, the question stopped", body.question, body.video)
-        except Exception as exc:  # noqa: BLE001 - the client gets one line for any failure
-            status = 404 if isinstance(exc, VideoNotFound) else 422 if isinstance(exc, ValueError) else 500
-            if status == 500:
-                log.error("ask %r about %r failed", body.question, body.video, exc_info=exc)
-            message = (str(exc).strip().splitlines() or [""])[0]
-            events.put({"error": {"status": status, "type": type(exc).__name__, "message": message}})
-        finally:
-            state.questions.give_back()
-            events.put(None)
-
-    # The answer runs beside the response, so each step goes out as soon as the agent takes it.
-    try:
-        threading.Thread(target=work, name="vidscope-ask-stream", daemon=True).start()
-    except RuntimeError:  # no thread to be had: the slot goes back
-        state.questions.give_back()
-        raise
-
-    def next_event() -> dict[str, Any] | None | bool:
-        try:
-            return events.get(timeout=POLL_SECONDS)
-        except queue.Empty:
-            return False
-
-    async def lines() -> AsyncIterator[str]:
-        # However the stream ends (answer sent, client gone, server stopping), a question still
-        # running is told to stop: nobody would read what it finds.
-        try:
-            while (event := await anyio.to_thread.run_sync(next_event)) is not None:
-                if event is False:
-                    if await request.is_disconnected():
-                        return
-                    continue
-                yield json.dumps(event, ensure_ascii=False) + "\n"
-        finally:
-            abandoned.set()
-
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    what = f"ask {body.question!r} about {body.video!r}"
+    return stream_question(state, request, lambda on_step: _answer(state, body, on_step), "ask", what)

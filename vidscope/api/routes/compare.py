@@ -1,15 +1,21 @@
-"""``POST /api/compare``: answer one question across several videos (SAMA or AgentCVR)."""
+"""``POST /api/compare``: answer one question across several videos (SAMA or AgentCVR).
+
+``POST /api/compare/stream`` answers the same request as it happens, in NDJSON, as
+``/api/ask/stream`` does (:mod:`vidscope.api.streaming`): the page shows each step live.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Request
+from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from vidscope.api.models import NonBlank, RequestBody, strategy_field, strategy_of
 from vidscope.api.routes import BUSY, guarded_router, take_question_slot
-from vidscope.api.state import State
+from vidscope.api.state import ApiState, State
+from vidscope.api.streaming import OnStep, stream_question, stream_responses
 from vidscope.flows.compare import CompareResult
 
 router = guarded_router()
@@ -28,6 +34,22 @@ class CompareRequest(RequestBody):
     conflict_check: bool = True
 
 
+def _compare(state: ApiState, body: CompareRequest, on_step: OnStep | None = None) -> CompareResult:
+    """Answer ``body`` with the settings of ``state``; ``on_step`` sees each agent step."""
+    from vidscope.flows.compare import run_compare
+
+    return run_compare(
+        state.settings,
+        body.videos,
+        body.question,
+        options=body.options,
+        agent=body.agent,
+        use_skills=body.use_skills,
+        conflict_check=body.conflict_check,
+        on_step=on_step,
+    )
+
+
 @router.post(
     "/compare",
     response_model=CompareResult,
@@ -36,23 +58,26 @@ class CompareRequest(RequestBody):
 )
 def compare(body: CompareRequest, state: State) -> CompareResult:
     """Answer a question across several videos, citing (video, start, end)."""
-    from vidscope.flows.compare import run_compare
     from vidscope.storage.videos import VideoNotFound
 
     take_question_slot(state)
     try:
-        return run_compare(
-            state.settings,
-            body.videos,
-            body.question,
-            options=body.options,
-            agent=body.agent,
-            use_skills=body.use_skills,
-            conflict_check=body.conflict_check,
-        )
+        return _compare(state, body)
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
     finally:
         state.questions.give_back()
+
+
+@router.post(
+    "/compare/stream",
+    response_class=StreamingResponse,
+    responses=stream_responses("CompareResult"),
+    tags=["questions"],
+)
+def compare_stream(body: CompareRequest, state: State, request: Request) -> StreamingResponse:
+    """Answer a question across several videos, streaming each agent step as it happens."""
+    what = f"compare {body.question!r} across {len(body.videos)} videos"
+    return stream_question(state, request, lambda on_step: _compare(state, body, on_step), "compare", what)

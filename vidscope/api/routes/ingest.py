@@ -87,7 +87,7 @@ def ingest(body: IngestRequest, state: State) -> IngestJob:
     Paths may be absolute or relative to a video root. Paths that cannot be ingested are listed
     in the job's ``refused``; when nothing is left to ingest the request fails (403 or 404).
     """
-    selection = _select(body.paths, state.roots)
+    selection = _select(body.paths, state.roots.snapshot())
     if not selection.accepted:
         reasons = "; ".join(f"{path}: {why}" for path, why in selection.refused.items())
         raise HTTPException(403 if selection.forbidden else 404, f"nothing to ingest: {reasons}")

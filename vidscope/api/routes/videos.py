@@ -47,7 +47,7 @@ def _summary_fields(row: dict[str, Any], ledger: Ledger, store: Store, roots: Vi
     """The :class:`VideoSummary` fields of the video ``row``, with each stage's ledger status."""
     from vidscope.tasks.stages import stage_names
 
-    path = Path(row["path"])
+    why_not = roots.unplayable(row["path"])
     return {
         "video_id": row["video_id"],
         "file_name": row["file_name"],
@@ -58,7 +58,8 @@ def _summary_fields(row: dict[str, Any], ledger: Ledger, store: Store, roots: Vi
         "has_audio": row["has_audio"],
         "added_at": row["added_at"].isoformat() if row.get("added_at") else None,
         "clips": store.count(store.clips, row["video_id"]),
-        "playable": roots.allows(path) and path.is_file(),
+        "playable": why_not is None,
+        "unplayable": why_not,
         "stages": {name: ledger.get(name, {}).get("status", "pending") for name in stage_names()},
     }
 
@@ -103,9 +104,8 @@ def list_videos(state: State) -> list[VideoSummary]:
     """Every ingested video with the status of each ingestion stage, oldest first."""
     store = state.store()
     rows = sorted(store.rows(store.videos).to_pylist(), key=lambda r: r["added_at"])
-    return [
-        VideoSummary(**_summary_fields(r, _ledger(store, r["video_id"]), store, state.roots)) for r in rows
-    ]
+    roots = state.roots.snapshot()
+    return [VideoSummary(**_summary_fields(r, _ledger(store, r["video_id"]), store, roots)) for r in rows]
 
 
 @router.get(
@@ -162,8 +162,8 @@ def thumbnail(
     responses={
         200: {"content": {"video/mp4": {}}, "description": "The whole file."},
         206: {"description": "The requested byte range (Content-Range)."},
-        403: {"description": "The file is outside the configured video roots."},
-        404: {"description": "No such video, or its file is gone."},
+        403: {"description": "The file is outside the configured video roots (the reason in detail)."},
+        404: {"description": "No such video, or its file is gone (moved or deleted)."},
         416: {"description": "The range is not satisfiable."},
     },
     tags=["library"],
@@ -172,11 +172,12 @@ def stream(video_id: VideoId, state: State) -> FileResponse:
     """The video file, with HTTP ``Range`` support so players can seek (see the module notes)."""
     row = _video_row(state.store(), video_id)
     path = Path(row["path"])
-    if not state.roots.allows(path):
-        raise HTTPException(403, "this video's file is outside the configured video roots")
+    roots = state.roots.snapshot()
+    why_not = roots.unplayable(path)
+    if why_not is not None:
+        missing = roots.allows(path)  # inside the roots, so the file itself is gone
+        raise HTTPException(404 if missing else 403, f"{row['file_name']} cannot be played: {why_not}")
     resolved = path.resolve()
-    if not resolved.is_file():
-        raise HTTPException(404, f"the file of {row['file_name']} is no longer there")
     media_type = mimetypes.guess_type(resolved.name)[0] or "application/octet-stream"
     return FileResponse(resolved, media_type=media_type, content_disposition_type="inline")
 

@@ -1,4 +1,5 @@
-// vidscope's page: library, ingest, ask, compare, search, and a player that jumps to evidence moments.
+// vidscope's page: search first, a player that plays a moment's range and marks it, the library,
+// ingestion, and ask / compare conversations whose agent steps stream in as they happen.
 // Everything from the server is inserted as text (never as HTML): video text is data.
 "use strict";
 
@@ -24,10 +25,26 @@ function fmtTime(seconds) {
   return `${m}:${rest}`;
 }
 
+function plural(n, word) {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
 function setStatus(text, isError = false) {
   const status = $("#status");
   status.textContent = text;
   status.classList.toggle("error", isError);
+}
+
+// The server's reason for a failed request: its JSON "detail" when it sent one.
+async function failure(response) {
+  let detail = response.statusText;
+  try {
+    const body = await response.json();
+    detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+  } catch (_) { /* not JSON */ }
+  const error = new Error(`${response.status}: ${detail}`);
+  error.detail = detail;
+  return error;
 }
 
 async function api(path, options = {}) {
@@ -36,14 +53,7 @@ async function api(path, options = {}) {
     showLogin();
     throw new Error("log in first");
   }
-  if (!response.ok) {
-    let detail = response.statusText;
-    try {
-      const body = await response.json();
-      detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
-    } catch (_) { /* not JSON */ }
-    throw new Error(`${response.status}: ${detail}`);
-  }
+  if (!response.ok) throw await failure(response);
   return response.status === 204 ? null : response.json();
 }
 
@@ -53,6 +63,39 @@ function postJson(path, body) {
     headers: { "Content-Type": "application/json" },
     body: JSON.stringify(body),
   });
+}
+
+// POST ``body`` to a streaming question route (NDJSON): ``onStep`` sees each agent step as it
+// arrives; resolves with the result, rejects with the server's error.
+async function streamQuestion(path, body, onStep) {
+  const response = await fetch(path, {
+    method: "POST",
+    credentials: "same-origin",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  if (response.status === 401) {
+    showLogin();
+    throw new Error("log in first");
+  }
+  if (!response.ok) throw await failure(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (value) buffer += value;
+    let newline;
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, newline).trim();
+      buffer = buffer.slice(newline + 1);
+      if (!line) continue;
+      const event = JSON.parse(line);
+      if (event.step) onStep(event.step);
+      else if (event.result) return event.result;
+      else if (event.error) throw new Error(`${event.error.status}: ${event.error.message}`);
+    }
+    if (done) throw new Error("the answer stream ended early");
+  }
 }
 
 // ------------------------------------------------------------------ log-in
@@ -74,7 +117,251 @@ $("#login-form").addEventListener("submit", async (event) => {
   }
 });
 
+// ------------------------------------------------------------------ player
+
+// The moment being played: the player stops (or loops) at its end and the timeline marks it.
+let range = null;
+let lastMoment = null; // the result or citation last played, for ← and →
+
+function thumbnailUrl(videoId, t) {
+  return `/api/videos/${videoId}/thumbnail?t=${encodeURIComponent(Number(t).toFixed(2))}`;
+}
+
+function showPlayerError(text) {
+  const box = $("#player-error");
+  box.textContent = text;
+  box.hidden = !text;
+}
+
+function markRange() {
+  const player = $("#player");
+  const mark = $("#range-mark");
+  const duration = player.duration;
+  if (!range || !Number.isFinite(duration) || duration <= 0) {
+    mark.hidden = true;
+    delete mark.dataset.start;
+    delete mark.dataset.end;
+    return;
+  }
+  const start = Math.min(range.start, duration);
+  const end = Math.min(range.end, duration);
+  mark.style.left = `${(100 * start) / duration}%`;
+  mark.style.width = `${Math.max(0.5, (100 * (end - start)) / duration)}%`;
+  mark.dataset.start = String(start);
+  mark.dataset.end = String(end);
+  mark.title = `${fmtTime(start)}–${fmtTime(end)}`;
+  mark.hidden = false;
+}
+
+function movePlayhead() {
+  const player = $("#player");
+  const duration = player.duration;
+  const at = Number.isFinite(duration) && duration > 0 ? player.currentTime / duration : 0;
+  $("#playhead").style.left = `${100 * Math.min(1, Math.max(0, at))}%`;
+}
+
+// While a moment plays, watch its end more often than ``timeupdate`` does (every ~250 ms).
+function watchEnd() {
+  const player = $("#player");
+  movePlayhead();
+  if (range && !player.paused && player.currentTime >= range.end - 0.03) {
+    if ($("#loop").checked) player.currentTime = range.start;
+    else {
+      // Rest on the moment's last frame, not on the first frame of what follows it.
+      player.pause();
+      player.currentTime = Math.max(range.start, range.end - 0.05);
+    }
+  }
+  if (!player.paused) requestAnimationFrame(watchEnd);
+}
+
+function setupPlayer() {
+  const player = $("#player");
+  player.addEventListener("play", () => {
+    // Play pressed at the end of the moment: play the moment again.
+    if (range && player.currentTime >= range.end - 0.05) player.currentTime = range.start;
+    requestAnimationFrame(watchEnd);
+  });
+  player.addEventListener("timeupdate", movePlayhead);
+  player.addEventListener("durationchange", markRange);
+  player.addEventListener("seeking", () => {
+    // The user went somewhere else: the moment is no longer what plays.
+    if (range && (player.currentTime < range.start - 0.5 || player.currentTime > range.end + 0.5)) {
+      range = null;
+      markRange();
+    }
+  });
+  player.addEventListener("error", explainPlaybackError);
+  $("#timeline").addEventListener("click", (event) => {
+    const box = $("#timeline").getBoundingClientRect();
+    if (!Number.isFinite(player.duration) || box.width <= 0) return;
+    player.currentTime = ((event.clientX - box.left) / box.width) * player.duration;
+  });
+}
+
+// A <video> only says "it failed": ask the server why (its JSON reason), and show it.
+async function explainPlaybackError() {
+  const player = $("#player");
+  const videoId = player.dataset.videoId;
+  if (!videoId) return;
+  const video = videos.find((v) => v.video_id === videoId);
+  const name = video ? video.file_name : videoId;
+  try {
+    const response = await fetch(`/api/videos/${videoId}/stream`, {
+      credentials: "same-origin",
+      headers: { Range: "bytes=0-0" },
+    });
+    if (!response.ok) {
+      showPlayerError((await failure(response)).detail);
+      forgetSource();
+      return;
+    }
+  } catch (_) { /* the server is gone: say what the browser knows */ }
+  const code = player.error ? player.error.code : 0;
+  showPlayerError(`${name} cannot be played by this browser (media error ${code})`);
+}
+
+// Empty the player (no spinner over a file that will not come).
+function forgetSource() {
+  const player = $("#player");
+  player.removeAttribute("src");
+  delete player.dataset.videoId;
+  player.controls = false; // Chromium's controls would spin on, waiting for it
+  player.load();
+}
+
+// Play ``videoId`` from ``start``; with an ``end``, only the moment start–end (marked, stopped or
+// looped at its end). The player is brought into view.
+function playMoment(videoId, start, end = null, source = null) {
+  const player = $("#player");
+  const video = videos.find((v) => v.video_id === videoId);
+  const name = video ? video.file_name : videoId;
+  document.querySelectorAll(".playing").forEach((node) => node.classList.remove("playing"));
+  if (source) {
+    source.classList.add("playing");
+    lastMoment = source;
+  }
+  $("#player-panel").scrollIntoView({ block: "nearest" });
+  range = end !== null && end > start ? { start, end } : null;
+  $("#now-playing").textContent = range
+    ? `${name} · ${fmtTime(start)}–${fmtTime(end)}`
+    : `${name} from ${fmtTime(start)}`;
+  if (video && !video.playable) {
+    forgetSource();
+    markRange();
+    showPlayerError(`${name} cannot be played: ${video.unplayable || "the server cannot read its file"}`);
+    return;
+  }
+  showPlayerError("");
+  player.dataset.requestedStart = String(start);
+  const seek = () => {
+    markRange();
+    player.currentTime = start;
+    player.play().catch(() => { /* autoplay may be refused; the position is set */ });
+  };
+  if (player.dataset.videoId !== videoId) {
+    player.dataset.videoId = videoId;
+    player.controls = true;
+    player.src = `/api/videos/${videoId}/stream`;
+    player.addEventListener("loadedmetadata", seek, { once: true });
+    player.load();
+  } else if (player.readyState >= 1) {
+    seek();
+  } else {
+    player.addEventListener("loadedmetadata", seek, { once: true });
+  }
+}
+
+function togglePlay() {
+  const player = $("#player");
+  if (!player.currentSrc) return;
+  if (player.paused) player.play().catch(() => {});
+  else player.pause();
+}
+
+// Space plays or pauses; ← and → play the previous or next result of the list last played from.
+// Keys typed into a field, or pressed on the player itself (it has its own), are left alone.
+document.addEventListener("keydown", (event) => {
+  if (event.altKey || event.ctrlKey || event.metaKey) return;
+  const target = event.target;
+  if (target.closest("input, textarea, select, video, [contenteditable]")) return;
+  if (event.key === " ") {
+    event.preventDefault();
+    togglePlay();
+  } else if (event.key === "ArrowLeft" || event.key === "ArrowRight") {
+    const list = lastMoment && lastMoment.isConnected
+      ? lastMoment.closest(".moments")
+      : document.querySelector("#search-results .moments");
+    if (!list) return;
+    const items = [...list.querySelectorAll(".moment")];
+    if (!items.length) return;
+    event.preventDefault();
+    const at = items.indexOf(lastMoment);
+    const step = event.key === "ArrowRight" ? 1 : -1;
+    const next = items[at < 0 ? 0 : Math.min(items.length - 1, Math.max(0, at + step))];
+    next.focus();
+    next.click();
+  }
+});
+
+// A focused button would also take space as a click when the key comes up: space is the player's.
+document.addEventListener("keyup", (event) => {
+  if (event.key === " " && !event.target.closest("input, textarea, select, video, [contenteditable]")) {
+    event.preventDefault();
+  }
+});
+
+// A moment that plays when clicked (the class ``moment``, with its video and range as data).
+function momentButton(videoId, start, end, className, ...children) {
+  const button = el(
+    "button",
+    {
+      type: "button",
+      className: `moment ${className}`.trim(),
+      dataset: { videoId, start: String(start), end: String(end) },
+      title: `play ${fmtTime(start)}–${fmtTime(end)}`,
+    },
+    ...children,
+  );
+  button.addEventListener("click", () => playMoment(videoId, start, end, button));
+  return button;
+}
+
+function levelBadge(level) {
+  return el("span", { className: `level level-${level}`, title: LEVELS[level] || "", text: level });
+}
+
+const LEVELS = {
+  perceived: "a tool looked at the frames of this moment",
+  retrieved: "a search over what was said, shown or seen returned this moment",
+  echoed: "only the question's own words point here",
+  none: "no tool returned anything here",
+};
+
+// A cited moment: its thumbnail, its range, its evidence level (perceived, retrieved, echoed,
+// none: what the agent's tools actually returned there; only the first two verify it).
+function evidenceButton(videoId, start, end, extraClass = "", label = "", level = "") {
+  return momentButton(
+    videoId, start, end, `evidence ${extraClass}`.trim(),
+    el("img", { src: thumbnailUrl(videoId, start), alt: `frame at ${fmtTime(start)}`, loading: "lazy" }),
+    el("span", { className: "time", text: `${fmtTime(start)}–${fmtTime(end)}` }),
+    ...(level ? [levelBadge(level)] : []),
+    ...(label ? [el("span", { className: "video", text: label })] : []),
+  );
+}
+
 // ------------------------------------------------------------------ library
+
+function stageSummary(stages) {
+  const entries = Object.entries(stages);
+  const failed = entries.filter(([, s]) => s === "failed" || s === "blocked").map(([n]) => n);
+  const running = entries.filter(([, s]) => s === "running").map(([n]) => n);
+  const pending = entries.filter(([, s]) => s === "pending").map(([n]) => n);
+  if (failed.length) return { text: `failed: ${failed.join(", ")}`, state: "failed" };
+  if (running.length) return { text: `running: ${running.join(", ")}`, state: "running" };
+  if (pending.length) return { text: `${entries.length - pending.length}/${entries.length} stages`, state: "pending" };
+  return { text: "ready", state: "done" };
+}
 
 async function loadLibrary() {
   videos = await api("/api/videos");
@@ -84,26 +371,44 @@ async function loadLibrary() {
   const previous = select.value;
   select.replaceChildren();
   for (const video of videos) {
-    const stages = el("td");
+    const summary = stageSummary(video.stages);
+    const dots = el("span", { className: "stages" });
     for (const [name, state] of Object.entries(video.stages)) {
-      stages.append(el("span", { className: `stage ${state}`, title: state, text: name }));
+      dots.append(el("span", { className: `stage ${state}`, title: `${name}: ${state}`, dataset: { stage: name } }));
+    }
+    const play = el(
+      "button",
+      { type: "button", className: "link", title: `play ${video.file_name}` },
+      video.file_name,
+    );
+    const nameCell = el("td", { className: "name" }, play);
+    if (!video.playable) {
+      nameCell.append(el("span", { className: "unplayable", title: video.unplayable || "", text: "cannot play" }));
     }
     const row = el(
       "tr",
       { className: "video-row", dataset: { videoId: video.video_id } },
-      el("td", { text: video.file_name }),
-      el("td", { text: fmtTime(video.duration) }),
-      el("td", { text: String(video.clips) }),
-      stages,
+      el("td", {}, el("img", {
+        className: "thumb", src: thumbnailUrl(video.video_id, Math.min(1, video.duration / 10)), alt: "", loading: "lazy",
+      })),
+      nameCell,
+      el("td", { className: "length", text: fmtTime(video.duration) }),
+      el("td", { className: "status" }, el("span", { className: `summary ${summary.state}`, text: summary.text }), dots),
     );
-    row.addEventListener("click", () => selectVideo(video.video_id));
+    row.addEventListener("click", () => {
+      selectVideo(video.video_id);
+      playMoment(video.video_id, 0);
+    });
     body.append(row);
     select.append(el("option", { value: video.video_id, text: video.file_name }));
+  }
+  if (!videos.length) {
+    body.append(el("tr", {}, el("td", { colspan: "4", className: "meta", text: "no video yet: ingest one below, or with `vidscope ingest`" })));
   }
   if (videos.some((v) => v.video_id === previous)) select.value = previous;
   fillCompareChoices();
   await loadStrategies();
-  setStatus(`${videos.length} video${videos.length === 1 ? "" : "s"}`);
+  setStatus(plural(videos.length, "video"));
 }
 
 function selectVideo(videoId) {
@@ -113,106 +418,154 @@ function selectVideo(videoId) {
   }
 }
 
+const CHIP_STATES = { failed: "failed", blocked: "failed", skipped: "skipped", unavailable: "skipped" };
+
+// Ingestion progress, live: each stage of each file as a chip (done / running with its share).
+function showProgress(out, job) {
+  const byVideo = new Map();
+  for (const p of job.progress) {
+    if (!byVideo.has(p.video_id)) byVideo.set(p.video_id, []);
+    byVideo.get(p.video_id).push(p);
+  }
+  const lines = [...byVideo.entries()].map(([videoId, events]) =>
+    el(
+      "div",
+      { className: "progress", dataset: { videoId } },
+      el("span", { className: "meta", text: `video ${videoId.slice(0, 8)}` }),
+      ...events.map((p) => {
+        const running = p.event === "started" || p.event === "progress";
+        const share = running && p.total ? ` ${Math.round((100 * (p.done || 0)) / p.total)}%` : "";
+        return el("span", {
+          className: `chip ${running ? "running" : CHIP_STATES[p.event] || "done"}`,
+          title: `${p.stage}: ${p.event}`,
+          dataset: { stage: p.stage },
+          text: `${p.stage}${share}`,
+        });
+      }),
+    ),
+  );
+  out.replaceChildren(
+    el("p", { className: "meta", text: `ingesting ${plural(job.files.length, "file")}: ${job.state}` }),
+    ...lines,
+  );
+}
+
 $("#ingest-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   const out = $("#ingest-status");
   try {
     let job = await postJson("/api/ingest", { paths: [$("#ingest-path").value] });
     while (job.state === "queued" || job.state === "running") {
-      const done = job.progress.filter((p) => p.event !== "started" && p.event !== "progress").length;
-      out.textContent = `ingesting ${job.files.length} file(s): ${job.state}, ${done} stages finished`;
-      await new Promise((resolve) => setTimeout(resolve, 1000));
+      showProgress(out, job);
+      await new Promise((resolve) => setTimeout(resolve, 500));
       job = await api(`/api/ingest/${job.job_id}`);
     }
     const refused = Object.entries(job.refused).map(([p, why]) => `${p}: ${why}`).join("; ");
-    out.textContent = `ingestion ${job.state}${job.error ? ` (${job.error})` : ""}${refused ? `; refused ${refused}` : ""}`;
+    out.replaceChildren(el("p", {
+      className: job.state === "failed" ? "error" : "meta",
+      text: `ingestion ${job.state}${job.error ? ` (${job.error})` : ""}${refused ? `; refused ${refused}` : ""}`,
+    }));
     await loadLibrary();
   } catch (error) {
-    out.textContent = `ingestion refused: ${error.message}`;
+    out.replaceChildren(el("p", { className: "error", text: `ingestion refused: ${error.message}` }));
   }
 });
 
-// ------------------------------------------------------------------ player
+// ------------------------------------------------------------------ ask and compare
 
-function playAt(videoId, start) {
-  const player = $("#player");
-  const video = videos.find((v) => v.video_id === videoId);
-  player.dataset.requestedStart = String(start);
-  const seek = () => {
-    player.currentTime = start;
-    player.play().catch(() => { /* autoplay may be refused; the position is set */ });
-  };
-  if (player.dataset.videoId !== videoId) {
-    player.dataset.videoId = videoId;
-    player.src = `/api/videos/${videoId}/stream`;
-    player.addEventListener("loadedmetadata", seek, { once: true });
-    player.load();
-  } else if (player.readyState >= 1) {
-    seek();
-  } else {
-    player.addEventListener("loadedmetadata", seek, { once: true });
-  }
-  $("#now-playing").textContent = `${video ? video.file_name : videoId} from ${fmtTime(start)}`;
+// A tool's arguments, short: a video id reads as its file name.
+function shortJson(value) {
+  const names = Object.fromEntries(videos.map((v) => [v.video_id, v.file_name]));
+  const text = JSON.stringify(value, (key, item) => (typeof item === "string" && names[item] ? names[item] : item));
+  return text.length > 160 ? `${text.slice(0, 157)}…` : text;
 }
 
-// A thumbnail of the moment that plays it when clicked; ``label`` (a file name) is shown under it.
-// A cited moment: its thumbnail, its range and its evidence level (perceived, retrieved, echoed,
-// none: what the agent's tools actually returned there; only the first two verify it).
-function evidenceButton(videoId, start, end, extraClass = "", label = "", level = "") {
-  const button = el(
-    "button",
-    {
-      type: "button",
-      className: `evidence ${extraClass}`.trim(),
-      dataset: { videoId, start: String(start), end: String(end) },
-      title: `play from ${fmtTime(start)}`,
-    },
-    el("img", {
-      src: `/api/videos/${videoId}/thumbnail?t=${encodeURIComponent(start)}`,
-      alt: `frame at ${fmtTime(start)}`,
-      loading: "lazy",
-    }),
-    el("span", { className: "time", text: `${fmtTime(start)}–${fmtTime(end)}` }),
-    ...(level ? [el("span", { className: `level level-${level}`, text: level })] : []),
-    ...(label ? [el("span", { className: "video", text: label })] : []),
+function shortText(text, limit = 220) {
+  const flat = String(text || "").replace(/\s+/g, " ").trim();
+  return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
+}
+
+// One agent step as a list item: the tool and its arguments, then a short observation.
+function stepItem(step) {
+  const head = step.tool
+    ? [el("span", { className: "tool", text: step.tool }), el("code", { className: "args", text: shortJson(step.arguments) })]
+    : [el("span", { className: "tool kind", text: step.kind })];
+  const said = step.observation || step.reasoning || "";
+  return el(
+    "li",
+    { className: `step${step.ok ? "" : " failed"}`, dataset: { kind: step.kind } },
+    ...(step.phase ? [el("span", { className: "phase", text: step.phase })] : []),
+    ...head,
+    ...(said ? [el("span", { className: "observation", text: shortText(said) })] : []),
   );
-  button.addEventListener("click", () => playAt(videoId, start));
-  return button;
 }
 
-// ------------------------------------------------------------------ ask
+// A question and what became of it, kept on the page: its steps stream in, then the answer.
+function startTurn(container, question, context) {
+  const steps = el("ol", { className: "steps" });
+  const status = el("p", { className: "meta pending", text: "thinking…" });
+  const turn = el(
+    "article",
+    { className: "turn" },
+    el("p", { className: "question" }, el("strong", { text: question }), el("span", { className: "meta", text: ` · ${context}` })),
+    steps,
+    status,
+  );
+  container.append(turn);
+  turn.scrollIntoView({ block: "nearest" });
+  let count = 0;
+  return {
+    turn,
+    step(step) {
+      count += 1;
+      steps.append(stepItem(step));
+      status.textContent = `thinking… ${plural(count, "step")}`;
+    },
+    finish(...nodes) {
+      status.remove();
+      if (count) {
+        // The steps fold away once answered; a click opens them again.
+        const fold = el("details", { className: "trace" }, el("summary", { text: `${plural(count, "step")}` }));
+        steps.replaceWith(fold);
+        fold.append(steps);
+      }
+      turn.append(...nodes);
+    },
+    fail(message) {
+      status.className = "error";
+      status.textContent = `no answer: ${message}`;
+    },
+  };
+}
 
 $("#ask-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  const out = $("#answer");
-  const video = $("#ask-video").value;
-  out.replaceChildren(el("p", { className: "meta", text: "thinking…" }));
+  const videoId = $("#ask-video").value;
+  const question = $("#ask-q").value;
+  const video = videos.find((v) => v.video_id === videoId);
+  const agent = $("#ask-agent").value || null;
+  const turn = startTurn($("#conversation"), question, `${video ? video.file_name : videoId}${agent ? ` · ${agent}` : ""}`);
+  $("#ask-q").value = "";
   try {
-    const result = await postJson("/api/ask", {
-      video,
-      question: $("#ask-q").value,
-      agent: $("#ask-agent").value || null,
-    });
-    const list = el("div", { className: "evidence-list" });
+    const result = await streamQuestion("/api/ask/stream", { video: videoId, question, agent }, (s) => turn.step(s));
+    const list = el("div", { className: "evidence-list moments" });
     for (const c of result.citations) {
       list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", "", c.evidence));
     }
     const kind = result.extractive ? "extractive answer" : `answer (${result.model})`;
-    out.replaceChildren(
-      el("p", { className: "answer-text", id: "answer-text", text: result.answer }),
+    turn.finish(
+      el("p", { className: "answer-text", text: result.answer }),
       ...(result.choice ? [el("p", { text: `Choice ${result.choice}: ${result.choice_text || ""}` })] : []),
       list,
       el("p", {
         className: "meta",
-        text: `${kind} · ${result.seconds.toFixed(2)} s · ${result.trace.length} steps · trace ${result.query_id}`,
+        text: `${kind} · ${result.seconds.toFixed(2)} s · ${plural(result.trace.length, "step")} · trace ${result.query_id}`,
       }),
     );
   } catch (error) {
-    out.replaceChildren(el("p", { className: "meta", text: `no answer: ${error.message}` }));
+    turn.fail(error.message);
   }
 });
-
-// ------------------------------------------------------------------ strategies
 
 // The agent menus (ask: scope "video", compare: "videos") list the server's strategies, each
 // with its help as the tooltip; the scope's default comes first-selected. A choice survives reloads.
@@ -231,14 +584,10 @@ async function loadStrategies() {
   }
 }
 
-// ------------------------------------------------------------------ compare
-
 // One checkbox per video of the library; the ones ticked before a reload stay ticked.
 function fillCompareChoices() {
   const box = $("#compare-videos");
-  const ticked = new Set(
-    [...box.querySelectorAll("input:checked")].map((input) => input.value),
-  );
+  const ticked = new Set([...box.querySelectorAll("input:checked")].map((input) => input.value));
   box.replaceChildren(el("legend", { text: "videos to compare" }));
   for (const video of videos) {
     const input = el("input", { type: "checkbox", name: "compare-video", value: video.video_id });
@@ -249,94 +598,130 @@ function fillCompareChoices() {
 
 $("#compare-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  const out = $("#compare-answer");
+  const hint = $("#compare-hint");
   const chosen = [...document.querySelectorAll("#compare-videos input:checked")].map((i) => i.value);
   if (!chosen.length) {
-    out.replaceChildren(el("p", { className: "meta", text: "pick at least one video to compare" }));
+    hint.textContent = "pick at least one video to compare";
     return;
   }
-  out.replaceChildren(el("p", { className: "meta", text: "comparing…" }));
+  hint.textContent = "";
+  const question = $("#compare-q").value;
+  const agent = $("#compare-agent").value || null;
+  const turn = startTurn($("#comparisons"), question, `${plural(chosen.length, "video")}${agent ? ` · ${agent}` : ""}`);
+  $("#compare-q").value = "";
   try {
-    const result = await postJson("/api/compare", {
-      videos: chosen,
-      question: $("#compare-q").value,
-      agent: $("#compare-agent").value || null,
-    });
+    const result = await streamQuestion("/api/compare/stream", { videos: chosen, question, agent }, (s) => turn.step(s));
     const names = Object.fromEntries(result.videos.map((v) => [v.video_id, v.file_name]));
-    const list = el("div", { className: "evidence-list" });
+    const list = el("div", { className: "evidence-list moments" });
     for (const c of result.citations) {
-      list.append(
-        evidenceButton(
-          c.video_id, c.start, c.end, c.verified ? "" : "unverified", names[c.video_id] || c.video_id, c.evidence,
-        ),
-      );
+      list.append(evidenceButton(
+        c.video_id, c.start, c.end, c.verified ? "" : "unverified", names[c.video_id] || c.video_id, c.evidence,
+      ));
     }
     const kind = result.extractive ? "extractive answer" : `answer by ${result.agent} (${result.model})`;
-    out.replaceChildren(
-      el("p", { className: "answer-text", id: "compare-text", text: result.answer }),
+    turn.finish(
+      el("p", { className: "answer-text", text: result.answer }),
       ...(result.choice ? [el("p", { text: `Choice ${result.choice}` })] : []),
       list,
       ...(result.note ? [el("p", { className: "meta note", text: result.note })] : []),
       el("p", {
-        className: "meta",
-        id: "compare-meta",
-        text: `${kind} · ${result.videos.length} videos · ${result.seconds.toFixed(2)} s · ${result.trace.length} steps`,
+        className: "meta compare-meta",
+        text: `${kind} · ${plural(result.videos.length, "video")} · ${result.seconds.toFixed(2)} s · ${plural(result.trace.length, "step")}`,
       }),
     );
   } catch (error) {
-    out.replaceChildren(el("p", { className: "meta", text: `no answer: ${error.message}` }));
+    turn.fail(error.message);
   }
 });
 
 // ------------------------------------------------------------------ search
 
+function searching(text) {
+  $("#search-results").replaceChildren(el("p", { className: "meta", text }));
+}
+
+function searchFailed(error) {
+  $("#search-results").replaceChildren(el("p", { className: "error", text: `search failed: ${error.message}` }));
+}
+
 $("#search-form").addEventListener("submit", async (event) => {
   event.preventDefault();
-  const out = $("#search-results");
-  out.replaceChildren(el("p", { className: "meta", text: "searching…" }));
+  searching("searching…");
   try {
     const q = encodeURIComponent($("#search-q").value);
     if ($("#search-mode").value === "moments") {
-      showMoments(out, await api(`/api/moments?q=${q}`));
-      return;
+      showMoments(await api(`/api/moments?q=${q}`));
+    } else {
+      showVideos(await api(`/api/search?q=${q}`));
     }
-    const result = await api(`/api/search?q=${q}`);
-    const hits = result.hits.map((hit) => {
-      const list = el("div", { className: "evidence-list" });
-      for (const m of hit.moments) list.append(evidenceButton(hit.video_id, m.start, m.end));
-      return el(
-        "div",
-        { className: "hit", dataset: { videoId: hit.video_id } },
-        el("div", { className: "title", text: `${hit.file_name} · score ${hit.score.toFixed(2)}` }),
-        ...(hit.caption ? [el("div", { className: "meta", text: hit.caption })] : []),
-        list,
-      );
-    });
-    out.replaceChildren(
-      ...(hits.length ? hits : [el("p", { className: "meta", text: "no video matches" })]),
-      el("p", { className: "meta", text: `${result.hits.length} videos · ${result.seconds.toFixed(2)} s` }),
-    );
   } catch (error) {
-    out.replaceChildren(el("p", { className: "meta", text: `search failed: ${error.message}` }));
+    searchFailed(error);
   }
 });
 
-// Moments across the library: one row per moment (its video, span, what was said or shown).
-function showMoments(out, result) {
-  const rows = result.moments.map((m) =>
-    el(
-      "div",
-      { className: "hit moment", dataset: { videoId: m.video_id } },
-      el("div", { className: "title", text: `${m.file} · ${fmtTime(m.start)}–${fmtTime(m.end)} · score ${m.score.toFixed(1)}` }),
-      ...(m.text ? [el("div", { className: "meta", text: m.text })] : []),
-      el("div", { className: "evidence-list" }, evidenceButton(m.video_id, m.start, m.end)),
+// An image chosen: the moments that look like it (POST /api/search/image, the same answer as
+// /api/moments). A server without visual search says why (404, 503): that reason is shown.
+$("#search-image").addEventListener("change", async () => {
+  const file = $("#search-image").files[0];
+  if (!file) return;
+  searching(`searching by image ${file.name}…`);
+  const form = new FormData();
+  form.append("image", file);
+  try {
+    showMoments(await api("/api/search/image?k=10", { method: "POST", body: form }));
+  } catch (error) {
+    searchFailed(error);
+  } finally {
+    $("#search-image").value = "";
+  }
+});
+
+function relevanceText(m) {
+  if (typeof m.relevance === "number") return `relevance ${Math.round(m.relevance * 100)}%`;
+  return `score ${m.score.toFixed(1)}`;
+}
+
+// Moments across the library, as cards: thumbnail, video, range, what was said or shown, level.
+function showMoments(result) {
+  const cards = result.moments.map((m) =>
+    momentButton(
+      m.video_id, m.start, m.end, "card",
+      el("img", { src: thumbnailUrl(m.video_id, (m.start + m.end) / 2), alt: "", loading: "lazy" }),
+      el("span", { className: "card-body" },
+        el("span", { className: "title", text: m.file }),
+        el("span", { className: "when" },
+          el("span", { className: "time", text: `${fmtTime(m.start)}–${fmtTime(m.end)}` }),
+          el("span", { className: "relevance", text: relevanceText(m) }),
+          levelBadge(m.evidence || "retrieved")),
+        ...(m.text ? [el("span", { className: "said", text: m.text })] : [])),
     ),
   );
-  out.replaceChildren(
-    ...(rows.length ? rows : [el("p", { className: "meta", text: "no moment matches" })]),
+  $("#search-results").replaceChildren(
+    ...(cards.length
+      ? [el("div", { className: "cards moments" }, ...cards)]
+      : [el("p", { className: "meta", text: "no moment matches" })]),
     ...result.notes.map((n) => el("p", { className: "meta", text: n })),
-    el("p", { className: "meta", text: `${result.moments.length} moments · ${result.seconds.toFixed(2)} s` }),
+    el("p", { className: "meta", text: `${plural(result.moments.length, "moment")} · ${result.seconds.toFixed(2)} s` }),
   );
 }
 
+// Whole videos that match, each with its best moments.
+function showVideos(result) {
+  const hits = result.hits.map((hit) =>
+    el(
+      "div",
+      { className: "hit", dataset: { videoId: hit.video_id } },
+      el("div", { className: "title", text: `${hit.file_name} · score ${hit.score.toFixed(2)}` }),
+      ...(hit.caption ? [el("div", { className: "meta", text: hit.caption })] : []),
+      el("div", { className: "evidence-list moments" },
+        ...hit.moments.map((m) => evidenceButton(hit.video_id, m.start, m.end))),
+    ),
+  );
+  $("#search-results").replaceChildren(
+    ...(hits.length ? hits : [el("p", { className: "meta", text: "no video matches" })]),
+    el("p", { className: "meta", text: `${plural(result.hits.length, "video")} · ${result.seconds.toFixed(2)} s` }),
+  );
+}
+
+setupPlayer();
 loadLibrary().catch((error) => setStatus(error.message, true));
