@@ -124,9 +124,12 @@ def main() -> int:
     for variant, seconds, size, torch in rows:
         command = "bash scripts/setup.sh" + (" --core" if variant == "core" else "")
         minutes, secs = divmod(round(seconds), 60)
-        print(f"| {variant} | `{command}` | {size / 1e9:.2f} GB | {minutes}m{secs:02d}s | {'yes' if torch else 'no'} |")
+        has = "yes" if torch else "no"
+        print(f"| {variant} | `{command}` | {size / 1e9:.2f} GB | {minutes}m{secs:02d}s | {has} |")
     if len(rows) == 2:
-        print(f"\ncore / all: {rows[0][2] / rows[1][2]:.2f}x the size, {rows[0][1] / rows[1][1]:.2f}x the time")
+        print(
+            f"\ncore / all: {rows[0][2] / rows[1][2]:.2f}x the size, {rows[0][1] / rows[1][1]:.2f}x the time"
+        )
     return status
 
 

@@ -66,7 +66,9 @@ def _role_cases(tmp_path: Path) -> list[tuple[str, str, dict[str, object], str]]
     ]
 
 
-def _load_roles(hidden: tuple[str, ...], cases: list[tuple[str, str, dict[str, object]]], data: Path) -> list[str]:
+def _load_roles(
+    hidden: tuple[str, ...], cases: list[tuple[str, str, dict[str, object]]], data: Path
+) -> list[str]:
     done, imported = run_without(hidden, LOAD_ROLES, json.dumps(cases), str(data))
     lines = [line for line in done.stdout.splitlines() if line.startswith(("ERROR", "LOADED"))]
     assert done.returncode == 0 and len(lines) == len(cases), done.stdout + done.stderr[-2000:]
@@ -131,7 +133,9 @@ except RuntimeError as exc:
 # the library and asks about the video, each through the CLI as a user types it.
 INGEST_AND_SEARCH = """
 from vidscope.cli import app
-for args in (["ingest", sys.argv[2]], ["search", "heat the oven"], ["ask", sys.argv[2], "How hot is the oven?"]):
+question = "How hot is the oven?"
+commands = (["ingest", sys.argv[2]], ["search", "heat the oven"], ["ask", sys.argv[2], question])
+for args in commands:
     try:
         app(["--data-dir", sys.argv[1], *args])
     except SystemExit as exc:
