@@ -114,19 +114,38 @@ except RuntimeError as exc:
     assert f"pip install 'vidscope[{extra}]'" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
-def test_training_names_the_train_extra(tmp_path: Path) -> None:
-    code = """
-from pathlib import Path
-from vidscope.agents.simulator.train import GrpoOptions, train_grpo
-from vidscope.core.settings import Settings
-options = GrpoOptions(model="any", output_dir=Path(sys.argv[1]) / "out")
+# Runs ``vidscope ARGS…`` in this process, as the console script would.
+CLI = """
+from vidscope.cli import app
 try:
-    train_grpo(Settings(data_dir=Path(sys.argv[1])), options)
-except RuntimeError as exc:
-    print("ERROR " + str(exc))
+    app(sys.argv[1:])
+except SystemExit as exc:
+    print(f"EXIT {exc.code}")
 """
-    done, _ = run_without(("trl",), code, str(tmp_path))
-    assert "pip install 'vidscope[train]'" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_the_cli_prints_the_extra_a_role_needs(tmp_path: Path) -> None:
+    """What a user of the core install sees: `vidscope models` and `vidscope train grpo` name the
+    extra, brackets and all (Rich must not read ``[yolo]`` as markup)."""
+    cases = _role_cases(tmp_path)
+    specs = {role: spec for role, spec, _, _ in reversed(cases)}  # one backend per role: the first
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        '[models]\nspeech_recognizer = ""\n'  # not loaded: the test is about the extras
+        + "".join(f'{role} = "{spec}"\n' for role, spec in specs.items())
+        + "[models.options.paddleocr]\n"
+        + "".join(f'{key} = "{value}"\n' for key, value in cases[1][2].items())
+    )
+    env = {"VIDSCOPE_CONFIG": str(config), "COLUMNS": "400"}
+    data = str(tmp_path / "data")
+    done, _ = run_without(EXTRAS_ONLY, CLI, "--data-dir", data, "models", env=env)
+    assert "EXIT 1" in done.stdout, done.stdout + done.stderr[-2000:]
+    for extra in ("yolo", "paddle", "clip", "vlm"):
+        assert f"pip install 'vidscope[{extra}]'" in done.stdout, (extra, done.stdout)
+    out = str(tmp_path / "policy")
+    done, _ = run_without(EXTRAS_ONLY, CLI, "--data-dir", data, "train", "grpo", "any", "--out", out, env=env)
+    assert "EXIT 1" in done.stdout, done.stdout + done.stderr[-2000:]
+    assert "pip install 'vidscope[train]'" in done.stdout + done.stderr
 
 
 # Ingests a narrated video with on-screen text on the embedded default profile, then searches
