@@ -4,8 +4,9 @@ The shared test environment has every extra installed; a user's core install has
 :func:`run_without` starts ``python -c CODE`` with the path finder wrapped so that the named
 top-level packages are not found: ``import torch`` raises ``ModuleNotFoundError`` and
 ``importlib.util.find_spec("torch")`` returns ``None``, as when the package is absent, whoever
-asks (vidscope or a library probing for it); only its distribution metadata stays visible. The process prints, as its last line, which
-of the hidden names ended up in ``sys.modules`` (none can, unless something bypasses the finders).
+asks (vidscope or a library probing for it); only its distribution metadata stays visible.
+``_report_hidden()`` prints which of the hidden names ended up in ``sys.modules`` (none can,
+unless something bypasses the finders).
 """
 
 from __future__ import annotations
