@@ -4,7 +4,8 @@ Copies the project's tracked files into a fresh folder under a temporary directo
 README's set-up command there, so ``.venv`` is a new virtualenv made by the script itself (the
 project's own ``.venv`` is never touched). pip's cache is switched off, so every wheel is
 downloaded and unpacked as on a fresh machine. For each variant it prints the wall time of the
-set-up, the size of the virtualenv (``du``-style, bytes on disk) and whether torch is in it; then,
+set-up, the size of the virtualenv (bytes on disk as ``du`` counts them, in GB and in the GiB that
+``du -sh`` prints) and whether torch is in it; then,
 with ``--check``, it runs ``vidscope demo`` from the core virtualenv with a temporary data dir and
 says which heavy modules it imported (none expected).
 
@@ -113,7 +114,7 @@ def main() -> int:
             seconds, size = set_up(workdir, variant)
             venv = workdir / variant / ".venv"
             rows.append((variant, seconds, size, has_torch(venv)))
-            print(f"{variant}: {size / 1e9:.2f} GB in {seconds:.0f} s", flush=True)
+            print(f"{variant}: {size / 1e9:.2f} GB ({size / 2**30:.2f} GiB) in {seconds:.0f} s", flush=True)
         if args.check:
             status = run_demo(workdir / "core" / ".venv", workdir / "demo-data")
     finally:
@@ -125,7 +126,8 @@ def main() -> int:
         command = "bash scripts/setup.sh" + (" --core" if variant == "core" else "")
         minutes, secs = divmod(round(seconds), 60)
         has = "yes" if torch else "no"
-        print(f"| {variant} | `{command}` | {size / 1e9:.2f} GB | {minutes}m{secs:02d}s | {has} |")
+        gib = f"{size / 2**30:.2f} GiB"
+        print(f"| {variant} | `{command}` | {size / 1e9:.2f} GB ({gib}) | {minutes}m{secs:02d}s | {has} |")
     if len(rows) == 2:
         print(
             f"\ncore / all: {rows[0][2] / rows[1][2]:.2f}x the size, {rows[0][1] / rows[1][1]:.2f}x the time"
