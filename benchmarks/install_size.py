@@ -90,6 +90,7 @@ def has_torch(venv: Path) -> bool:
 
 def run_demo(venv: Path, data_dir: Path) -> int:
     """``vidscope demo`` from ``venv`` on the embedded default profile; prints its output."""
+    data_dir.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PREFECT_API_URL")}
     env["VIDSCOPE_DATA_DIR"] = str(data_dir)
     command = [str(venv / "bin" / "python"), "-c", DEMO_WRAPPER, "--data-dir", str(data_dir), "demo"]
