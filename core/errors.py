@@ -11,6 +11,15 @@ class VidscopeError(Exception):
     """An expected failure with a one-line message for the user."""
 
 
+def install_extra(extra: str) -> str:
+    """The command that installs the optional dependencies of one backend (an extra of pyproject.toml).
+
+    Every "missing package" message names its extra through this, so the fix reads the same
+    everywhere: ``pip install 'vidscope[yolo]'``.
+    """
+    return f"pip install 'vidscope[{extra}]'"
+
+
 class BackendUnavailable(VidscopeError, RuntimeError):
     """A model role could not be loaded. The message names the model, what was tried and the fix."""
 

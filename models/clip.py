@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 from vidscope.models.protocols.image import Image
 from vidscope.models.transformers_vlm import resolve_local_model
 
-OPEN_CLIP_EXTRA = "pip install 'vidscope[clip]'"
+OPEN_CLIP_EXTRA = install_extra("clip")
 
 
 def _pil(image: Image) -> Any:
@@ -175,7 +175,7 @@ class HFClipEmbedder(_BatchedEmbedder):
             from transformers import AutoModel, AutoProcessor
         except ImportError as exc:
             raise BackendUnavailable(
-                role, name, "importing transformers", "Install it: pip install transformers"
+                role, name, "importing transformers", f"Install it: {install_extra('torch')}."
             ) from exc
         self.device = _device(options)
         self.batch_size = max(1, int(options.get("batch_size", 32)))

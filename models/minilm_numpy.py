@@ -3,7 +3,7 @@
 Loading the embedder through transformers imports torch and transformers (~3 s of CPU, ~2.5 s of it
 imports) before the first query vector; a cold ``vidscope ask`` spends most of its time there. This
 module reads the packaged ``model.safetensors`` and ``tokenizer.json`` directly (``safetensors`` and
-``tokenizers`` are already dependencies of transformers) and runs the six BERT layers with NumPy
+``tokenizers``, core dependencies: a core install has no torch) and runs the six BERT layers with NumPy
 matrix products: ~0.1 s to load. The vectors equal the transformers ones to float32 rounding
 (``tests/test_embedder.py`` compares them); the only approximation is GELU's ``erf``, computed
 with Abramowitz–Stegun 7.1.26 (error below 1.5e-7) since NumPy has none.
@@ -63,6 +63,10 @@ class NumpyBert:
         # longest text of the batch (the file's own setting pads every text to 128).
         self.tokenizer.enable_truncation(max_tokens)
         self.tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)), pad_token="[PAD]")
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text after truncation (before padding), to group similar lengths."""
+        return [sum(e.attention_mask) for e in self.tokenizer.encode_batch(list(texts))]
 
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(last hidden states (batch, tokens, hidden), attention mask (batch, tokens))."""

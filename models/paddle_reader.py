@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 from vidscope.models.protocols.image import Image
 from vidscope.models.protocols.text_reader import TextLine
 
 KIND = "paddleocr"
 DIR_OPTIONS = ("text_detection_model_dir", "text_recognition_model_dir")
-PADDLE_EXTRA = "pip install 'vidscope[paddle]'"
+PADDLE_EXTRA = install_extra("paddle")
 
 
 def _model_dirs(role: str, spec: str, options: dict[str, Any]) -> dict[str, str]:

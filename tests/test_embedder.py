@@ -60,3 +60,45 @@ def test_a_query_vector_needs_no_torch(tmp_path) -> None:
         [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+# Embeds the texts given as JSON with the embedded MiniLM and prints the vectors as JSON.
+EMBED_TEXTS = """
+from pathlib import Path
+from vidscope.models.sentence_embedder import from_spec
+embedder = from_spec("text_embedder", "embedded", {"batch_size": 4}, Path(sys.argv[2]))
+texts = json.loads(sys.argv[1])
+print("VECTORS " + json.dumps(embedder.embed(texts).tolist()))
+print("TORCH " + json.dumps(embedder.torch_available))
+_report_hidden()
+"""
+
+
+def test_without_torch_every_batch_gets_sentence_transformers_vectors(tmp_path) -> None:
+    """A core install (no torch, transformers or sentence-transformers) embeds ingestion-sized
+    batches in NumPy, with sentence-transformers' own vectors."""
+    import json
+
+    from hidden_modules import run_without
+    from sentence_transformers import SentenceTransformer
+
+    long_text = "the chef explains how to fold the egg whites into the batter slowly " * 30
+    texts = [
+        *TEXTS,
+        long_text,
+        "Ein Mann öffnet die Tür",
+        "点心和茶",
+        "OVEN 200 C | heat the oven to two hundred degrees",
+        *(f"clip {i} shows a red car turning left at the crossing" for i in range(8)),
+    ]
+    hidden = ("torch", "transformers", "sentence_transformers")
+    done, imported = run_without(hidden, EMBED_TEXTS, json.dumps(texts), str(tmp_path))
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in done.stdout.splitlines() if " " in line}
+    assert "VECTORS" in lines, done.stdout[-2000:] + done.stderr[-3000:]
+    assert json.loads(lines["TORCH"]) is False and imported == []
+    vectors = np.array(json.loads(lines["VECTORS"]), dtype=np.float32)
+    reference = SentenceTransformer(embedder_path(), device="cpu").encode(texts, normalize_embeddings=True)
+    assert vectors.shape == (len(texts), 384)
+    cosines = (vectors * reference).sum(axis=1) / np.linalg.norm(vectors, axis=1)
+    assert cosines.min() > 0.9999, cosines
+    assert np.abs(vectors - reference).max() < 1e-5

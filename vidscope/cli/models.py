@@ -51,7 +51,7 @@ def models(
                 table.add_row(role, "[dim]not configured[/dim]", "", _unconfigured_note(role))
             continue
         if not load:
-            table.add_row(role, spec, "?", "")
+            table.add_row(role, safe(spec), "?", "")
             continue
         try:
             backend = registry.LOADERS[role](cfg)
@@ -60,10 +60,11 @@ def models(
                 load_now()
             dim = getattr(backend, "dim", None)
             detail = f"{dim}-d vectors" if isinstance(dim, int) else getattr(backend, "name", "")
-            table.add_row(role, spec, "[green]yes[/green]", detail)
+            table.add_row(role, safe(spec), "[green]yes[/green]", safe(detail))
         except (BackendUnavailable, ImportError, ValueError, OSError, RuntimeError) as exc:
             failures += 1
-            table.add_row(role, spec, "[red]no[/red]", str(exc))
+            # Escaped: the fix names an extra (pip install 'vidscope[yolo]'), which Rich reads as markup.
+            table.add_row(role, safe(spec), "[red]no[/red]", safe(exc))
     console.print(table)
     if failures:
         raise typer.Exit(1)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from vidscope.cli.common import app, console, errors, settings
+from vidscope.cli.common import app, console, errors, safe, settings
 
 train_app = typer.Typer(
     help="Train agent policies against the script-simulated environment (docs/training.md).",
@@ -71,7 +71,7 @@ def grpo(
     try:
         result = train_grpo(settings(), options)
     except (RuntimeError, ValueError, OSError) as exc:
-        errors.print(f"[red]train grpo:[/red] {exc}")
+        errors.print(f"[red]train grpo:[/red] {safe(exc)}")  # names an extra: [train] is not markup
         raise typer.Exit(1) from None
     last = f"{result.rewards[-1]:.3f}" if result.rewards else "none logged"
     console.print(
@@ -172,7 +172,7 @@ def rollouts(
                 max_turns=max_turns,
             )
     except (VidscopeError, ValueError, OSError) as exc:
-        errors.print(f"[red]train rollouts:[/red] {exc}")
+        errors.print(f"[red]train rollouts:[/red] {safe(exc)}")
         raise typer.Exit(1) from None
     path = write_trajectories(table, out)
     rewards = table.column("reward").to_pylist()
