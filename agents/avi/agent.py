@@ -52,6 +52,7 @@ from vidscope.agents.runtime import (
     TraceStep,
     ask_model,
     describe_videos,
+    forced_answer,
     format_observation,
     nudge_if_looping,
     parse_citations,
@@ -617,12 +618,7 @@ class _AviRun:
                 return self._answer(review, reply, forced=forced)
             if (reply.text or "").strip():
                 return self._answer(ReviewReply(answer=reply.text or ""), reply, forced=forced)
-        return Answer(
-            answer="No answer was reached within the turn limit.",
-            trace=self.state.trace,
-            usage=self.state.usage,
-            forced=True,
-        )
+        return forced_answer(self.state, None, self.options)
 
     def _answer(self, review: ReviewReply, reply: ChatReply, *, forced: bool = False) -> Answer:
         citations = parse_citations(self.ctx, self.state.evidence, review.citations, self.default_video)
