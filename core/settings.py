@@ -196,7 +196,9 @@ class ApiSettings(BaseModel):
     """The HTTP API and web page (``vidscope api``)."""
 
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
+    # Not 8000: vLLM and many model servers listen there by default, and a model server is
+    # often on the same machine.
+    port: int = Field(8765, ge=1, le=65535)
     token: str | None = Field(
         None, description="Bearer token; required whenever host is not a loopback address."
     )
