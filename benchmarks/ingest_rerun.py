@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 
-
 def make_folder(folder: Path) -> None:
     """Six synthetic title cards (kept when the folder exists: the same bytes, the same ids)."""
     from vidscope.core.synthetic import text_video
@@ -56,7 +55,9 @@ def ingest(folder: Path, data: Path) -> tuple[float, str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--data", type=Path, default=None, help="keep the folder and store here")
     args = parser.parse_args()
@@ -72,7 +73,8 @@ def main() -> None:
         seconds, last, code = ingest(folder, data)
         times.append(seconds)
         print(f"re-run {n + 1}: {seconds:.1f} s (exit {code}): {last}")
-    print(f"re-run of an unchanged {len(list(folder.iterdir()))}-video folder: median {statistics.median(times):.1f} s")
+    count = len(list(folder.iterdir()))
+    print(f"re-run of an unchanged {count}-video folder: median {statistics.median(times):.1f} s")
     if args.data is None:
         shutil.rmtree(data, ignore_errors=True)
 

@@ -10,6 +10,9 @@ then recorded as failed; stages that need it are reported as blocked, the others
 ``ingest_library`` expands paths, hashes files to find duplicates (the same content under two
 names is one video), ingests the distinct videos with bounded concurrency and finally rebuilds the
 store's indexes.
+
+The reports (:class:`VideoReport`) and :func:`expand_paths` live in :mod:`vidscope.flows.ingest_plan`,
+which decides before any flow runs what is up to date (no Prefect there); they are re-exported here.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from vidscope.core.settings import Settings, get_settings
-from vidscope.flows.ingest_plan import StageReport, VideoReport, expand_paths
+from vidscope.flows.ingest_plan import StageReport as StageReport
+from vidscope.flows.ingest_plan import VideoReport as VideoReport
+from vidscope.flows.ingest_plan import expand_paths as expand_paths
 from vidscope.flows.runs import publish_table
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store

@@ -20,7 +20,7 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -55,7 +55,13 @@ def ingest(
 
     cfg = settings()
     log = quiet_prefect(with_prefect=False)
-    plan = plan_ingest(paths, cfg, open_store(cfg))
+    try:
+        plan = plan_ingest(paths, cfg, open_store(cfg))
+    except KeyboardInterrupt:  # while hashing: nothing was written yet
+        errors.print("[yellow]interrupted before ingestion started[/yellow]")
+        raise typer.Exit(130) from None
+    except Exception as exc:  # e.g. an unreadable store: one line, the traceback in the log
+        _fail(exc, log, as_json)
     summary = _Summary(plan.known)
     out = errors if as_json else console
     for settled in plan.settled:
@@ -288,7 +294,7 @@ class _stop_on_signals:
         os._exit(128 + signum)
 
 
-def _fail(exc: BaseException, log: Path, as_json: bool) -> None:
+def _fail(exc: BaseException, log: Path, as_json: bool) -> NoReturn:
     """The run itself failed (not one file): one line, or a JSON error object; exit 1."""
     import logging
 
