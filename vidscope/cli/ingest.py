@@ -195,7 +195,9 @@ class _Bars:
 
     def _describe(self, video: str) -> str:
         now = ", ".join(f"{stage}{pct}" for stage, pct in self.running[video].items())
-        return f"{self._name(video)} [dim]· {safe(now) if now else 'waiting'}[/dim]"
+        if not now:  # between stages, or every stage ended and its report is being made
+            now = "finishing" if len(self.ended[video]) >= self.total else "waiting"
+        return f"{self._name(video)} [dim]· {safe(now)}[/dim]"
 
 
 class _Summary:
