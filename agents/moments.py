@@ -12,6 +12,14 @@ say). Hits of one video whose clips touch are
 merged into one moment, scored by its best clip; each moment names its video, file, time span and
 the text that was said or shown in it.
 
+The fused score orders moments but says nothing of how well any of them matches: the best moment
+of an unrelated query fuses as high as that of a related one. Each moment therefore also carries a
+``relevance`` from 0 to 1 (:func:`relevance`, the one place it is defined): the cosine similarity
+between the query and the text of the moment's best-matching clip in the text embedder's space.
+With the embedded MiniLM a clip saying or showing what was asked scores 0.6–0.8 and unrelated ones
+under 0.3 (``[search] moment_min_relevance``, the default cut-off: weaker moments are left out,
+and counted in a note, unless ``min_relevance=0`` — ``vidscope search --moments --all``).
+
 Used by the ``search_moments`` flow (``vidscope search --moments``, ``GET /api/moments``, the MCP
 ``search_moments`` tool), by the MAVIS search to place its hits' moments at clip precision, and by
 the ``library_search`` agent tool.
@@ -20,11 +28,12 @@ the ``library_search`` agent tool.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from vidscope.agents.evidence import RRF_K
@@ -33,7 +42,7 @@ from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 
-__all__ = ["Moment", "MomentFilters", "MomentSearch", "best_moments", "search_moments"]
+__all__ = ["Moment", "MomentFilters", "MomentSearch", "best_moments", "relevance", "search_moments"]
 
 #: Refine factor of the corpus ANN ranking. It is :data:`MIN_DEPTH` (50) deep, not 16 like the
 #: store's default (20, chosen for top 16), so 10 already re-ranks 500 candidates: at 1M clips
@@ -65,7 +74,17 @@ class Moment(BaseModel):
     file: str = Field(description="The video's file name.")
     start: float = Field(description="Seconds from the start of the video.")
     end: float
-    score: float = Field(description="Fused relevance of its best clip (reciprocal-rank fusion x 1000).")
+    score: float = Field(
+        description="Rank score of its best clip (reciprocal-rank fusion x 1000): orders moments, "
+        "not comparable across queries."
+    )
+    relevance: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="0-1: cosine similarity of the query and the text of its best-matching clip "
+        "(text embedder); None when no clip of it has a text vector.",
+    )
     text: str = Field(description="What was said or shown in the moment (its caption when neither).")
 
 
@@ -108,10 +127,13 @@ def search_moments(
     k: int = 10,
     filters: MomentFilters | None = None,
     video_text: VideoTextEmbedder | None = None,
+    min_relevance: float = 0.0,
 ) -> MomentSearch:
     """The ``k`` best moments of the library for ``query`` (see the module docstring).
 
-    Raises ``ValueError`` for an empty query, ``k < 1`` or a reversed time or date range.
+    Moments whose :func:`relevance` is under ``min_relevance`` are left out (a note counts them;
+    one saying no moment passed the bar when none did). Raises ``ValueError`` for an empty
+    query, ``k < 1`` or a reversed time or date range.
     """
     started = time.perf_counter()
     query = query.strip()
@@ -168,7 +190,23 @@ def search_moments(
     _fill_texts(store, rows)
     moments = _merge(fused, rows)
     moments.sort(key=lambda m: (-m[0], m[1]["video_id"], m[1]["start"]))
-    top = moments[:k]
+    similar = relevance(store, vector, by_meaning, (c for _, m in moments for c in m["clips"]))
+    for _, moment in moments:
+        known = [similar[_key(c)] for c in moment["clips"] if _key(c) in similar]
+        moment["relevance"] = max(known) if known else None
+    passed = [m for m in moments if m[1]["relevance"] is None or m[1]["relevance"] >= min_relevance]
+    if min_relevance > 0 and moments and not passed:
+        result.notes.append(
+            f"no moment passed the relevance bar {min_relevance:.2f} for {query!r} "
+            f"(best {max(m['relevance'] or 0.0 for _, m in moments):.2f}; --all shows them)"
+        )
+    elif len(passed) < len(moments) and len(passed) < k:
+        weaker = len(moments) - len(passed)
+        result.notes.append(
+            f"{weaker} weaker moment{'s' if weaker > 1 else ''} under the relevance bar "
+            f"{min_relevance:.2f} not shown (--all shows them)"
+        )
+    top = passed[:k]
     files = _file_names(store, sorted({m["video_id"] for _, m in top}))
     result.moments = [
         Moment(
@@ -177,6 +215,7 @@ def search_moments(
             start=float(m["start"]),
             end=float(m["end"]),
             score=round(score * 1000, 3),
+            relevance=None if m["relevance"] is None else round(m["relevance"], 3),
             text=_text(m["clips"]),
         )
         for score, m in top
@@ -212,7 +251,46 @@ def best_moments(
     return best
 
 
+def relevance(
+    store: Store,
+    query_vector: Sequence[float],
+    by_meaning: list[dict[str, Any]],
+    clips: Iterable[dict[str, Any]],
+) -> dict[tuple[str, int], float]:
+    """Relevance (0-1) of each clip to the query: the cosine similarity of the query's vector and
+    the clip's text vector, clipped at 0 (the moments' ``relevance``, defined here only).
+
+    Clips of the meaning ranking have theirs from its cosine distance; the vectors of the others
+    (found by words or by the video encoder alone) are read. A clip without a text vector has none.
+    """
+    similar = {_key(row): 1.0 - float(row["_distance"]) for row in by_meaning if "_distance" in row}
+    missing = sorted({_key(c) for c in clips} - similar.keys())
+    if missing:
+        query = np.asarray(query_vector, dtype=np.float32)
+        query = query / (np.linalg.norm(query) or 1.0)
+        by_video: dict[str, list[int]] = {}
+        for video_id, clip_index in missing:
+            by_video.setdefault(video_id, []).append(clip_index)
+        where = " OR ".join(
+            f"(video_id = {sql_quote(v)} AND clip_index IN ({', '.join(map(str, c))}))"
+            for v, c in sorted(by_video.items())
+        )
+        column = store.clips.vector_column or "text_embedding"
+        for row in store.rows(
+            store.clips, where=where, columns=["video_id", "clip_index", column]
+        ).to_pylist():
+            if row[column] is not None:
+                vector = np.asarray(row[column], dtype=np.float32)
+                similar[_key(row)] = float(vector @ query / (np.linalg.norm(vector) or 1.0))
+    return {key: min(1.0, max(0.0, value)) for key, value in similar.items()}
+
+
 # ============================================================================ helpers
+
+
+def _key(row: dict[str, Any]) -> tuple[str, int]:
+    return str(row["video_id"]), int(row["clip_index"])
+
 
 #: A filter no clip passes (the date filter matched no video).
 _NOTHING = "__nothing__"

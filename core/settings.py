@@ -79,6 +79,15 @@ class IngestSettings(BaseModel):
         1.0, gt=0, description="Frames per second handed to OCR (a subset of sampled frames)."
     )
     ocr_min_score: float = Field(0.5, ge=0, le=1, description="OCR lines below this confidence are dropped.")
+    # On the real sample footage (no on-screen text) RapidOCR reads specks of scenery as lone
+    # glyphs ('1', '0', '日') at 0.51-0.69, once 0.94; a printed digit or letter alone reads 0.99+.
+    ocr_lone_glyph_score: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="On a frame where OCR reads nothing but single characters, those below this "
+        "confidence are dropped (specks of scenery read as a glyph).",
+    )
     ocr_gate_side: int = Field(
         640,
         ge=0,
@@ -112,13 +121,16 @@ class EmbedderThresholds(BaseModel):
     tau_soft: float
     tau_hard: float
     concept_min_similarity: float = Field(ge=0.0, le=1.0)
+    moment_min_relevance: float = Field(0.3, ge=0.0, le=1.0)
 
 
 #: Thresholds measured per text embedder spec by ``benchmarks/search_scale.py --calibrate
 #: --embedder SPEC`` (benchmarks/RESULTS.md). Only embedders that run here are listed: bge-m3 and
 #: the like cannot be loaded offline, so their users run the script and add the block it prints.
 CALIBRATED_THRESHOLDS: dict[str, EmbedderThresholds] = {
-    "minilm:embedded": EmbedderThresholds(tau_soft=0.3, tau_hard=0.15, concept_min_similarity=0.6),
+    "minilm:embedded": EmbedderThresholds(
+        tau_soft=0.3, tau_hard=0.15, concept_min_similarity=0.6, moment_min_relevance=0.3
+    ),
 }
 
 
@@ -153,6 +165,15 @@ class SearchSettings(BaseModel):
         0.6, ge=0.0, le=1.0, description="Concepts after the nearest must be at least this similar."
     )
     frames_per_video: int = Field(8, ge=1, description="Frames compared in the fine rerank.")
+    # A moment's relevance is the cosine of the query and its best clip's text (agents/moments.py).
+    # MiniLM: a clip saying or showing what was asked 0.6-0.8, unrelated clips under 0.3 (the
+    # same scale as tau_soft's calibration above: non-matching pairs at most 0.36, median 0.06).
+    moment_min_relevance: float = Field(
+        0.3,
+        ge=0.0,
+        le=1.0,
+        description="Moments less relevant than this (0-1) are not shown (`search --moments --all`).",
+    )
     thresholds: dict[str, EmbedderThresholds] = Field(
         default_factory=lambda: dict(CALIBRATED_THRESHOLDS),
         description="Per text embedder spec (e.g. 'minilm:embedded'): its calibrated thresholds.",
@@ -196,7 +217,9 @@ class ApiSettings(BaseModel):
     """The HTTP API and web page (``vidscope api``)."""
 
     host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
+    # Not 8000: vLLM and many model servers listen there by default, and a model server is
+    # often on the same machine.
+    port: int = Field(8765, ge=1, le=65535)
     token: str | None = Field(
         None, description="Bearer token; required whenever host is not a loopback address."
     )

@@ -10,13 +10,15 @@ then recorded as failed; stages that need it are reported as blocked, the others
 ``ingest_library`` expands paths, hashes files to find duplicates (the same content under two
 names is one video), ingests the distinct videos with bounded concurrency and finally rebuilds the
 store's indexes.
+
+The reports (:class:`VideoReport`) and :func:`expand_paths` live in :mod:`vidscope.flows.ingest_plan`,
+which decides before any flow runs what is up to date (no Prefect there); they are re-exported here.
 """
 
 from __future__ import annotations
 
-import glob
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,11 @@ from prefect import Task, flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
-from pydantic import BaseModel, Field
 
 from vidscope.core.settings import Settings, get_settings
+from vidscope.flows.ingest_plan import StageReport as StageReport
+from vidscope.flows.ingest_plan import VideoReport as VideoReport
+from vidscope.flows.ingest_plan import expand_paths as expand_paths
 from vidscope.flows.runs import publish_table
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
@@ -57,113 +61,12 @@ def stage_task(stage: Stage) -> StageTask:
     return build(run)
 
 
-#: File extensions picked up when a folder is given.
-VIDEO_EXTENSIONS = {
-    ".mp4",
-    ".mkv",
-    ".mov",
-    ".avi",
-    ".webm",
-    ".m4v",
-    ".mpg",
-    ".mpeg",
-    ".ts",
-    ".wmv",
-    ".flv",
-}
-
-
-class StageReport(BaseModel):
-    stage: str
-    status: str
-    rows: int = 0
-    seconds: float = 0.0
-    error: str | None = None
-    note: str | None = None  # what the stage could not read (corrupt packets, a truncated file)
-
-
-class VideoReport(BaseModel):
-    """What ingestion did with one file. Reasons never repeat the file's name: it is ``path``."""
-
-    path: str
-    video_id: str | None = None
-    status: str = "ok"  # ok | failed | duplicate | warning | partial
-    error: str | None = None
-    duplicate_of: str | None = None
-    stages: list[StageReport] = Field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "failed"
-
-    def reasons(self) -> str:
-        """Why the file failed or is incomplete, as ``stage: reason; …`` (empty when all went well)."""
-        if self.error:
-            return self.error
-        parts = [
-            f"{s.stage}: {s.error}"
-            for s in self.stages
-            if s.status in ("failed", "blocked", "unavailable", "interrupted") and s.error
-        ]
-        parts += [f"{s.stage}: {s.note}" for s in self.stages if s.note]
-        return "; ".join(parts)
-
-
 class IngestFailed(RuntimeError):
     """Raised at the end of ``ingest_video`` when a stage failed; carries the report."""
 
     def __init__(self, report: VideoReport) -> None:
         self.report = report
         super().__init__(f"{Path(report.path).name}: {report.reasons() or 'failed'}")
-
-
-# ---------------------------------------------------------------------------- paths
-
-
-def expand_paths(inputs: Iterable[str | Path]) -> tuple[list[Path], list[VideoReport]]:
-    """Files from files, folders (recursive, video extensions) and glob patterns, de-duplicated.
-
-    Returns the files and a report for every input that matched nothing or repeats an earlier one.
-    """
-    files: list[Path] = []
-    notes: list[VideoReport] = []
-    seen: dict[Path, Path] = {}
-
-    def add(path: Path) -> None:
-        resolved = path.resolve()
-        if resolved in seen:
-            notes.append(
-                VideoReport(
-                    path=str(path),
-                    status="duplicate",
-                    duplicate_of=str(seen[resolved]),
-                    error="listed more than once",
-                )
-            )
-        else:
-            seen[resolved] = path
-            files.append(path)
-
-    for item in inputs:
-        path = Path(item).expanduser()
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                if child.is_file() and child.suffix.lower() in VIDEO_EXTENSIONS:
-                    add(child)
-        elif path.exists():
-            add(path)
-        elif any(ch in str(item) for ch in "*?["):
-            matches = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
-            if not matches:
-                notes.append(
-                    VideoReport(path=str(item), status="failed", error="no file matches this pattern")
-                )
-            for match in matches:
-                if match.is_file():
-                    add(match)
-        else:
-            notes.append(VideoReport(path=str(item), status="failed", error="no such file or folder"))
-    return files, notes
 
 
 # ---------------------------------------------------------------------------- tasks

@@ -58,7 +58,11 @@ def search(
     log_prints=False,
 )
 def search_moments_flow(
-    query: str, settings: Settings | None = None, k: int = 10, filters: MomentFilters | None = None
+    query: str,
+    settings: Settings | None = None,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+    show_all: bool = False,
 ) -> MomentSearch:
     """The ``k`` best moments across the library for ``query`` (clip-level hybrid search)."""
-    return find_moments(query, settings, k, filters)
+    return find_moments(query, settings, k, filters, show_all)

@@ -137,17 +137,31 @@ def _clip_moments(
 
 
 def find_moments(
-    query: str, settings: Settings | None = None, k: int = 10, filters: MomentFilters | None = None
+    query: str,
+    settings: Settings | None = None,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+    show_all: bool = False,
 ) -> MomentSearch:
-    """The ``k`` best moments across the library for ``query`` (clip-level hybrid search)."""
+    """The ``k`` best moments across the library for ``query`` (clip-level hybrid search); those
+    under ``[search] moment_min_relevance`` (calibrated per text embedder) only with ``show_all``."""
     from vidscope.core.settings import get_settings
 
     settings = settings or get_settings()
     store = open_store(settings)
     notes: list[str] = []
     video_text = _video_text(settings, notes)
+    bar = (
+        0.0 if show_all else settings.search.for_embedder(settings.models.text_embedder).moment_min_relevance
+    )
     result = search_moments(
-        store, query, embedder=_embedder(settings), k=k, filters=filters, video_text=video_text
+        store,
+        query,
+        embedder=_embedder(settings),
+        k=k,
+        filters=filters,
+        video_text=video_text,
+        min_relevance=bar,
     )
     result.notes = notes + result.notes
     publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
@@ -157,11 +171,12 @@ def find_moments(
 def moments_markdown(result: MomentSearch) -> str:
     """The ranked moments as Markdown (the Prefect artifact)."""
     lines = [f"## moments: {result.query}", "", f"{len(result.moments)} moments, {result.seconds:.3f} s.", ""]
-    lines += ["| # | video | from | to | score | text |", "|---|---|---|---|---|---|"]
+    lines += ["| # | video | from | to | relevance | text |", "|---|---|---|---|---|---|"]
     for rank, m in enumerate(result.moments, 1):
         text = m.text[:160].replace("\n", " ")
+        shown = "–" if m.relevance is None else f"{m.relevance:.2f}"
         lines.append(
-            f"| {rank} | {_cell(m.file)} | {fmt_time(m.start)} | {fmt_time(m.end)} | {m.score:.2f} | "
+            f"| {rank} | {_cell(m.file)} | {fmt_time(m.start)} | {fmt_time(m.end)} | {shown} | "
             f"{_cell(text)} |"
         )
     lines += [f"> {n}" for n in result.notes]
@@ -169,7 +184,12 @@ def moments_markdown(result: MomentSearch) -> str:
 
 
 def run_search_moments(
-    settings: Settings, query: str, *, k: int = 10, filters: MomentFilters | None = None
+    settings: Settings,
+    query: str,
+    *,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+    show_all: bool = False,
 ) -> MomentSearch:
     """Moments across the library for ``query`` (the ``search-moments`` flow when a server runs).
 
@@ -187,7 +207,7 @@ def run_search_moments(
     if store.count(store.clips) == 0:  # before a flow run is made for nothing
         raise LibraryEmpty("the library is empty: no clips have been ingested yet (vidscope ingest)")
     flow = "vidscope.flows.search:search_moments_flow"
-    return run_query("search", settings, flow, find_moments, query.strip(), settings, k, filters)
+    return run_query("search", settings, flow, find_moments, query.strip(), settings, k, filters, show_all)
 
 
 def result_markdown(result: SearchResult) -> str:

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from vidscope.core.images import decode_jpeg
-from vidscope.core.settings import Settings
+from vidscope.core.settings import IngestSettings, Settings
 from vidscope.models import registry
 from vidscope.models.protocols.text_reader import TextLine, TextReader, TextRegionFinder
 from vidscope.tasks.stage import (
@@ -245,6 +245,16 @@ class TextTracker:
         return items
 
 
+def confident(lines: list[TextLine], settings: IngestSettings) -> list[TextLine]:
+    """The lines of one frame worth keeping: at least ``ocr_min_score``, and, when the frame holds
+    nothing but single characters, at least ``ocr_lone_glyph_score`` (a lone glyph on a frame
+    without text is most often scenery read as a character)."""
+    kept = [ln for ln in lines if ln.score >= settings.ocr_min_score]
+    if kept and all(len(ln.text.strip()) <= 1 for ln in kept):
+        kept = [ln for ln in kept if ln.score >= settings.ocr_lone_glyph_score]
+    return kept
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     reader: TextReader | None = registry.text_reader(ctx.settings)
     if reader is None:
@@ -274,7 +284,7 @@ def _run(ctx: StageContext) -> StageOutcome:
                 lines = previous_lines
                 reused += 1
             elif finder is None:
-                lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
+                lines = confident(reader.read(image), settings)
             else:
                 height, width = image.shape[:2]
                 grey = grey_frame(image)
@@ -291,7 +301,7 @@ def _run(ctx: StageContext) -> StageOutcome:
                     lines = last.lines
                     same += 1
                 else:
-                    lines = [ln for ln in reader.read(image) if ln.score >= settings.ocr_min_score]
+                    lines = confident(reader.read(image), settings)
                     held = [r for r in regions if holds_line(r, lines, width, height)]
                     # Only when every line read lies in a gate region: text the gate cannot see
                     # must not end up behind a region marked empty.
@@ -337,6 +347,7 @@ def _config(settings: Settings) -> dict[str, Any]:
         **role_config(settings, "text_reader", "reader"),
         "ocr_fps": settings.ingest.ocr_fps,
         "min_score": settings.ingest.ocr_min_score,
+        "lone_glyph_score": settings.ingest.ocr_lone_glyph_score,
         "gate_side": settings.ingest.ocr_gate_side,
     }
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 import importlib
 from functools import cache
 
-from vidscope.tasks.stage import Stage
+from vidscope.core.settings import Settings
+from vidscope.storage import Store
+from vidscope.tasks.stage import Stage, is_current, ledger_rows
 
 #: Every stage in the order the flow submits them, each before the stages that need or read it:
 #: (name, ``"module:attribute"`` of its declaration, or the declaration itself).
@@ -49,6 +51,22 @@ def stages() -> tuple[Stage, ...]:
     """The stage declarations in flow order, checked: each is registered under its own name, and
     everything it needs or reads is registered before it (so the flow's order is a valid one)."""
     return _load(tuple(STAGES))
+
+
+def stages_to_run(store: Store, settings: Settings, video_id: str) -> list[str]:
+    """The stages an ingest of ``video_id`` would run now, by the test each stage makes before it
+    runs (:func:`~vidscope.tasks.stage.execute`): a stage whose ledger row is missing, not done or
+    skipped, of another version or of another fingerprint (settings, upstream rows) runs again.
+
+    Empty means the video is up to date. A stage that would run changes the fingerprints of the
+    stages reading it, so those would run too; they are listed only when already not current.
+    """
+    ledger = ledger_rows(store, video_id)
+    return [
+        stage.name
+        for stage in stages()
+        if not is_current(ledger.get(stage.name), stage, stage.fingerprint(settings, ledger))
+    ]
 
 
 @cache

@@ -75,13 +75,13 @@ def test_bad_inputs_are_one_line_each_with_no_traceback(tmp_path: Path) -> None:
     assert err.strip() == "", err  # nothing from the libraries on stderr either
     log = data / "logs" / "vidscope.log"
     assert "Traceback" in log.read_text()  # ... they are in the log file, which the lines name
-    # The live per-file lines (the table at the end repeats the files in its own layout).
+    # The live per-file lines (the failure table at the end repeats the failed files in its own layout).
     live = [line for line in out.splitlines() if ".mp4" in line and line.split()[0][0].isalpha()]
     lines = {line.split()[1]: line for line in live}
     assert "failed" in lines["empty.mp4"] and "empty file" in lines["empty.mp4"]
     assert lines["empty.mp4"].count("empty.mp4") == 1 and str(log) in lines["empty.mp4"]
     assert "failed" in lines["text.mp4"] and "probe: not a readable media file" in lines["text.mp4"]
-    assert lines["noaudio.mp4"].split()[0] == "ok"
+    assert lines["noaudio.mp4"].split()[0] == "new"
     assert lines["corrupt.mp4"].split()[0] == "warning" and "skipped at" in lines["corrupt.mp4"]
     assert lines["trunc.mp4"].split()[0] == "partial"
     assert "14/12" not in out and "13/12" not in out

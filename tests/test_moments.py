@@ -87,7 +87,10 @@ def test_facts_said_or_shown_in_one_clip_are_found_at_their_video_and_time(libra
         assert code == 0, output
         data = json.loads(output)
         assert list(data) == ["moments"]
-        assert all(set(m) == {"video_id", "file", "start", "end", "score", "text"} for m in data["moments"])
+        assert all(
+            set(m) == {"video_id", "file", "start", "end", "score", "relevance", "text"}
+            for m in data["moments"]
+        )
         best = data["moments"][0]
         assert best["file"] == file and best["start"] <= second < best["end"], (query, data)
         assert best["end"] - best["start"] <= 20.0  # a place in the video, not a 5-minute window
@@ -117,17 +120,20 @@ def test_filters_restrict_videos_time_and_ingestion_date(library: Settings) -> N
 
     store = open_store(library)
     lecture = next(r for r in store.rows(store.videos).to_pylist() if r["file_name"].startswith("lighthouse"))
+    # Filtered to the wrong video or time, the query matches weakly: --all (show_all) shows it.
     only = run_search_moments(
-        library, "ferry to north point", filters=MomentFilters(videos=[lecture["video_id"]])
+        library, "ferry to north point", filters=MomentFilters(videos=[lecture["video_id"]]), show_all=True
     )
     assert only.moments and {m.file for m in only.moments} == {"lighthouse-lecture.mp4"}
-    late = run_search_moments(library, "harbor tour", filters=MomentFilters(start=20.0, end=40.0))
+    late = run_search_moments(
+        library, "harbor tour", filters=MomentFilters(start=20.0, end=40.0), show_all=True
+    )
     assert late.moments and all(m.end > 20.0 and m.start < 40.0 for m in late.moments)
     tomorrow = datetime.now(UTC) + timedelta(days=1)
     none = run_search_moments(library, "harbor tour", filters=MomentFilters(added_after=tomorrow))
     assert none.moments == [] and "no ingested video matches the filters" in none.notes
     code, output = cli(
-        library, "search", "harbor", "--moments", "--video", "lighthouse-lecture.mp4", "--json"
+        library, "search", "harbor", "--moments", "--video", "lighthouse-lecture.mp4", "--all", "--json"
     )
     assert code == 0 and {m["file"] for m in json.loads(output)["moments"]} == {"lighthouse-lecture.mp4"}
     code, output = cli(library, "search", "harbor", "--moments", "--from", "30", "--to", "10")
@@ -146,7 +152,9 @@ def test_moments_over_http(library: Settings) -> None:
         assert ok.status_code == 200, ok.text
         best = ok.json()["moments"][0]
         assert best["file"] == "harbor-tour.mp4" and best["start"] <= 13.0 < best["end"]
-        filtered = http.get("/api/moments", params={"q": "ferry", "video": "lighthouse-lecture.mp4"})
+        filtered = http.get(
+            "/api/moments", params={"q": "ferry", "video": "lighthouse-lecture.mp4", "all": True}
+        )
         assert {m["file"] for m in filtered.json()["moments"]} == {"lighthouse-lecture.mp4"}
         assert http.get("/api/moments", params={"q": "ferry", "video": "nope.mp4"}).status_code == 404
         empty = http.get("/api/moments", params={"q": "x", "start": 9, "end": 3})

@@ -170,3 +170,20 @@ def test_only_regions_without_lines_count_as_read_empty() -> None:
     assert holds_line((200, 145, 440, 195), [line], 640, 360)
     assert not holds_line((20, 20, 120, 60), [line], 640, 360)
     assert not holds_line((200, 145, 440, 195), [], 640, 360)
+
+
+def test_a_lone_glyph_on_a_frame_without_text_needs_high_confidence(tmp_path: Path) -> None:
+    from vidscope.tasks.ocr import confident
+
+    settings = IngestSettings()  # ocr_min_score 0.5, ocr_lone_glyph_score 0.9
+    box = (0.0, 0.0, 10.0, 0.0, 10.0, 10.0, 0.0, 10.0)
+    # What RapidOCR made of specks on the real sample footage (no text on screen).
+    specks = [TextLine("1", box, 0.55), TextLine("日", box, 0.58)]
+    assert confident(specks, settings) == []
+    # Beside a real line, a short one stays: the frame holds text.
+    beside = [TextLine("EXIT", box, 0.97), TextLine("3", box, 0.6)]
+    assert confident(beside, settings) == beside
+    # A printed digit alone on screen, read by the real reader, is confident enough to stay.
+    video = text_video(tmp_path / "digit.mp4", duration=0.5, texts=[(0.0, 1.0, "7")])
+    lines = RapidOcrReader().read(first_frame_at(video, 0.0))
+    assert [ln.text for ln in confident(lines, settings)] == ["7"]

@@ -387,6 +387,38 @@ def test_a_cold_cli_ask_is_answered_by_the_running_api_as_a_recorded_flow_run(
     assert not registration_path(settings).exists()
 
 
+@pytest.mark.slow  # two CLI processes and one real ingest
+def test_a_cold_cli_ingest_reports_to_the_running_server_and_a_rerun_needs_none(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    """``vidscope ingest`` with no PREFECT_API_URL finds the data dir's server as questions do: its
+    runs are on the server. Run again, the file is up to date: no run is made at all."""
+    import subprocess
+    import sys
+
+    video = text_video(tmp_path / "cold-ingest.mp4", duration=3.0, fps=10, texts=[(0, 3, "COLD START")])
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+
+    def ingest() -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "vidscope.cli", "--data-dir", str(prefect_server.data_dir)]
+            + ["ingest", str(video)],
+            capture_output=True,
+            text=True,
+            env={**env, "VIDSCOPE_SERVER__PORT": str(prefect_server.server.port), "COLUMNS": "200"},
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    first = ingest()
+    assert "1 new, 0 up to date, 0 failed" in first and "runs recorded in the Prefect UI" in first
+    run = one_run("ingest cold-ingest.mp4")
+    assert run.state_type == StateType.COMPLETED
+    assert "1 new" not in (again := ingest()) and "0 new, 1 up to date, 0 failed" in again
+    assert len(flow_runs_named("ingest cold-ingest.mp4")) == 1
+
+
 @pytest.mark.parametrize(
     ("command", "run_name", "artifact_key"),
     [

@@ -200,9 +200,10 @@ def test_veto_removes_the_distractor_union_keeps_and_intersection_loses_a_true_m
     assert hits["veto"] == {TRUE_MATCH, PUPPY}
     reasons = {d.video_id: d.reason for d in veto.dropped}
     assert set(reasons) == {SUNBATHERS, DOG_SOFA}
-    assert "the object agent (φ=0.00 < τ_hard=0.30)" in reasons[SUNBATHERS]
-    assert "the action agent" in reasons[SUNBATHERS] and "scene" not in reasons[SUNBATHERS]
-    assert "the scene agent" in reasons[DOG_SOFA] and "object agent" not in reasons[DOG_SOFA]
+    assert "'object: dog' matched 0.00, under the veto bar 0.30 (--tau-hard)" in reasons[SUNBATHERS]
+    assert "'action: running'" in reasons[SUNBATHERS] and "scene" not in reasons[SUNBATHERS]
+    assert "'scene: beach'" in reasons[DOG_SOFA] and "object" not in reasons[DOG_SOFA]
+    assert "φ" not in reasons[SUNBATHERS] and "τ" not in reasons[SUNBATHERS]  # plain words
     assert veto.fine_comparisons == 2 and veto.rerank == "caption"
 
     # Union only: the distractors reach the results.
@@ -211,7 +212,7 @@ def test_veto_removes_the_distractor_union_keeps_and_intersection_loses_a_true_m
     # Intersection: the puppy (scene tag missed by the parser) is lost although it matches.
     assert hits["intersection"] == {TRUE_MATCH}
     lost = {d.video_id: d.reason for d in results["intersection"].dropped}
-    assert lost[PUPPY] == "not proposed by the scene agent"
+    assert lost[PUPPY] == "did not pass the relevance bar for 'scene: beach'"
     # Average: one strong dimension cannot carry a video the others reject.
     assert hits["average"] == {TRUE_MATCH, PUPPY}
 
@@ -236,7 +237,7 @@ def test_a_query_about_object_and_action_activates_only_those_agents(
     # No scene agent: the sunbathers are never pooled; the dog asleep is vetoed by action alone.
     assert {h.video_id for h in result.hits} == {TRUE_MATCH, PUPPY}
     (dropped,) = result.dropped
-    assert dropped.video_id == DOG_SOFA and dropped.reason.startswith("vetoed by the action agent")
+    assert dropped.video_id == DOG_SOFA and dropped.reason.startswith("vetoed: 'action: ")
     assert set(dropped.scores) == {"object", "action"}
 
 
@@ -247,7 +248,9 @@ def test_thresholds_and_k_are_options(library: tuple[Store, WordEmbedder]) -> No
     # Nothing scores 0.6 against a one-word intent here: no agent proposes anything.
     strict = run(store, embedder, query, "veto", tau_soft=0.6)
     assert strict.pool_size == 0 and strict.hits == [] and strict.fine_comparisons == 0
-    assert "no agent proposed a video" in strict.notes[0] and "object 0.58" in strict.notes[0]
+    note = strict.notes[0]
+    assert note.startswith("no video passed the relevance bar 0.60 for 'scene: beach'"), note
+    assert "'object: dog' (best 0.58)" in note and "τ" not in note and "φ" not in note
     # A negative hard threshold vetoes nothing: veto then equals union.
     lenient = run(store, embedder, query, "veto", tau_hard=-0.1)
     assert {h.video_id for h in lenient.hits} == {TRUE_MATCH, PUPPY, SUNBATHERS, DOG_SOFA}
@@ -493,7 +496,7 @@ def test_search_flow_with_the_chat_planner_and_its_fallback(
     assert fallback.plan == planned.plan and fallback.fusion == "union"
     assert len(fallback.hits) == 3 and fallback.pool_size == 4
     markdown = result_markdown(planned)
-    assert "dog_beach.mp4" in markdown and "vetoed by" in markdown
+    assert "dog_beach.mp4" in markdown and "vetoed: " in markdown
 
 
 def test_cli_search_json_and_an_empty_library(tmp_path: Path) -> None:
@@ -518,7 +521,7 @@ def test_cli_search_json_and_an_empty_library(tmp_path: Path) -> None:
     paper = runner.invoke(app, [*args, "--tau-soft", "0.5", "--tau-hard", "0.3", "--json"])
     assert paper.exit_code == 0, paper.output
     data = json.loads(paper.output)
-    assert data["hits"] == [] and "no agent proposed a video" in data["notes"][0]
+    assert data["hits"] == [] and "no video passed the relevance bar" in data["notes"][0]
     bad = runner.invoke(app, [*args, "--fusion", "max"])
     assert bad.exit_code == 2 and "unknown fusion" in bad.output
 
@@ -549,7 +552,7 @@ def test_thresholds_follow_the_text_embedder(tmp_path: Path) -> None:
     paper = {"minilm:embedded": {"tau_soft": 0.5, "tau_hard": 0.3, "concept_min_similarity": 0.6}}
     strict = settings.model_copy(update={"search": SearchSettings(thresholds=paper)})
     result = run_search(strict, "dogs running")
-    assert result.hits == [] and "τ_soft=0.50" in result.notes[0]
+    assert result.hits == [] and "relevance bar 0.50" in result.notes[0]
     assert not any("calibrated" in n for n in result.notes)
     # An embedder without a calibration: the defaults, and a note saying what to run.
     other = settings.model_copy(update={"search": SearchSettings(thresholds={})})

@@ -94,6 +94,9 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         end: Annotated[
             float | None, Field(ge=0, description="Only moments starting before this second.")
         ] = None,
+        show_all: Annotated[
+            bool, Field(description="Also moments under the relevance bar (weak matches).")
+        ] = False,
     ) -> MomentsResponse:
         """Find moments of any ingested video that match a query (video id, file, start, end, score, text)."""
         from vidscope.flows.search import LibraryEmpty, MomentFilters, run_search_moments
@@ -106,7 +109,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
             ids = [find_video(open_store(cfg), ref).video_id for ref in videos] if videos else None
             filters = MomentFilters(videos=ids, start=start, end=end)
             return MomentsResponse(
-                **run_search_moments(cfg, query.strip(), k=k, filters=filters).model_dump()
+                **run_search_moments(cfg, query.strip(), k=k, filters=filters, show_all=show_all).model_dump()
             )
         except (VideoNotFound, LibraryEmpty, ValueError) as exc:
             raise ToolError(str(exc)) from exc

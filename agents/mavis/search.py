@@ -396,12 +396,14 @@ def fuse(
     *,
     fusion: str,
     tau_hard: float,
+    intents: dict[str, str] | None = None,
 ) -> Fused:
     """Combine the agents' proposals.
 
     ``proposals`` maps a dimension to the videos its agent proposed; ``scores`` maps a pooled video
     to ``{dimension: φ}`` from every agent (cross-validation). Survivors keep the pool's order
-    (by mean φ, best first).
+    (by mean φ, best first). A dropped video's reason is in plain words, naming each part of the
+    query (``intents``: dimension -> sub-intent) it matched too weakly.
     """
     if fusion not in FUSIONS:
         raise ValueError(f"unknown fusion {fusion!r}; choose one of {', '.join(FUSIONS)}")
@@ -415,22 +417,28 @@ def fuse(
         if fusion == "veto":
             low = [(d, s) for d, s in phi.items() if s < tau_hard]
             if low:
-                reason = "vetoed by " + ", ".join(
-                    f"the {d} agent (φ={s:.2f} < τ_hard={tau_hard:.2f})" for d, s in low
+                reason = "vetoed: " + ", ".join(
+                    f"{_part(d, intents)} matched {s:.2f}, under the veto bar {tau_hard:.2f} (--tau-hard)"
+                    for d, s in low
                 )
         elif fusion == "intersection":
             missing = [d for d in proposals if vid not in proposals[d]]
             if missing:
-                reason = (
-                    "not proposed by the " + ", ".join(missing) + " agent" + ("s" if len(missing) > 1 else "")
-                )
+                reason = "did not pass the relevance bar for " + ", ".join(_part(d, intents) for d in missing)
         elif fusion == "average" and _mean(phi) < tau_hard:
-            reason = f"mean φ={_mean(phi):.2f} < τ_hard={tau_hard:.2f}"
+            reason = f"its average match {_mean(phi):.2f} is under the veto bar {tau_hard:.2f} (--tau-hard)"
         if reason:
             dropped[vid] = reason
         else:
             survivors.append(vid)
     return Fused(survivors, dropped)
+
+
+def _part(dimension: str, intents: dict[str, str] | None) -> str:
+    """A part of the query as the user reads it: ``'scene: kitchen'`` (the dimension alone without
+    its sub-intent)."""
+    intent = (intents or {}).get(dimension)
+    return f"'{dimension}: {intent}'" if intent else f"the {dimension} part"
 
 
 def _mean(phi: dict[str, float]) -> float:
@@ -649,6 +657,7 @@ def search_library(
         concept_min_similarity=options.concept_min_similarity,
     )
     stages = {"plan": time.perf_counter() - started}
+    intents = {a.dimension: a.intent for a in agents}
 
     # Proposals: each agent's concept candidates, scored against its sub-intent. The candidates of
     # all agents are read once and every agent scores all of them in one matrix product, so the
@@ -669,16 +678,19 @@ def search_library(
     stages["propose"] = time.perf_counter() - started - sum(stages.values())
     if not any(proposals.values()):
         best = {d: max((phi_all[d].get(v, -1.0) for v in candidates[d]), default=None) for d in phi_all}
-        shown = ", ".join(f"{d} {b:.2f}" if b is not None else f"{d} no candidates" for d, b in best.items())
+        shown = ", ".join(
+            f"{_part(d, intents)} (best {b:.2f})" if b is not None else f"{_part(d, intents)} (no candidate)"
+            for d, b in best.items()
+        )
         notes.append(
-            f"no agent proposed a video: none scored τ_soft={options.tau_soft:.2f} or more (best φ: "
-            f"{shown}); a lower --tau-soft may suit this text embedder"
+            f"no video passed the relevance bar {options.tau_soft:.2f} for {shown}; "
+            "a lower --tau-soft may suit this text embedder"
         )
 
     # Cross-validation: every agent scores every pooled video (all candidates were scored above).
     pool = sorted(set().union(*proposals.values())) if proposals else []
     phi = {v: {d: round(phi_all[d][v], 4) for d in phi_all} for v in pool}
-    fused = fuse(proposals, phi, fusion=options.fusion, tau_hard=options.tau_hard)
+    fused = fuse(proposals, phi, fusion=options.fusion, tau_hard=options.tau_hard, intents=intents)
     stages["fuse"] = time.perf_counter() - started - sum(stages.values())
 
     # Fine rerank of the survivors.

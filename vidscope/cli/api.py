@@ -12,13 +12,19 @@ import typer
 
 from vidscope.cli.common import app, console, errors, safe, settings
 from vidscope.cli.running_api import register, unregister
-from vidscope.core.settings import Settings
+from vidscope.core.settings import ApiSettings, Settings
+
+# Help texts are Rich markup: "\\[api]" prints as "[api]".
+_DEFAULT_HOST = ApiSettings.model_fields["host"].default
+_DEFAULT_PORT = ApiSettings.model_fields["port"].default
 
 
 @app.command()
 def api(
-    host: Annotated[str | None, typer.Option(help="Address to bind (default [api] host, 127.0.0.1).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (default [api] port, 8000).")] = None,
+    host: Annotated[
+        str | None, typer.Option(help=f"Address to bind (default \\[api] host, {_DEFAULT_HOST}).")
+    ] = None,
+    port: Annotated[int | None, typer.Option(help=f"Port (default \\[api] port, {_DEFAULT_PORT}).")] = None,
 ) -> None:
     """Serve the HTTP API and the web page (a token is required to bind beyond loopback)."""
 

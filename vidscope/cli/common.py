@@ -101,6 +101,9 @@ STATUS_STYLE = {
     "warning": "yellow",
     "partial": "yellow",
     "interrupted": "yellow",
+    "new": "green",
+    "updated": "green",
+    "up to date": "dim",
 }
 
 

@@ -90,7 +90,7 @@ def compare(
 
 @app.command()
 def skills() -> None:
-    """List SAMA's skills: the bundled ones and those in [agent] skills_dir."""
+    """List SAMA's skills: the bundled ones and those in \\[agent] skills_dir."""
     from vidscope.agents.sama.skills import load_skills
 
     folder = settings().agent.skills_dir

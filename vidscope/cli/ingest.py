@@ -1,10 +1,14 @@
-"""``vidscope ingest``: run the ingestion flow with a live progress bar per video, then a report.
+"""``vidscope ingest``: look at the ledger, run the ingestion flow for what is not up to date with a
+live progress bar per file, then sum the batch up.
 
-Each file's result is printed as soon as that file is done; the table at the end sums the batch
-up. Failures are one line each (file, stage, reason); their tracebacks are in the log file the
-line names. SIGINT and SIGTERM stop the run at once: the flow runs in a worker thread, so the
-main thread is free to take the signal, mark the running stages interrupted in the ledger, end
-every child process (the temporary Prefect server among them) and exit.
+Files whose every stage is current are counted as up to date without a flow run (a re-run of an
+unchanged folder takes a second or two and starts no Prefect server). Each other file's result is
+printed as soon as it is done; the batch ends with ``N new, M up to date, K failed`` and a table
+of the failed stages only. Failures are one line each (file, stage, reason); their tracebacks are
+in the log file the line names. SIGINT and SIGTERM stop the run at once: the flow runs in a
+worker thread, so the main thread is free to take the signal, mark the running stages
+interrupted in the ledger, end every child process (the temporary Prefect server among them)
+and exit.
 """
 
 from __future__ import annotations
@@ -16,43 +20,85 @@ import signal
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, safe, settings
+from vidscope.flows.ingest_plan import UP_TO_DATE, VideoReport
 
 if TYPE_CHECKING:
-    from vidscope.flows.ingest import VideoReport
+    from vidscope.core.settings import Settings
 
 #: Progress events that end a stage (``started`` and ``progress`` do not).
 _STAGE_ENDS = {"done", "skipped", "cached", "failed", "blocked", "unavailable", "interrupted"}
+#: Stage statuses the failure table lists.
+_FAILED_STAGE = {"failed", "blocked", "interrupted"}
 
 
 @app.command()
 def ingest(
     paths: Annotated[list[str], typer.Argument(help="Video files, folders or glob patterns.")],
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object per file instead of tables.")
+        bool, typer.Option("--json", help="Print one JSON object per file instead of lines and a summary.")
     ] = False,
 ) -> None:
-    """Ingest videos: probe, cut into clips, sample frames, read speech and text, caption, embed."""
-    log = quiet_prefect()
+    """Ingest videos: probe, cut into clips, sample frames, read speech and text, caption, embed.
+
+    Files whose every stage is current (same content, same settings) are up to date and skipped
+    after a look at the ledger, without starting Prefect.
+    """
+    from vidscope.flows.ingest_plan import plan_ingest
+    from vidscope.models.open_store import open_store
+
+    cfg = settings()
+    log = quiet_prefect(with_prefect=False)
+    try:
+        plan = plan_ingest(paths, cfg, open_store(cfg))
+    except KeyboardInterrupt:  # while hashing: nothing was written yet
+        errors.print("[yellow]interrupted before ingestion started[/yellow]")
+        raise typer.Exit(130) from None
+    except Exception as exc:  # e.g. an unreadable store: one line, the traceback in the log
+        _fail(exc, log, as_json)
+    summary = _Summary(plan.known)
+    out = errors if as_json else console
+    for settled in plan.settled:
+        summary.add(settled)
+        if settled.status != UP_TO_DATE:  # an up-to-date file is counted, not listed
+            _print_one(settled, summary.kind(settled), log, as_json, out)
+        elif as_json:
+            _print_one(settled, UP_TO_DATE, log, as_json, out)
+    if plan.pending:
+        for r in _run(plan.pending, plan.ids, cfg, log, as_json, summary):
+            summary.add(r)
+    if not as_json:
+        summary.print(console)
+    if summary.counts["failed"]:
+        raise typer.Exit(1)
+
+
+def _run(
+    pending: list[Path], names: dict[str, Path], cfg: Settings, log: Path, as_json: bool, summary: _Summary
+) -> list[VideoReport]:
+    """Ingest ``pending`` with the flows and a live bar per file; the reports, each printed as it ends.
+
+    The flows report to the Prefect server ``vidscope server up`` runs (or ``PREFECT_API_URL``)
+    when one answers, as questions do; otherwise Prefect starts a temporary one for this run.
+    """
+    quiet_prefect()
     from vidscope.deployments.lifeline import start_watchdog
-    from vidscope.flows.ingest import VideoReport, run_ingest
+    from vidscope.flows.ingest import run_ingest
+    from vidscope.flows.prefect_api import reachable_api
     from vidscope.tasks.progress import listen
     from vidscope.tasks.stages import stage_names
 
-    cfg = settings()
     start_watchdog()  # even a SIGKILL of this process must not leave the temporary server behind
-    total = len(stage_names())
-    bars: dict[str, Any] = {}
-    ended: dict[str, set[str]] = {}
+    api = reachable_api(cfg)
+    bars = _Bars(len(stage_names()), names)
     shown: set[str] = set()
     outcome: dict[str, Any] = {}
-
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -60,38 +106,24 @@ def ingest(
         TextColumn("{task.completed:.0f}/{task.total:.0f} stages"),
         TimeElapsedColumn(),
         console=errors if as_json else console,
-        transient=as_json,
+        transient=True,
         disable=as_json,
     ) as progress:
+        bars.progress = progress
 
         def on_event(event: dict[str, Any]) -> None:
-            kind = event["event"]
-            if kind == "finished":
+            if event["event"] == "finished":
                 result = VideoReport.model_validate(event["report"])
                 shown.add(result.path)
-                _print_one(result, log, as_json, progress.console)
-                return
-            video = event["video_id"][:12]
-            if not video:
-                return
-            if video not in bars:
-                bars[video] = progress.add_task(video, total=total)
-                ended[video] = set()
-            bar, stage = bars[video], event["stage"]
-            if kind == "progress" and event.get("total"):
-                pct = 100 * event["done"] / max(event["total"], 1e-9)
-                progress.update(bar, description=f"{video} {stage} {pct:3.0f}%")
-            elif kind == "started":
-                progress.update(bar, description=f"{video} {stage}")
-            elif kind in _STAGE_ENDS:
-                # A retried stage ends twice (failed, then done or failed): count stages, not events.
-                ended[video].add(stage)
-                progress.update(bar, completed=len(ended[video]), description=f"{video} {stage}: {kind}")
+                bars.finish(result.video_id or "")
+                _print_one(result, summary.kind(result), log, as_json, progress.console)
+            else:
+                bars.update(event)
 
         def run() -> None:
             try:
-                with listen(on_event):
-                    outcome["reports"] = run_ingest(paths, cfg)
+                with listen(on_event), _reporting_to(api):
+                    outcome["reports"] = run_ingest([str(p) for p in pending], cfg)
             except BaseException as exc:  # reported by the main thread
                 outcome["error"] = exc
 
@@ -105,11 +137,128 @@ def ingest(
     reports: list[VideoReport] = outcome["reports"]
     for r in reports:
         if r.path not in shown:  # files whose workers could not reach this process (Dask, Ray)
-            _print_one(r, log, as_json, console)
-    if not as_json:
-        _print_reports(reports)
-    if any(r.failed for r in reports):
-        raise typer.Exit(1)
+            _print_one(r, summary.kind(r), log, as_json, errors if as_json else console)
+    if api and not as_json:
+        console.print(f"[dim]runs recorded in the Prefect UI at {safe(api.removesuffix('/api'))}[/dim]")
+    return reports
+
+
+def _reporting_to(api: str | None) -> contextlib.AbstractContextManager[Any]:
+    """Prefect's settings for the run: the running server's API when there is one."""
+    if api is None:
+        return contextlib.nullcontext()
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    return temporary_settings({PREFECT_API_URL: api})
+
+
+class _Bars:
+    """One progress bar per file, named after it: the stages running now (with their own progress,
+    when they report it) and how many of the file's stages have ended."""
+
+    def __init__(self, total: int, names: dict[str, Path]) -> None:
+        self.total, self.names = total, names
+        self.progress: Progress | None = None
+        self.bars: dict[str, Any] = {}
+        self.ended: dict[str, set[str]] = {}
+        self.running: dict[str, dict[str, str]] = {}  # video -> stage -> "" or " 42%"
+
+    def update(self, event: dict[str, Any]) -> None:
+        """Apply one stage event (started, progress, or an end) to its file's bar."""
+        video, stage, kind = event["video_id"], event["stage"], event["event"]
+        if not video or self.progress is None:
+            return
+        if video not in self.bars:
+            self.bars[video] = self.progress.add_task(self._name(video), total=self.total)
+            self.ended[video], self.running[video] = set(), {}
+        running = self.running[video]
+        if kind == "started":
+            running[stage] = ""
+        elif kind == "progress" and event.get("total"):
+            running[stage] = f" {100 * event['done'] / max(event['total'], 1e-9):.0f}%"
+        elif kind in _STAGE_ENDS:
+            # A retried stage ends twice (failed, then done or failed): count stages, not events.
+            running.pop(stage, None)
+            self.ended[video].add(stage)
+        self.progress.update(
+            self.bars[video], completed=len(self.ended[video]), description=self._describe(video)
+        )
+
+    def finish(self, video: str) -> None:
+        """The file is done: its bar goes (its result line is printed instead)."""
+        if video in self.bars and self.progress is not None:
+            self.progress.remove_task(self.bars.pop(video))
+
+    def _name(self, video: str) -> str:
+        path = self.names.get(video)
+        return safe(path.name if path else video[:12])
+
+    def _describe(self, video: str) -> str:
+        now = ", ".join(f"{stage}{pct}" for stage, pct in self.running[video].items())
+        if not now:  # between stages, or every stage ended and its report is being made
+            now = "finishing" if len(self.ended[video]) >= self.total else "waiting"
+        return f"{self._name(video)} [dim]· {safe(now)}[/dim]"
+
+
+class _Summary:
+    """The batch in one line: ``N new, M up to date, K failed`` (updates and duplicates when any),
+    then the failed stages, one row each."""
+
+    def __init__(self, known: set[str]) -> None:
+        self.known = known
+        self.counts = {"new": 0, "updated": 0, UP_TO_DATE: 0, "failed": 0, "duplicate": 0}
+        self.failures: list[VideoReport] = []
+
+    def kind(self, r: VideoReport) -> str:
+        """What happened to the file: new, updated, up to date, failed or duplicate."""
+        if r.failed or r.status in ("duplicate", UP_TO_DATE):
+            return r.status
+        if r.stages and all(s.status == "cached" for s in r.stages):
+            return UP_TO_DATE  # e.g. renamed or moved: its path was updated, no stage ran
+        return "updated" if r.video_id in self.known else "new"
+
+    def add(self, r: VideoReport) -> None:
+        """Count ``r`` (and keep it for the failure table when it failed)."""
+        kind = self.kind(r)
+        self.counts[kind] += 1
+        if kind == "failed":
+            self.failures.append(r)
+
+    def line(self) -> str:
+        """``N new, M up to date, K failed`` (plus updated and duplicates when there are any)."""
+        c = self.counts
+        parts = [f"{c['new']} new"]
+        if c["updated"]:
+            parts.append(f"{c['updated']} updated")
+        parts += [f"{c[UP_TO_DATE]} up to date", f"{c['failed']} failed"]
+        if c["duplicate"]:
+            parts.append(f"{c['duplicate']} duplicate{'s' if c['duplicate'] > 1 else ''}")
+        return ", ".join(parts)
+
+    def print(self, out: Any) -> None:
+        """The line, then a table of what failed (file, stage, reason) when anything did."""
+        style = "red" if self.counts["failed"] else "green"
+        out.print(f"[bold {style}]{self.line()}[/]")
+        if not self.failures:
+            return
+        table = Table(title="failed", show_lines=False)
+        for column in ("file", "stage", "reason"):
+            table.add_column(column, overflow="fold")
+        for r in self.failures:
+            name = safe(Path(r.path).name)
+            bad = [s for s in r.stages if s.status in _FAILED_STAGE]
+            if r.error or not bad:
+                stage, _, reason = (r.error or "failed").partition(": ")
+                if not reason:
+                    stage, reason = "", stage
+                table.add_row(name, safe(stage), safe(reason))
+            for s in bad:
+                table.add_row(
+                    name,
+                    f"[{STATUS_STYLE.get(s.status, 'red')}]{safe(s.stage)}[/]",
+                    safe(s.error or s.status),
+                )
+        out.print(table)
 
 
 class _stop_on_signals:
@@ -147,7 +296,7 @@ class _stop_on_signals:
         os._exit(128 + signum)
 
 
-def _fail(exc: BaseException, log: Path, as_json: bool) -> None:
+def _fail(exc: BaseException, log: Path, as_json: bool) -> NoReturn:
     """The run itself failed (not one file): one line, or a JSON error object; exit 1."""
     import logging
 
@@ -162,43 +311,29 @@ def _fail(exc: BaseException, log: Path, as_json: bool) -> None:
     raise typer.Exit(1)
 
 
-def _print_one(r: VideoReport, log: Path, as_json: bool, out: Any) -> None:
-    """One file's result, as it finishes: a line on the terminal or a JSON object on stdout."""
+def _print_one(r: VideoReport, kind: str, log: Path, as_json: bool, out: Any) -> None:
+    """One file's result, as it finishes: a line on the terminal or a JSON object on stdout.
+
+    ``kind`` is what happened to it (new, updated, up to date, failed, duplicate); a file ingested
+    with warnings shows its status (warning, partial) and why.
+    """
     if as_json:
         data = r.model_dump(mode="json")
+        data["outcome"] = kind
         data["reason"] = r.reasons() or None
         if r.failed:
             data["log"] = str(log)
         print(json.dumps(data, ensure_ascii=False), flush=True)
         return
     name = safe(Path(r.path).name)
-    style = STATUS_STYLE.get(r.status, "white")
+    shown = r.status if r.status in ("warning", "partial") else kind
+    style = STATUS_STYLE.get(shown, "white")
     reason = r.reasons()
     if r.status == "duplicate":
         reason = f"same content as {r.duplicate_of}" if r.duplicate_of else reason
-    line = f"[{style}]{r.status:>9}[/] {name}"
+    line = f"[{style}]{shown:>10}[/] {name}"
     if reason:
         line += f" · {safe(reason)}"
     if r.failed:
         line += f" [dim](details: {log})[/dim]"
     out.print(line)
-
-
-def _print_reports(reports: list[VideoReport]) -> None:
-    table = Table(title="ingestion", show_lines=False)
-    for column in ("file", "video", "status", "stages", "note"):
-        table.add_column(column)
-    for r in reports:
-        stages = " ".join(f"[{STATUS_STYLE.get(s.status, 'white')}]{s.stage}[/]" for s in r.stages)
-        note = r.reasons()
-        if r.status == "duplicate" and r.duplicate_of:
-            note = f"same content as {r.duplicate_of}"
-        style = STATUS_STYLE.get(r.status, "white")
-        table.add_row(
-            safe(Path(r.path).name),
-            (r.video_id or "")[:12],
-            f"[{style}]{r.status}[/]",
-            stages,
-            safe(note),
-        )
-    console.print(table)

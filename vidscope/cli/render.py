@@ -145,7 +145,7 @@ def render_search(
 
 
 def render_moments(result: MomentSearch, console: Console, as_json: bool = False) -> None:
-    """Print moments: ``{"moments": [...]}`` as JSON, or a table (video, span, score, text)."""
+    """Print moments: ``{"moments": [...]}`` as JSON, or a table (rank, video, span, relevance 0-1, text)."""
     if as_json:
         data = {"moments": [m.model_dump(mode="json") for m in result.moments]}
         console.print_json(json.dumps(data, ensure_ascii=False))
@@ -153,7 +153,7 @@ def render_moments(result: MomentSearch, console: Console, as_json: bool = False
     from vidscope.core.timecodes import fmt_time
 
     table = Table(title=f"{len(result.moments)} moments for {safe(result.query)!r}")
-    for column in ("#", "video", "from", "to", "score", "said or shown"):
+    for column in ("#", "video", "from", "to", "relevance", "said or shown"):
         table.add_column(column, overflow="fold")
     for rank, m in enumerate(result.moments, 1):
         table.add_row(
@@ -161,12 +161,12 @@ def render_moments(result: MomentSearch, console: Console, as_json: bool = False
             safe(m.file),
             fmt_time(m.start),
             fmt_time(m.end),
-            f"{m.score:.1f}",
+            "–" if m.relevance is None else f"{m.relevance:.2f}",
             safe(m.text[:160]),
         )
     if result.moments:
         console.print(table)
-    else:
+    elif not result.notes:
         console.print("[yellow]no moment matches[/yellow]")
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {safe(note)}")

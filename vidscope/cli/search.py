@@ -69,21 +69,34 @@ def search(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     show_dropped: Annotated[bool, typer.Option("--dropped", help="Also list the dropped videos.")] = False,
+    show_all: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="--moments: also show moments under the relevance bar (\\[search] moment_min_relevance).",
+        ),
+    ] = False,
 ) -> None:
     """Search all ingested videos: whole videos (MAVIS, the default) or moments (--moments)."""
     from vidscope.agents.mavis.search import LibraryEmpty
 
     quiet_prefect(with_prefect=query_runs_in_prefect())
     filtered = videos or start is not None or end is not None or since or until
-    if filtered and not moments:
-        errors.print("[red]--video, --from, --to, --since and --until filter moments: add --moments[/red]")
+    if (filtered or show_all) and not moments:
+        errors.print(
+            "[red]--video, --from, --to, --since, --until and --all are for moments: add --moments[/red]"
+        )
         raise typer.Exit(2)
     try:
         if moments:
             from vidscope.flows.search_work import run_search_moments
 
             found = run_search_moments(
-                settings(), query, k=k or 10, filters=_filters(videos, start, end, since, until)
+                settings(),
+                query,
+                k=k or 10,
+                filters=_filters(videos, start, end, since, until),
+                show_all=show_all,
             )
             render_moments(found, console, as_json)
             return

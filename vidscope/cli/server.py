@@ -50,7 +50,7 @@ def up(
         bool,
         typer.Option(
             "--api/--no-api",
-            help="Also run the vidscope API ([api] host and port): `vidscope ask` then answers through "
+            help="Also run the vidscope API (\\[api] host and port): `vidscope ask` then answers through "
             "it, with the store and models already loaded, and each question shows in the UI.",
         ),
     ] = True,

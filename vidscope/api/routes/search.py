@@ -97,6 +97,12 @@ def moments(
     end: Annotated[float | None, Query(ge=0, description="Only moments starting before this second.")] = None,
     since: Annotated[IsoDateTime | None, Query(description="Only videos ingested at or after this.")] = None,
     until: Annotated[IsoDateTime | None, Query(description="Only videos ingested before this.")] = None,
+    show_all: Annotated[
+        bool,
+        Query(
+            alias="all", description="Also moments under the relevance bar ([search] moment_min_relevance)."
+        ),
+    ] = False,
 ) -> MomentsResponse:
     """Moments of every video that match ``q``: clips found by meaning and by the words said or
     shown in them, adjacent ones merged; each with its video, file, start, end, score and text."""
@@ -115,7 +121,7 @@ def moments(
     try:
         ids = [find_video(open_store(state.settings), ref).video_id for ref in video] if video else None
         filters = MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
-        found = run_search_moments(state.settings, q.strip(), k=k, filters=filters)
+        found = run_search_moments(state.settings, q.strip(), k=k, filters=filters, show_all=show_all)
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except LibraryEmpty as exc:
