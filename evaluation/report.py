@@ -252,9 +252,9 @@ def summarise(
     retrieval = [i for i in attempted if i.kind == "retrieval"]
     if retrieval:
         gallery = len({v for i in ready if i.kind == "retrieval" for v in i.video_ids})
-        scored = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
-        summary.ranks = {k: scored.pop(k) for k in RANK_METRICS}
-        summary.scores.update(scored)
+        retrieved = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
+        summary.ranks = {k: retrieved.pop(k) for k in RANK_METRICS}
+        summary.scores.update(retrieved)
     summary.open_ended = sum(i.kind == "open_ended" and i.question_id in predictions for i in attempted)
     done = [predictions[i.question_id] for i in attempted if i.question_id in predictions]
     if done:
