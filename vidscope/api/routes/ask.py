@@ -6,8 +6,8 @@ how ``vidscope ask`` hands a question to a running API (warm models and store, P
 and still shows each step live.
 
 At most ``[api] max_questions`` questions run at once; one more gets 429 with ``Retry-After``. A
-streamed question whose client leaves stops at its next step (a model call already made finishes;
-no further one is made), and frees its slot.
+question whose client leaves, streamed or not, stops at its next step (a model call already made
+finishes; no further one is made), and frees its slot.
 """
 
 from __future__ import annotations
@@ -22,21 +22,22 @@ from typing import Any
 
 import anyio
 from fastapi import HTTPException, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from vidscope.api.models import AskRequest, AskResponse
-from vidscope.api.routes import BUSY, guarded_router, take_question_slot
+from vidscope.api.routes import (
+    BUSY,
+    POLL_SECONDS,
+    QuestionAbandoned,
+    answer_while_connected,
+    guarded_router,
+    stop_when,
+    take_question_slot,
+)
 from vidscope.api.state import ApiState, State
 
 router = guarded_router()
 log = logging.getLogger(__name__)
-
-#: How often a stream with no new step checks whether its client is still there.
-POLL_SECONDS = 0.25
-
-
-class QuestionAbandoned(Exception):
-    """The client of a streamed question left: its work stops at the next step."""
 
 
 def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskResponse:
@@ -55,19 +56,19 @@ def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskRespon
     responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
-def ask(body: AskRequest, state: State) -> AskResponse:
+async def ask(body: AskRequest, state: State, request: Request) -> AskResponse | Response:
     """Answer a question about one video, citing the moments that support the answer."""
     from vidscope.storage.videos import VideoNotFound
 
     take_question_slot(state)
     try:
-        return _answer(state, body)
+        return await answer_while_connected(
+            request, state, lambda on_step: _answer(state, body, on_step), "vidscope-ask"
+        )
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    finally:
-        state.questions.give_back()
 
 
 @router.post(
@@ -94,12 +95,10 @@ def ask_stream(body: AskRequest, state: State, request: Request) -> StreamingRes
         from vidscope.storage.videos import VideoNotFound
 
         def on_step(step: Any) -> None:
-            if abandoned.is_set():
-                raise QuestionAbandoned("the client left")
             events.put({"step": step.model_dump(mode="json")})
 
         try:
-            answer = _answer(state, body, on_step)
+            answer = _answer(state, body, stop_when(abandoned, on_step))
             events.put({"result": answer.model_dump(mode="json")})
         except QuestionAbandoned:
             log.info("ask %r about %r: the client left, the question stopped", body.question, body.video)

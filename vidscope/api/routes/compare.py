@@ -1,14 +1,18 @@
-"""``POST /api/compare``: answer one question across several videos (SAMA or AgentCVR)."""
+"""``POST /api/compare``: answer one question across several videos (SAMA or AgentCVR).
+
+As on ``/api/ask``, a question whose client leaves stops at its next step and frees its slot.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from fastapi import HTTPException
+from fastapi import HTTPException, Request, Response
 from pydantic import Field
 
 from vidscope.api.models import NonBlank, RequestBody, strategy_field, strategy_of
-from vidscope.api.routes import BUSY, guarded_router, take_question_slot
+from vidscope.api.routes import BUSY, answer_while_connected, guarded_router, take_question_slot
 from vidscope.api.state import State
 from vidscope.flows.compare import CompareResult
 
@@ -34,13 +38,12 @@ class CompareRequest(RequestBody):
     responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
-def compare(body: CompareRequest, state: State) -> CompareResult:
+async def compare(body: CompareRequest, state: State, request: Request) -> CompareResult | Response:
     """Answer a question across several videos, citing (video, start, end)."""
     from vidscope.flows.compare import run_compare
     from vidscope.storage.videos import VideoNotFound
 
-    take_question_slot(state)
-    try:
+    def work(on_step: Callable[[Any], None]) -> CompareResult:
         return run_compare(
             state.settings,
             body.videos,
@@ -49,10 +52,13 @@ def compare(body: CompareRequest, state: State) -> CompareResult:
             agent=body.agent,
             use_skills=body.use_skills,
             conflict_check=body.conflict_check,
+            on_step=on_step,
         )
+
+    take_question_slot(state)
+    try:
+        return await answer_while_connected(request, state, work, "vidscope-compare")
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    finally:
-        state.questions.give_back()
