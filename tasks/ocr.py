@@ -17,7 +17,8 @@ and, of those, only the frames whose text may have changed:
 Most frames are not even looked at: OCR looks at one sampled frame per
 ``ingest.ocr_min_text_seconds`` (a *probe*). When the probe shows the text of the frame before the
 span — the same picture, no text as before, or the last read's regions with the same pixels — the
-frames between keep that result unseen; otherwise each of them is looked at as above. So the cost
+frames between keep that result unseen; otherwise the span is halved and each half probed the same
+way, down to single frames looked at as above. So the cost
 follows how often the text changes, plus one cheap look per span: text shown at least that long
 always holds a probe or a frame looked at; briefer text between two probes that agree can be missed.
 
@@ -378,19 +379,35 @@ def _run(ctx: StageContext) -> StageOutcome:
     window: list[dict[str, Any]] = []
 
     def settle_window(rows: list[dict[str, Any]]) -> None:
-        nonlocal sampled
-        probe = decider.look(rows[-1]["jpeg"]) if len(rows) > 1 and sampled else None
-        how = decider.unchanged(probe) if probe is not None else None
-        if probe is not None and how is not None:
-            lines = decider.settle(probe, how, len(rows) - 1)
-            for row in rows:
-                tracker.add(sampled, row["t"], lines)
+        """Lines for a span of frames: its last frame probes it; a probe that disagrees splits the
+        span in halves, each settled the same way (a frame's look, gate regions included, is
+        made once), so a text change costs a few looks rather than one per frame of the span."""
+        looks: dict[int, _Look] = {}
+
+        def look(i: int) -> _Look:
+            if i not in looks:
+                looks[i] = decider.look(rows[i]["jpeg"])
+            return looks[i]
+
+        def settle(first: int, end: int) -> None:
+            nonlocal sampled
+            if end - first > 1 and sampled:
+                how = decider.unchanged(look(end - 1))
+                if how is not None:
+                    lines = decider.settle(look(end - 1), how, end - first - 1)
+                    for row in rows[first:end]:
+                        tracker.add(sampled, row["t"], lines)
+                        sampled += 1
+                    return
+                middle = (first + end) // 2
+                settle(first, middle)
+                settle(middle, end)
+                return
+            for i in range(first, end):
+                tracker.add(sampled, rows[i]["t"], decider.decide(look(i)))
                 sampled += 1
-            return
-        for i, row in enumerate(rows):
-            look = probe if probe is not None and i == len(rows) - 1 else decider.look(row["jpeg"])
-            tracker.add(sampled, row["t"], decider.decide(look))
-            sampled += 1
+
+        settle(0, len(rows))
 
     for first in range(0, total_frames, READ_BATCH * step):
         batch = store.rows(
