@@ -128,7 +128,13 @@ def test_questions_whose_clients_leave_stop_and_the_api_returns_to_its_baseline(
             baseline,
             [t.name for t in threading.enumerate()],
         )
-        assert time.monotonic() - left < SETTLE_SECONDS + 3.0
+        settled = time.monotonic() - left
+        assert settled < SETTLE_SECONDS + 3.0
+        print(
+            f"{STREAMS + len(plain)} questions left mid-answer: back to {busy_threads()} threads "
+            f"(baseline {baseline}), {llm_server.in_flight} model calls in flight, {calls} calls made, "
+            f"{settled:.1f} s after the last client left (incl. 1 s of watching)"
+        )
 
         # Every slot is free again: as many questions as the limit are taken at once (and answered).
         llm_server.default = None
