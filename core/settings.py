@@ -97,6 +97,15 @@ class IngestSettings(BaseModel):
         "keeps that read. "
         "0 turns the gate off (every sampled frame is read in full).",
     )
+    ocr_min_text_seconds: float = Field(
+        4.0,
+        ge=0,
+        description="On-screen text shown at least this long is always read. OCR looks at one "
+        "sampled frame per this span (a probe); when the probe shows the same text as the frame "
+        "before the span (or none, as before), the frames between keep that result unseen, "
+        "otherwise each of them is looked at. Text shown more briefly, between two probes that "
+        "agree, can be missed. 0 looks at every sampled frame.",
+    )
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")

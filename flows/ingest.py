@@ -13,12 +13,21 @@ store's indexes.
 
 The reports (:class:`VideoReport`) and :func:`expand_paths` live in :mod:`vidscope.flows.ingest_plan`,
 which decides before any flow runs what is up to date (no Prefect there); they are re-exported here.
+:func:`run_ingest` (the CLI's, the API's and the nightly flow's entry point) runs these flows when
+a Prefect server records them, or when it is itself inside a flow run. Without a server it runs the
+same DAG in-process on a thread pool (:func:`ingest_direct`), with the same retries, reports and
+ledger rows: no temporary Prefect API server is started, so ingestion cannot fail because one was
+slow to come up on a busy machine (and whatever it recorded would be thrown away with it). The
+ledger is the record either way.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -81,16 +90,38 @@ def hash_task(path: Path) -> str:
 # ---------------------------------------------------------------------------- flows
 
 
+#: Starts one stage for one video and returns how to wait for its result: (stage, video id, path,
+#: settings) -> a function that blocks until the stage is over and returns what it did.
+SubmitStage = Callable[[Stage, str, Path, Settings], Callable[[], StageResult]]
+
+
 @flow(name="ingest_video", flow_run_name="ingest {path.name}", log_prints=False)
 def ingest_video(path: Path, settings: Settings | None = None, video_id: str | None = None) -> VideoReport:
     """Ingest one video file: every stage that is not current for it, in dependency order."""
     settings = settings or get_settings()
-    path = Path(path)
+    retries = settings.ingest.stage_retries
+
+    def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> Callable[[], StageResult]:
+        task_of_stage = stage_task(stage).with_options(retries=retries, retry_delay_seconds=1)
+        future = task_of_stage.submit(video_id, path, settings)
+        return lambda: _resolve(stage.name, future, path)
+
+    return _ingest_video(Path(path), settings, video_id, submit, hash_task)
+
+
+def _ingest_video(
+    path: Path,
+    settings: Settings,
+    video_id: str | None,
+    submit: SubmitStage,
+    hasher: Callable[[Path], str],
+) -> VideoReport:
+    """The body of ``ingest_video``, whichever way its stages run (``submit``): probe, then every
+    stage once what it needs or reads has finished; the report; :class:`IngestFailed` on failure."""
     video_report = VideoReport(path=str(path))
     store = open_store(settings)
-    retries = settings.ingest.stage_retries
     try:
-        video_id = video_id or hash_task(path)
+        video_id = video_id or hasher(path)
         video_report.video_id = video_id
         _probe_first(store, settings, path, video_id)
     except (UndecodableVideo, OSError, ValueError) as exc:
@@ -100,18 +131,17 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
 
     # The DAG is the stages' own declarations: a stage is submitted once what it needs or reads
     # has finished; stages that do not depend on each other run side by side.
-    futures: dict[str, PrefectFuture[StageResult]] = {}
+    waits: dict[str, Callable[[], StageResult]] = {}
     results: dict[str, StageResult] = {}
     registered = stages()
     for stage in registered:
         for dependency in (*stage.needs, *stage.reads):
-            if dependency in futures and dependency not in results:
-                results[dependency] = _resolve(dependency, futures[dependency], path)
-        submitted = stage_task(stage).with_options(retries=retries, retry_delay_seconds=1)
-        futures[stage.name] = submitted.submit(video_id, path, settings)
-    for name, future in futures.items():
+            if dependency in waits and dependency not in results:
+                results[dependency] = waits[dependency]()
+        waits[stage.name] = submit(stage, video_id, path, settings)
+    for name, wait in waits.items():
         if name not in results:
-            results[name] = _resolve(name, future, path)
+            results[name] = wait()
 
     video_report.stages = [
         StageReport(
@@ -262,6 +292,98 @@ def optimize_task(settings: Settings) -> dict[str, str]:
     return open_store(settings).optimize()
 
 
+# ---------------------------------------------------------------------------- without Prefect
+
+
+def ingest_direct(paths: Sequence[str], settings: Settings, *, optimize: bool = True) -> list[VideoReport]:
+    """``ingest_library`` without Prefect: the same paths, duplicates, per-video stage DAG, retries,
+    reports and progress events, on thread pools in this process (at most ``[ingest] concurrency``
+    videos at once, and each video's independent stages side by side). Nothing here starts or
+    needs a Prefect API server; the ledger records every stage."""
+    files, reports = expand_paths(paths)
+    for note in reports:
+        _finished(note)
+    first_by_hash: dict[str, Path] = {}
+    to_ingest: list[tuple[Path, str]] = []
+    for path in files:
+        try:
+            digest = content_hash(path)
+        except Exception as exc:  # one unreadable file is its report, not the batch's end
+            reports.append(
+                VideoReport(path=str(path), status="failed", error=f"hash: {failure_reason(exc, path)}")
+            )
+            _finished(reports[-1])
+            continue
+        if digest in first_by_hash:
+            duplicate = VideoReport(
+                path=str(path), video_id=digest, status="duplicate", duplicate_of=str(first_by_hash[digest])
+            )
+            reports.append(duplicate)
+            _finished(duplicate)
+            continue
+        first_by_hash[digest] = path
+        to_ingest.append((path, digest))
+    with ThreadPoolExecutor(settings.ingest.concurrency, thread_name_prefix="vidscope-video") as videos:
+        done = [videos.submit(_ingest_one_direct, path, digest, settings) for path, digest in to_ingest]
+        reports.extend(future.result() for future in done)
+    if to_ingest and optimize:
+        open_store(settings).optimize()
+    return reports
+
+
+def _ingest_one_direct(path: Path, video_id: str, settings: Settings) -> VideoReport:
+    """One video without Prefect, its failure turned into a report (as ``ingest_one`` does)."""
+    try:
+        result = ingest_video_direct(path, settings, video_id)
+    except IngestFailed as exc:
+        result = exc.report
+    except Exception as exc:  # one file's unexpected failure is its report, not the batch's end
+        result = VideoReport(
+            path=str(path), video_id=video_id, status="failed", error=failure_reason(exc, path)
+        )
+    _finished(result)
+    return result
+
+
+def ingest_video_direct(path: Path, settings: Settings, video_id: str | None = None) -> VideoReport:
+    """``ingest_video`` without Prefect: its stages on a thread pool of this process, each retried
+    ``[ingest] stage_retries`` times one second apart, as the flow's tasks are."""
+    retries = settings.ingest.stage_retries
+    # As many threads as stages: a stage waits only for what it needs, never for a free thread.
+    with ThreadPoolExecutor(len(stages()), thread_name_prefix="vidscope-stage") as pool:
+
+        def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> Callable[[], StageResult]:
+            future = pool.submit(_with_retries, stage, video_id, path, settings, retries)
+            return lambda: _result_of(stage.name, future, path)
+
+        return _ingest_video(Path(path), settings, video_id, submit, content_hash)
+
+
+def _with_retries(stage: Stage, video_id: str, path: Path, settings: Settings, retries: int) -> StageResult:
+    for attempt in range(retries + 1):
+        try:
+            return run_stage(stage, video_id, path, settings)
+        except Exception:
+            if attempt == retries:
+                raise
+            time.sleep(1.0)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _result_of(name: str, future: Future[StageResult], path: Path) -> StageResult:
+    error = future.exception()
+    if error is None:
+        return future.result()
+    return StageResult(name, "failed", error=failure_reason(error, path))
+
+
+# ---------------------------------------------------------------------------- entry point
+
+#: Seconds a temporary Prefect API server may take to start, when one is needed (a Dask or Ray
+#: fan-out with no server running). Prefect's default, 20 s, is too short on a loaded machine.
+EPHEMERAL_STARTUP_SECONDS = 600
+
+
 def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = True) -> list[VideoReport]:
     """Entry point for the CLI: ``ingest_library`` on the configured task runner.
 
@@ -269,9 +391,21 @@ def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = Tru
     ``concurrency`` at once), ``dask`` (a local cluster of ``dask_workers`` processes, or the
     scheduler at ``dask_address``) or ``ray`` (local, or the cluster at ``ray_address``). Each
     worker process opens its own store; concurrent Lance commits are retried by the store.
+
+    With ``threads``, the flows run only when a Prefect server records them
+    (:func:`~vidscope.flows.prefect_api.reachable_api`) or when this is a subflow (the nightly
+    flow); otherwise :func:`ingest_direct` does the same work without Prefect. Dask and Ray need
+    Prefect's task runners: without a server, Prefect's temporary one is given
+    :data:`EPHEMERAL_STARTUP_SECONDS` to start.
     """
+    from vidscope.agents.tools import in_flow_run
+    from vidscope.flows.prefect_api import reachable_api
+
     limit_malloc_arenas()
     config = settings.ingest
+    api = None if in_flow_run() else reachable_api(settings)
+    if config.task_runner == "threads" and api is None and not in_flow_run():
+        return ingest_direct(paths, settings, optimize=optimize)
     runner: Any
     if config.task_runner == "threads":
         runner = ThreadPoolTaskRunner(max_workers=config.concurrency)
@@ -296,4 +430,23 @@ def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = Tru
             ) from exc
         runner = RayTaskRunner(address=config.ray_address)
     library = ingest_library.with_options(task_runner=runner)
-    return library(list(paths), settings, paths_count=len(paths), optimize=optimize)
+    with _patient_prefect(api):
+        return library(list(paths), settings, paths_count=len(paths), optimize=optimize)
+
+
+@contextmanager
+def _patient_prefect(api: str | None) -> Iterator[None]:
+    """Report to ``api`` (the server found), or give a temporary server the time it needs."""
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
+        temporary_settings,
+    )
+
+    if api:
+        updates: dict[Any, Any] = {PREFECT_API_URL: api}
+    else:
+        wait = max(EPHEMERAL_STARTUP_SECONDS, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+        updates = {PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: wait}
+    with temporary_settings(updates):
+        yield

@@ -14,6 +14,14 @@ and, of those, only the frames whose text may have changed:
    character wide), keep that read;
 3. anything else is read in full.
 
+Most frames are not even looked at: OCR looks at one sampled frame per
+``ingest.ocr_min_text_seconds`` (a *probe*). When the probe shows the text of the frame before the
+span — the same picture, no text as before, or the last read's regions with the same pixels — the
+frames between keep that result unseen; otherwise the span is halved and each half probed the same
+way, down to single frames looked at as above. So the cost
+follows how often the text changes, plus one cheap look per span: text shown at least that long
+always holds a probe or a frame looked at; briefer text between two probes that agree can be missed.
+
 Text that stays on screen across consecutive sampled frames becomes one item with a time span
 instead of one row per frame, whichever of the three produced the lines.
 """
@@ -255,20 +263,161 @@ def confident(lines: list[TextLine], settings: IngestSettings) -> list[TextLine]
     return kept
 
 
+@dataclass
+class _Look:
+    """A sampled frame as the cheap tests see it: pixels, thumbnail and (once the gate ran on it)
+    its text-shaped regions, before any region read empty is set aside."""
+
+    image: np.ndarray
+    thumb: np.ndarray
+    grey: np.ndarray | None = None
+    regions: list[Region] | None = None
+
+
+class _Lines:
+    """Decides the lines of each sampled frame, in order, as cheaply as it may (see the module
+    docstring): the state is the frame before (thumbnail, lines), the last full read and the
+    regions read empty; the counters say how each frame got its lines."""
+
+    def __init__(self, reader: TextReader, settings: IngestSettings) -> None:
+        self.reader, self.settings = reader, settings
+        self.finder = reader if isinstance(reader, TextRegionFinder) and settings.ocr_gate_side > 0 else None
+        self.thumb: np.ndarray | None = None
+        self.lines: list[TextLine] = []
+        self.last: _LastRead | None = None
+        self.blanks: list[BlankRegion] = []
+        self.counts = dict.fromkeys(("reused", "no_text", "same", "read", "between", "gate_runs"), 0)
+
+    def look(self, jpeg: bytes) -> _Look:
+        image = decode_jpeg(jpeg)
+        return _Look(image, thumbnail(image))
+
+    def _gate(self, look: _Look) -> list[Region]:
+        """The frame's text-shaped regions, less those known to be empty (the detection runs once
+        per frame, the blank check each time: what is known empty changes as frames are read)."""
+        assert self.finder is not None
+        if look.regions is None:
+            height, width = look.image.shape[:2]
+            look.grey = grey_frame(look.image)
+            look.regions = [
+                region_of(b, width, height)
+                for b in self.finder.find_text(look.image, self.settings.ocr_gate_side)
+                if plausible_text(b, width, height)
+            ]
+            self.counts["gate_runs"] += 1
+        assert look.grey is not None
+        return [r for r in look.regions if not known_blank(self.blanks, look.grey, r)]
+
+    def _same_frame(self, look: _Look) -> bool:
+        return self.thumb is not None and float(np.abs(look.thumb - self.thumb).mean()) < SAME_FRAME_DIFF
+
+    def unchanged(self, probe: _Look) -> str | None:
+        """How ``probe`` is known to show the text of the frame before it without a full read
+        (``reused``: the same picture; ``no_text``: no text, and none before; ``same``: the same
+        regions and pixels as the last read, whose lines the frame before has), else None."""
+        if self._same_frame(probe):
+            return "reused"
+        if self.finder is None:
+            return None
+        regions = self._gate(probe)
+        if not regions:
+            return "no_text" if not self.lines else None
+        if self.last is not None and self.lines is self.last.lines:
+            assert probe.grey is not None
+            return "same" if same_text(self.last, probe.grey, regions) else None
+        return None
+
+    def settle(self, probe: _Look, how: str, skipped: int) -> list[TextLine]:
+        """The probe and the ``skipped`` frames before it keep the lines of the frame before them."""
+        self.counts[how] += 1
+        self.counts["between"] += skipped
+        self.thumb = probe.thumb
+        return self.lines
+
+    def decide(self, look: _Look) -> list[TextLine]:
+        """The lines of the next frame, looked at by itself: the same picture as the frame before
+        keeps its lines; else the gate (no text-shaped regions: no text; the last read's regions
+        and pixels: its lines); else a full read."""
+        if self._same_frame(look):
+            lines, how = self.lines, "reused"
+        elif self.finder is None:
+            lines, how = self._read(look), "read"
+        elif not (regions := self._gate(look)):
+            lines, how = [], "no_text"
+        elif self.last is not None and look.grey is not None and same_text(self.last, look.grey, regions):
+            lines, how = self.last.lines, "same"
+        else:
+            lines, how = self._read(look), "read"
+        self.counts[how] += 1
+        self.thumb, self.lines = look.thumb, lines
+        return lines
+
+    def _read(self, look: _Look) -> list[TextLine]:
+        """Read the frame in full; with the gate, remember it (and its regions found empty)."""
+        lines = confident(self.reader.read(look.image), self.settings)
+        if self.finder is None:
+            return lines
+        height, width = look.image.shape[:2]
+        regions = self._gate(look)
+        assert look.grey is not None
+        held = [r for r in regions if holds_line(r, lines, width, height)]
+        # Only when every line read lies in a gate region: text the gate cannot see must not end
+        # up behind a region marked empty.
+        if all(any(holds_line(r, [ln], width, height) for r in held) for ln in lines):
+            self.blanks = [BlankRegion(r, look.grey) for r in regions if r not in held] + self.blanks
+            del self.blanks[BLANK_MEMORY:]
+            self.last = _LastRead(look.grey, held, lines)
+        else:
+            self.last = _LastRead(look.grey, regions, lines)
+        return lines
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     reader: TextReader | None = registry.text_reader(ctx.settings)
     if reader is None:
         raise StageNotApplicable("no text reader configured (models.text_reader)")
     settings, store, video = ctx.settings.ingest, ctx.store, ctx.video
     step = max(1, round(settings.frame_fps / settings.ocr_fps))
-    tracker = TextTracker(interval=step / settings.frame_fps)
+    interval = step / settings.frame_fps
+    # Frames per probe: a span of text at least ocr_min_text_seconds long holds one of them.
+    every = max(1, int(settings.ocr_min_text_seconds / interval + 1e-9))
+    tracker = TextTracker(interval=interval)
     total_frames = store.count(store.frames, video.video_id)
-    finder = reader if isinstance(reader, TextRegionFinder) and settings.ocr_gate_side > 0 else None
-    previous_thumb: np.ndarray | None = None
-    previous_lines: list[TextLine] = []
-    last: _LastRead | None = None
-    blanks: list[BlankRegion] = []
-    sampled = reused = no_text = same = 0
+    decider = _Lines(reader, settings)
+    sampled = 0
+    window: list[dict[str, Any]] = []
+
+    def settle_window(rows: list[dict[str, Any]]) -> None:
+        """Lines for a span of frames: its last frame probes it; a probe that disagrees splits the
+        span in halves, each settled the same way (a frame's look, gate regions included, is
+        made once), so a text change costs a few looks rather than one per frame of the span."""
+        looks: dict[int, _Look] = {}
+
+        def look(i: int) -> _Look:
+            if i not in looks:
+                looks[i] = decider.look(rows[i]["jpeg"])
+            return looks[i]
+
+        def settle(first: int, end: int) -> None:
+            nonlocal sampled
+            if end - first > 1 and sampled:
+                how = decider.unchanged(look(end - 1))
+                if how is not None:
+                    lines = decider.settle(look(end - 1), how, end - first - 1)
+                    for row in rows[first:end]:
+                        tracker.add(sampled, row["t"], lines)
+                        sampled += 1
+                    return
+                middle = (first + end) // 2
+                settle(first, middle)
+                settle(middle, end)
+                return
+            for i in range(first, end):
+                tracker.add(sampled, rows[i]["t"], decider.decide(look(i)))
+                sampled += 1
+
+        settle(0, len(rows))
+
     for first in range(0, total_frames, READ_BATCH * step):
         batch = store.rows(
             store.frames,
@@ -278,43 +427,13 @@ def _run(ctx: StageContext) -> StageOutcome:
             columns=["frame_index", "t", "jpeg"],
         ).to_pylist()
         for row in batch:
-            image = decode_jpeg(row["jpeg"])
-            thumb = thumbnail(image)
-            if previous_thumb is not None and float(np.abs(thumb - previous_thumb).mean()) < SAME_FRAME_DIFF:
-                lines = previous_lines
-                reused += 1
-            elif finder is None:
-                lines = confident(reader.read(image), settings)
-            else:
-                height, width = image.shape[:2]
-                grey = grey_frame(image)
-                regions = [
-                    region_of(b, width, height)
-                    for b in finder.find_text(image, settings.ocr_gate_side)
-                    if plausible_text(b, width, height)
-                ]
-                regions = [r for r in regions if not known_blank(blanks, grey, r)]
-                if not regions:
-                    lines = []
-                    no_text += 1
-                elif last is not None and same_text(last, grey, regions):
-                    lines = last.lines
-                    same += 1
-                else:
-                    lines = confident(reader.read(image), settings)
-                    held = [r for r in regions if holds_line(r, lines, width, height)]
-                    # Only when every line read lies in a gate region: text the gate cannot see
-                    # must not end up behind a region marked empty.
-                    if all(any(holds_line(r, [ln], width, height) for r in held) for ln in lines):
-                        blanks = [BlankRegion(r, grey) for r in regions if r not in held] + blanks
-                        del blanks[BLANK_MEMORY:]
-                        last = _LastRead(grey, held, lines)
-                    else:
-                        last = _LastRead(grey, regions, lines)
-            tracker.add(sampled, row["t"], lines)
-            previous_thumb, previous_lines = thumb, lines
-            sampled += 1
+            window.append(row)
+            if len(window) == every or (sampled == 0 and len(window) == 1):
+                settle_window(window)
+                window = []
         ctx.progress("ocr", min(first + READ_BATCH * step, total_frames), total_frames)
+    if window:
+        settle_window(window)
     items = tracker.items(video.duration)
     rows = [
         {
@@ -329,14 +448,17 @@ def _run(ctx: StageContext) -> StageOutcome:
         for i, item in enumerate(items)
     ]
     store.replace_video_rows(store.ocr, video.video_id, rows)
+    counts = decider.counts
     return StageOutcome(
         rows=len(rows),
         details={
             "frames_sampled": sampled,
-            "frames_read": sampled - reused - no_text - same,
-            "frames_reused": reused,
-            "frames_gated_no_text": no_text,
-            "frames_gated_same_text": same,
+            "frames_read": counts["read"],
+            "frames_reused": counts["reused"],
+            "frames_gated_no_text": counts["no_text"],
+            "frames_gated_same_text": counts["same"],
+            "frames_between_probes": counts["between"],
+            "gate_runs": counts["gate_runs"],
             "reader": reader.name,
         },
     )
@@ -349,12 +471,15 @@ def _config(settings: Settings) -> dict[str, Any]:
         "min_score": settings.ingest.ocr_min_score,
         "lone_glyph_score": settings.ingest.ocr_lone_glyph_score,
         "gate_side": settings.ingest.ocr_gate_side,
+        "min_text_seconds": settings.ingest.ocr_min_text_seconds,
     }
 
 
 OCR = Stage(
     name="ocr",
-    version=3,  # 2: the text-region gate decides which frames are read; 3: only text-shaped regions count
+    # 2: the text-region gate decides which frames are read; 3: only text-shaped regions count;
+    # 4: one probe per ocr_min_text_seconds settles the frames between when the text did not change
+    version=4,
     run=_run,
     config=_config,
     needs=("frames",),

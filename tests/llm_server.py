@@ -178,6 +178,8 @@ class ScriptedLLMServer:
         self.n_ctx: int | None = None
         self.report_n_ctx = True
         self.requests: list[Received] = []
+        #: Chat completions being answered right now (a reply's ``seconds`` keeps one in flight).
+        self.in_flight = 0
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -253,7 +255,13 @@ class ScriptedLLMServer:
                 with server._lock:
                     server.requests.append(Received(self.path, body, headers, time.monotonic()))
                 if self.path.endswith("/chat/completions"):
-                    server._chat(self, body)
+                    with server._lock:
+                        server.in_flight += 1
+                    try:
+                        server._chat(self, body)
+                    finally:
+                        with server._lock:
+                            server.in_flight -= 1
                 elif self.path.endswith("/embeddings"):
                     server._embeddings(self, body)
                 else:

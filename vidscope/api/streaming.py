@@ -22,20 +22,14 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
-from vidscope.api.routes import take_question_slot
+from vidscope.api.routes import POLL_SECONDS, QuestionAbandoned, stop_when, take_question_slot
 from vidscope.api.state import ApiState
 
 log = logging.getLogger(__name__)
 
-#: How often a stream with no new step checks whether its client is still there.
-POLL_SECONDS = 0.25
 
 #: Receives each agent step (a ``TraceStep``) as the agent takes it.
 OnStep = Callable[[Any], None]
-
-
-class QuestionAbandoned(Exception):
-    """The client of a streamed question left: its work stops at the next step."""
 
 
 def _error_line(exc: Exception) -> dict[str, Any]:
@@ -60,13 +54,11 @@ def stream_question(
     take_question_slot(state)
 
     def work() -> None:
-        def on_step(step: Any) -> None:
-            if abandoned.is_set():
-                raise QuestionAbandoned("the client left")
+        def put_step(step: Any) -> None:
             events.put({"step": step.model_dump(mode="json")})
 
         try:
-            events.put({"result": answer(on_step).model_dump(mode="json")})
+            events.put({"result": answer(stop_when(abandoned, put_step)).model_dump(mode="json")})
         except QuestionAbandoned:
             log.info("%s: the client left, the question stopped", what)
         except Exception as exc:  # noqa: BLE001 - the client gets one line for any failure

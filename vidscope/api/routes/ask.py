@@ -6,8 +6,8 @@ how ``vidscope ask`` hands a question to a running API (warm models and store, P
 and still shows each step live.
 
 At most ``[api] max_questions`` questions run at once; one more gets 429 with ``Retry-After``. A
-streamed question whose client leaves stops at its next step (a model call already made finishes;
-no further one is made), and frees its slot.
+question whose client leaves, streamed or not, stops at its next step (a model call already made
+finishes; no further one is made), and frees its slot.
 """
 
 from __future__ import annotations
@@ -16,10 +16,15 @@ import uuid
 from typing import Any
 
 from fastapi import HTTPException, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from vidscope.api.models import AskRequest, AskResponse
-from vidscope.api.routes import BUSY, guarded_router, take_question_slot
+from vidscope.api.routes import (
+    BUSY,
+    answer_while_connected,
+    guarded_router,
+    take_question_slot,
+)
 from vidscope.api.state import ApiState, State
 from vidscope.api.streaming import stream_question, stream_responses
 
@@ -42,19 +47,19 @@ def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskRespon
     responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
-def ask(body: AskRequest, state: State) -> AskResponse:
+async def ask(body: AskRequest, state: State, request: Request) -> AskResponse | Response:
     """Answer a question about one video, citing the moments that support the answer."""
     from vidscope.storage.videos import VideoNotFound
 
     take_question_slot(state)
     try:
-        return _answer(state, body)
+        return await answer_while_connected(
+            request, state, lambda on_step: _answer(state, body, on_step), "vidscope-ask"
+        )
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    finally:
-        state.questions.give_back()
 
 
 @router.post(

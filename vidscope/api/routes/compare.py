@@ -2,18 +2,20 @@
 
 ``POST /api/compare/stream`` answers the same request as it happens, in NDJSON, as
 ``/api/ask/stream`` does (:mod:`vidscope.api.streaming`): the page shows each step live.
+As on ``/api/ask``, a question whose client leaves stops at its next step and frees its slot.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
-from fastapi import HTTPException, Request
+from fastapi import HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from vidscope.api.models import NonBlank, RequestBody, strategy_field, strategy_of
-from vidscope.api.routes import BUSY, guarded_router, take_question_slot
+from vidscope.api.routes import BUSY, answer_while_connected, guarded_router, take_question_slot
 from vidscope.api.state import ApiState, State
 from vidscope.api.streaming import OnStep, stream_question, stream_responses
 from vidscope.flows.compare import CompareResult
@@ -56,19 +58,20 @@ def _compare(state: ApiState, body: CompareRequest, on_step: OnStep | None = Non
     responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
     tags=["questions"],
 )
-def compare(body: CompareRequest, state: State) -> CompareResult:
+async def compare(body: CompareRequest, state: State, request: Request) -> CompareResult | Response:
     """Answer a question across several videos, citing (video, start, end)."""
     from vidscope.storage.videos import VideoNotFound
 
+    def work(on_step: Callable[[Any], None]) -> CompareResult:
+        return _compare(state, body, on_step)
+
     take_question_slot(state)
     try:
-        return _compare(state, body)
+        return await answer_while_connected(request, state, work, "vidscope-compare")
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    finally:
-        state.questions.give_back()
 
 
 @router.post(
