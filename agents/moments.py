@@ -29,9 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 import numpy as np
+from pydantic import BaseModel, Field
 
 from vidscope.agents.evidence import RRF_K
 from vidscope.models.protocols.image import Image
@@ -353,9 +352,7 @@ def _by_video_text(
     return [row for row in found if row["model"] == video_text.name]
 
 
-def _by_frames(
-    store: Store, vector: np.ndarray, depth: int, filters: MomentFilters
-) -> list[dict[str, Any]]:
+def _by_frames(store: Store, vector: np.ndarray, depth: int, filters: MomentFilters) -> list[dict[str, Any]]:
     """Clips ranked by their closest frame to ``vector`` in the image–text space, with their rows.
 
     A clip is as close as its closest frame (max-pooling: a thing shown for one second counts).
@@ -370,7 +367,7 @@ def _by_frames(
     where = _where(store, by_video)
     found = store.nearest(
         store.frames,
-        vector,
+        vector.tolist(),
         depth * FRAMES_PER_CLIP,
         where=where,
         columns=["video_id", "clip_index"],

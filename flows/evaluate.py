@@ -41,6 +41,7 @@ from vidscope.agents.environment import is_simulated, tool_context
 from vidscope.agents.grounding import parse_interval
 from vidscope.agents.mavis import search_library
 from vidscope.agents.runtime import Answer
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.evaluation.items import AnnotationError, BenchmarkItem
@@ -62,6 +63,7 @@ from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_t
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
 from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, ledger_rows
@@ -324,11 +326,19 @@ def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict
         embedder=embedder,
         options=options,
         chat=registry.chat_model(settings),
-        image_text=registry.image_text(settings),
+        image_text=_image_text(settings),
         video_text=registry.video_text(settings),
         frame_seconds=1.0 / settings.ingest.frame_fps,
     )
     return [names[hit.video_id] for hit in result.hits if hit.video_id in names]
+
+
+def _image_text(settings: Settings) -> ImageTextEmbedder | None:
+    """The image–text model when it can be had (offline the default's cannot: captions rerank)."""
+    try:
+        return registry.image_text(settings)
+    except BackendUnavailable:
+        return None
 
 
 def _cache_key(context: Any, parameters: dict[str, Any]) -> str:

@@ -70,7 +70,9 @@ class FetchError(RuntimeError):
     """A model file could not be had (network, size or sha256); the message says which and why."""
 
 
-_XENOVA = "https://huggingface.co/Xenova/clip-vit-base-patch32/resolve/d15189d7028b43f1d3e65039190477f6af591c2a"
+_XENOVA = (
+    "https://huggingface.co/Xenova/clip-vit-base-patch32/resolve/d15189d7028b43f1d3e65039190477f6af591c2a"
+)
 
 #: The models vidscope knows by name, with their pins (sizes and sha256 as published by the hub
 #: for that exact revision of the repository).
@@ -79,7 +81,7 @@ CARDS: dict[str, Manifest] = {
         name="clip-vit-b32-int8",
         kind="onnx-clip",
         license="MIT (OpenAI CLIP weights; ONNX export by Xenova)",
-        source="OpenAI CLIP ViT-B/32, int8-quantized ONNX export: huggingface.co/Xenova/clip-vit-base-patch32",
+        source="OpenAI CLIP ViT-B/32, int8 ONNX export: huggingface.co/Xenova/clip-vit-base-patch32",
         runtime={
             "dim": 512,
             "image": {
@@ -89,7 +91,12 @@ CARDS: dict[str, Manifest] = {
                 "std": [0.26862954, 0.26130258, 0.27577711],
                 "output": "image_embeds",
             },
-            "text": {"file": "text.onnx", "tokenizer": "tokenizer.json", "max_tokens": 77, "output": "text_embeds"},
+            "text": {
+                "file": "text.onnx",
+                "tokenizer": "tokenizer.json",
+                "max_tokens": 77,
+                "output": "text_embeds",
+            },
         },
         files=[
             ModelFile(

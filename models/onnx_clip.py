@@ -25,12 +25,14 @@ The spec's target is one of:
 
 Named and URL models are fetched once into ``<data_dir>/models/`` when first used (``fetch =
 false`` turns that off: then only ``vidscope models pull`` fetches) and checked against their pins
-every time they load. Options: ``sha256``, ``fetch`` (true), ``batch_size`` (16), ``threads``
-(onnxruntime's default).
+every time they load (``VIDSCOPE_MODEL_FETCH=0`` in the environment also turns fetching on first
+use off). Options: ``sha256``, ``fetch`` (true), ``batch_size`` (16), ``threads`` (onnxruntime's
+default).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,6 +46,9 @@ from vidscope.models.model_files import CARDS, FetchError, Manifest
 from vidscope.models.protocols.image import Image
 
 KIND = "onnx-clip"
+#: ``VIDSCOPE_MODEL_FETCH=0`` turns fetching on first use off for the whole process (test suites,
+#: CI: no data dir then downloads the model); ``vidscope models pull`` still fetches.
+NO_FETCH_VARIABLE = "VIDSCOPE_MODEL_FETCH"
 
 #: Why a model could not be had, per (target, data dir): asked once per process, not per video.
 _failures: dict[tuple[str, str], str] = {}
@@ -191,7 +196,9 @@ class OnnxClipEmbedder:
         input_name = self._image_session.get_inputs()[0].name
         parts = []
         for start in range(0, len(images), self.batch_size):
-            batch = np.stack([preprocess(i, size, mean, std) for i in images[start : start + self.batch_size]])
+            batch = np.stack(
+                [preprocess(i, size, mean, std) for i in images[start : start + self.batch_size]]
+            )
             parts.append(self._output(self._image_session, {input_name: batch}, self._image.get("output")))
         return np.concatenate(parts, axis=0)
 
@@ -222,10 +229,14 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         import tokenizers  # noqa: F401
     except ImportError as exc:
         raise BackendUnavailable(
-            role, spec, "importing onnxruntime and tokenizers", "Install them: pip install onnxruntime tokenizers"
+            role,
+            spec,
+            "importing onnxruntime and tokenizers",
+            "Install them: pip install onnxruntime tokenizers",
         ) from exc
     try:
-        manifest, directory = resolve(target, options, data_dir, fetch=bool(options.get("fetch", True)))
+        fetch = bool(options.get("fetch", True)) and os.environ.get(NO_FETCH_VARIABLE, "1") != "0"
+        manifest, directory = resolve(target, options, data_dir, fetch=fetch)
         return OnnxClipEmbedder(manifest, directory, options)
     except (FetchError, ValueError, OSError, KeyError, RuntimeError) as exc:
         fix = (
@@ -235,6 +246,48 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         with _failures_lock:
             _failures[key] = fix
         raise BackendUnavailable(role, spec, "the data dir's model cache and the model's host", fix) from exc
+
+
+def pull(
+    target: str,
+    options: dict[str, Any],
+    data_dir: Path,
+    *,
+    to: Path | None = None,
+    source: Path | None = None,
+) -> tuple[Manifest, Path]:
+    """``vidscope models pull``: the model ``target`` names into the data dir's cache, checked.
+
+    From the network, or from ``source`` (a directory ``pull --to`` wrote on another machine,
+    checked against the same pins). With ``to`` the cached model is then copied there too. Returns
+    the manifest and the directory it was copied to last. Raises :class:`FetchError` or ``ValueError``.
+    """
+    directory = cache_dir(target, options, data_dir)
+    if directory is None:
+        raise ValueError(f"'{target}' is a local directory: there is nothing to pull")
+    if source is not None:
+        if target in CARDS:
+            manifest, raw = CARDS[target], None
+        else:
+            raw = _cached_manifest(Path(source), str(options.get("sha256", "")))
+            if raw is None:
+                raise FetchError(
+                    f"{source} holds no {model_files.MANIFEST} with the pinned sha256 "
+                    f"([models.options.{KIND}] sha256)"
+                )
+            manifest = Manifest.model_validate_json(raw)
+        model_files.import_from(manifest, Path(source), directory)
+        if raw is not None:
+            (directory / model_files.MANIFEST).write_bytes(raw)
+    else:
+        manifest, directory = resolve(target, options, data_dir, fetch=True)
+    forget_failures()
+    if to is None:
+        return manifest, directory
+    model_files.export_to(manifest, directory, Path(to))
+    # The manifest exactly as pinned (a URL model's pin is the hash of these bytes).
+    (Path(to) / model_files.MANIFEST).write_bytes((directory / model_files.MANIFEST).read_bytes())
+    return manifest, Path(to)
 
 
 def forget_failures() -> None:

@@ -1,11 +1,12 @@
 """Embed every sampled frame with the image–text model (the ``frame_embed`` stage): visual search.
 
 Moment search ranks clips by their frames' vectors (a clip is as close to a query as its closest
-frame), whether or not the clip has speech or text, and MAVIS's fine stage compares the query with frames in a joint image–text space; this stage gives
-each row of ``frames`` its ``image_embedding`` with ``models.image_text`` (CLIP, SigLIP, …) so the
-search's rerank (:func:`vidscope.agents.mavis.rerank_frames`) reads vectors instead of decoding
-and embedding frames per query. Without an image–text model, or when the configured one cannot be had (offline and not pulled),
-the stage is skipped with the reason, "visual search is off: …", and ingestion goes on.
+frame), whether or not the clip has speech or text, and MAVIS's fine stage compares the query with
+frames in a joint image–text space; this stage gives each row of ``frames`` its
+``image_embedding`` with ``models.image_text`` (CLIP, SigLIP, …) so neither decodes and embeds
+frames per query. Without an image–text model, or when the configured one cannot be had (offline
+and not pulled), the stage is skipped with the reason, "visual search is off: …", and ingestion
+goes on.
 
 Frames are decoded and embedded :data:`BATCH` at a time and each batch is written at once, so a
 run that stops half-way keeps what it did. The next run (the ledger row is then not current)

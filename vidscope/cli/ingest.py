@@ -108,6 +108,7 @@ def ingest(
             _print_one(r, log, as_json, console)
     if not as_json:
         _print_reports(reports)
+        _say_if_visual_search_is_off(cfg)
     if any(r.failed for r in reports):
         raise typer.Exit(1)
 
@@ -202,3 +203,14 @@ def _print_reports(reports: list[VideoReport]) -> None:
             safe(note),
         )
     console.print(table)
+
+
+def _say_if_visual_search_is_off(cfg: Any) -> None:
+    """One line when the image–text model could not be had (the stage skipped every video)."""
+    from vidscope.core.errors import BackendUnavailable
+    from vidscope.models import registry
+
+    try:
+        registry.image_text(cfg)  # already loaded (or refused) by this process's stages: instant
+    except BackendUnavailable as exc:
+        errors.print(f"[yellow]visual search is off:[/yellow] {safe(str(exc))}")
