@@ -38,6 +38,8 @@ def server_parameters(library: Library, home: Path) -> StdioServerParameters:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # The tree under test (a worktree's PYTHONPATH), and no model fetched on first use.
+        **{k: os.environ[k] for k in ("PYTHONPATH", "VIDSCOPE_MODEL_FETCH") if k in os.environ},
     }
     return StdioServerParameters(command=command, args=args, env=env, cwd=str(home))
 

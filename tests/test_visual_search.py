@@ -255,6 +255,50 @@ def cli(toml: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def test_fetched_files_are_kept_only_when_they_match_their_pins(tmp_path: Path) -> None:
+    """The fetch/pin/transfer functions against a loopback file server (no model needed)."""
+    from vidscope.models import model_files
+    from vidscope.models.model_files import FetchError, Manifest, ModelFile
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "weights.bin").write_bytes(b"weights" * 1000)
+    good = hashlib.sha256((served / "weights.bin").read_bytes()).hexdigest()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, directory=str(served), **kwargs)  # type: ignore[arg-type]
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        pinned = Manifest(
+            name="m", kind="onnx-clip", files=[ModelFile(name="w", url="weights.bin", sha256=good)]
+        )
+        model_files.install(pinned, tmp_path / "cache", base_url=base)
+        assert (tmp_path / "cache" / "w").read_bytes() == b"weights" * 1000
+        wrong = pinned.model_copy(update={"files": [ModelFile(name="w", url="weights.bin", sha256="0" * 64)]})
+        with pytest.raises(FetchError, match="not the pinned"):
+            model_files.install(wrong, tmp_path / "other", base_url=base)
+        assert not (tmp_path / "other" / "w").exists()  # nothing unverified is kept
+        with pytest.raises(FetchError, match="cannot fetch"):
+            model_files.install(pinned, tmp_path / "third", base_url=base + "missing/")
+    finally:
+        server.shutdown()
+        server.server_close()
+    model_files.export_to(pinned, tmp_path / "cache", tmp_path / "stick")
+    model_files.import_from(pinned, tmp_path / "stick", tmp_path / "offline")
+    assert model_files.manifest_in(tmp_path / "offline") == pinned
+    (tmp_path / "stick" / "w").write_bytes(b"x" * 7000)  # same size, other bytes
+    with pytest.raises(FetchError, match="not the pinned"):
+        model_files.import_from(pinned, tmp_path / "stick", tmp_path / "elsewhere")
+
+
+@pytest.mark.slow
 def test_pull_checks_the_pin_and_carries_the_model_to_an_offline_machine(
     tmp_path: Path, tiny_model: tuple[Path, str], model_server: str
 ) -> None:
