@@ -18,8 +18,10 @@ from pydantic import BaseModel, Field
 from vidscope.agents import prompts
 from vidscope.agents.frame_grid import fit_frames
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
+from vidscope.models import registry
 from vidscope.models.protocols.chat import ChatMessage, ChatReply
 from vidscope.storage.clips import CLIP_TEXT_COLUMNS
 from vidscope.storage.schema import sql_quote
@@ -121,8 +123,31 @@ def keyword_ranking(ctx: ToolContext, video_id: str, query: str, clips: list[dic
     ]
 
 
+def visual_ranking(ctx: ToolContext, video_id: str, query: str, limit: int) -> list[int]:
+    """Clip indexes of ``video_id`` by their closest frame to ``query`` in the image–text space.
+
+    Empty when visual search is off (no image–text model, or one that cannot be had) or the
+    video's frames have no vectors yet (the ``frame_embed`` stage).
+    """
+    try:
+        model = registry.image_text(ctx.settings)
+    except BackendUnavailable:
+        return []
+    if model is None or model.dim != ctx.store.image_dim:
+        return []
+    vector = model.embed_texts([query])[0].tolist()
+    store = ctx.store
+    rows = store.nearest(store.frames, vector, limit * 6, video_id=video_id, columns=["clip_index"])
+    order: list[int] = []
+    for row in rows:
+        if int(row["clip_index"]) not in order:
+            order.append(int(row["clip_index"]))
+    return order[:limit]
+
+
 def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> ClipSearchResult:
-    """Vector and keyword rankings fused (reciprocal-rank fusion); top ``top_k`` in time order."""
+    """Text-vector, keyword and (where visual search is on) frame-vector rankings fused
+    (reciprocal-rank fusion); top ``top_k`` in time order."""
     clips = load_clips(ctx, video_id)
     if not clips:
         raise ToolError(f"video {video_id} has no clips yet; ingest it first (vidscope ingest)")
@@ -130,6 +155,7 @@ def search_clips(ctx: ToolContext, video_id: str, query: str, top_k: int) -> Cli
     for ranking in (
         vector_ranking(ctx, video_id, query, max(top_k * 4, 64)),
         keyword_ranking(ctx, video_id, query, clips),
+        visual_ranking(ctx, video_id, query, max(top_k * 4, 64)),
     ):
         for rank, clip_index in enumerate(ranking):
             fused[clip_index] = fused.get(clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)

@@ -8,7 +8,11 @@ and on-screen text (``Store.text_search``, Lance FTS). Where a video–text mode
 (``models.video_text``, X-CLIP) and the ``clip_embed`` stage has stored its clip vectors, a third
 ranking joins the fusion: the clips whose whole-clip vectors are nearest the query's vector in that
 model's space (``clip_videos``; what the clips look like and how they move, not what their captions
-say). Hits of one video whose clips touch are
+say). Where an image–text model is configured (``models.image_text``, the default profile's CLIP)
+and the ``frame_embed`` stage has stored frame vectors, the clips whose frames look most like the
+query join the fusion too (a clip scores as its closest frame), so silent clips without any text
+are found by what they show; :func:`search_moments_by_image` ranks by that alone for a picture.
+Hits of one video whose clips touch are
 merged into one moment, scored by its best clip; each moment names its video, file, time span and
 the text that was said or shown in it.
 
@@ -37,12 +41,22 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from vidscope.agents.evidence import RRF_K
+from vidscope.models.protocols.image import Image
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 
-__all__ = ["Moment", "MomentFilters", "MomentSearch", "best_moments", "relevance", "search_moments"]
+__all__ = [
+    "Moment",
+    "MomentFilters",
+    "MomentSearch",
+    "best_moments",
+    "relevance",
+    "search_moments",
+    "search_moments_by_image",
+]
 
 #: Refine factor of the corpus ANN ranking. It is :data:`MIN_DEPTH` (50) deep, not 16 like the
 #: store's default (20, chosen for top 16), so 10 already re-ranks 500 candidates: at 1M clips
@@ -56,6 +70,9 @@ DEPTH_PER_MOMENT = 4
 MIN_DEPTH = 50
 #: Characters of a moment's text kept (speech and on-screen text of its clips, in time order).
 TEXT_LIMIT = 400
+#: Frames the visual ranking reads per clip it wants (2 fps x 5 s clips hold 10 frames; a clip's
+#: best frames are near each other in the ranking, so fewer suffice).
+FRAMES_PER_CLIP = 6
 #: Clips closer than this (seconds) count as touching and merge into one moment.
 TOUCH = 0.05
 #: A touching hit joins a moment when its fused score is at least this fraction of the moment's
@@ -115,7 +132,8 @@ class MomentSearch(BaseModel):
     notes: list[str] = Field(default_factory=list)
     ranked_by: list[str] = Field(
         default_factory=list,
-        description="The rankings fused: 'text-embedding', 'full-text', 'video-text:<model>'.",
+        description="The rankings fused: 'text-embedding', 'full-text', 'video-text:<model>', "
+        "'image-text:<model>'.",
     )
 
 
@@ -127,13 +145,19 @@ def search_moments(
     k: int = 10,
     filters: MomentFilters | None = None,
     video_text: VideoTextEmbedder | None = None,
+    image_text: ImageTextEmbedder | None = None,
     min_relevance: float = 0.0,
+    min_visual_similarity: float = 0.2,
+    show_all: bool = False,
 ) -> MomentSearch:
     """The ``k`` best moments of the library for ``query`` (see the module docstring).
 
+    With ``image_text`` the clips whose frames look like the query join the fusion (visual search).
     Moments whose :func:`relevance` is under ``min_relevance`` are left out (a note counts them;
-    one saying no moment passed the bar when none did). Raises ``ValueError`` for an empty
-    query, ``k < 1`` or a reversed time or date range.
+    one saying no moment passed the bar when none did); a clip's frame similarity counts toward its
+    relevance with ``min_visual_similarity`` placed on the bar (:func:`sight_relevance`);
+    ``show_all`` keeps the moments under the bar (their relevance unchanged). Raises
+    ``ValueError`` for an empty query, ``k < 1`` or a reversed time or date range.
     """
     started = time.perf_counter()
     query = query.strip()
@@ -186,11 +210,74 @@ def search_moments(
                 f"no clip has a vector of {video_text.name} yet (the clip_embed stage); the video "
                 "encoder did not rank clips"
             )
+    if image_text is not None:
+        by_sight = _by_frames(store, image_text.embed_texts([query])[0], depth, filters)
+        if by_sight:
+            rankings.append(by_sight)
+            result.ranked_by.append(f"image-text:{image_text.name}")
+        else:
+            result.notes.append(
+                f"no frame has a vector of {image_text.name} yet (the frame_embed stage); nothing "
+                "was ranked by what it shows"
+            )
+    similar = relevance(store, vector, by_meaning, (row for ranking in rankings for row in ranking))
+    if image_text is not None:
+        for key, seen in _sight(by_sight).items():
+            lifted = sight_relevance(seen, min_relevance, min_visual_similarity)
+            similar[key] = max(similar.get(key, 0.0), lifted)
+    bar = 0.0 if show_all else min_relevance
+    return _finish(store, result, rankings, k, started, similar=similar, min_relevance=bar)
+
+
+def search_moments_by_image(
+    store: Store,
+    image: Image,
+    *,
+    image_text: ImageTextEmbedder,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+    label: str = "image",
+) -> MomentSearch:
+    """The ``k`` moments whose frames look most like ``image`` (search by image).
+
+    ``label`` names the image in the result's ``query``. Raises ``ValueError`` for ``k < 1`` or a
+    reversed time or date range.
+    """
+    started = time.perf_counter()
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    filters = filters or MomentFilters()
+    filters.check()
+    result = MomentSearch(query=f"image: {label}")
+    if _where(store, filters) == _NOTHING:
+        result.notes.append("no ingested video matches the filters")
+        return _done(result, started)
+    depth = max(MIN_DEPTH, DEPTH_PER_MOMENT * k)
+    ranking = _by_frames(store, image_text.embed_images([image])[0], depth, filters)
+    result.ranked_by = [f"image-text:{image_text.name}"]
+    if not ranking:
+        result.notes.append(f"no frame has a vector of {image_text.name} yet (the frame_embed stage)")
+    # By image, a moment's relevance is its frames' similarity to the picture (no bar applies).
+    return _finish(store, result, [ranking], k, started, similar=_sight(ranking), min_relevance=0.0)
+
+
+def _finish(
+    store: Store,
+    result: MomentSearch,
+    rankings: list[list[dict[str, Any]]],
+    k: int,
+    started: float,
+    *,
+    similar: dict[tuple[str, int], float],
+    min_relevance: float,
+) -> MomentSearch:
+    """Fuse ``rankings``, merge touching clips into moments and keep the ``k`` best in ``result``
+    whose relevance (the best of its clips' in ``similar``) reaches ``min_relevance``."""
+    query = result.query
     fused, rows = _fuse(*rankings)
     _fill_texts(store, rows)
     moments = _merge(fused, rows)
     moments.sort(key=lambda m: (-m[0], m[1]["video_id"], m[1]["start"]))
-    similar = relevance(store, vector, by_meaning, (c for _, m in moments for c in m["clips"]))
     for _, moment in moments:
         known = [similar[_key(c)] for c in moment["clips"] if _key(c) in similar]
         moment["relevance"] = max(known) if known else None
@@ -231,6 +318,7 @@ def best_moments(
     embedder: TextEmbedder,
     per_video: int = 3,
     video_text: VideoTextEmbedder | None = None,
+    image_text: ImageTextEmbedder | None = None,
 ) -> dict[str, list[Moment]]:
     """Per video of ``video_ids``, its ``per_video`` best moments for ``query`` (clip precision)."""
     if not video_ids:
@@ -242,6 +330,7 @@ def best_moments(
         k=per_video * len(video_ids) * 4,
         filters=MomentFilters(videos=list(video_ids)),
         video_text=video_text,
+        image_text=image_text,
     )
     best: dict[str, list[Moment]] = {}
     for moment in found.moments:
@@ -358,6 +447,70 @@ def _by_video_text(
         columns=["video_id", "clip_index", "start", "end", "model"],
     )
     return [row for row in found if row["model"] == video_text.name]
+
+
+def _by_frames(store: Store, vector: np.ndarray, depth: int, filters: MomentFilters) -> list[dict[str, Any]]:
+    """Clips ranked by their closest frame to ``vector`` in the image–text space, with their rows.
+
+    A clip is as close as its closest frame (max-pooling: a thing shown for one second counts).
+    The frame search is filtered by video only (frames have no clip span); the clips found are
+    then read under the whole filter, so time ranges apply too.
+    """
+    if store.count(store.frames) == 0:
+        return []
+    by_video = MomentFilters(
+        videos=filters.videos, added_after=filters.added_after, added_before=filters.added_before
+    )
+    where = _where(store, by_video)
+    found = store.nearest(
+        store.frames,
+        vector.tolist(),
+        depth * FRAMES_PER_CLIP,
+        where=where,
+        columns=["video_id", "clip_index"],
+        refine_factor=ANN_REFINE_FACTOR,
+    )
+    order: list[tuple[str, int]] = []
+    closest: dict[tuple[str, int], float] = {}
+    for row in found:
+        key = (str(row["video_id"]), int(row["clip_index"]))
+        if key not in order:
+            order.append(key)
+            closest[key] = 1.0 - float(row.get("_distance", 1.0))
+    order = order[:depth]
+    if not order:
+        return []
+    clip_where = _where(store, filters)
+    keys = " OR ".join(
+        f"(video_id = {sql_quote(v)} AND clip_index IN ({', '.join(str(c) for w, c in order if w == v)}))"
+        for v in sorted({v for v, _ in order})
+    )
+    where_clips = f"({keys})" + (f" AND ({clip_where})" if clip_where else "")
+    rows = {
+        (str(r["video_id"]), int(r["clip_index"])): r
+        for r in store.rows(store.clips, where=where_clips, columns=list(_CLIP_COLUMNS)).to_pylist()
+    }
+    return [{**rows[key], _SIGHT: closest[key]} for key in order if key in rows]
+
+
+#: The key under which :func:`_by_frames` keeps a clip's closest-frame cosine similarity.
+_SIGHT = "_sight"
+
+
+def _sight(ranking: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
+    """The closest-frame similarity (0-1) of each clip of a :func:`_by_frames` ranking."""
+    return {_key(row): min(1.0, max(0.0, float(row[_SIGHT]))) for row in ranking if _SIGHT in row}
+
+
+def sight_relevance(similarity: float, min_relevance: float, min_visual_similarity: float) -> float:
+    """A frame similarity on the relevance scale: ``min_visual_similarity`` lands on the relevance
+    bar ``min_relevance`` and 1 on 1, linearly (clipped to 0-1). Image–text cosines live on
+    another scale than text–text ones (CLIP's matching pairs are near 0.3), so the visual bar is
+    its own setting, ``[search] moment_min_visual_similarity``; this puts both on one bar."""
+    if min_visual_similarity >= 1.0:
+        return 0.0
+    slope = (1.0 - min_relevance) / (1.0 - min_visual_similarity)
+    return min(1.0, max(0.0, min_relevance + (similarity - min_visual_similarity) * slope))
 
 
 def _fill_texts(store: Store, rows: dict[tuple[str, int], dict[str, Any]]) -> None:

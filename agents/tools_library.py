@@ -15,7 +15,9 @@ from pydantic import Field
 from vidscope.agents.dvd.tools import clip_search, finish, frame_inspect, global_browse
 from vidscope.agents.moments import Moment, search_moments
 from vidscope.agents.tools import ToolContext, ToolRegistry, ToolResult, tool
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.timecodes import fmt_time
+from vidscope.models import registry
 
 
 class LibrarySearchResult(ToolResult):
@@ -32,16 +34,21 @@ class LibrarySearchResult(ToolResult):
         return f"{len(self.moments)} moments; best: {best or 'none'}"
 
 
-@tool(version=1, uses_embedder=True, uses_library=True)
+@tool(version=2, uses_embedder=True, uses_library=True, uses_models=("image_text",))
 def library_search(
     ctx: ToolContext,
     query: Annotated[str, "What to look for: words spoken or shown, objects, actions, scenes."],
     top_k: Annotated[int, Field(description="How many moments to return (1-30).", ge=1, le=30)] = 10,
 ) -> LibrarySearchResult:
     """Find the moments of ALL videos in the library most relevant to a query, by meaning (caption
-    embeddings) fused with keyword matches in speech, on-screen text and captions. Returns, best
-    first, each moment's video_id, file name, start/end (seconds) and what was said or shown."""
-    found = search_moments(ctx.store, query, embedder=ctx.embedder(), k=top_k)
+    embeddings) fused with keyword matches in speech, on-screen text and captions, and with what
+    the frames show (where visual search is on). Returns, best first, each moment's video_id, file
+    name, start/end (seconds) and what was said or shown."""
+    try:
+        image_text = registry.image_text(ctx.settings)
+    except BackendUnavailable:  # visual search is off (offline): words and meaning still rank
+        image_text = None
+    found = search_moments(ctx.store, query, embedder=ctx.embedder(), k=top_k, image_text=image_text)
     return LibrarySearchResult(query=query, moments=found.moments)
 
 

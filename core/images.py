@@ -33,3 +33,17 @@ def decode_jpeg(data: bytes) -> np.ndarray:
     """An RGB uint8 image from JPEG bytes."""
     with Image.open(io.BytesIO(data)) as image:
         return np.asarray(image.convert("RGB"))
+
+
+def decode_image(data: bytes) -> np.ndarray:
+    """Any image file's bytes (JPEG, PNG, WebP, …) as an RGB uint8 array.
+
+    Raises ``ValueError`` (one line) when the bytes are not an image Pillow can read.
+    """
+    from PIL import UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as picture:
+            return np.asarray(picture.convert("RGB"))
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError("not an image file vidscope can read (JPEG, PNG, WebP, …)") from exc

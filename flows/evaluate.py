@@ -41,6 +41,7 @@ from vidscope.agents.environment import is_simulated, tool_context
 from vidscope.agents.grounding import parse_interval
 from vidscope.agents.mavis.search import search_library
 from vidscope.agents.runtime import Answer
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.evaluation.identity import (
@@ -73,6 +74,7 @@ from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_t
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
 from vidscope.tasks.stage import STATUS_UNAVAILABLE, is_current, ledger_rows
@@ -437,7 +439,7 @@ def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict
         embedder=embedder,
         options=options,
         chat=registry.planner_model(settings),
-        image_text=registry.image_text(settings),
+        image_text=_image_text(settings),
         video_text=registry.video_text(settings),
         frame_seconds=1.0 / settings.ingest.frame_fps,
     )
@@ -455,6 +457,14 @@ def _write_trace(trace_dir: Path, question_id: str, answer: Answer) -> str:
     trace_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(answer.model_dump_json(indent=1) + "\n", encoding="utf-8")
     return f"{trace_dir.name}/{path.name}"
+
+
+def _image_text(settings: Settings) -> ImageTextEmbedder | None:
+    """The image–text model when it can be had (offline the default's cannot: captions rerank)."""
+    try:
+        return registry.image_text(settings)
+    except BackendUnavailable:
+        return None
 
 
 def _cache_key(context: Any, parameters: dict[str, Any]) -> str:

@@ -27,13 +27,21 @@ from vidscope.agents.mavis.search import (
     ensure_library,
     search_library,
 )
-from vidscope.agents.moments import MomentFilters, MomentSearch, best_moments, search_moments
+from vidscope.agents.moments import (
+    MomentFilters,
+    MomentSearch,
+    best_moments,
+    search_moments,
+    search_moments_by_image,
+)
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, run_query
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
+from vidscope.models.protocols.image import Image
+from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage.store import Store
@@ -45,11 +53,14 @@ __all__ = [
     "MomentSearch",
     "SearchHit",
     "SearchResult",
+    "VisualSearchOff",
     "find_moments",
+    "find_moments_by_image",
     "moments_markdown",
     "result_markdown",
     "run_search",
     "run_search_moments",
+    "run_search_moments_by_image",
     "search_videos",
 ]
 
@@ -83,7 +94,7 @@ def search_videos(
         image_text = registry.image_text(settings)
     except BackendUnavailable as exc:
         image_text = None
-        notes.append(f"the image-text model is unavailable ({exc}); captions were compared instead")
+        notes.append(f"visual search is off ({exc}); captions were compared instead")
     video_text = _video_text(settings, notes)
     result = search_library(
         store,
@@ -97,7 +108,7 @@ def search_videos(
     )
     result.notes = notes + result.notes
     if result.rerank == "caption":
-        _clip_moments(store, embedder, result, video_text)
+        _clip_moments(store, embedder, result, video_text, image_text)
     result.seconds = round(time.perf_counter() - started, 4)
     _publish(result)
     return result
@@ -124,12 +135,81 @@ def _video_text(settings: Settings, notes: list[str]) -> VideoTextEmbedder | Non
         return None
 
 
+def _image_text(settings: Settings, notes: list[str]) -> ImageTextEmbedder | None:
+    """The configured image–text model, or ``None`` (with a note saying visual search is off)."""
+    try:
+        return registry.image_text(settings)
+    except BackendUnavailable as exc:
+        notes.append(f"visual search is off: {exc}")
+        return None
+
+
+class VisualSearchOff(RuntimeError):
+    """Search by image needs the image–text model, which is not configured or cannot be had."""
+
+
+def find_moments_by_image(
+    image: Image,
+    settings: Settings | None = None,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+    label: str = "image",
+) -> MomentSearch:
+    """The ``k`` moments whose frames look most like ``image`` (raises :class:`VisualSearchOff`)."""
+    from vidscope.core.settings import get_settings
+
+    settings = settings or get_settings()
+    store = open_store(settings)
+    try:
+        model = registry.image_text(settings)
+    except BackendUnavailable as exc:
+        raise VisualSearchOff(f"visual search is off: {exc}") from exc
+    if model is None:
+        raise VisualSearchOff("visual search is off: no image-text model is configured (models.image_text)")
+    result = search_moments_by_image(store, image, image_text=model, k=k, filters=filters, label=label)
+    publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
+    return result
+
+
+def run_search_moments_by_image(
+    settings: Settings,
+    image: Image,
+    *,
+    k: int = 10,
+    filters: MomentFilters | None = None,
+    label: str = "image",
+) -> MomentSearch:
+    """Moments across the library that look like ``image`` (search by image), in this process.
+
+    Raises ``ValueError`` for bad filters, :class:`LibraryEmpty` when nothing is ingested and
+    :class:`VisualSearchOff` without a usable image–text model.
+    """
+    disable_telemetry()
+    if not 1 <= k <= 1000:
+        raise ValueError(f"k must be between 1 and 1000, got {k}")
+    if filters is not None:
+        filters.check()
+    store = open_store(settings)
+    if store.count(store.clips) == 0:
+        raise LibraryEmpty("the library is empty: no clips have been ingested yet (vidscope ingest)")
+    return find_moments_by_image(image, settings, k, filters, label)
+
+
 def _clip_moments(
-    store: Store, embedder: TextEmbedder, result: SearchResult, video_text: VideoTextEmbedder | None
+    store: Store,
+    embedder: TextEmbedder,
+    result: SearchResult,
+    video_text: VideoTextEmbedder | None,
+    image_text: ImageTextEmbedder | None = None,
 ) -> None:
     """Replace the hits' window-caption moments (minutes long) by their best clip moments."""
     found = best_moments(
-        store, result.query, [h.video_id for h in result.hits], embedder=embedder, video_text=video_text
+        store,
+        result.query,
+        [h.video_id for h in result.hits],
+        embedder=embedder,
+        video_text=video_text,
+        image_text=image_text,
     )
     for hit in result.hits:
         if found.get(hit.video_id):
@@ -151,9 +231,8 @@ def find_moments(
     store = open_store(settings)
     notes: list[str] = []
     video_text = _video_text(settings, notes)
-    bar = (
-        0.0 if show_all else settings.search.for_embedder(settings.models.text_embedder).moment_min_relevance
-    )
+    bar = settings.search.for_embedder(settings.models.text_embedder).moment_min_relevance
+    image_text = _image_text(settings, notes)
     result = search_moments(
         store,
         query,
@@ -162,6 +241,9 @@ def find_moments(
         filters=filters,
         video_text=video_text,
         min_relevance=bar,
+        min_visual_similarity=settings.search.moment_min_visual_similarity,
+        show_all=show_all,
+        image_text=image_text,
     )
     result.notes = notes + result.notes
     publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")

@@ -22,6 +22,7 @@ KNOWN_DIMS = {
     "minilm:embedded": 384,
     "sentence-transformers:BAAI/bge-m3": 1024,
     "open-clip:ViT-B-32": 512,
+    "onnx-clip:clip-vit-b32-int8": 512,
 }
 
 _stores: dict[tuple[str, int, int, int], Store] = {}

@@ -22,6 +22,7 @@ fallback: a chat-only configuration must not start sending frames to a possibly 
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,7 @@ BACKEND_MODULES: dict[str, str] = {
     "openai": "openai_compat",
     "transformers-vlm": "transformers_vlm",
     "open-clip": "clip",
+    "onnx-clip": "onnx_clip",
     "hf-clip": "clip",
     "yolo": "yolo",
     "paddleocr": "paddle_reader",
@@ -217,3 +219,6 @@ def clear_cache() -> None:
     """Forget every loaded backend (tests; after changing settings in-process)."""
     with _lock:
         _cache.clear()
+    onnx_clip = sys.modules.get("vidscope.models.onnx_clip")
+    if onnx_clip is not None:  # models that could not be had get another try too
+        onnx_clip.forget_failures()

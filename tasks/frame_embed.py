@@ -1,9 +1,12 @@
-"""Embed every sampled frame with the image–text model (the ``frame_embed`` stage).
+"""Embed every sampled frame with the image–text model (the ``frame_embed`` stage): visual search.
 
-MAVIS's fine stage compares the query with frames in a joint image–text space; this stage gives
-each row of ``frames`` its ``image_embedding`` with ``models.image_text`` (CLIP, SigLIP, …) so the
-search's rerank (:func:`vidscope.agents.mavis.search.rerank_frames`) reads vectors instead of decoding
-and embedding frames per query. Without an image–text model the stage is skipped with that reason.
+Moment search ranks clips by their frames' vectors (a clip is as close to a query as its closest
+frame), whether or not the clip has speech or text, and MAVIS's fine stage
+(:func:`vidscope.agents.mavis.search.rerank_frames`) compares the query with frames in a joint
+image–text space; this stage gives each row of ``frames`` its ``image_embedding`` with
+``models.image_text`` (CLIP, SigLIP, …) so neither decodes and embeds frames per query. Without an
+image–text model, or when the configured one cannot be had (offline and not pulled), the stage is
+skipped with the reason, "visual search is off: …", and ingestion goes on.
 
 Frames are decoded and embedded :data:`BATCH` at a time and each batch is written at once, so a
 run that stops half-way keeps what it did. The next run (the ledger row is then not current)
@@ -15,12 +18,16 @@ re-run too (it needs ``frames``).
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any
 
 import numpy as np
 
+from vidscope.core.errors import BackendUnavailable
 from vidscope.core.images import decode_jpeg
-from vidscope.models import registry
+from vidscope.core.settings import Settings
+from vidscope.models import model_files, onnx_clip, registry
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.storage import Store
 from vidscope.tasks.stage import (
@@ -36,6 +43,11 @@ BATCH = 64
 #: Cosine at or above which a stored vector counts as this model's (re-embedding is deterministic
 #: up to float noise; a different model or checkpoint lands far below).
 SAME_MODEL_COSINE = 0.999
+
+log = logging.getLogger(__name__)
+#: Reasons for "visual search is off" already logged by this process (said once, not per video).
+_said: set[str] = set()
+_said_lock = threading.Lock()
 
 
 def _stored_vectors(store: Store, video_id: str) -> dict[int, np.ndarray]:
@@ -76,10 +88,43 @@ def reusable(store: Store, video_id: str, model: ImageTextEmbedder, stored: dict
     return cosine >= SAME_MODEL_COSINE
 
 
-def _run(ctx: StageContext) -> StageOutcome:
-    model: ImageTextEmbedder | None = registry.image_text(ctx.settings)
+def visual_model(settings: Settings) -> ImageTextEmbedder:
+    """The image–text model, or :class:`StageNotApplicable` saying why visual search is off.
+
+    A configured model that cannot be had (offline, not pulled) is said once per process in the
+    log; every video's ledger row keeps the reason, and the rest of ingestion goes on.
+    """
+    try:
+        model = registry.image_text(settings)
+    except BackendUnavailable as exc:
+        reason = f"visual search is off: {exc}"
+        with _said_lock:
+            if reason not in _said:
+                _said.add(reason)
+                log.warning(reason)
+        raise StageNotApplicable(reason) from exc
     if model is None:
-        raise StageNotApplicable("no image-text model configured (models.image_text)")
+        raise StageNotApplicable("visual search is off: no image-text model configured (models.image_text)")
+    return model
+
+
+def _availability(settings: Settings) -> str:
+    """Whether the fetched model is in the cache: part of the stage's key, so pulling the model
+    makes videos ingested without it get their vectors on the next run."""
+    spec = registry.effective_spec(settings, "image_text")
+    if not spec:
+        return "none"
+    kind, target = registry.parse_spec(spec)
+    if kind != onnx_clip.KIND:
+        return "configured"
+    directory = onnx_clip.cache_dir(target, registry.backend_options(settings, spec), settings.data_dir)
+    if directory is None:
+        return "local"
+    return "cached" if (directory / model_files.MANIFEST).is_file() else "absent"
+
+
+def _run(ctx: StageContext) -> StageOutcome:
+    model = visual_model(ctx.settings)
     store, video_id = ctx.store, ctx.video.video_id
     if model.dim != store.image_dim:
         raise RuntimeError(
@@ -112,7 +157,7 @@ FRAME_EMBED = Stage(
     name="frame_embed",
     version=1,
     run=_run,
-    config=lambda s: role_config(s, "image_text", "model"),
+    config=lambda s: {**role_config(s, "image_text", "model"), "available": _availability(s)},
     needs=("frames",),
-    description="image embeddings of every sampled frame (models.image_text), for the search rerank",
+    description="image embeddings of every sampled frame (models.image_text): visual search",
 )

@@ -24,10 +24,13 @@ os.environ.update(
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
         "VIDSCOPE_CONFIG": os.path.join(_PREFECT_HOME, "no-such-vidscope.toml"),
+        # The default profile's CLIP is fetched on first use; no test data dir may download it.
+        "VIDSCOPE_MODEL_FETCH": "0",
     }
 )
 os.environ.pop("PREFECT_API_URL")
-for _key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k != "VIDSCOPE_CONFIG"]:
+_KEEP = {"VIDSCOPE_CONFIG", "VIDSCOPE_MODEL_FETCH"}
+for _key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k not in _KEEP]:
     del os.environ[_key]
 
 from hypothesis import settings as hypothesis_settings  # noqa: E402

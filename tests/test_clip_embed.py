@@ -135,6 +135,7 @@ def xclip_settings(tmp_path: Path, model_dir: Path | None) -> Settings:
         models=ModelSettings(
             chat=None,
             speech_recognizer=None,
+            image_text=None,
             video_text=f"xclip:{model_dir}" if model_dir else None,
             options={"xclip": {"batch_size": 2}},
         ),

@@ -38,6 +38,8 @@ def server_parameters(library: Library, home: Path) -> StdioServerParameters:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        # The tree under test (a worktree's PYTHONPATH), and no model fetched on first use.
+        **{k: os.environ[k] for k in ("PYTHONPATH", "VIDSCOPE_MODEL_FETCH") if k in os.environ},
     }
     return StdioServerParameters(command=command, args=args, env=env, cwd=str(home))
 
@@ -55,14 +57,22 @@ async def converse(params: StdioServerParameters) -> dict[str, Any]:
             search = await session.call_tool(
                 "search", {"query": "blue ocean", "k": 3}, read_timeout_seconds=180
             )
-    return {"tools": tools.tools, "answer": answer, "missing": missing, "search": search}
+            by_image = await session.call_tool("search_by_image", {"path": "/no/such/picture.png"})
+    return {
+        "tools": tools.tools,
+        "answer": answer,
+        "missing": missing,
+        "search": search,
+        "by_image": by_image,
+    }
 
 
 def test_other_agents_can_list_the_tools_ask_and_search(library: Library, tmp_path: Path) -> None:
     result = anyio.run(converse, server_parameters(library, tmp_path))
 
     tools = {tool.name: tool for tool in result["tools"]}
-    assert set(tools) == {"ask", "search", "search_moments"}
+    assert set(tools) == {"ask", "search", "search_moments", "search_by_image"}
+    assert result["by_image"].is_error and "/no/such/picture.png" in result["by_image"].content[0].text
     ask_schema = tools["ask"].input_schema
     assert set(ask_schema["required"]) == {"video", "question"}
     assert "options" in ask_schema["properties"] and tools["ask"].description

@@ -114,6 +114,27 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         except (VideoNotFound, LibraryEmpty, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
+    @server.tool()
+    def search_by_image(
+        path: Annotated[str, Field(description="Path of a picture (JPEG, PNG, …) on this machine.")],
+        k: Annotated[int, Field(ge=1, le=100, description="Moments to return.")] = 10,
+    ) -> MomentsResponse:
+        """Find moments of any ingested video whose frames look like a picture (visual search)."""
+        from pathlib import Path
+
+        from vidscope.core.images import decode_image
+        from vidscope.flows.search_work import LibraryEmpty, VisualSearchOff, run_search_moments_by_image
+
+        picture_path = Path(path).expanduser()
+        try:
+            picture = decode_image(picture_path.read_bytes())
+            found = run_search_moments_by_image(cfg, picture, k=k, label=picture_path.name)
+        except OSError as exc:
+            raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        except (LibraryEmpty, VisualSearchOff, ValueError) as exc:
+            raise ToolError(str(exc)) from exc
+        return MomentsResponse(**found.model_dump())
+
     return server
 
 

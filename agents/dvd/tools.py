@@ -264,7 +264,7 @@ def global_browse(
     return result
 
 
-@tool(version=1, uses_embedder=True)
+@tool(version=2, uses_embedder=True, uses_models=("image_text",))
 def clip_search(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video to search."],
@@ -272,8 +272,9 @@ def clip_search(
     top_k: Annotated[int, Field(description="How many clips to return (1-50).", ge=1, le=50)] = 16,
 ) -> ClipSearchResult:
     """Find the clips of a video most relevant to a query, by meaning (caption embeddings) fused
-    with keyword matches in the speech transcript, on-screen text and captions. Returns the clips in
-    time order with their start/end times, caption, speech and on-screen text."""
+    with keyword matches in the speech transcript, on-screen text and captions, and with what its
+    frames show (where visual search is on). Returns the clips in time order with their start/end
+    times, caption, speech and on-screen text."""
     ctx.video(video_id)
     return search_clips(ctx, video_id, query, top_k)
 

@@ -147,9 +147,14 @@ def temporal_grounding(
     for rank, clip in enumerate(clips):
         fused[clip.clip_index] = fused.get(clip.clip_index, 0.0) + 1.0 / (RRF_K + rank + 1)
         found_by.setdefault(clip.clip_index, set()).add("clip search")
-    model = perception_backend(ctx, "image_text", registry.image_text)
+    try:
+        model = perception_backend(ctx, "image_text", registry.image_text)
+    except ToolError as exc:  # configured but not to be had (offline): the clip search still counts
+        model = None
+        notes.append(f"visual search is off ({exc}): frames were not compared with the query")
     if model is None:
-        notes.append("no image-text model (models.image_text): frames were not compared with the query")
+        if not notes or not notes[-1].startswith("visual search is off"):
+            notes.append("no image-text model (models.image_text): frames were not compared with the query")
     elif clip_rows:
         vectors = frame_vectors(ctx, video_id, 0.0, record.duration)
         text = _unit(np.asarray(model.embed_texts([query]), dtype=np.float32))[0]

@@ -73,6 +73,8 @@ def ingest(
     if plan.pending:
         for r in _run(plan.pending, plan.ids, cfg, log, as_json, summary):
             summary.add(r)
+        if not as_json:
+            _say_if_visual_search_is_off(cfg)
     if not as_json:
         summary.print(console)
     if summary.counts["failed"]:
@@ -85,7 +87,8 @@ def _run(
     """Ingest ``pending`` with the flows and a live bar per file; the reports, each printed as it ends.
 
     The flows report to the Prefect server ``vidscope server up`` runs (or ``PREFECT_API_URL``)
-    when one answers, as questions do; otherwise Prefect starts a temporary one for this run.
+    when one answers, as questions do; otherwise the stages run in this process, without a
+    Prefect server (Dask and Ray still start a temporary one: flows/ingest.py).
     """
     quiet_prefect()
     from vidscope.deployments.lifeline import start_watchdog
@@ -337,3 +340,14 @@ def _print_one(r: VideoReport, kind: str, log: Path, as_json: bool, out: Any) ->
     if r.failed:
         line += f" [dim](details: {log})[/dim]"
     out.print(line)
+
+
+def _say_if_visual_search_is_off(cfg: Any) -> None:
+    """One line when the image–text model could not be had (the stage skipped every video)."""
+    from vidscope.core.errors import BackendUnavailable
+    from vidscope.models import registry
+
+    try:
+        registry.image_text(cfg)  # already loaded (or refused) by this process's stages: instant
+    except BackendUnavailable as exc:
+        errors.print(f"[yellow]visual search is off:[/yellow] {safe(str(exc))}")

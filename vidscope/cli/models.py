@@ -3,19 +3,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, safe, settings, store
+from vidscope.cli.common import app, console, errors, safe, settings, store
 
 if TYPE_CHECKING:
     from vidscope.core.settings import Settings
 
 
-@app.command()
+models_app = typer.Typer(
+    help="Each model role, the backend serving it and whether it loads; `models pull` fetches the "
+    "image-text model.",
+    no_args_is_help=False,
+)
+app.add_typer(models_app, name="models")
+
+
+@models_app.callback(invoke_without_command=True)
 def models(
+    context: typer.Context,
     load: Annotated[bool, typer.Option("--load/--no-load", help="Try to load each configured model.")] = True,
     check: Annotated[
         bool,
@@ -30,6 +40,8 @@ def models(
     ] = 20.0,
 ) -> None:
     """List each model role, the backend serving it, and whether it loads (or, with --check, works)."""
+    if context.invoked_subcommand is not None:
+        return
     from vidscope.core.errors import BackendUnavailable
     from vidscope.models import registry
 
@@ -70,6 +82,48 @@ def models(
         raise typer.Exit(1)
 
 
+@models_app.command("pull")
+def pull(
+    to: Annotated[
+        Path | None,
+        typer.Option("--to", help="Also copy the model to this directory (for an offline machine)."),
+    ] = None,
+    source: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Take the model from this directory (written by `pull --to`) instead of the network.",
+        ),
+    ] = None,
+) -> None:
+    """Fetch the image-text model (models.image_text) into the data dir's model cache, checked
+    against its sha256 pins; --to / --from carry it to a machine without network."""
+    from vidscope.models import onnx_clip, registry
+    from vidscope.models.model_files import FetchError
+
+    cfg = settings()
+    spec = cfg.models.image_text
+    kind, target = registry.parse_spec(spec or "")
+    if kind != onnx_clip.KIND:
+        errors.print(
+            f"[red]models pull fetches {onnx_clip.KIND} models; models.image_text is {safe(repr(spec))}[/red]"
+        )
+        raise typer.Exit(2)
+    try:
+        manifest, where = onnx_clip.pull(
+            target, registry.backend_options(cfg, spec), cfg.data_dir, to=to, source=source
+        )
+    except (FetchError, ValueError, OSError) as exc:
+        errors.print(f"[red]cannot pull {safe(spec or '')}:[/red] {safe(str(exc))}")
+        raise typer.Exit(1) from exc
+    registry.clear_cache()
+    size = sum(f.bytes or (where / f.name).stat().st_size for f in manifest.files)
+    console.print(
+        f"{safe(manifest.name)}: {len(manifest.files)} files, {size / 1e6:.1f} MB, sha256 checked, in "
+        f"{safe(str(where))}"
+    )
+
+
 def _check(cfg: Settings, timeout: float) -> None:
     """``vidscope models --check``: one line per role saying what its endpoint really does."""
     from vidscope.models.probe import check_roles
@@ -92,7 +146,7 @@ def _unconfigured_note(role: str) -> str:
         "planner": "`ask` answers extractively (no reasoning model)",
         "vlm": "no model looks at frames (frame_inspect, frame_analysis unavailable)",
         "object_detector": "no object detection during ingestion",
-        "image_text": "no image embeddings",
+        "image_text": "visual search is off (no image embeddings)",
         "video_text": "no clip embeddings (the search rerank uses frames or captions)",
     }.get(role, "")
 

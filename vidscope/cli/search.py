@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -25,7 +26,17 @@ if TYPE_CHECKING:
 
 @app.command()
 def search(
-    query: Annotated[str, typer.Argument(help="What to find, e.g. 'a dog running on the beach'.")],
+    query: Annotated[
+        str | None, typer.Argument(help="What to find, e.g. 'a dog running on the beach'.")
+    ] = None,
+    image: Annotated[
+        Path | None,
+        typer.Option(
+            "--image",
+            help="Find the moments that look like this picture (JPEG, PNG, …; visual search, "
+            "implies --moments).",
+        ),
+    ] = None,
     moments: Annotated[
         bool,
         typer.Option(
@@ -77,15 +88,25 @@ def search(
         ),
     ] = False,
 ) -> None:
-    """Search all ingested videos: whole videos (MAVIS, the default) or moments (--moments)."""
+    """Search all ingested videos: whole videos (MAVIS, the default), moments (--moments), or
+    moments that look like a picture (--image)."""
     from vidscope.agents.mavis.search import LibraryEmpty
 
     quiet_prefect(with_prefect=query_runs_in_prefect())
     filtered = videos or start is not None or end is not None or since or until
-    if (filtered or show_all) and not moments:
+    if (filtered or show_all) and not moments and image is None:
         errors.print(
             "[red]--video, --from, --to, --since, --until and --all are for moments: add --moments[/red]"
         )
+        raise typer.Exit(2)
+    if image is not None:
+        if query:
+            errors.print("[red]give a query or --image, not both[/red]")
+            raise typer.Exit(2)
+        _search_image(image, k or 10, _filters(videos, start, end, since, until), as_json)
+        return
+    if not query:
+        errors.print("[red]give a query (or --image PICTURE)[/red]")
         raise typer.Exit(2)
     try:
         if moments:
@@ -123,3 +144,24 @@ def _filters(
 
     ids = [find(ref)[1].video_id for ref in videos] if videos else None
     return MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
+
+
+def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> None:
+    """``vidscope search --image``: the moments whose frames look like the picture at ``path``."""
+    from vidscope.agents.mavis import LibraryEmpty
+    from vidscope.core.images import decode_image
+    from vidscope.flows.search_work import VisualSearchOff, run_search_moments_by_image
+
+    try:
+        picture = decode_image(path.read_bytes())
+        found = run_search_moments_by_image(settings(), picture, k=k, filters=filters, label=path.name)
+    except OSError as exc:
+        errors.print(f"[red]cannot read {safe(str(path))}: {safe(exc.strerror or str(exc))}[/red]")
+        raise typer.Exit(2) from exc
+    except ValueError as exc:
+        errors.print(f"[red]{safe(str(path))}: {safe(str(exc))}[/red]")
+        raise typer.Exit(2) from exc
+    except (LibraryEmpty, VisualSearchOff) as exc:
+        errors.print(f"[yellow]{safe(str(exc))}[/yellow]")
+        raise typer.Exit(1) from exc
+    render_moments(found, console, as_json)

@@ -1,12 +1,12 @@
 """``GET /api/search`` and ``GET /api/moments``: the videos, or the moments, across the library
-that match a description."""
+that match a description; ``POST /api/search/image``: the moments that look like a picture."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import HTTPException, Query
+from fastapi import File, HTTPException, Query, UploadFile
 from pydantic import BeforeValidator
 
 from vidscope.api.models import NOT_BLANK, MomentsResponse, SearchResponse, search_response
@@ -130,4 +130,48 @@ def moments(
         raise HTTPException(422, str(exc)) from exc
     except BackendUnavailable as exc:
         raise HTTPException(503, str(exc)) from exc
+    return MomentsResponse(**found.model_dump())
+
+
+#: Largest picture accepted for search by image.
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+
+
+@router.post(
+    "/search/image",
+    response_model=MomentsResponse,
+    responses={
+        409: {"description": "The library is empty (no clips ingested yet)."},
+        413: {"description": "The picture is larger than 20 MB."},
+        422: {"description": "The upload is not an image."},
+        503: {"description": "Visual search is off (no image-text model, or it cannot be had)."},
+    },
+    tags=["questions"],
+)
+def search_image(
+    state: State,
+    image: Annotated[UploadFile, File(description="The picture to find (JPEG, PNG, WebP, …).")],
+    k: Annotated[int, Query(ge=1, le=100, description="Moments to return.")] = 10,
+) -> MomentsResponse:
+    """Moments of every video whose frames look like the uploaded picture (visual search), in the
+    same shape as ``GET /api/moments``."""
+    from vidscope.core.images import decode_image
+    from vidscope.flows.search_work import LibraryEmpty, VisualSearchOff, run_search_moments_by_image
+
+    data = image.file.read(MAX_IMAGE_BYTES + 1)
+    if len(data) > MAX_IMAGE_BYTES:
+        raise HTTPException(413, "the picture is larger than 20 MB")
+    try:
+        picture = decode_image(data)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    label = (image.filename or "image").rsplit("/", 1)[-1][:200]
+    try:
+        found = run_search_moments_by_image(state.settings, picture, k=k, label=label)
+    except LibraryEmpty as exc:
+        raise HTTPException(409, str(exc)) from exc
+    except VisualSearchOff as exc:
+        raise HTTPException(503, str(exc)) from exc
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
     return MomentsResponse(**found.model_dump())
