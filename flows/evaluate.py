@@ -52,6 +52,7 @@ from vidscope.evaluation.identity import (
     settings_identity,
 )
 from vidscope.evaluation.items import AnnotationError, BenchmarkItem
+from vidscope.evaluation.scoring import RULE, Judge
 from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
 from vidscope.evaluation.protocol import Protocol, apply_protocol, split_options
 from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
@@ -68,7 +69,7 @@ from vidscope.evaluation.runs import (
     write_videos,
 )
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
-from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item
+from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item, planner_judge
 from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
@@ -117,6 +118,15 @@ class EvalOutcome(BaseModel):
 _on_progress: contextvars.ContextVar[Callable[[EvalProgress], None] | None] = contextvars.ContextVar(
     "vidscope_eval_progress", default=None
 )
+
+
+def _judge(settings: Settings, items: Sequence[BenchmarkItem]) -> Judge | None:
+    """The LLM judge of free-form answers (the planner role), when some item needs one and a
+    planner is configured; else None and those answers are reported unscored."""
+    if not any(i.extra.get(RULE) == "judge" for i in items):
+        return None
+    chat = registry.planner_model(settings) if registry.effective_spec(settings, "planner") else None
+    return planner_judge(chat) if chat is not None else None
 
 
 def _progress(event: EvalProgress) -> None:
@@ -600,7 +610,7 @@ def evaluate(
         _progress(EvalProgress(phase="answer", done=n, total=len(futures), name=item.question_id, ok=ok))
 
     predictions = read_predictions(run_dir)
-    summary = summarise(spec, items, ready, predictions, failures, lookup.missing)
+    summary = summarise(spec, items, ready, predictions, failures, lookup.missing, _judge(settings, ready))
     ordered = [predictions[i.question_id] for i in ready if i.question_id in predictions]
     files = write_report(run_dir, summary, ordered)
     _publish(summary)
