@@ -121,7 +121,8 @@ def letter_set(text: str | None, n_options: int) -> frozenset[str] | None:
     is None (unparsed), never a guess."""
     if text is None:
         return None
-    cleaned = text.strip().strip("\"'`.()[]<>").strip()
+    cleaned = re.sub(r"^\s*(?:the\s+)?answers?\s*(?:is|are|:)\s*", "", text, flags=re.IGNORECASE)
+    cleaned = cleaned.strip().strip("\"'`.()[]<>").strip()
     if not cleaned or not _LETTERS_ONLY.fullmatch(cleaned):
         return None
     letters = frozenset(re.findall(r"[A-Z]", cleaned))

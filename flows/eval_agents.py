@@ -4,7 +4,9 @@ Every strategy of :mod:`vidscope.agents.strategies` can be evaluated (``vidscope
 :func:`answer_item` turns an item into a :class:`~vidscope.agents.strategies.StrategyRequest`
 (its videos' store ids in the item's order, its options) and lets the strategy answer.
 
-Grounding items (Charades-STA style) are asked as "When does this happen in the video: <query>?"
+Multi-select and ordering items (CrossVid BU, PSS) are told the answer's form, as the benchmark's
+own prompts tell the model ("1-3 correct answer choices", "2->3->1->4"). Grounding items
+(Charades-STA style) are asked as "When does this happen in the video: <query>?"
 so the agent places the event in an interval (the AVI agent's review phase answers "when"
 questions with one); retrieval items do not come here, they run the MAVIS search pipeline.
 
@@ -15,7 +17,7 @@ item's subtitle file in ``item.extra[SUBTITLE_TEXT]`` and the request carries it
 never instructions. The extractive answerer searches with the question alone.
 
 Roles of the videos (MVX-Bench's reference and candidate videos, ``item.extra["roles"]``) go in
-the context too, one line per video ("video 1: reference"), so every multi-video agent knows which
+the context too, as quoted data (``{"video 1": "reference", "video 2": "candidate"}``), so every multi-video agent knows which
 video the question compares the others with.
 
 Free-form answers with scoring points (CrossVid's CCQA) are scored by :func:`planner_judge`, the
@@ -47,6 +49,12 @@ SUBTITLE_NOTE = (
 )
 
 
+#: Told with a multi-select question (CrossVid BU: "1-3 correct answer choices").
+MULTI_SELECT_NOTE = 'One to three options are right: answer with the letters of all of them, e.g. "BD".'
+#: Told with an ordering question (CrossVid PSS).
+ORDER_NOTE = 'Answer with the order as numbers separated by "->", e.g. "2->3->1->4".'
+
+
 def subtitle_block(text: str, limit: int = SUBTITLE_CHARS) -> str:
     """Subtitle ``text`` as a marked, quoted data block, cut to ``limit`` characters."""
     text = text.strip()
@@ -59,13 +67,18 @@ def asked(item: BenchmarkItem) -> str:
     """The question an item is asked: its question, or for grounding a "when" question."""
     if item.kind == "grounding":
         return f"When does this happen in the video: {item.question.strip().rstrip('.')}?"
+    rule = item.extra.get("rule")
+    if rule == "set":
+        return f"{item.question}\n{MULTI_SELECT_NOTE}"
+    if rule == "order":
+        return f"{item.question}\n{ORDER_NOTE}"
     return item.question
 
 
 def roles_block(roles: Sequence[str]) -> str:
     """The videos' roles as context lines, in the request's video order."""
-    lines = [f"video {n}: {quote_data(str(role))}" for n, role in enumerate(roles, 1)]
-    return "Roles of the videos, in the order given:\n" + "\n".join(lines)
+    named = {f"video {n}": str(role) for n, role in enumerate(roles, 1)}
+    return f"Roles of the videos, in the order given (data from the benchmark):\n{quote_data(named)}"
 
 
 def request_of(
