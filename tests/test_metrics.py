@@ -47,7 +47,9 @@ def test_recall_at_k() -> None:
 # evaluation code gives for the same predictions, worked out by hand in the comments.
 
 
-def _summary(tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict[str, Any]]) -> Any:
+def _summary(
+    tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict[str, Any]], judge: Any = None
+) -> Any:
     from vidscope.evaluation.loaders import load_benchmark
     from vidscope.evaluation.report import summarise
     from vidscope.evaluation.runs import PREDICTIONS_FILE, RunSpec, read_predictions
@@ -60,7 +62,7 @@ def _summary(tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict
         name="fixed", benchmark=benchmark, annotations=str(annotations), root="/videos", agent="dvd",
         settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00",
     )  # fmt: skip
-    return summarise(spec, items, items, read_predictions(run_dir), [], [])
+    return summarise(spec, items, items, read_predictions(run_dir), [], [], judge)
 
 
 def test_grounding_reproduces_vslnet_charades_sta_evaluation(tmp_path: Path) -> None:
@@ -196,13 +198,15 @@ def test_multiple_choice_accuracy_reproduces_videomme_eval_your_results(tmp_path
 # those scripts read; each task's figure is the one the script prints for the same answers.
 
 
-def _crossvid(tmp_path: Path, task: str, records: list[dict[str, Any]], answers: dict[str, str]) -> Any:
+def _crossvid(
+    tmp_path: Path, task: str, records: list[dict[str, Any]], answers: dict[str, str], judge: Any = None
+) -> Any:
     annotations = tmp_path / f"{task}.json"
     annotations.write_text(json.dumps(records))
     lines = [{"question_id": q, "kind": kind, "video_ids": ["a", "b"], "answer": said}
              for q, said in answers.items()
              for kind in ["multiple_choice" if records[0].get("options") else "open_ended"]]  # fmt: skip
-    return _summary(tmp_path, "crossvid", annotations, lines)
+    return _summary(tmp_path, "crossvid", annotations, lines, judge)
 
 
 def test_crossvid_multi_select_reproduces_bu_eval(tmp_path: Path) -> None:
@@ -257,3 +261,44 @@ def test_crossvid_ccqa_is_unscored_without_a_judge(tmp_path: Path) -> None:
     from vidscope.evaluation.report import report_markdown
 
     assert "need an LLM judge" in report_markdown(summary)
+
+
+def test_crossvid_ccqa_judged_by_the_planner_reproduces_score_ccqa(tmp_path: Path, llm_server: Any) -> None:
+    """``score_CCQA.py``: the judge marks each scoring point covered / correct; the task's figure is
+    sum(coverage + correctness) / sum(2 x points). Verdicts: [T, T] / [T, F] (3 of 4) and
+    [T, F, F] / [F, F, F] (1 of 6) → 4 / 10 = 40.0. A third reply with the wrong number of entries
+    leaves its answer unscored. The judge is the planner role through the real OpenAI backend on
+    the loopback server."""
+    from llm_server import text
+
+    from vidscope.core.settings import Settings
+    from vidscope.flows.eval_agents import planner_judge
+    from vidscope.flows.evaluate import _judge
+    from vidscope.models import registry
+
+    records = [{"id": n, "video A": "a.mp4", "video B": "b.mp4", "question": f"Compare the dishes {n}.",
+                "answer": "A is spicier and redder.", "scoring_points": points}
+               for n, points in enumerate([["spice", "colour"], ["spice", "colour", "salt"], ["spice"]])]  # fmt: skip
+    llm_server.script([
+        text('{"coverage": [true, true], "correctness": [true, false]}'),
+        text('<score>{"coverage": [true, false, false], "correctness": [false, false, false]}</score>'),
+        text('{"coverage": [true, true], "correctness": [true, true]}'),
+    ])  # fmt: skip
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20, "cache": False}}
+    settings = Settings(data_dir=tmp_path / "data", models={"planner": "openai:judge", "options": options})
+    judge = planner_judge(registry.planner_model(settings))  # type: ignore[arg-type]
+    answers = {"0": "The first is spicier.", "1": "The first is hotter.", "2": "Spicy."}
+    summary = _crossvid(tmp_path, "CCQA", records, answers, judge)
+    assert {k: round(100 * v, 1) for k, v in summary.rule_scores.items()} == {"CCQA": 40.0}
+    assert summary.judge_unscored == ["2"] and llm_server.pending == 0
+    sent = llm_server.chat_requests[0]["messages"][-1]["content"]
+    assert "The first is spicier." in sent and "colour" in sent and "<video_data>" in sent
+    items = [i for i in _load_items(tmp_path / "CCQA.json")]
+    no_planner = Settings(data_dir=tmp_path / "data", models={"chat": None, "planner": None})
+    assert _judge(no_planner, items) is None and _judge(settings, items) is not None
+
+
+def _load_items(path: Path) -> list[Any]:
+    from vidscope.evaluation.loaders import load_benchmark
+
+    return load_benchmark("crossvid", path)
