@@ -45,7 +45,8 @@ class BenchmarkItem(BaseModel):
     answer: str | None = Field(
         default=None,
         description="Gold answer: an option letter ('B') for multiple choice (the letters in order, "
-        "'AC', for a multi-select question), the reference text for open-ended items; None when the benchmark withholds it (EgoSchema full set).",
+        "'AC', for a multi-select question), the reference text for open-ended items; None when "
+        "the benchmark withholds it (EgoSchema full set).",
     )
     categories: tuple[str, ...] = Field(
         default=(), description="Task / question type(s); LVBench gives several per question."

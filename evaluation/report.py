@@ -108,7 +108,8 @@ class RunSummary(BaseModel):
         "order, CCQA: judged points).",
     )
     judge_unscored: list[str] = Field(
-        default_factory=list, description="Free-form answers left unscored: no judge model (planner), or it failed."
+        default_factory=list,
+        description="Free-form answers left unscored: no judge model (planner), or it failed.",
     )
     unscored: list[str] = Field(default_factory=list, description="Questions without a gold answer.")
     missing_videos: list[str] = Field(default_factory=list)
@@ -267,9 +268,9 @@ def summarise(
     retrieval = [i for i in attempted if i.kind == "retrieval"]
     if retrieval:
         gallery = len({v for i in ready if i.kind == "retrieval" for v in i.video_ids})
-        scored = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
-        summary.ranks = {k: scored.pop(k) for k in RANK_METRICS}
-        summary.scores.update(scored)
+        ranked = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
+        summary.ranks = {k: ranked.pop(k) for k in RANK_METRICS}
+        summary.scores.update(ranked)
     ruled = [i for i in attempted if i.kind == "open_ended" and i.extra.get(RULE)]
     if ruled:
         rules = score_rules(ruled, {q: p.response for q, p in predictions.items()}, judge)
@@ -415,7 +416,9 @@ def report_markdown(summary: RunSummary) -> str:
         lines.append(f"Citations by evidence level: {levels} (only perceived and retrieved verify).")
     if summary.rule_scores:
         scored = ", ".join(f"{cell(task)} {100 * value:.1f}" for task, value in summary.rule_scores.items())
-        lines.append(f"Open questions scored by their rule (x100; interval: mean IoU, order: exact): {scored}.")
+        lines.append(
+            f"Open questions scored by their rule (x100; interval: mean IoU, order: exact): {scored}."
+        )
     if summary.judge_unscored:
         lines.append(
             f"{len(summary.judge_unscored)} free-form answers are not scored: they need an LLM judge "

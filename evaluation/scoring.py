@@ -212,7 +212,7 @@ def score_rules(
             got, weight = sum(covered) + sum(correct), 2 * points
             report.judged[item.question_id] = (got, weight)
         elif rule in ("order", "interval"):
-            got, weight = rule_score(item, said), 1
+            got, weight = rule_score(item, said), 1  # type: ignore[assignment]
         else:
             continue
         report.per_question[item.question_id] = got / weight

@@ -17,8 +17,8 @@ item's subtitle file in ``item.extra[SUBTITLE_TEXT]`` and the request carries it
 never instructions. The extractive answerer searches with the question alone.
 
 Roles of the videos (MVX-Bench's reference and candidate videos, ``item.extra["roles"]``) go in
-the context too, as quoted data (``{"video 1": "reference", "video 2": "candidate"}``), so every multi-video agent knows which
-video the question compares the others with.
+the context too, as quoted data (``{"video 1": "reference", "video 2": "candidate"}``), so every
+multi-video agent knows which video the question compares the others with.
 
 Free-form answers with scoring points (CrossVid's CCQA) are scored by :func:`planner_judge`, the
 planner role asked per scoring point whether the answer covers it and gets it right.

@@ -52,7 +52,6 @@ from vidscope.evaluation.identity import (
     settings_identity,
 )
 from vidscope.evaluation.items import AnnotationError, BenchmarkItem
-from vidscope.evaluation.scoring import RULE, Judge
 from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
 from vidscope.evaluation.protocol import Protocol, apply_protocol, split_options
 from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
@@ -68,6 +67,7 @@ from vidscope.evaluation.runs import (
     write_spec,
     write_videos,
 )
+from vidscope.evaluation.scoring import RULE, Judge
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
 from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item, planner_judge
 from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task

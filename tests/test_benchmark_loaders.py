@@ -507,7 +507,8 @@ def test_crossvid_release_files_multi_select_fsa_pss_and_ccqa(tmp_path: Path) ->
     (ccqa,) = load_benchmark("crossvid", tmp_path / "CCQA.json")
     assert ccqa.extra["rule"] == "judge" and ccqa.extra["scoring_points"] == ["heat"]
     (tmp_path / "bad.json").write_text(json.dumps([
-        {"id": 0, "videos": ["a"], "question": "?", "options": ["A. x", "B. y"], "answer": ["Q"]}]))  # fmt: skip
+        {"id": 0, "videos": ["a"], "question": "?", "options": ["A. x", "B. y"], "answer": ["Q"]},
+    ]))  # fmt: skip
     with pytest.raises(AnnotationError):
         load_benchmark("crossvid", tmp_path / "bad.json")
 
@@ -516,9 +517,11 @@ def test_mvx_roles_reach_the_agents_request(tmp_path: Path) -> None:
     from vidscope.flows.eval_agents import request_of
 
     (tmp_path / "mvx.json").write_text(json.dumps([
-        {"id": "r1", "task": "retrieval", "reference_video": "ref.mp4", "candidate_videos": ["c1.mp4", "c2.mp4"],
-         "question": "Which candidate shows the same action?", "options": ["A. 1", "B. 2"], "answer": "B"},
-        {"id": "r2", "task": "t", "videos": [{"id": "x.mp4", "role": "reference"}, {"id": "y.mp4", "role": "candidate"}],
+        {"id": "r1", "task": "retrieval", "reference_video": "ref.mp4",
+         "candidate_videos": ["c1.mp4", "c2.mp4"], "question": "Which candidate shows the same action?",
+         "options": ["A. 1", "B. 2"], "answer": "B"},
+        {"id": "r2", "task": "t",
+         "videos": [{"id": "x.mp4", "role": "reference"}, {"id": "y.mp4", "role": "candidate"}],
          "question": "Same place?", "options": ["A. yes", "B. no"], "answer": "A"}]))  # fmt: skip
     one, two = load_benchmark("mvx_bench", tmp_path / "mvx.json")
     assert one.video_ids == ("ref.mp4", "c1.mp4", "c2.mp4")

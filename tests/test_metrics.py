@@ -278,7 +278,8 @@ def test_crossvid_ccqa_judged_by_the_planner_reproduces_score_ccqa(tmp_path: Pat
 
     records = [{"id": n, "video A": "a.mp4", "video B": "b.mp4", "question": f"Compare the dishes {n}.",
                 "answer": "A is spicier and redder.", "scoring_points": points}
-               for n, points in enumerate([["spice", "colour"], ["spice", "colour", "salt"], ["spice"]])]  # fmt: skip
+               for n, points in enumerate([["spice", "colour"], ["spice", "colour", "salt"], ["spice"]])
+               ]  # fmt: skip
     llm_server.script([
         text('{"coverage": [true, true], "correctness": [true, false]}'),
         text('<score>{"coverage": [true, false, false], "correctness": [false, false, false]}</score>'),

@@ -253,10 +253,16 @@ def test_judged_points_sum_over_a_task_as_score_ccqa_does() -> None:
     def item(qid: str, points: int) -> BenchmarkItem:
         return BenchmarkItem(benchmark="crossvid", question_id=qid, kind="open_ended", video_ids=("a", "b"),
                              question="?", answer="gold", categories=("CCQA",),
-                             extra={"rule": "judge", "scoring_points": [f"p{n}" for n in range(points)]})  # fmt: skip
+                             extra={"rule": "judge",
+                                    "scoring_points": [f"p{n}" for n in range(points)]})  # fmt: skip
 
-    verdicts = {"one": ([True, True], [True, False]), "two": ([True, False, False, False], [True] + [False] * 3)}
-    report = score_rules([item("one", 2), item("two", 4)], {"one": "x", "two": "y"}, lambda i, s: verdicts[i.question_id])
+    verdicts = {
+        "one": ([True, True], [True, False]),
+        "two": ([True, False, False, False], [True] + [False] * 3),
+    }
+    report = score_rules(
+        [item("one", 2), item("two", 4)], {"one": "x", "two": "y"}, lambda i, s: verdicts[i.question_id]
+    )
     # (3 + 2) / (4 + 8) = 0.416667, not the mean of 3/4 and 2/8 (0.5)
     assert report.by_category == {"CCQA": pytest.approx(5 / 12)} and report.unscored == []
     bad = score_rules([item("one", 2)], {"one": "x"}, lambda i, s: None)

@@ -93,7 +93,7 @@ def _numbers(value: Any) -> bool:
 
 def _question(record: dict[str, Any], where: str) -> str:
     """The question, or for CrossVid's FSA records (which carry none) the paper's FSA question."""
-    segment = record.get("ref_segment")
+    segment: Any = record.get("ref_segment")
     if record.get("question") is None and _numbers(segment) and len(segment) == 2:
         return (
             "Which step in video 2 is functionally equivalent to the step shown between "
