@@ -649,7 +649,7 @@ def _why_nothing_scored(
     failures: dict[str, str],
 ) -> str | None:
     """Why the run has no score at all (None when it has one): the first cause that applies."""
-    if summary.scores:
+    if summary.scores or summary.rule_scores:
         return None
     if not items:
         return "the annotation file holds no question for these options"
@@ -661,6 +661,8 @@ def _why_nothing_scored(
         return f"every question attempted failed ({next(iter(failures.values()))})"
     if summary.unscored and summary.answered:
         return "the answered questions have no gold answer to score against"
+    if summary.judge_unscored and summary.answered == len(summary.judge_unscored):
+        return "free-form answers need an LLM judge: set [models] planner (or chat) to score them"
     if summary.open_ended and summary.answered == summary.open_ended:
         return "open-ended answers have no automatic score"
     return "no question was answered"

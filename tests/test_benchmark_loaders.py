@@ -511,6 +511,10 @@ def test_crossvid_release_files_multi_select_fsa_pss_and_ccqa(tmp_path: Path) ->
     ]))  # fmt: skip
     with pytest.raises(AnnotationError):
         load_benchmark("crossvid", tmp_path / "bad.json")
+    (tmp_path / "PSS.json").write_text(json.dumps([{"id": 0, "video": "c.mp4", "segments": {"1": [0, 4]},
+                                                    "answer": "1"}]))  # fmt: skip
+    with pytest.raises(AnnotationError, match="give away the order"):
+        load_benchmark("crossvid", tmp_path / "PSS.json")
 
 
 def test_mvx_roles_reach_the_agents_request(tmp_path: Path) -> None:

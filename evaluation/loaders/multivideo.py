@@ -100,6 +100,11 @@ def _question(record: dict[str, Any], where: str) -> str:
             f"{segment[0]:g}s and {segment[1]:g}s in video 1? Answer with a time interval of video 2 "
             'in seconds, the start and end separated by a comma, e.g. "15,23".'
         )
+    if record.get("question") is None and record.get("segments") is not None:
+        raise AnnotationError(
+            f"{where}: an ordering record without a question (CrossVid PSS shows its segments as "
+            "shuffled clips; giving an agent their times would give away the order)"
+        )
     return question_text(record.get("question"), where)
 
 
