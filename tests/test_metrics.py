@@ -249,6 +249,11 @@ def test_crossvid_pss_reproduces_exact_order_accuracy(tmp_path: Path) -> None:
     answers = {"0": "2->3->1->4", "1": "2->3->4->1", "2": "2 -> 3 -> 1 -> 4", "3": "3->2->1"}
     summary = _crossvid(tmp_path, "PSS", records, answers)
     assert summary.rule_scores == {"PSS": pytest.approx(0.5)}
+    from vidscope.evaluation.videos import VideoLookup
+    from vidscope.flows.evaluate import _why_nothing_scored
+
+    lookup = VideoLookup(found={"cook/x.mp4": Path("x.mp4")}, missing=[])
+    assert _why_nothing_scored(summary, _load_items(tmp_path / "PSS.json"), lookup, {}, {}) is None
     assert summary.by_dimension == {}  # open questions are not in the multiple-choice accuracy
 
 
@@ -261,6 +266,12 @@ def test_crossvid_ccqa_is_unscored_without_a_judge(tmp_path: Path) -> None:
     from vidscope.evaluation.report import report_markdown
 
     assert "need an LLM judge" in report_markdown(summary)
+    from vidscope.evaluation.videos import VideoLookup
+    from vidscope.flows.evaluate import _why_nothing_scored
+
+    lookup = VideoLookup(found={"a.mp4": Path("a.mp4"), "b.mp4": Path("b.mp4")}, missing=[])
+    why = _why_nothing_scored(summary, _load_items(tmp_path / "CCQA.json"), lookup, {}, {})
+    assert why is not None and "set [models] planner" in why
 
 
 def test_crossvid_ccqa_judged_by_the_planner_reproduces_score_ccqa(tmp_path: Path, llm_server: Any) -> None:
