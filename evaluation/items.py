@@ -44,8 +44,9 @@ class BenchmarkItem(BaseModel):
     options: tuple[str, ...] = Field(default=(), description="Option texts without their letters.")
     answer: str | None = Field(
         default=None,
-        description="Gold answer: an option letter ('B') for multiple choice, the reference text for "
-        "open-ended items; None when the benchmark withholds it (EgoSchema full set).",
+        description="Gold answer: an option letter ('B') for multiple choice (the letters in order, "
+        "'AC', for a multi-select question), the reference text for open-ended items; None when "
+        "the benchmark withholds it (EgoSchema full set).",
     )
     categories: tuple[str, ...] = Field(
         default=(), description="Task / question type(s); LVBench gives several per question."
@@ -83,8 +84,8 @@ class BenchmarkItem(BaseModel):
     @property
     def answer_index(self) -> int | None:
         """The gold option's position, for multiple-choice items with a known answer."""
-        if self.kind != "multiple_choice" or self.answer is None:
-            return None
+        if self.kind != "multiple_choice" or self.answer is None or len(self.answer) != 1:
+            return None  # no answer, or a multi-select one ("AC")
         return LETTERS.index(self.answer)
 
 

@@ -4,16 +4,25 @@
   R@IoU=m (the share of queries whose prediction reaches IoU ≥ m) and mIoU.
 * Text-to-video retrieval (MSR-VTT style): recall@k over ranked video lists with gold videos, and
   the median and mean rank of the gold video (MdR, MnR; 1 is best).
+* Answers of CrossVid's non-single-choice tasks: a multi-select answer as a set of option letters
+  (BU: "1-3 correct choices", answered "BCD"), a step order as an exact sequence (PSS: "2->3->1->4")
+  and a time interval written "15,23" (FSA), scored by IoU.
 
 Each formula is the one the benchmarks' reference code computes (``tests/test_metrics.py`` checks
 them against figures worked out with it): R@IoU=m counts IoU >= m and mIoU averages IoU, as
 VSLNet's Charades-STA / ActivityNet evaluation does; R@k counts a gold video ranked in the first k,
 MdR is the median (the mean of the two middle ranks for an even count) and MnR the mean of the
-1-based gold ranks, as CLIP4Clip's ``compute_metrics`` does.
+1-based gold ranks, as CLIP4Clip's ``compute_metrics`` does. CrossVid's evaluation scripts
+(``eval/BU.py``, ``PSS.py``, ``FSA.py``) compare the answer string with the gold letters joined,
+compare it with the gold order string, and read ``"start,end"`` as two floats (anything else: IoU
+0) and average the IoU; here a multi-select answer is read as the set of its letters (so "C, A" is
+"AC", which the reference's string comparison would reject when gold is "AC" — the issue's rule),
+an order as its numbers (spaces and arrow styles do not matter), an interval the same way.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 Interval = tuple[float, float]
@@ -99,3 +108,55 @@ def rank_scores(
     middle = len(ranks) // 2
     median = ranks[middle] if len(ranks) % 2 else (ranks[middle - 1] + ranks[middle]) / 2
     return {"MdR": float(median), "MnR": sum(ranks) / len(ranks)}
+
+
+_LETTERS_ONLY = re.compile(r"[A-Z](?:[\s,;/&+]*(?:and\s+)?[A-Z])*")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def letter_set(text: str | None, n_options: int) -> frozenset[str] | None:
+    """The option letters a multi-select answer chose: ``"AC"``, ``"A, C"``, ``"C and A"`` → {A, C}.
+
+    The answer must be letters alone (separators allowed); prose, or a letter beyond the options,
+    is None (unparsed), never a guess."""
+    if text is None:
+        return None
+    cleaned = re.sub(r"^\s*(?:the\s+)?answers?\s*(?:is|are|:)\s*", "", text, flags=re.IGNORECASE)
+    cleaned = cleaned.strip().strip("\"'`.()[]<>").strip()
+    if not cleaned or not _LETTERS_ONLY.fullmatch(cleaned):
+        return None
+    letters = frozenset(re.findall(r"[A-Z]", cleaned))
+    allowed = {chr(ord("A") + i) for i in range(n_options)}
+    return letters if letters <= allowed else None
+
+
+def set_match(predicted: frozenset[str] | None, gold: Iterable[str]) -> bool:
+    """Whether a multi-select answer chose exactly the gold letters (no partial credit)."""
+    return predicted is not None and predicted == frozenset(gold)
+
+
+def order_of(text: str | None) -> tuple[int, ...] | None:
+    """A step order written ``"2->3->1->4"`` (or ``"2, 3, 1, 4"``, ``"2 → 3 → 1 → 4"``) as numbers;
+    None when the text holds anything but integers and separators."""
+    if text is None:
+        return None
+    cleaned = text.strip().strip("\"'`.[]").strip()
+    if not cleaned or re.fullmatch(r"\d+(?:\s*(?:->|→|>|,|-|\s)\s*\d+)*", cleaned) is None:
+        return None
+    return tuple(int(n) for n in re.findall(r"\d+", cleaned))
+
+
+def order_match(predicted: tuple[int, ...] | None, gold: Sequence[int]) -> bool:
+    """Whether an order is exactly the gold order (no partial credit, as CrossVid's PSS)."""
+    return predicted is not None and predicted == tuple(gold)
+
+
+def interval_of(text: str | None) -> Interval | None:
+    """An interval answer ``"15,23"`` (also ``"15s - 23s"``, ``"[15, 23]"``) as two seconds; None
+    unless the text holds exactly two numbers."""
+    if text is None:
+        return None
+    numbers = _NUMBER.findall(text.replace(" - ", " "))
+    if len(numbers) != 2 or re.search(r"[A-Za-z]{2,}", text):
+        return None
+    return float(numbers[0]), float(numbers[1])

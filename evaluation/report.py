@@ -25,11 +25,14 @@ from vidscope.evaluation.metrics import RANK_METRICS
 from vidscope.evaluation.plots import PLOT_FILES, write_plots
 from vidscope.evaluation.runs import Prediction, RunSpec
 from vidscope.evaluation.scoring import (
+    RULE,
     Accuracy,
+    Judge,
     is_correct,
     score_choices,
     score_grounding,
     score_retrieval,
+    score_rules,
 )
 from vidscope.evaluation.stats import RESAMPLES, SEED, bootstrap_mean, paired_difference, percentile
 
@@ -99,6 +102,15 @@ class RunSummary(BaseModel):
     failed: list[str] = Field(default_factory=list)
     not_attempted: int = 0
     open_ended: int = Field(0, description="Answered open-ended questions (no automatic score).")
+    rule_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="Open questions scored by a rule, the mean per task (CrossVid FSA: IoU, PSS: exact "
+        "order, CCQA: judged points).",
+    )
+    judge_unscored: list[str] = Field(
+        default_factory=list,
+        description="Free-form answers left unscored: no judge model (planner), or it failed.",
+    )
     unscored: list[str] = Field(default_factory=list, description="Questions without a gold answer.")
     missing_videos: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
@@ -165,8 +177,10 @@ def _clip(text: str, limit: int = CELL_CHARS) -> str:
 
 
 def _option(item: BenchmarkItem, letter: str | None) -> str:
-    if letter is None or letter not in LETTERS[: len(item.options)]:
+    if letter is None or not letter or not set(letter) <= set(LETTERS[: len(item.options)]):
         return "none"
+    if len(letter) > 1:
+        return letter
     return f"{letter}. {_clip(item.options[LETTERS.index(letter)], 80)}"
 
 
@@ -195,8 +209,10 @@ def summarise(
     predictions: Mapping[str, Prediction],
     failed: Iterable[str],
     missing_videos: Sequence[str],
+    judge: Judge | None = None,
 ) -> RunSummary:
-    """Score the run's attempted questions (``ready`` items with a prediction or a failure)."""
+    """Score the run's attempted questions (``ready`` items with a prediction or a failure);
+    ``judge`` scores free-form answers that have scoring points (without it they stay unscored)."""
     failed_ids = sorted(set(failed) - set(predictions))
     attempted = [i for i in ready if i.question_id in predictions or i.question_id in failed_ids]
     summary = RunSummary(
@@ -252,10 +268,17 @@ def summarise(
     retrieval = [i for i in attempted if i.kind == "retrieval"]
     if retrieval:
         gallery = len({v for i in ready if i.kind == "retrieval" for v in i.video_ids})
-        retrieved = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
-        summary.ranks = {k: retrieved.pop(k) for k in RANK_METRICS}
-        summary.scores.update(retrieved)
-    summary.open_ended = sum(i.kind == "open_ended" and i.question_id in predictions for i in attempted)
+        ranked = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
+        summary.ranks = {k: ranked.pop(k) for k in RANK_METRICS}
+        summary.scores.update(ranked)
+    ruled = [i for i in attempted if i.kind == "open_ended" and i.extra.get(RULE)]
+    if ruled:
+        rules = score_rules(ruled, {q: p.response for q, p in predictions.items()}, judge)
+        summary.rule_scores = rules.by_category
+        summary.judge_unscored = rules.unscored
+    summary.open_ended = sum(
+        i.kind == "open_ended" and not i.extra.get(RULE) and i.question_id in predictions for i in attempted
+    )
     done = [predictions[i.question_id] for i in attempted if i.question_id in predictions]
     if done:
         summary.mean_steps = sum(p.steps for p in done) / len(done)
@@ -391,6 +414,16 @@ def report_markdown(summary: RunSummary) -> str:
     if summary.evidence:
         levels = ", ".join(f"{level} {n}" for level, n in summary.evidence.items())
         lines.append(f"Citations by evidence level: {levels} (only perceived and retrieved verify).")
+    if summary.rule_scores:
+        scored = ", ".join(f"{cell(task)} {100 * value:.1f}" for task, value in summary.rule_scores.items())
+        lines.append(
+            f"Open questions scored by their rule (x100; interval: mean IoU, order: exact): {scored}."
+        )
+    if summary.judge_unscored:
+        lines.append(
+            f"{len(summary.judge_unscored)} free-form answers are not scored: they need an LLM judge "
+            "(the planner role) and none was configured or it gave no usable verdict."
+        )
     if summary.open_ended:
         lines.append(f"{summary.open_ended} open-ended answers are in the predictions, not scored.")
     if summary.unscored:

@@ -9,6 +9,14 @@
   questions whose answer is no candidate) are not scored and are listed instead.
 * Grounding: R@0.3/0.5/0.7 and mIoU against the item's gold interval
   (:func:`~vidscope.evaluation.metrics.grounding_scores`).
+* Multi-select (CrossVid BU): the answer's letters as a set must equal the gold set
+  (:func:`~vidscope.evaluation.metrics.letter_set`); counted in the multiple-choice accuracy.
+* Rules for open questions (``item.extra["rule"]``, set by the multi-video loader;
+  :func:`score_rules`): ``order`` (CrossVid PSS) is right only in the exact gold order,
+  ``interval`` (CrossVid FSA) scores the IoU of the answer's interval with the gold one (averaged:
+  the task's figure is the mean IoU), ``judge`` (CrossVid CCQA) asks a judge model whether the
+  answer covers each scoring point and gets it right (score = covered + correct over twice the
+  points, as ``score_CCQA.py``); without a judge those items are listed as unscored.
 * Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`),
   MdR and MnR (:func:`~vidscope.evaluation.metrics.rank_scores`).
 """
@@ -20,7 +28,20 @@ from dataclasses import dataclass, field
 
 from vidscope.evaluation.answers import extract_choice
 from vidscope.evaluation.items import LETTERS, BenchmarkItem, Interval
-from vidscope.evaluation.metrics import grounding_scores, rank_scores, recall_at_k
+from vidscope.evaluation.metrics import (
+    grounding_scores,
+    interval_of,
+    letter_set,
+    order_match,
+    order_of,
+    rank_scores,
+    recall_at_k,
+    set_match,
+    temporal_iou,
+)
+
+#: ``item.extra`` key of an item's scoring rule (written by the multi-video loader).
+RULE = "rule"
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,8 @@ class ChoiceReport:
 def is_correct(item: BenchmarkItem, letter: str | None) -> bool:
     """Whether choosing ``letter`` answers ``item``: its gold letter, or an option with the same text
     (some releases list a candidate twice, and either copy is the right answer)."""
+    if item.extra.get(RULE) == "set":
+        return item.answer is not None and set_match(letter_set(letter, len(item.options)), item.answer)
     if letter is None or item.answer is None or letter not in LETTERS[: len(item.options)]:
         return False
     gold = item.options[LETTERS.index(item.answer)]
@@ -96,7 +119,11 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
             unscored.append(item.question_id)
             continue
         said = answers.get(item.question_id)
-        letter = extract_choice(said, item.options)
+        if item.extra.get(RULE) == "set":
+            letters = letter_set(said, len(item.options))
+            letter = "".join(sorted(letters)) if letters else None
+        else:
+            letter = extract_choice(said, item.options)
         chosen[item.question_id] = letter
         if letter is None and said and said.strip():
             unparsed.append(item.question_id)
@@ -134,3 +161,64 @@ def score_retrieval(
     ranked = {q: rankings.get(q, []) for q in gold}
     size = gallery if gallery is not None else len({v for i in items for v in i.video_ids})
     return {**recall_at_k(ranked, gold), **rank_scores(ranked, gold, size)}
+
+
+#: A judge: (item, answer) → (covered, correct) per scoring point of the item, or None when it
+#: could not judge (the item is then unscored).
+Judge = Callable[[BenchmarkItem, str], tuple[list[bool], list[bool]] | None]
+
+
+@dataclass
+class RuleReport:
+    """Scores of open questions with a rule: per question (0-1) and the mean per task."""
+
+    per_question: dict[str, float] = field(default_factory=dict)
+    by_category: dict[str, float] = field(default_factory=dict)
+    #: Questions that could not be scored (a judge rule without a judge, or the judge failed).
+    unscored: list[str] = field(default_factory=list)
+    #: Points and weights of judged questions: (covered + correct, 2 x points), summed per task as
+    #: ``score_CCQA.py`` sums them (a ratio of sums, not a mean of ratios).
+    judged: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+
+def rule_score(item: BenchmarkItem, said: str | None) -> float:
+    """The score of an ``order`` or ``interval`` item's answer (0 when it cannot be read)."""
+    rule = item.extra.get(RULE)
+    if rule == "order":
+        gold = order_of(item.answer)
+        return float(gold is not None and order_match(order_of(said), gold))
+    if rule == "interval":
+        predicted = interval_of(said)
+        return 0.0 if predicted is None or not item.intervals else temporal_iou(predicted, item.intervals[0])
+    raise ValueError(f"{item.question_id}: no automatic rule {rule!r}")
+
+
+def score_rules(
+    items: Iterable[BenchmarkItem], answers: Mapping[str, str | None], judge: Judge | None = None
+) -> RuleReport:
+    """Scores of the open ``items`` that have a rule; one with no answer scores 0."""
+    report = RuleReport()
+    sums: dict[str, list[float]] = {}
+    for item in items:
+        rule = item.extra.get(RULE)
+        said = answers.get(item.question_id)
+        if rule == "judge":
+            verdict = judge(item, said or "") if judge is not None and said else None
+            if said and (verdict is None or not verdict[0] or len(verdict[0]) != len(verdict[1])):
+                report.unscored.append(item.question_id)
+                continue
+            covered, correct = verdict or ([], [])
+            points = max(len(covered), len(item.extra.get("scoring_points") or []), 1)
+            got, weight = sum(covered) + sum(correct), 2 * points
+            report.judged[item.question_id] = (got, weight)
+        elif rule in ("order", "interval"):
+            got, weight = rule_score(item, said), 1  # type: ignore[assignment]
+        else:
+            continue
+        report.per_question[item.question_id] = got / weight
+        for category in item.categories or ("all",):
+            tally = sums.setdefault(category, [0.0, 0.0])
+            tally[0] += got
+            tally[1] += weight
+    report.by_category = {k: num / den for k, (num, den) in sorted(sums.items())}
+    return report

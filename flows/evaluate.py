@@ -68,8 +68,9 @@ from vidscope.evaluation.runs import (
     write_spec,
     write_videos,
 )
+from vidscope.evaluation.scoring import RULE, Judge
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
-from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item
+from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item, planner_judge
 from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
@@ -119,6 +120,15 @@ class EvalOutcome(BaseModel):
 _on_progress: contextvars.ContextVar[Callable[[EvalProgress], None] | None] = contextvars.ContextVar(
     "vidscope_eval_progress", default=None
 )
+
+
+def _judge(settings: Settings, items: Sequence[BenchmarkItem]) -> Judge | None:
+    """The LLM judge of free-form answers (the planner role), when some item needs one and a
+    planner is configured; else None and those answers are reported unscored."""
+    if not any(i.extra.get(RULE) == "judge" for i in items):
+        return None
+    chat = registry.planner_model(settings) if registry.effective_spec(settings, "planner") else None
+    return planner_judge(chat) if chat is not None else None
 
 
 def _progress(event: EvalProgress) -> None:
@@ -610,7 +620,7 @@ def evaluate(
         _progress(EvalProgress(phase="answer", done=n, total=len(futures), name=item.question_id, ok=ok))
 
     predictions = read_predictions(run_dir)
-    summary = summarise(spec, items, ready, predictions, failures, lookup.missing)
+    summary = summarise(spec, items, ready, predictions, failures, lookup.missing, _judge(settings, ready))
     ordered = [predictions[i.question_id] for i in ready if i.question_id in predictions]
     files = write_report(run_dir, summary, ordered)
     _publish(summary)
@@ -649,7 +659,7 @@ def _why_nothing_scored(
     failures: dict[str, str],
 ) -> str | None:
     """Why the run has no score at all (None when it has one): the first cause that applies."""
-    if summary.scores:
+    if summary.scores or summary.rule_scores:
         return None
     if not items:
         return "the annotation file holds no question for these options"
@@ -661,6 +671,8 @@ def _why_nothing_scored(
         return f"every question attempted failed ({next(iter(failures.values()))})"
     if summary.unscored and summary.answered:
         return "the answered questions have no gold answer to score against"
+    if summary.judge_unscored and summary.answered == len(summary.judge_unscored):
+        return "free-form answers need an LLM judge: set [models] planner (or chat) to score them"
     if summary.open_ended and summary.answered == summary.open_ended:
         return "open-ended answers have no automatic score"
     return "no question was answered"

@@ -480,3 +480,58 @@ def test_didemo_paragraphs_one_query_per_video(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"video": "x.mov"}]))
     with pytest.raises(AnnotationError, match="needs a 'video' and a 'description'"):
         load_benchmark("didemo", path)
+
+
+def test_crossvid_release_files_multi_select_fsa_pss_and_ccqa(tmp_path: Path) -> None:
+    """Records shaped as CrossVid's ``eval/*.py`` read them: one file per task, no task field."""
+    (tmp_path / "BU.json").write_text(json.dumps([
+        {"id": 0, "videos": ["behavior/a.mp4", "behavior/b.mp4"], "question": "Which?",
+         "options": ["A. eat", "B. run", "C. sleep"], "answer": ["C", "A"]}]))  # fmt: skip
+    (bu,) = load_benchmark("crossvid", tmp_path / "BU.json")
+    assert bu.kind == "multiple_choice" and bu.answer == "AC" and bu.extra["rule"] == "set"
+    assert bu.categories == ("BU",) and bu.dimension == "Comparative Analysis"
+    (tmp_path / "FSA.json").write_text(json.dumps([
+        {"id": 0, "video A": "cook/a.mp4", "video B": "cook/b.mp4", "ref_segment": [12, 30],
+         "answer": [40.5, 52]}]))  # fmt: skip
+    (fsa,) = load_benchmark("crossvid", tmp_path / "FSA.json")
+    assert fsa.video_ids == ("cook/a.mp4", "cook/b.mp4") and fsa.intervals == ((40.5, 52.0),)
+    assert fsa.extra["rule"] == "interval" and "between 12s and 30s in video 1" in fsa.question
+    (tmp_path / "PSS.json").write_text(json.dumps([
+        {"id": 0, "video": "cook/c.mp4", "segments": {"1": [0, 4], "2": [9, 12]},
+         "question": "Order them.", "answer": "2->1"}]))  # fmt: skip
+    (pss,) = load_benchmark("crossvid", tmp_path / "PSS.json")
+    assert pss.extra["rule"] == "order" and pss.dimension == "Temporal Understanding"
+    (tmp_path / "CCQA.json").write_text(json.dumps([
+        {"id": 0, "video A": "a.mp4", "video B": "b.mp4", "question": "Compare.", "answer": "A is hotter.",
+         "scoring_points": ["heat"]}]))  # fmt: skip
+    (ccqa,) = load_benchmark("crossvid", tmp_path / "CCQA.json")
+    assert ccqa.extra["rule"] == "judge" and ccqa.extra["scoring_points"] == ["heat"]
+    (tmp_path / "bad.json").write_text(json.dumps([
+        {"id": 0, "videos": ["a"], "question": "?", "options": ["A. x", "B. y"], "answer": ["Q"]},
+    ]))  # fmt: skip
+    with pytest.raises(AnnotationError):
+        load_benchmark("crossvid", tmp_path / "bad.json")
+    (tmp_path / "PSS.json").write_text(json.dumps([{"id": 0, "video": "c.mp4", "segments": {"1": [0, 4]},
+                                                    "answer": "1"}]))  # fmt: skip
+    with pytest.raises(AnnotationError, match="give away the order"):
+        load_benchmark("crossvid", tmp_path / "PSS.json")
+
+
+def test_mvx_roles_reach_the_agents_request(tmp_path: Path) -> None:
+    from vidscope.flows.eval_agents import request_of
+
+    (tmp_path / "mvx.json").write_text(json.dumps([
+        {"id": "r1", "task": "retrieval", "reference_video": "ref.mp4",
+         "candidate_videos": ["c1.mp4", "c2.mp4"], "question": "Which candidate shows the same action?",
+         "options": ["A. 1", "B. 2"], "answer": "B"},
+        {"id": "r2", "task": "t",
+         "videos": [{"id": "x.mp4", "role": "reference"}, {"id": "y.mp4", "role": "candidate"}],
+         "question": "Same place?", "options": ["A. yes", "B. no"], "answer": "A"}]))  # fmt: skip
+    one, two = load_benchmark("mvx_bench", tmp_path / "mvx.json")
+    assert one.video_ids == ("ref.mp4", "c1.mp4", "c2.mp4")
+    assert one.extra["roles"] == ["reference", "candidate", "candidate"]
+    assert two.extra["roles"] == ["reference", "candidate"]
+    request = request_of(one, ["s1", "s2", "s3"])
+    assert request.video_ids == ["s1", "s2", "s3"] and request.scope == "videos"
+    assert '{"video 1":"reference","video 2":"candidate","video 3":"candidate"}' in request.prompt
+    assert request.prompt.endswith("Which candidate shows the same action?")

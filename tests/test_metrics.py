@@ -47,7 +47,9 @@ def test_recall_at_k() -> None:
 # evaluation code gives for the same predictions, worked out by hand in the comments.
 
 
-def _summary(tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict[str, Any]]) -> Any:
+def _summary(
+    tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict[str, Any]], judge: Any = None
+) -> Any:
     from vidscope.evaluation.loaders import load_benchmark
     from vidscope.evaluation.report import summarise
     from vidscope.evaluation.runs import PREDICTIONS_FILE, RunSpec, read_predictions
@@ -60,7 +62,7 @@ def _summary(tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict
         name="fixed", benchmark=benchmark, annotations=str(annotations), root="/videos", agent="dvd",
         settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00",
     )  # fmt: skip
-    return summarise(spec, items, items, read_predictions(run_dir), [], [])
+    return summarise(spec, items, items, read_predictions(run_dir), [], [], judge)
 
 
 def test_grounding_reproduces_vslnet_charades_sta_evaluation(tmp_path: Path) -> None:
@@ -188,3 +190,127 @@ def test_multiple_choice_accuracy_reproduces_videomme_eval_your_results(tmp_path
     assert summary.scores["M-Avg"] == pytest.approx((2 / 3 + 2 / 3) / 2)
     # The answer that named no option is wrong, and counted apart from the wrong choice.
     assert summary.unparsed == ["001-6"]
+
+
+# ---------------------------------------------------------------------------- CrossVid tasks
+# Reference: CrossVid's release (chuntianli666/CrossVid, ``eval/BU.py``, ``FSA.py``, ``PSS.py``,
+# ``score_CCQA.py``; README: one ``QA/<TASK>.json`` per task). The records below have the fields
+# those scripts read; each task's figure is the one the script prints for the same answers.
+
+
+def _crossvid(
+    tmp_path: Path, task: str, records: list[dict[str, Any]], answers: dict[str, str], judge: Any = None
+) -> Any:
+    annotations = tmp_path / f"{task}.json"
+    annotations.write_text(json.dumps(records))
+    lines = [{"question_id": q, "kind": kind, "video_ids": ["a", "b"], "answer": said}
+             for q, said in answers.items()
+             for kind in ["multiple_choice" if records[0].get("options") else "open_ended"]]  # fmt: skip
+    return _summary(tmp_path, "crossvid", annotations, lines, judge)
+
+
+def test_crossvid_multi_select_reproduces_bu_eval(tmp_path: Path) -> None:
+    """``BU.py``: ``correct = answer == "".join(gold)`` with gold a list of 1-3 letters; the task's
+    figure is correct / answered. Gold AC, B, ABD, C, BD; answers "AC" (right), "B" (right), "AB"
+    (a subset: wrong), "C" (right), "BCD" (a superset: wrong) → 3/5 = 60.0. Answers written in the
+    gold's letter order, so the reference's string comparison and the set comparison agree."""
+    golds = [["A", "C"], ["B"], ["A", "B", "D"], ["C"], ["B", "D"]]
+    records = [{"id": n, "videos": ["a.mp4", "b.mp4"], "question": f"Which behaviours? {n}",
+                "options": ["A. eat", "B. run", "C. sleep", "D. swim"], "answer": gold}
+               for n, gold in enumerate(golds)]  # fmt: skip
+    summary = _crossvid(tmp_path, "BU", records, {"0": "AC", "1": "B", "2": "AB", "3": "C", "4": "BCD"})
+    assert round(100 * summary.scores["accuracy"], 1) == 60.0
+    assert summary.by_category["BU"].correct == 3 and summary.by_dimension["Comparative Analysis"].total == 5
+    assert summary.unparsed == []
+
+
+def test_crossvid_fsa_reproduces_mean_interval_iou(tmp_path: Path) -> None:
+    """``FSA.py``: the answer ``"start,end"`` split at the comma into two floats, IoU with the gold
+    interval = max(0, min end - max start) / (max end - min start), an answer that does not parse
+    scores 0; the figure is the mean IoU. Gold [10, 20] x4: "10,20" → 1.0; "15,25" → 5/15 =
+    0.333333; "30,40" → 0; "about ten seconds" → 0 (unparsed). Mean = 1.333333/4 = 33.33."""
+    records = [{"id": n, "video A": "cook/a.mp4", "video B": "cook/b.mp4", "ref_segment": [3, 9],
+                "answer": [10, 20]} for n in range(4)]  # fmt: skip
+    summary = _crossvid(
+        tmp_path, "FSA", records, {"0": "10,20", "1": "15,25", "2": "30,40", "3": "about ten seconds"}
+    )
+    assert {k: round(100 * v, 2) for k, v in summary.rule_scores.items()} == {"FSA": 33.33}
+
+
+def test_crossvid_pss_reproduces_exact_order_accuracy(tmp_path: Path) -> None:
+    """``PSS.py``: ``correct = answer == gold`` with gold an order such as "2->3->1->4"; the figure
+    is correct / answered. Gold 2->3->1->4 x3, 1->2->3 x1: "2->3->1->4" right, "2->3->4->1" wrong,
+    "2 -> 3 -> 1 -> 4" (the same order, spaced: counted right here, the reference's string
+    comparison would not), "3->2->1" wrong → 2/4 = 50.0."""
+    golds = ["2->3->1->4", "2->3->1->4", "2->3->1->4", "1->2->3"]
+    records = [{"id": n, "video": "cook/x.mp4", "segments": {"1": [0, 5], "2": [5, 9]},
+                "question": "Order the shuffled segments.", "answer": gold}
+               for n, gold in enumerate(golds)]  # fmt: skip
+    answers = {"0": "2->3->1->4", "1": "2->3->4->1", "2": "2 -> 3 -> 1 -> 4", "3": "3->2->1"}
+    summary = _crossvid(tmp_path, "PSS", records, answers)
+    assert summary.rule_scores == {"PSS": pytest.approx(0.5)}
+    from vidscope.evaluation.videos import VideoLookup
+    from vidscope.flows.evaluate import _why_nothing_scored
+
+    lookup = VideoLookup(found={"cook/x.mp4": Path("x.mp4")}, missing=[])
+    assert _why_nothing_scored(summary, _load_items(tmp_path / "PSS.json"), lookup, {}, {}) is None
+    assert summary.by_dimension == {}  # open questions are not in the multiple-choice accuracy
+
+
+def test_crossvid_ccqa_is_unscored_without_a_judge(tmp_path: Path) -> None:
+    """``score_CCQA.py`` needs an LLM judge; without one the answers are listed as unscored."""
+    records = [{"id": 0, "video A": "a.mp4", "video B": "b.mp4", "question": "Compare the dishes.",
+                "answer": "A is spicier.", "scoring_points": ["spice", "colour"]}]  # fmt: skip
+    summary = _crossvid(tmp_path, "CCQA", records, {"0": "The first one is spicier."})
+    assert summary.judge_unscored == ["0"] and summary.rule_scores == {} and summary.open_ended == 0
+    from vidscope.evaluation.report import report_markdown
+
+    assert "need an LLM judge" in report_markdown(summary)
+    from vidscope.evaluation.videos import VideoLookup
+    from vidscope.flows.evaluate import _why_nothing_scored
+
+    lookup = VideoLookup(found={"a.mp4": Path("a.mp4"), "b.mp4": Path("b.mp4")}, missing=[])
+    why = _why_nothing_scored(summary, _load_items(tmp_path / "CCQA.json"), lookup, {}, {})
+    assert why is not None and "set [models] planner" in why
+
+
+def test_crossvid_ccqa_judged_by_the_planner_reproduces_score_ccqa(tmp_path: Path, llm_server: Any) -> None:
+    """``score_CCQA.py``: the judge marks each scoring point covered / correct; the task's figure is
+    sum(coverage + correctness) / sum(2 x points). Verdicts: [T, T] / [T, F] (3 of 4) and
+    [T, F, F] / [F, F, F] (1 of 6) → 4 / 10 = 40.0. A third reply with the wrong number of entries
+    leaves its answer unscored. The judge is the planner role through the real OpenAI backend on
+    the loopback server."""
+    from llm_server import text
+
+    from vidscope.core.settings import Settings
+    from vidscope.flows.eval_agents import planner_judge
+    from vidscope.flows.evaluate import _judge
+    from vidscope.models import registry
+
+    records = [{"id": n, "video A": "a.mp4", "video B": "b.mp4", "question": f"Compare the dishes {n}.",
+                "answer": "A is spicier and redder.", "scoring_points": points}
+               for n, points in enumerate([["spice", "colour"], ["spice", "colour", "salt"], ["spice"]])
+               ]  # fmt: skip
+    llm_server.script([
+        text('{"coverage": [true, true], "correctness": [true, false]}'),
+        text('<score>{"coverage": [true, false, false], "correctness": [false, false, false]}</score>'),
+        text('{"coverage": [true, true], "correctness": [true, true]}'),
+    ])  # fmt: skip
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20, "cache": False}}
+    settings = Settings(data_dir=tmp_path / "data", models={"planner": "openai:judge", "options": options})
+    judge = planner_judge(registry.planner_model(settings))  # type: ignore[arg-type]
+    answers = {"0": "The first is spicier.", "1": "The first is hotter.", "2": "Spicy."}
+    summary = _crossvid(tmp_path, "CCQA", records, answers, judge)
+    assert {k: round(100 * v, 1) for k, v in summary.rule_scores.items()} == {"CCQA": 40.0}
+    assert summary.judge_unscored == ["2"] and llm_server.pending == 0
+    sent = llm_server.chat_requests[0]["messages"][-1]["content"]
+    assert "The first is spicier." in sent and "colour" in sent and "<video_data>" in sent
+    items = [i for i in _load_items(tmp_path / "CCQA.json")]
+    no_planner = Settings(data_dir=tmp_path / "data", models={"chat": None, "planner": None})
+    assert _judge(no_planner, items) is None and _judge(settings, items) is not None
+
+
+def _load_items(path: Path) -> list[Any]:
+    from vidscope.evaluation.loaders import load_benchmark
+
+    return load_benchmark("crossvid", path)

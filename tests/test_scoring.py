@@ -203,3 +203,67 @@ def test_unparsed_answers_are_counted_apart_from_wrong_and_missing_ones() -> Non
     report = score_choices(items, answers)
     assert (report.overall.correct, report.overall.total) == (1, 4)
     assert report.unparsed == ["3"]  # 2 chose wrongly, 4 gave no answer: neither is a parsing problem
+
+
+# ---------------------------------------------------------------------------- multi-video rules
+
+
+@pytest.mark.parametrize(
+    ("said", "expected"),
+    [("AC", {"A", "C"}), ("C, A", {"A", "C"}), ("A and C", {"A", "C"}), ("Answer: BD", {"B", "D"}),
+     ('"B"', {"B"}), ("E", None), ("I think A", None), ("", None), (None, None)],
+)  # fmt: skip
+def test_multi_select_answers_are_read_as_letter_sets(said: str | None, expected: set[str] | None) -> None:
+    from vidscope.evaluation.metrics import letter_set
+
+    assert letter_set(said, 4) == (frozenset(expected) if expected is not None else None)
+
+
+def test_orders_and_intervals_are_read_strictly() -> None:
+    from vidscope.evaluation.metrics import interval_of, order_of
+
+    assert order_of("2->3->1->4") == order_of("2 → 3 → 1 → 4") == order_of("2, 3, 1, 4") == (2, 3, 1, 4)
+    assert order_of("first 2 then 3") is None and order_of(None) is None
+    assert interval_of("15,23") == interval_of("[15, 23]") == interval_of("15s - 23s") == (15.0, 23.0)
+    assert interval_of("15-23") == (15.0, 23.0)
+    assert interval_of("about 15") is None and interval_of("from 15 to 23 seconds") is None
+
+
+def _multi_select(answer: str) -> BenchmarkItem:
+    return BenchmarkItem(benchmark="crossvid", question_id="q", kind="multiple_choice", video_ids=("a", "b"),
+                         question="?", options=("w", "x", "y", "z"), answer=answer, categories=("BU",),
+                         extra={"rule": "set"})  # fmt: skip
+
+
+def test_a_multi_select_gold_scores_as_a_set() -> None:
+    item = _multi_select("AC")
+    assert item.answer_index is None
+    report = score_choices([item], {"q": "C, A"})
+    assert report.overall.correct == 1 and report.chosen == {"q": "AC"}
+    assert score_choices([item], {"q": "A"}).overall.correct == 0  # a subset is wrong
+    assert score_choices([item], {"q": "ACD"}).overall.correct == 0  # a superset is wrong
+    prose = score_choices([item], {"q": "Both the first and the third."})
+    assert prose.overall.correct == 0 and prose.unparsed == ["q"]
+
+
+def test_judged_points_sum_over_a_task_as_score_ccqa_does() -> None:
+    """``score_CCQA.py``: sum(coverage + correctness) over all answers / sum(2 x points)."""
+    from vidscope.evaluation.scoring import score_rules
+
+    def item(qid: str, points: int) -> BenchmarkItem:
+        return BenchmarkItem(benchmark="crossvid", question_id=qid, kind="open_ended", video_ids=("a", "b"),
+                             question="?", answer="gold", categories=("CCQA",),
+                             extra={"rule": "judge",
+                                    "scoring_points": [f"p{n}" for n in range(points)]})  # fmt: skip
+
+    verdicts = {
+        "one": ([True, True], [True, False]),
+        "two": ([True, False, False, False], [True] + [False] * 3),
+    }
+    report = score_rules(
+        [item("one", 2), item("two", 4)], {"one": "x", "two": "y"}, lambda i, s: verdicts[i.question_id]
+    )
+    # (3 + 2) / (4 + 8) = 0.416667, not the mean of 3/4 and 2/8 (0.5)
+    assert report.by_category == {"CCQA": pytest.approx(5 / 12)} and report.unscored == []
+    bad = score_rules([item("one", 2)], {"one": "x"}, lambda i, s: None)
+    assert bad.unscored == ["one"] and bad.by_category == {}

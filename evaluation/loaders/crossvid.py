@@ -4,8 +4,10 @@ The question file is not available here; records are read as described in
 :mod:`vidscope.evaluation.loaders.multivideo`. CrossVid groups its ten tasks into four dimensions;
 a record's own ``dimension`` field wins, else the task's abbreviation or full name is looked up in
 :data:`TASK_DIMENSIONS` (taken from the paper's task list; an unknown task gets no dimension and
-is still scored overall and per task). The free-form task is open-ended (an LLM judge scores it
-in the paper) and is not part of multiple-choice accuracy.
+is still scored overall and per task). How each task is scored follows the release's
+``eval/*.py``: single choice by its letter, BU's multi-select by the set of letters, FSA by the
+IoU of an interval, PSS by the exact order; CCQA is free-form and scored by an LLM judge on its
+scoring points (``score_CCQA.py``; see :mod:`vidscope.evaluation.scoring`).
 """
 
 from __future__ import annotations
@@ -56,5 +58,7 @@ def _dimension(record: dict[str, Any], task: str) -> str | None:
 
 
 def load(path: Path | str) -> list[BenchmarkItem]:
-    """Every question of a CrossVid question file."""
-    return load_records(path, NAME, _dimension)
+    """Every question of a CrossVid question file (the release's ``QA/BU.json`` holds one task,
+    named by the file; a record's own task field wins)."""
+    stem = Path(path).stem
+    return load_records(path, NAME, _dimension, stem if stem.lower() in TASK_DIMENSIONS else None)

@@ -10,6 +10,18 @@ a record is read by the first present of several names (assumptions, stated once
 * options: ``options`` | ``candidates`` | ``choices`` (a list, labelled ``"A. ..."`` or not, or a
   ``{"A": ...}`` mapping), absent for open-ended questions
 * answer: ``answer`` | ``gt`` | ``ground_truth`` | ``correct_choice`` (a letter, index or option text)
+
+CrossVid's release (``QA/<TASK>.json``, one file per task, fields as its ``eval/*.py`` scripts read
+them) adds: the task from the file name when records carry none; ``"video A"``/``"video B"``
+(FSA, CCQA); a list of letters as the answer of a multi-select question (BU, "1-3 correct
+choices": the item's answer is the letters in order, ``"AC"``, and :data:`RULE` is ``set``); two
+numbers as the answer of an open question (FSA: the gold interval in video 2, rule ``interval``,
+asked about the ``ref_segment`` of video 1); a ``"2->3->1->4"`` order (PSS, rule ``order``); and
+``scoring_points`` of a free-form answer (CCQA, rule ``judge``).
+
+A video's role (MVX-Bench's reference and candidate videos) is read from a video object's
+``role`` field, or from ``reference_video`` / ``candidate_videos`` fields of the record; the roles
+are kept in ``extra["roles"]`` (one per video, in order) for the agents' request.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ from vidscope.evaluation.items import (
     read_records,
     unique_ids,
 )
+from vidscope.evaluation.metrics import order_of
 
 ID_FIELDS = ("id", "question_id", "qid", "uid")
 TASK_FIELDS = ("task", "task_type", "question_type", "type")
@@ -35,6 +48,11 @@ VIDEO_LIST_FIELDS = ("videos", "video_ids", "video_list")
 VIDEO_FIELDS = ("video", "video_id")
 OPTION_FIELDS = ("options", "candidates", "choices")
 ANSWER_FIELDS = ("answer", "gt", "ground_truth", "correct_choice")
+PAIR_FIELDS = ("video A", "video B")
+#: ``extra`` key naming how an item that is not single-choice is scored (see ``scoring.score_rules``).
+RULE = "rule"
+#: ``extra`` key of the videos' roles (``"reference"``, ``"candidate"``), one per video.
+ROLES = "roles"
 
 
 def _video_name(value: Any, where: str) -> str:
@@ -45,6 +63,10 @@ def _video_name(value: Any, where: str) -> str:
 
 def videos_of(record: dict[str, Any], where: str) -> tuple[str, ...]:
     """The record's videos, in the order given."""
+    if all(record.get(name) for name in PAIR_FIELDS):
+        return tuple(str(record[name]) for name in PAIR_FIELDS)
+    if record.get("reference_video") and isinstance(record.get("candidate_videos"), list):
+        return (str(record["reference_video"]), *(str(v) for v in record["candidate_videos"]))
     listed = first(record, VIDEO_LIST_FIELDS, where, default=None)
     if listed is None:
         return (_video_name(first(record, VIDEO_FIELDS, where), where),)
@@ -53,33 +75,95 @@ def videos_of(record: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(_video_name(v, where) for v in listed)
 
 
+def roles_of(record: dict[str, Any], n_videos: int) -> tuple[str, ...]:
+    """Each video's role, when the record gives them (else empty)."""
+    if record.get("reference_video") and isinstance(record.get("candidate_videos"), list):
+        return ("reference", *["candidate"] * (n_videos - 1))
+    listed = first(record, VIDEO_LIST_FIELDS, "", default=None)
+    if isinstance(listed, list) and listed and all(isinstance(v, dict) and v.get("role") for v in listed):
+        return tuple(str(v["role"]) for v in listed)
+    return ()
+
+
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in value
+    )
+
+
+def _question(record: dict[str, Any], where: str) -> str:
+    """The question, or for CrossVid's FSA records (which carry none) the paper's FSA question."""
+    segment: Any = record.get("ref_segment")
+    if record.get("question") is None and _numbers(segment) and len(segment) == 2:
+        return (
+            "Which step in video 2 is functionally equivalent to the step shown between "
+            f"{segment[0]:g}s and {segment[1]:g}s in video 1? Answer with a time interval of video 2 "
+            'in seconds, the start and end separated by a comma, e.g. "15,23".'
+        )
+    if record.get("question") is None and record.get("segments") is not None:
+        raise AnnotationError(
+            f"{where}: an ordering record without a question (CrossVid PSS shows its segments as "
+            "shuffled clips; giving an agent their times would give away the order)"
+        )
+    return question_text(record.get("question"), where)
+
+
 def load_records(
-    path: Path | str, benchmark: str, dimension_of: Callable[[dict[str, Any], str], str | None]
+    path: Path | str,
+    benchmark: str,
+    dimension_of: Callable[[dict[str, Any], str], str | None],
+    default_task: str | None = None,
 ) -> list[BenchmarkItem]:
-    """Every record of a multi-video question file as an item of ``benchmark``."""
+    """Every record of a multi-video question file as an item of ``benchmark`` (``default_task``:
+    the task of records that name none)."""
     items = []
     for n, record in enumerate(read_records(Path(path))):
         qid = str(first(record, ID_FIELDS, f"{path}[{n}]", default=n))
         where = f"{path}: {qid}"
-        task = str(first(record, TASK_FIELDS, where, default="")) or None
+        task = str(first(record, TASK_FIELDS, where, default="")) or default_task
         raw_options = first(record, OPTION_FIELDS, where, default=None)
         options = options_of(raw_options, where) if raw_options else ()
         raw_answer = first(record, ANSWER_FIELDS, where, default=None)
-        if options:
+        extra: dict[str, Any] = {}
+        intervals: tuple[tuple[float, float], ...] = ()
+        if options and isinstance(raw_answer, list):
+            letters = sorted({choice_answer(a, options, where) for a in raw_answer})
+            if not letters:
+                raise AnnotationError(f"{where}: the list of answers is empty")
+            answer: str | None = "".join(letters)
+            extra[RULE] = "set"
+        elif options:
             answer = choice_answer(raw_answer, options, where) if raw_answer is not None else None
+        elif _numbers(raw_answer) and len(raw_answer) == 2:
+            intervals = ((float(raw_answer[0]), float(raw_answer[1])),)
+            answer = f"{raw_answer[0]:g},{raw_answer[1]:g}"
+            extra[RULE] = "interval"
         else:
             answer = str(raw_answer) if raw_answer is not None else None
+            if answer is not None and order_of(answer) is not None and "->" in answer:
+                extra[RULE] = "order"
+            elif record.get("scoring_points"):
+                extra[RULE] = "judge"
+                extra["scoring_points"] = record["scoring_points"]
+        if record.get("segments") is not None:
+            extra["segments"] = record["segments"]
+        video_ids = videos_of(record, where)
+        roles = roles_of(record, len(video_ids))
+        if roles:
+            extra[ROLES] = list(roles)
         items.append(
             BenchmarkItem(
                 benchmark=benchmark,
                 question_id=qid,
                 kind="multiple_choice" if options else "open_ended",
-                video_ids=videos_of(record, where),
-                question=question_text(record.get("question"), where),
+                video_ids=video_ids,
+                question=_question(record, where),
                 options=options,
                 answer=answer,
                 categories=(task,) if task else (),
                 dimension=dimension_of(record, task or ""),
+                intervals=intervals,
+                extra=extra,
             )
         )
     return list(unique_ids(items))

@@ -148,7 +148,7 @@ def _filters(
 
 def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> None:
     """``vidscope search --image``: the moments whose frames look like the picture at ``path``."""
-    from vidscope.agents.mavis import LibraryEmpty
+    from vidscope.agents.mavis.search import LibraryEmpty
     from vidscope.core.images import decode_image
     from vidscope.flows.search_work import VisualSearchOff, run_search_moments_by_image
 
