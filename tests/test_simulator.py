@@ -76,17 +76,19 @@ def test_the_simulator_refuses_intervals_outside_the_video_and_says_when_nothing
     ctx = sim_context(settings, script)
     for t0, t1 in ((-1.0, 3.0), (video.duration + 1, video.duration + 5), (0.0, video.duration + 10)):
         outcome = execute_tool(
-            ctx, "visual_query", {"video_id": video.video_id, "t0": t0, "t1": t1, "focus": "x"}
+            ctx, "visual_query", {"targets": [{"video_id": video.video_id, "t0": t0, "t1": t1}], "focus": "x"}
         )
         error = str(outcome.error)
         assert not outcome.ok and ("outside" in error or "past the end" in error)
         outcome = execute_tool(ctx, "audio_query", {"video_id": video.video_id, "t0": t0, "t1": t1})
         assert not outcome.ok and f"duration {video.duration:.1f}s" in str(outcome.error)
-    unknown = execute_tool(ctx, "visual_query", {"video_id": "nope", "t0": 0, "t1": 1, "focus": "x"})
+    unknown = execute_tool(
+        ctx, "visual_query", {"targets": [{"video_id": "nope", "t0": 0, "t1": 1}], "focus": "x"}
+    )
     assert "unknown video_id" in str(unknown.error)
     quiet = video.events[0].start / 2  # before the first event nothing happens
     outcome = execute_tool(
-        ctx, "visual_query", {"video_id": video.video_id, "t0": 0, "t1": quiet, "focus": "x"}
+        ctx, "visual_query", {"targets": [{"video_id": video.video_id, "t0": 0, "t1": quiet}], "focus": "x"}
     )
     assert outcome.ok and outcome.result.answer == NO_EVIDENCE and outcome.result.events == []
 
