@@ -1,6 +1,7 @@
 """AgentCVR's sub-agent actions over the real store: ``visual_query`` (the vision model over frames
 sampled from several intervals of several videos, seen side by side; at most
-:data:`~vidscope.agents.cvr.results.FRAME_BUDGET` frames in all) and ``audio_query`` (faster-whisper on exactly that interval).
+:data:`~vidscope.agents.cvr.results.FRAME_BUDGET` frames in all) and ``audio_query``
+(faster-whisper on exactly that interval).
 
 The results are :mod:`vidscope.agents.cvr.results`' :class:`VisualQueryResult` /
 :class:`AudioQueryResult`, which the simulated actions return too, so the master agent reads the

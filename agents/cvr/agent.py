@@ -43,7 +43,8 @@ SYSTEM = (
     "You are the master agent of a video question-answering system. You cannot see or hear the "
     "videos; two sub-agents can. Each turn reply with ONE JSON object and nothing else:\n"
     '{"actions": [ ... ]} where each action is one of\n'
-    '  {"action": "visual_query", "targets": [{"video_id": "...", "t0": <s>, "t1": <s>, "frames": <n>}, ...], '
+    '  {"action": "visual_query", '
+    '"targets": [{"video_id": "...", "t0": <s>, "t1": <s>, "frames": <n>}, ...], '
     '"focus": "what to look for"}\n'
     '  {"action": "audio_query", "video_id": "...", "t0": <s>, "t1": <s>}\n'
     '  {"action": "answer", "answer": "...", "citations": [{"video_id": "...", "start": <s>, "end": <s>}]}\n'
