@@ -27,10 +27,15 @@ from vidscope.agents.cvr.results import (
     VisualTarget,
     frame_plan,
 )
-from vidscope.agents.multi_video import look, segment_frames, vision_model
-from vidscope.agents.perception import RangeFrames, checked_range, file_usable
+from vidscope.agents.frame_grid import fit_frames
+from vidscope.agents.multi_video import segment_frames, vision_model
+from vidscope.agents.perception import checked_range, file_usable
 from vidscope.agents.tools import ToolContext, ToolError, tool
+from vidscope.agents.vision import no_vision_note
+from vidscope.core.errors import ImagesNotSupported
+from vidscope.core.images import encode_jpeg
 from vidscope.models import registry
+from vidscope.models.protocols.chat import ChatMessage
 from vidscope.models.whisper import SAMPLE_RATE, WhisperRecognizer
 
 #: faster-whisper decoding options of the audio sub-agent (AgentCVR's settings).
@@ -47,9 +52,9 @@ NO_SPEECH = "no speech is heard in this interval"
 
 VISUAL_SYSTEM = (
     "You are the visual sub-agent of a video question-answering system. You see frames sampled "
-    "from one or more intervals of one or more videos, side by side, each frame labelled with its "
-    "video and time. Answer the focus question about them in a few plain sentences, naming the "
-    'video and the time of what you see; say "no evidence" when the frames do not show it.'
+    "from one or more intervals of one or more videos, side by side, listed by video and time. "
+    "Answer the focus question about them in a few plain sentences, naming the video and the time "
+    'of what you see; say "no evidence" when the frames do not show it.'
 )
 
 
@@ -73,21 +78,34 @@ def visual_query(
     side = ctx.config.cvr_frame_side
     checked, counts, note = frame_plan(targets, ctx.config.cvr_frames)
     looked: list[LookedRange] = []
-    images: list[np.ndarray] = []
+    jpegs: list[bytes] = []
     times: list[float] = []
     lines: list[str] = []
+    quality = ctx.settings.ingest.jpeg_quality
     for target, count in zip(checked, counts, strict=True):
         start, end, frames = segment_frames(
             ctx, target.video_id, target.t0, target.t1, budget=count, max_side=side
         )
-        first = len(images) + 1
-        images += frames.images
-        times += frames.times
+        first = len(jpegs) + 1
+        jpegs += [encode_jpeg(image, quality, max_side=side) for image in frames.images]
+        times += [round(t, 2) for t in frames.times]
         looked.append(LookedRange(video_id=target.video_id, t0=start, t1=end, frames=len(frames.images)))
-        lines.append(f"images {first}-{len(images)}: video {target.video_id}, {start:g}-{end:g} s")
-    together = RangeFrames(times=times, images=images, source="visual_query")
-    prompt = f"Focus: {focus}\n" + "\n".join(lines)
-    reply = look(model, ctx, VISUAL_SYSTEM, prompt, together, max_side=side)
+        lines.append(f"frames {first}-{len(jpegs)}: video {target.video_id}, {start:g}-{end:g} s")
+    # More frames than the backend takes per request (its max_images) are stitched into labelled
+    # grids, so the whole budget is still seen (as frame_inspect does).
+    fitted = fit_frames(jpegs, times, int(getattr(model, "max_images", 0) or len(jpegs) or 1), quality)
+    prompt = f"Focus: {focus}\n" + "\n".join(lines) + f"\n{fitted.describe()}"
+    try:
+        reply = model.chat(
+            [
+                ChatMessage(role="system", content=VISUAL_SYSTEM),
+                ChatMessage(role="user", images=fitted.jpegs, content=prompt),
+            ],
+            max_tokens=ctx.config.max_tokens,
+            temperature=ctx.config.temperature,
+        )
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        raise ToolError(no_vision_note(ctx, "visual_query")) from None
     return VisualQueryResult(
         targets=looked,
         focus=focus,
