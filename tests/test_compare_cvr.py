@@ -170,3 +170,81 @@ def test_unreadable_target_shapes_are_left_for_validation() -> None:
     # video_index past the listed videos names no video: left as written, refused by validation
     odd = {"targets": [{"video_index": 3, "t0": 1, "t1": 2}], "focus": "x"}
     assert visual_arguments(odd, [VIDEO_ID])["targets"] == odd["targets"]
+
+
+# ------------------------------------------------------------------ task prompts (CrossVid's ten)
+
+
+def test_ten_task_prompts_each_with_the_four_query_rule() -> None:
+    from vidscope.agents.cvr.tasks import TASKS, task_prompt
+
+    # CrossVid's tasks as the paper's released prompts and runners name them
+    assert set(TASKS) == {"BU", "NC", "CC", "PEA", "PI", "FSA", "PSS", "MSR", "MOC", "CCQA"}
+    assert all("at least 4 queries" in t.render(4) for t in TASKS.values())
+    assert task_prompt("fsa").name == "functional step alignment"
+    with pytest.raises(ValueError, match="unknown AgentCVR task 'XYZ': one of BU, NC"):
+        task_prompt("XYZ")
+
+
+def test_a_task_answer_before_four_queries_is_set_aside(
+    data_dir: Path, llm_server: ScriptedLLMServer
+) -> None:
+    """The paper's prompts: "You are REQUIRED to perform at least 4 distinct tool interactions ...
+    before you are allowed to call the `answer` tool". A real small master answers at once; the
+    answer is set aside (said to it in one line) and taken once four queries have run."""
+
+    def look(span: tuple[float, float]) -> dict[str, Any]:
+        return {
+            "action": "visual_query",
+            "targets": [{"video_id": VIDEO_ID, "t0": span[0], "t1": span[1]}],
+            "focus": "step",
+        }
+
+    early = {"action": "answer", "thought": "I know it.", "final_answer": [30, 35]}
+    final = {"action": "answer", "thought": "Aligned.", "final_answer": [35.0, 40.0]}
+    llm_server.script(
+        [
+            text(json.dumps(early)),
+            text(json.dumps({"actions": [look(FLOUR), look(CODE)]})),
+            text("flour"),
+            text("a code"),
+            text(json.dumps(early)),  # two queries so far: still too early
+            text(json.dumps({"actions": [look((0, 5)), look((10, 15))]})),
+            text("a title"),
+            text("water"),
+            text(json.dumps(final)),
+        ]
+    )
+    ctx = context(data_dir, llm_server)
+    result = run_cvr(ctx, "Which segment matches 5-10 s of the reference?", [VIDEO_ID], task="FSA")
+    first = llm_server.chat_requests[0]["messages"][1]["content"]
+    assert first.startswith("Task: functional step alignment (FSA).") and "at least 4 queries" in first
+    refused = [s.observation for s in result.trace if s.kind == "model-error"]
+    assert refused == [
+        "Your answer was set aside: this task needs at least 4 queries before the answer (0 so far).",
+        "Your answer was set aside: this task needs at least 4 queries before the answer (2 so far).",
+    ]
+    assert len([s for s in result.trace if s.kind == "tool"]) == 4
+    assert result.answer == "[35.0, 40.0]" and not result.forced
+
+
+def test_the_papers_action_shape_with_params_and_a_letter_answer(
+    data_dir: Path, llm_server: ScriptedLLMServer
+) -> None:
+    """The paper's prompts write ``{"action", "thought", "params": {...}}`` and answer with the
+    option letter in ``"final_answer"``; without a task no minimum holds."""
+    observe = {
+        "action": "visual_query",
+        "thought": "Look at the sign.",
+        "params": {
+            "observation_targets": [{"video_index": 1, "start_time": 35, "end_time": 40, "num_frames": 2}],
+            "focus_prompt": "the sign",
+        },
+    }
+    final = {"action": "answer", "thought": "Both.", "params": {"final_answer": "C"}}
+    llm_server.script([text(json.dumps(observe)), text("CODE: PURPLE ELEPHANT"), text(json.dumps(final))])
+    options = ["purple", "green", "elephant", "vault"]
+    result = run_cvr(context(data_dir, llm_server), "Which words are shown?", [VIDEO_ID], options=options)
+    step = next(s for s in result.trace if s.kind == "tool")
+    assert step.ok and step.arguments["targets"][0]["frames"] == 2 and "thought" not in step.arguments
+    assert result.choice == "C" and result.answer == "C" and not result.forced

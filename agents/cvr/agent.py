@@ -19,6 +19,7 @@ from typing import Any
 
 from vidscope.agents.cvr.actions import audio_query, visual_query
 from vidscope.agents.cvr.results import FRAME_BUDGET
+from vidscope.agents.cvr.tasks import task_prompt
 from vidscope.agents.multi_video import answer as answer_tool
 from vidscope.agents.multi_video import json_object
 from vidscope.agents.runtime import (
@@ -181,9 +182,32 @@ def run_queries(ctx: ToolContext, calls: list[tuple[str, dict[str, Any]]]) -> li
         return [f.result() for f in futures]
 
 
+#: Said to the master when a task's answer comes before its minimum of queries.
+TOO_EARLY = (
+    "Your answer was set aside: this task needs at least {n} queries before the answer ({done} so far)."
+)
+
+
+def _fields(action: dict[str, Any]) -> dict[str, Any]:
+    """An action's arguments: beside it, or inside ``params`` as the paper's prompts write them;
+    the paper's ``thought`` dropped, its ``final_answer`` read as the answer (a letter string as
+    the choice too)."""
+    args = {k: v for k, v in action.items() if k not in ("action", "thought", "params")}
+    params = action.get("params")
+    if isinstance(params, dict):
+        args = {**params, **args}
+    if "final_answer" in args and "answer" not in args:
+        final = args.pop("final_answer")
+        letters = isinstance(final, str) and final.strip().isalpha() and final.strip().isupper()
+        if letters and "choice" not in args:
+            args["choice"] = final.strip()
+        args["answer"] = final if isinstance(final, str) else json.dumps(final)
+    return args
+
+
 def _call(action: dict[str, Any], video_ids: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """A query action as a tool call (its name, its arguments in the tool's shape)."""
-    args = {k: v for k, v in action.items() if k not in ("action", "thought")}
+    args = _fields(action)
     if action["action"] == visual_query.name:
         args = visual_arguments(args, video_ids)
     return action["action"], args
@@ -191,7 +215,14 @@ def _call(action: dict[str, Any], video_ids: Sequence[str]) -> tuple[str, dict[s
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
     """The AgentCVR strategy's run: :func:`run_cvr`."""
-    return run_cvr(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
+    return run_cvr(
+        ctx,
+        request.prompt,
+        request.video_ids,
+        options=request.options,
+        on_step=request.on_step,
+        task=request.task,
+    )
 
 
 def run_cvr(
@@ -201,11 +232,18 @@ def run_cvr(
     *,
     options: Sequence[str] | None = None,
     on_step: StepCallback | None = None,
+    task: str | None = None,
 ) -> Answer:
-    """Answer ``question`` about ``video_ids`` with the AgentCVR master agent (``ctx.chat``)."""
+    """Answer ``question`` about ``video_ids`` with the AgentCVR master agent (``ctx.chat``).
+
+    ``task`` (a CrossVid task code, :mod:`.tasks`) puts that task's prompt before the question and
+    holds back answers until ``[agent] cvr_min_queries`` queries have run (the paper's rule)."""
     if ctx.chat is None:
         raise ValueError("AgentCVR needs a planner model; use the extractive answerer without one")
     ctx.registry = ctx.registry or cvr_registry()
+    prompt = task_prompt(task) if task else None
+    min_queries = ctx.config.cvr_min_queries if prompt is not None else 0
+    brief = f"{prompt.render(min_queries)}\n" if prompt is not None else ""
     opts = (
         ("\nOptions: " + "; ".join(f"({chr(65 + i)}) {o}" for i, o in enumerate(options))) if options else ""
     )
@@ -214,7 +252,8 @@ def run_cvr(
             ChatMessage(role="system", content=SYSTEM),
             ChatMessage(
                 role="user",
-                content=f"Question: {question}{opts}\nVideos: {json.dumps(describe_videos(ctx, video_ids))}",
+                content=f"{brief}Question: {question}{opts}\n"
+                f"Videos: {json.dumps(describe_videos(ctx, video_ids))}",
             ),
         ]
     )
@@ -240,8 +279,14 @@ def run_cvr(
             continue
         queries = [a for a in actions if a["action"] != answer_tool.name]
         set_aside = [a for a in actions if a["action"] == answer_tool.name] if queries else []
+        if not queries and state.usage.tool_calls < min_queries:  # the task's rule: not yet
+            stated = str(_fields(actions[0]).get("answer") or "").strip() or stated
+            line = TOO_EARLY.format(n=min_queries, done=state.usage.tool_calls)
+            state.messages.append(ChatMessage(role="user", content=line))
+            record(TraceStep(index=len(state.trace) + 1, kind="model-error", observation=line, ok=False))
+            continue
         if not queries:
-            fields = {k: v for k, v in actions[0].items() if k != "action"}
+            fields = _fields(actions[0])
             cited = [c for c in fields.get("citations") or [] if isinstance(c, dict)]
             return finish_answer(
                 ctx, state, answer_tool.name, fields, video_ids[0], options, record, citations=cited
