@@ -93,6 +93,26 @@ def test_the_simulator_refuses_intervals_outside_the_video_and_says_when_nothing
     assert outcome.ok and outcome.result.answer == NO_EVIDENCE and outcome.result.events == []
 
 
+def test_one_simulated_look_sees_two_videos_side_by_side_within_the_frame_budget(settings: Settings) -> None:
+    """As the real visual_query: several targets in one look, each fact naming its video, and the
+    paper's budget ("the total number of frames ... must not exceed 128") kept by scaling."""
+    script = next(s for s in generate_scripts(6, seed=1) if len(s.videos) >= 2)
+    first, second = script.videos[0], script.videos[1]
+    a, b = first.events[0], second.events[0]
+    ctx = sim_context(settings, script)
+    targets = [
+        {"video_id": first.video_id, "t0": a.start, "t1": a.end, "frames": 100},
+        {"video_id": second.video_id, "t0": b.start, "t1": b.end, "frames": 60},
+    ]
+    outcome = execute_tool(ctx, "visual_query", {"targets": targets, "focus": "what happens"})
+    assert outcome.ok, outcome.error
+    seen = outcome.result
+    assert [t.frames for t in seen.targets] == [80, 48] and "over the 128-frame budget" in seen.note
+    assert f"video {first.video_id}: " in seen.answer and f"video {second.video_id}: " in seen.answer
+    assert {r[0] for r in seen.evidence_ranges()} == {first.video_id, second.video_id}
+    assert {e.label for e in seen.events} >= {a.label, b.label}
+
+
 def test_simulated_tools_have_the_real_names_specs_and_results() -> None:
     pairs = [
         (sim_tools.clip_search, tools_dvd.clip_search),
