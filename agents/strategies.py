@@ -53,6 +53,9 @@ class StrategyRequest:
     #: not know.
     ablations: frozenset[str] = field(default_factory=frozenset)
     on_step: StepCallback | None = None
+    #: The benchmark task the question belongs to (AgentCVR's CrossVid task codes: BU, FSA, ...),
+    #: for strategies with a prompt per task; others ignore it.
+    task: str | None = None
 
     @property
     def prompt(self) -> str:

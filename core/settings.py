@@ -358,6 +358,8 @@ class AgentSettings(BaseModel):
     cvr_max_turns: int = Field(default=20, ge=1)
     cvr_frames: int = Field(default=8, ge=1)
     cvr_frame_side: int = Field(default=360, ge=32)
+    #: AgentCVR with a task prompt: queries before an answer is taken (the paper's prompts: 4).
+    cvr_min_queries: int = Field(default=4, ge=0)
 
     @model_validator(mode="after")
     def _sim_needs_script(self) -> AgentSettings:

@@ -295,7 +295,10 @@ def test_two_visual_queries_in_one_turn_run_in_parallel(world, llm_server: Scrip
     # Sequential would take two pauses; in parallel the turn takes about one.
     assert elapsed < 2 * pause
     tool_steps = [s for s in result.trace if s.kind == "tool"]
-    assert [s.arguments["video_id"] for s in tool_steps] == [v["a"], v["b"]]  # results in the order asked
+    assert [s.arguments["targets"][0]["video_id"] for s in tool_steps] == [
+        v["a"],
+        v["b"],
+    ]  # results in the order asked
     looks = [r for r in llm_server.requests if "frames at these times" in json.dumps(r.body)]
     assert len(looks) == 2 and abs(looks[0].at - looks[1].at) < pause / 2  # both asked at once
 

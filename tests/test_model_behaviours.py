@@ -391,10 +391,11 @@ def test_cvr_reads_tool_calls_in_the_shapes_models_write() -> None:
 
 
 def test_cvr_no_evidence_verifies_nothing() -> None:
-    from vidscope.agents.cvr.results import VisualQueryResult
+    from vidscope.agents.cvr.results import LookedRange, VisualQueryResult
 
-    seen = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="A sign reads PURPLE.")
-    blind = VisualQueryResult(video_id=VIDEO_ID, t0=30, t1=40, focus="code", answer="no evidence")
+    span = LookedRange(video_id=VIDEO_ID, t0=30, t1=40, frames=8)
+    seen = VisualQueryResult(targets=[span], focus="code", answer="A sign reads PURPLE.")
+    blind = VisualQueryResult(targets=[span], focus="code", answer="no evidence")
     assert seen.evidence_level() == "perceived" and blind.evidence_level() == "echoed"
 
 

@@ -442,7 +442,9 @@ def test_sama_and_cvr_visual_tools_never_send_a_planner_frames(
         config=AgentConfig(tool_cache=False),
         registry=ToolRegistry([visual_query, video_reader]),
     )
-    looked = execute_tool(ctx, "visual_query", {"video_id": VIDEO_ID, "t0": 0, "t1": 5, "focus": "people"})
+    looked = execute_tool(
+        ctx, "visual_query", {"targets": [{"video_id": VIDEO_ID, "t0": 0, "t1": 5}], "focus": "people"}
+    )
     read = execute_tool(
         ctx, "video_reader", {"video_id": VIDEO_ID, "t0": 0, "t1": 5, "question": "how many?"}
     )

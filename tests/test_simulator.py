@@ -76,19 +76,41 @@ def test_the_simulator_refuses_intervals_outside_the_video_and_says_when_nothing
     ctx = sim_context(settings, script)
     for t0, t1 in ((-1.0, 3.0), (video.duration + 1, video.duration + 5), (0.0, video.duration + 10)):
         outcome = execute_tool(
-            ctx, "visual_query", {"video_id": video.video_id, "t0": t0, "t1": t1, "focus": "x"}
+            ctx, "visual_query", {"targets": [{"video_id": video.video_id, "t0": t0, "t1": t1}], "focus": "x"}
         )
         error = str(outcome.error)
         assert not outcome.ok and ("outside" in error or "past the end" in error)
         outcome = execute_tool(ctx, "audio_query", {"video_id": video.video_id, "t0": t0, "t1": t1})
         assert not outcome.ok and f"duration {video.duration:.1f}s" in str(outcome.error)
-    unknown = execute_tool(ctx, "visual_query", {"video_id": "nope", "t0": 0, "t1": 1, "focus": "x"})
+    unknown = execute_tool(
+        ctx, "visual_query", {"targets": [{"video_id": "nope", "t0": 0, "t1": 1}], "focus": "x"}
+    )
     assert "unknown video_id" in str(unknown.error)
     quiet = video.events[0].start / 2  # before the first event nothing happens
     outcome = execute_tool(
-        ctx, "visual_query", {"video_id": video.video_id, "t0": 0, "t1": quiet, "focus": "x"}
+        ctx, "visual_query", {"targets": [{"video_id": video.video_id, "t0": 0, "t1": quiet}], "focus": "x"}
     )
     assert outcome.ok and outcome.result.answer == NO_EVIDENCE and outcome.result.events == []
+
+
+def test_one_simulated_look_sees_two_videos_side_by_side_within_the_frame_budget(settings: Settings) -> None:
+    """As the real visual_query: several targets in one look, each fact naming its video, and the
+    paper's budget ("the total number of frames ... must not exceed 128") kept by scaling."""
+    script = next(s for s in generate_scripts(6, seed=1) if len(s.videos) >= 2)
+    first, second = script.videos[0], script.videos[1]
+    a, b = first.events[0], second.events[0]
+    ctx = sim_context(settings, script)
+    targets = [
+        {"video_id": first.video_id, "t0": a.start, "t1": a.end, "frames": 100},
+        {"video_id": second.video_id, "t0": b.start, "t1": b.end, "frames": 60},
+    ]
+    outcome = execute_tool(ctx, "visual_query", {"targets": targets, "focus": "what happens"})
+    assert outcome.ok, outcome.error
+    seen = outcome.result
+    assert [t.frames for t in seen.targets] == [80, 48] and "over the 128-frame budget" in seen.note
+    assert f"video {first.video_id}: " in seen.answer and f"video {second.video_id}: " in seen.answer
+    assert {r[0] for r in seen.evidence_ranges()} == {first.video_id, second.video_id}
+    assert {e.label for e in seen.events} >= {a.label, b.label}
 
 
 def test_simulated_tools_have_the_real_names_specs_and_results() -> None:

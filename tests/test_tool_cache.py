@@ -121,7 +121,7 @@ def test_each_agent_setting_invalidates_only_the_tools_that_read_it(world) -> No
         clip_search: {"video_id": VIDEO_ID, "query": "q", "top_k": 3},
         global_browse: {"video_id": VIDEO_ID, "query": "q"},
         frame_inspect: {"video_id": VIDEO_ID, "question": "q", "time_ranges": [[1.0, 2.0]]},
-        visual_query: {"video_id": VIDEO_ID, "t0": 1.0, "t1": 2.0, "focus": "hands"},
+        visual_query: {"targets": [{"video_id": VIDEO_ID, "t0": 1.0, "t1": 2.0}], "focus": "hands"},
     }
 
     def keys(**config: object) -> dict[str, str]:

@@ -1,5 +1,7 @@
 """AgentCVR's sub-agent actions over the real store: ``visual_query`` (the vision model over frames
-sampled from an interval) and ``audio_query`` (faster-whisper on exactly that interval).
+sampled from several intervals of several videos, seen side by side; at most
+:data:`~vidscope.agents.cvr.results.FRAME_BUDGET` frames in all) and ``audio_query``
+(faster-whisper on exactly that interval).
 
 The results are :mod:`vidscope.agents.cvr.results`' :class:`VisualQueryResult` /
 :class:`AudioQueryResult`, which the simulated actions return too, so the master agent reads the
@@ -17,11 +19,23 @@ from typing import Annotated
 import av
 import numpy as np
 
-from vidscope.agents.cvr.results import AudioQueryResult, HeardLine, VisualQueryResult
-from vidscope.agents.multi_video import look, segment_frames, vision_model
+from vidscope.agents.cvr.results import (
+    AudioQueryResult,
+    HeardLine,
+    LookedRange,
+    VisualQueryResult,
+    VisualTarget,
+    frame_plan,
+)
+from vidscope.agents.frame_grid import fit_frames
+from vidscope.agents.multi_video import segment_frames, vision_model
 from vidscope.agents.perception import checked_range, file_usable
 from vidscope.agents.tools import ToolContext, ToolError, tool
+from vidscope.agents.vision import no_vision_note
+from vidscope.core.errors import ImagesNotSupported
+from vidscope.core.images import encode_jpeg
 from vidscope.models import registry
+from vidscope.models.protocols.chat import ChatMessage
 from vidscope.models.whisper import SAMPLE_RATE, WhisperRecognizer
 
 #: faster-whisper decoding options of the audio sub-agent (AgentCVR's settings).
@@ -38,36 +52,66 @@ NO_SPEECH = "no speech is heard in this interval"
 
 VISUAL_SYSTEM = (
     "You are the visual sub-agent of a video question-answering system. You see frames sampled "
-    "from one interval of a video. Answer the focus question about them in a few plain sentences, "
-    'with times; say "no evidence" when the frames do not show it.'
+    "from one or more intervals of one or more videos, side by side, listed by video and time. "
+    "Answer the focus question about them in a few plain sentences, naming the video and the time "
+    'of what you see; say "no evidence" when the frames do not show it.'
 )
 
 
 @tool(
-    version=2,  # v2: the vlm (else chat) looks, never the planner
+    version=3,  # v3: several targets, frames per target, one look side by side
     uses_models=("vlm",),
     settings=("cvr_frames", "cvr_frame_side", "max_tokens", "temperature"),
 )
 def visual_query(
     ctx: ToolContext,
-    video_id: Annotated[str, "Id of the video."],
-    t0: Annotated[float, "Start of the interval, in seconds."],
-    t1: Annotated[float, "End of the interval, in seconds."],
+    targets: Annotated[
+        list[VisualTarget],
+        "The ranges to look at side by side: [{video_id, t0, t1, frames}], at most 128 frames in all.",
+    ],
     focus: Annotated[str, "What to look for (an action, object, person, colour, count...)."],
 ) -> VisualQueryResult:
-    """Watch [t0, t1] of a video and report what is seen there (actions, objects, people, text),
-    each with its time, answering the focus. Says "no evidence" when nothing happens there."""
+    """Watch one or more intervals, of one or more videos, side by side and report what is seen
+    there (actions, objects, people, text), each with its video and time, answering the focus.
+    Says "no evidence" when nothing happens there."""
     model = vision_model(ctx, "visual_query")
     side = ctx.config.cvr_frame_side
-    start, end, frames = segment_frames(ctx, video_id, t0, t1, budget=ctx.config.cvr_frames, max_side=side)
-    reply = look(model, ctx, VISUAL_SYSTEM, f"Focus: {focus}", frames, max_side=side)
+    checked, counts, note = frame_plan(targets, ctx.config.cvr_frames)
+    looked: list[LookedRange] = []
+    jpegs: list[bytes] = []
+    times: list[float] = []
+    lines: list[str] = []
+    quality = ctx.settings.ingest.jpeg_quality
+    for target, count in zip(checked, counts, strict=True):
+        start, end, frames = segment_frames(
+            ctx, target.video_id, target.t0, target.t1, budget=count, max_side=side
+        )
+        first = len(jpegs) + 1
+        jpegs += [encode_jpeg(image, quality, max_side=side) for image in frames.images]
+        times += [round(t, 2) for t in frames.times]
+        looked.append(LookedRange(video_id=target.video_id, t0=start, t1=end, frames=len(frames.images)))
+        lines.append(f"frames {first}-{len(jpegs)}: video {target.video_id}, {start:g}-{end:g} s")
+    # More frames than the backend takes per request (its max_images) are stitched into labelled
+    # grids, so the whole budget is still seen (as frame_inspect does).
+    fitted = fit_frames(jpegs, times, int(getattr(model, "max_images", 0) or len(jpegs) or 1), quality)
+    prompt = f"Focus: {focus}\n" + "\n".join(lines) + f"\n{fitted.describe()}"
+    try:
+        reply = model.chat(
+            [
+                ChatMessage(role="system", content=VISUAL_SYSTEM),
+                ChatMessage(role="user", images=fitted.jpegs, content=prompt),
+            ],
+            max_tokens=ctx.config.max_tokens,
+            temperature=ctx.config.temperature,
+        )
+    except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
+        raise ToolError(no_vision_note(ctx, "visual_query")) from None
     return VisualQueryResult(
-        video_id=video_id,
-        t0=start,
-        t1=end,
+        targets=looked,
         focus=focus,
         answer=(reply.text or "").strip() or "no evidence",
         usage=reply.usage,
+        note=note,
     )
 
 

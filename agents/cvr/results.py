@@ -9,11 +9,12 @@ loading the perception models' libraries.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
-from vidscope.agents.tools import ToolResult
+from vidscope.agents.tools import ToolError, ToolResult
 from vidscope.core.timecodes import fmt_span
 from vidscope.models.protocols.chat import Usage
 
@@ -46,16 +47,69 @@ SAW_NOTHING = re.compile(
 )
 
 
-class VisualQueryResult(ToolResult):
-    """What is seen in [t0, t1] of a video: an answer for the focus, and the events behind it."""
+#: The most frames one ``visual_query`` may look at, summed over its targets (AgentCVR's master
+#: prompts: "the total number of frames ... in a single operation must not exceed 128").
+FRAME_BUDGET = 128
+
+
+class VisualTarget(BaseModel):
+    """One range a ``visual_query`` looks at: a video, an interval, and how many frames to take."""
+
+    video_id: Annotated[str, Field(description="Id of the video.")]
+    t0: Annotated[float, Field(description="Start of the interval, in seconds.")]
+    t1: Annotated[float, Field(description="End of the interval, in seconds.")]
+    frames: Annotated[
+        int | None,
+        Field(default=None, ge=1, description="Frames to sample from it (default: [agent] cvr_frames)."),
+    ] = None
+
+
+class LookedRange(BaseModel):
+    """A range the visual sub-agent looked at, as checked against the video, and its frame count."""
 
     video_id: str
     t0: float
     t1: float
+    frames: int
+
+
+def frame_plan(
+    targets: Sequence[VisualTarget | dict[str, Any]], default: int, budget: int = FRAME_BUDGET
+) -> tuple[list[VisualTarget], list[int], str]:
+    """The targets (as models: a tool receives its validated arguments as JSON), frames per target,
+    and a note ("" when nothing changed).
+
+    Over ``budget`` in sum the counts are scaled down in proportion (at least one frame each) and
+    the note says so: the look still happens, as the master asked but thinner, rather than a turn
+    lost to a refusal; more targets than ``budget`` frames can hold is refused.
+    """
+    if not targets:
+        raise ToolError("visual_query needs at least one target {video_id, t0, t1, frames}")
+    if len(targets) > budget:
+        raise ToolError(f"visual_query looks at most {budget} targets at once ({len(targets)} given)")
+    models = [VisualTarget.model_validate(t) for t in targets]
+    asked = [t.frames or default for t in models]
+    total = sum(asked)
+    if total <= budget:
+        return models, asked, ""
+    scaled = [max(1, n * budget // total) for n in asked]
+    return (
+        models,
+        scaled,
+        f"{total} frames asked, over the {budget}-frame budget: scaled to {sum(scaled)} ({scaled})",
+    )
+
+
+class VisualQueryResult(ToolResult):
+    """What is seen in one look at one or more ranges (side by side): an answer for the focus, and
+    the events behind it."""
+
+    targets: list[LookedRange]
     focus: str
     answer: str
     events: list[SeenEvent] = Field(default_factory=list)
     usage: Usage | None = None
+    note: str = ""
 
     def evidence_level(self) -> str:
         # Perceived when the look found something; a look that found nothing only echoes the range.
@@ -66,10 +120,11 @@ class VisualQueryResult(ToolResult):
         )
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
+        return [(t.video_id, t.t0, t.t1) for t in self.targets]
 
     def summary(self) -> str:
-        return f"{len(self.events)} events in {fmt_span(self.t0, self.t1)}: {self.answer[:80]}"
+        spans = ", ".join(fmt_span(t.t0, t.t1) for t in self.targets)
+        return f"{len(self.events)} events in {spans}: {self.answer[:80]}"
 
     def model_usage(self) -> Usage | None:
         return self.usage

@@ -327,7 +327,9 @@ class OraclePolicy:
         per_video: dict[str, list[dict[str, Any]]] = {v: [] for v in q.video_ids}
         for i, ev in enumerate(q.evidence):
             focus = q.focus[i] if len(q.focus) == len(q.evidence) else target
-            result = yield _tool("visual_query", video_id=ev.video_id, t0=ev.start, t1=ev.end, focus=focus)
+            result = yield _tool(
+                "visual_query", targets=[{"video_id": ev.video_id, "t0": ev.start, "t1": ev.end}], focus=focus
+            )
             for event in (result or {}).get("events", []):
                 key = (event["start"], event["end"], event["label"])
                 if key not in seen:
@@ -476,6 +478,8 @@ class RandomPolicy:
                 args[name] = words
             elif name == "time_ranges":
                 args[name] = [[t0, t1]]
+            elif name == "targets":
+                args[name] = [{"video_id": video_id, "t0": t0, "t1": t1}]
             elif name in ("query", "focus", "question", "entity_query", "event"):
                 args[name] = words
         return args

@@ -31,7 +31,15 @@ from vidscope.agents.avi.tools_perceive import (
 from vidscope.agents.avi.tools_retrieve import clip_retrieve as real_clip_retrieve
 from vidscope.agents.cvr.actions import audio_query as real_audio_query
 from vidscope.agents.cvr.actions import visual_query as real_visual_query
-from vidscope.agents.cvr.results import AudioQueryResult, HeardLine, SeenEvent, VisualQueryResult
+from vidscope.agents.cvr.results import (
+    AudioQueryResult,
+    HeardLine,
+    LookedRange,
+    SeenEvent,
+    VisualQueryResult,
+    VisualTarget,
+    frame_plan,
+)
 from vidscope.agents.dvd.tools import (
     BrowseResult,
     CaptionSample,
@@ -59,28 +67,37 @@ SIM_FPS = 2.0
 # ============================================================================ AgentCVR's actions
 
 
-@simulates(real_visual_query, version=1)
+@simulates(real_visual_query, version=2)
 def visual_query(
     ctx: ToolContext,
-    video_id: Annotated[str, "Id of the video."],
-    t0: Annotated[float, "Start of the interval, in seconds."],
-    t1: Annotated[float, "End of the interval, in seconds."],
+    targets: Annotated[
+        list[VisualTarget],
+        "The ranges to look at side by side: [{video_id, t0, t1, frames}], at most 128 frames in all.",
+    ],
     focus: Annotated[str, "What to look for (an action, object, person, colour, count...)."],
 ) -> VisualQueryResult:
-    """Watch [t0, t1] of a video and report what is seen there (actions, objects, people, text),
-    each with its time, answering the focus. Says "no evidence" when nothing happens there."""
+    """Simulated visual_query: the script's events in each target, one answer for all of them; the
+    same frame budget (and note) as the real look."""
     sim = simulator_of(ctx)
-    start, end = sim.check_interval(video_id, t0, t1)
-    events = sim.events(video_id, start, end)
-    answer, usage = sim.phrase(focus, [describe_event(e) for e in events])
+    checked, counts, note = frame_plan(targets, ctx.config.cvr_frames)
+    looked: list[LookedRange] = []
+    seen = []  # (video_id, event)
+    for target, count in zip(checked, counts, strict=True):
+        start, end = sim.check_interval(target.video_id, target.t0, target.t1)
+        looked.append(LookedRange(video_id=target.video_id, t0=start, t1=end, frames=count))
+        seen += [(target.video_id, e) for e in sim.events(target.video_id, start, end)]
+    events = [e for _, e in seen]
+    facts = [describe_event(e) for e in events]
+    if len(looked) > 1:  # several ranges side by side: each fact names its video, as the real look does
+        facts = [f"video {video}: {fact}" for (video, _), fact in zip(seen, facts, strict=True)]
+    answer, usage = sim.phrase(focus, facts)
     return VisualQueryResult(
-        video_id=video_id,
-        t0=start,
-        t1=end,
+        targets=looked,
         focus=focus,
         answer=answer,
         events=[SeenEvent(**e.model_dump(exclude={"event_id"})) for e in events],
         usage=usage,
+        note=note,
     )
 
 

@@ -128,7 +128,9 @@ class SimEnvironment:
             t1: End of the interval, in seconds.
             focus: What to look for (an action, object, person, colour, count).
         """
-        return self._call("visual_query", {"video_id": video_id, "t0": t0, "t1": t1, "focus": focus})
+        return self._call(
+            "visual_query", {"targets": [{"video_id": video_id, "t0": t0, "t1": t1}], "focus": focus}
+        )
 
     def audio_query(self, video_id: str, t0: float, t1: float) -> str:
         """Listen to an interval of a video and report what is said there, with times.
