@@ -303,6 +303,9 @@ def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
     assert f"video_reader says {float(count)}, object_tracker says 0.0" in conflict.observation
     assert conflict.observation.endswith("kept 0.0 (object_tracker)")
     assert result.answer == f"{count} {obj}s" and [c.verified for c in result.citations] == [True]
+    # Usage counts every call: the planner's two tools and each re-read.
+    assert result.usage.tool_calls == 2 + len(verify)
+    assert result.usage.model_calls == len(llm_server.chat_requests) == 4
 
 
 def test_train_rollouts_command_writes_rewarded_sama_trajectories(tmp_path: Path) -> None:

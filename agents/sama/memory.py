@@ -1,7 +1,11 @@
 """SAMA's evidence memory and verification layer.
 
-The memory holds, per video id, the verified facts (counts, colours, times) and distilled notes of
-what tools returned; the planner sees this memory instead of the whole conversation. A new fact
+The memory holds, per video id, the verified facts (counts, colours, times) and notes of what tools
+returned; the planner sees this memory instead of the whole conversation. The latest tool result
+is shown in full (``latest``, within ``result_tokens``, :func:`within_tokens`); earlier results stay
+as notes, each whole while the notes fit ``memory_tokens`` and distilled to the tool's one-line
+summary, oldest first, once they do not — so a detail (a date, a name, a colour) a tool reported
+is never cut at a fixed number of characters. A new fact
 that disagrees with a known one about the same subject and time is a conflict: the layer re-reads
 the segment over a narrowed window (:func:`narrowed`) with the vision model until one side is
 confirmed or the re-read budget is spent; only the confirmed value is kept.
@@ -16,26 +20,39 @@ from pydantic import BaseModel
 
 from vidscope.agents.sama.facts import Fact, agree, conflicts
 
-#: Characters a note keeps; longer evidence is distilled to its first sentences within this.
-NOTE_CHARS = 400
+#: Characters per token of the estimate below (English text and JSON average about four for the
+#: BPE tokenizers of the planners we run; the budget is a guard, not an exact count).
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count of ``text`` (at least 1 for non-empty text)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def within_tokens(text: str, budget: int) -> str:
+    """``text`` whole if it fits ``budget`` tokens, else its start with a line saying how much was
+    left out and how to see it (ask for a narrower interval)."""
+    if estimate_tokens(text) <= budget:
+        return text
+    keep = budget * CHARS_PER_TOKEN
+    left = estimate_tokens(text[keep:])
+    return f"{text[:keep]} […about {left} more tokens not shown: ask for a narrower interval]"
 
 
 class Note(BaseModel):
-    """A distilled observation: which tool, over which interval, what it found."""
+    """An earlier tool result: which tool, over which interval, what it found (``text``, whole)
+    and its one-line ``summary`` (the distilled form shown when the notes exceed their budget)."""
 
     tool: str
     t0: float | None = None
     t1: float | None = None
     text: str
-
-
-def distil(text: str, limit: int = NOTE_CHARS) -> str:
-    """``text`` cut at a sentence end within ``limit`` characters (whole if short enough)."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = max(text.rfind(". ", 0, limit), text.rfind("; ", 0, limit))
-    return (text[: cut + 1] if cut > limit // 3 else text[: limit - 1]) + "…"
+    summary: str = ""
+    #: Position over all videos' notes (the order in which results arrived).
+    seq: int = 0
+    #: A result of the last turn, not yet shown to the planner: rendered in full under ``latest``.
+    fresh: bool = True
 
 
 @dataclass
@@ -62,10 +79,18 @@ class EvidenceMemory:
         return [f for m in self.videos.values() for f in m.facts]
 
     def note(
-        self, video_id: str, tool: str, text: str, t0: float | None = None, t1: float | None = None
+        self,
+        video_id: str,
+        tool: str,
+        text: str,
+        summary: str = "",
+        t0: float | None = None,
+        t1: float | None = None,
     ) -> None:
-        """Keep a distilled note of a tool's output."""
-        self.of(video_id).notes.append(Note(tool=tool, t0=t0, t1=t1, text=distil(text)))
+        """Keep a note of a tool's output (whole; :meth:`render` distils it when over budget)."""
+        seq = sum(len(m.notes) for m in self.videos.values())
+        note = Note(tool=tool, t0=t0, t1=t1, text=" ".join(text.split()), summary=summary, seq=seq)
+        self.of(video_id).notes.append(note)
 
     def keep(self, fact: Fact) -> None:
         """Keep ``fact``, replacing an agreeing one with the same key and interval."""
@@ -80,13 +105,49 @@ class EvidenceMemory:
         memory = self.of(fact.video_id)
         memory.facts = [f for f in memory.facts if f != fact]
 
-    def render(self) -> dict[str, object]:
-        """The memory as JSON-able data for the planner."""
+    def settle(self) -> None:
+        """The fresh results have been shown: from now on they are notes like the others."""
+        for m in self.videos.values():
+            for n in m.notes:
+                n.fresh = False
+
+    def render(self, note_tokens: int | None = None, result_tokens: int | None = None) -> dict[str, object]:
+        """The memory as JSON-able data for the planner.
+
+        Per video: ``latest``, the results not yet shown, each in full within its share of
+        ``result_tokens``; ``notes``, the earlier ones, whole while all of them fit
+        ``note_tokens`` (no limit when None) and past it distilled to their summaries, oldest
+        first over all videos, until the rest fits."""
+        every = [(video_id, i, n) for video_id, m in self.videos.items() for i, n in enumerate(m.notes)]
+        fresh = sum(1 for _, _, n in every if n.fresh)
+        share = None if result_tokens is None else max(100, result_tokens // max(fresh, 1))
+        notes = [item for item in every if not item[2].fresh]
+        notes.sort(key=lambda item: item[2].seq)
+        total = sum(estimate_tokens(n.text) for _, _, n in notes)
+        distilled: set[tuple[str, int]] = set()
+        for video_id, i, n in notes:  # oldest first
+            if note_tokens is None or total <= note_tokens:
+                break
+            if n.summary:
+                distilled.add((video_id, i))
+                total -= estimate_tokens(n.text) - estimate_tokens(n.summary)
+
+        def shown(video_id: str, i: int, n: Note) -> dict[str, object]:
+            if n.fresh:
+                text = n.text if share is None else within_tokens(n.text, share)
+            else:
+                text = n.summary if (video_id, i) in distilled else n.text
+            note: dict[str, object] = {"tool": n.tool, "text": text}
+            if n.t0 is not None:
+                note["t0"], note["t1"] = n.t0, n.t1
+            return note
+
         return {
             video_id: {
                 "verified_facts": [f.describe() for f in m.facts],
                 "unresolved_conflicts": [f"{a.describe()} VS {b.describe()}" for a, b in m.unresolved],
-                "notes": [n.model_dump(exclude_none=True) for n in m.notes],
+                "notes": [shown(video_id, i, n) for i, n in enumerate(m.notes) if not n.fresh],
+                "latest": [shown(video_id, i, n) for i, n in enumerate(m.notes) if n.fresh],
             }
             for video_id, m in self.videos.items()
         }

@@ -124,8 +124,10 @@ def memory_facts(memory: dict[str, Any], video_id: str, kind: str) -> list[SeenF
 
 
 def memory_notes(memory: dict[str, Any], video_id: str, tool: str) -> list[str]:
-    """The notes SAMA's memory keeps of ``tool``'s results about ``video_id``."""
-    notes = memory.get(video_id, {}).get("notes", [])
+    """The notes SAMA's memory keeps of ``tool``'s results about ``video_id`` (the earlier ones,
+    then the latest, shown in full)."""
+    kept = memory.get(video_id, {})
+    notes = [*kept.get("notes", []), *kept.get("latest", [])]
     return [str(n.get("text", "")) for n in notes if isinstance(n, dict) and n.get("tool") == tool]
 
 
