@@ -107,6 +107,19 @@ def _prompt(
     return [ChatMessage(role="system", content=system), ChatMessage(role="user", content="\n\n".join(parts))]
 
 
+def _reread_question(fact: Fact) -> str:
+    """What a re-read asks, in the fact's own measure."""
+    if fact.kind == "count" and fact.measure == "distinct":
+        ask = f"How many different {fact.subject} appear over the whole segment?"
+    elif fact.kind == "count":
+        ask = f"How many {fact.subject} are visible together at most, in any one frame?"
+    elif fact.kind == "colour":
+        ask = f"What colour is the {fact.subject} in most frames?"
+    else:
+        ask = f"When does this happen: {fact.subject}?"
+    return f"{ask} Look carefully; state it."
+
+
 def _facts(result: Any) -> list[Fact]:
     facts = getattr(result, "facts", None)
     return list(facts()) if callable(facts) else []
@@ -160,7 +173,7 @@ def run_sama(
             "video_id": fact.video_id,
             "t0": round(start, 2),
             "t1": round(end, 2),
-            "question": f"What is the {fact.kind} of {fact.subject}? Look carefully; state it.",
+            "question": _reread_question(fact),
         }
         # Through run_tool, like the planner's calls: the re-read counts as a tool call and the
         # vision model it runs counts in the model usage.

@@ -154,12 +154,16 @@ class EvidenceMemory:
 
 
 def narrowed(a: Fact, b: Fact, round_: int) -> tuple[float, float]:
-    """The window a re-read looks at: the overlap of the two facts' intervals, halved around its
-    centre once per earlier round (at least 1 s)."""
+    """The window a re-read looks at: the two facts' shared window. For a time it is halved
+    around the two stated times once per earlier round (at least 1 s); a count or a colour is
+    re-read over the same window, since a shorter one may rightly hold fewer objects."""
     start, end = max(a.t0, b.t0), min(a.t1, b.t1)
+    if a.kind != "time":
+        return start, end
     for _ in range(round_):
-        centre, half = (start + end) / 2, max(0.5, (end - start) / 4)
-        start, end = centre - half, centre + half
+        centre = (float(a.value) + float(b.value)) / 2
+        half = max(0.5, (end - start) / 4)
+        start, end = max(start, centre - half), min(end, centre + half)
     return start, end
 
 
@@ -174,14 +178,21 @@ class Resolution:
     conflict: tuple[Fact, Fact]
     rereads: list[tuple[float, float, list[Fact]]]
     kept: Fact | None
+    #: Whether the kept value is the re-reads' own (both sides were wrong).
+    by_reread: bool = False
 
     def describe(self) -> str:
         """One line for the trace and the planner."""
         new, old = self.conflict
         windows = ", ".join(f"[{a:.1f}, {b:.1f}]s" for a, b, _ in self.rereads)
-        outcome = f"kept {self.kept.value} ({self.kept.source})" if self.kept else "unresolved"
+        if self.kept is None:
+            outcome = "unresolved"
+        elif self.by_reread:
+            outcome = f"kept {self.kept.value} (the re-reads agree; neither side did)"
+        else:
+            outcome = f"kept {self.kept.value} ({self.kept.source})"
         return (
-            f"conflict on {new.kind} of {new.subject}: {new.source} says {new.value}, {old.source} "
+            f"conflict on {(new.measure + ' ') if new.measure else ''}{new.kind} of {new.subject}: {new.source} says {new.value}, {old.source} "
             f"says {old.value}; re-read {windows or 'not possible'}; {outcome}"
         )
 
@@ -192,8 +203,10 @@ def admit(
     """Add ``new`` facts to ``memory``, checking each against what is kept.
 
     Without ``reread`` (the conflict-check ablation) facts are kept as they come. A conflict is
-    re-read over narrowing windows: the side the re-read agrees with is kept and the other dropped;
-    after ``max_rereads`` without agreement both are dropped and the conflict is listed unresolved.
+    re-read (:func:`narrowed`) and resolved toward what the re-read sees: the side it agrees with
+    is kept and the other dropped; when it agrees with neither side but two re-reads agree with
+    each other, their value is kept; else, after ``max_rereads``, both are dropped and the
+    conflict is listed unresolved.
     """
     resolutions = []
     for fact in new:
@@ -203,7 +216,7 @@ def admit(
             continue
         _, known = found[0]
         rereads: list[tuple[float, float, list[Fact]]] = []
-        kept = None
+        kept, by_reread = None, False
         for round_ in range(max_rereads):
             start, end = narrowed(fact, known, round_)
             seen = [f for f in reread(fact, start, end) if f.key() == fact.key()]
@@ -212,10 +225,15 @@ def admit(
             if len(votes) == 1:
                 kept = votes[0]
                 break
+            earlier = [f for _, _, found in rereads[:-1] for f in found]
+            confirmed = [f for f in seen if any(agree(f, e) for e in earlier)]
+            if not votes and confirmed:
+                kept, by_reread = confirmed[0], True
+                break
         memory.drop(known)
         if kept is not None:
             memory.keep(kept)
         else:
             memory.of(fact.video_id).unresolved.append((fact, known))
-        resolutions.append(Resolution((fact, known), rereads, kept))
+        resolutions.append(Resolution((fact, known), rereads, kept, by_reread))
     return resolutions

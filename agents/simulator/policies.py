@@ -24,8 +24,8 @@ _VIDEO_LINE = re.compile(r"video_id=(\S+) file='([^']*)' duration=([\d.]+)s")
 _VIDEO_JSON = re.compile(r"^Videos:\s*(\[.*\])$", re.MULTILINE)
 #: One of SAMA's verified facts as its evidence memory writes it (``Fact.describe``).
 _FACT = re.compile(
-    r"^(?P<source>\w+): (?P<kind>count|colour|time) of (?P<subject>.+) = (?P<value>.+?) "
-    r"in \[(?P<t0>[^,\]]+), (?P<t1>[^\]]+)\]s$"
+    r"^(?P<source>\w+): (?:(?P<measure>peak|distinct) )?(?P<kind>count|colour|time) "
+    r"of (?P<subject>.+) = (?P<value>.+?) in \[(?P<t0>[^,\]]+), (?P<t1>[^\]]+)\]s$"
 )
 #: SAMA's tools besides ``answer``; offered any of them (and no visual_query), the oracle plans for SAMA.
 SAMA_TOOLS = frozenset(
