@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from llm_server import ScriptedLLMServer, text, tool_call
+from llm_server import Reply, ScriptedLLMServer, text, tool_call
 
 from vidscope.agents import strategies
 from vidscope.agents.sama.agent import sama_registry
@@ -260,17 +260,10 @@ def test_compare_runs_on_the_simulator_with_one_setting(
     assert not (tmp_path / "data" / "lance" / "videos.lance").exists()  # only model calls were logged
 
 
-def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
-    """Like is compared with like (issue 29). Two parked cars are seen over [10, 16] s and a car
-    honks in between: object_tracker follows three cars there (the honking one acts, so it is
-    tracked as well), video_reader counts the two cars it is asked about. Both state how many
-    different cars the same window holds, so they conflict; the re-read of that window sees two,
-    and two is kept. object_tracker's count before the cars arrive (none) is over another window
-    and is never compared, and its per-frame peak is not compared with the reader's count."""
-    from vidscope.agents.sama.agent import run_sama
-
+def street_conflict() -> tuple[Script, list[Reply]]:
+    """Two parked cars over [10, 16] s of "street" and a car honking in between, and the planner's
+    replies: object_tracker before the cars, object_tracker and video_reader over them, the answer.
+    The tracker follows three cars over [10, 16] (the honking one too), the reader counts two."""
     street = ScriptVideo(
         video_id="street",
         duration=30.0,
@@ -287,20 +280,30 @@ def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
             Event(event_id="honk", start=12.0, end=13.0, label="a car honks", subject="car"),
         ],
     )
-    script = Script(script_id="street", videos=[street])
     over = {"video_id": "street", "t0": 10.0, "t1": 16.0}
-    llm_server.script(
-        [
-            text('{"type": "reading"}'),
-            tool_call("object_tracker", {"video_id": "street", "t0": 5.0, "t1": 9.9, "target": "car"}),
-            tool_call("object_tracker", {**over, "target": "car"}),
-            tool_call("video_reader", {**over, "question": "How many cars?"}),
-            tool_call(
-                "answer",
-                {"answer": "2 cars", "citations": [{"video_id": "street", "start": 10.0, "end": 16.0}]},
-            ),
-        ]
-    )
+    citation = {"video_id": "street", "start": 10.0, "end": 16.0}
+    replies = [
+        tool_call("object_tracker", {"video_id": "street", "t0": 5.0, "t1": 9.9, "target": "car"}),
+        tool_call("object_tracker", {**over, "target": "car"}),
+        tool_call("video_reader", {**over, "question": "How many cars?"}),
+        tool_call("answer", {"answer": "2 cars", "citations": [citation]}),
+    ]
+    return Script(script_id="street", videos=[street]), replies
+
+
+def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """Like is compared with like (issue 29). Two parked cars are seen over [10, 16] s and a car
+    honks in between: object_tracker follows three cars there (the honking one acts, so it is
+    tracked as well), video_reader counts the two cars it is asked about. Both state how many
+    different cars the same window holds, so they conflict; the re-read of that window sees two,
+    and two is kept. object_tracker's count before the cars arrive (none) is over another window
+    and is never compared, and its per-frame peak is not compared with the reader's count."""
+    from vidscope.agents.sama.agent import run_sama
+
+    script, replies = street_conflict()
+    llm_server.script([text('{"type": "reading"}'), *replies])
     settings = planner_settings(tmp_path / "data", llm_server)
     ctx = SimContext(
         settings, ScriptSimulator(script), chat=registry.chat_model(settings), registry=sim_sama_registry()
