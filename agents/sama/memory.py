@@ -191,8 +191,9 @@ class Resolution:
             outcome = f"kept {self.kept.value} (the re-reads agree; neither side did)"
         else:
             outcome = f"kept {self.kept.value} ({self.kept.source})"
+        what = f"{new.measure} {new.kind}" if new.measure else new.kind
         return (
-            f"conflict on {(new.measure + ' ') if new.measure else ''}{new.kind} of {new.subject}: {new.source} says {new.value}, {old.source} "
+            f"conflict on {what} of {new.subject}: {new.source} says {new.value}, {old.source} "
             f"says {old.value}; re-read {windows or 'not possible'}; {outcome}"
         )
 
