@@ -207,6 +207,9 @@ def test_a_count_conflict_is_reread_over_a_narrowed_window_and_only_the_verified
     assert result.answer == "One bag." and result.citations[0].verified
     kinds = [s.kind for s in result.trace]
     assert kinds == ["classify", "tool", "tool", "verify", "conflict", "finish"]
+    # Usage counts every call, the re-read's vision-model call included (issue 29).
+    assert result.usage.tool_calls == 3
+    assert result.usage.model_calls == len(llm_server.chat_requests) == 6
     reread = next(s for s in result.trace if s.kind == "verify")
     # The re-read looked at a narrower window inside the disputed interval... or the same one
     # on the first round; it was a real video_reader call over the vlm.
