@@ -116,3 +116,22 @@ def test_a_re_read_that_sees_neither_side_wins_when_it_repeats_itself() -> None:
     admit(memory, [fact("object_tracker", 4)], None, 2)
     (resolution,) = admit(memory, [fact("video_reader", 2)], reader_sees(3, 5), 2)
     assert resolution.kept is None and memory.of("v").unresolved
+
+
+def test_scene_graph_states_peak_counts_compared_with_the_trackers_peak() -> None:
+    """Two people in the first frame looked at, three in the second: scene_graph's peak is three.
+    The tracker's peak of two over the same window conflicts with it; its distinct count does not."""
+    person = GraphObject(label="person", box=[0, 0, 9, 9])
+    frames = [GraphFrame(t=11.0, objects=[person] * 2), GraphFrame(t=15.0, objects=[person] * 3)]
+    graph = SceneGraphResult(video_id="v", t0=10.0, t1=20.0, source="detector", frames=frames)
+    (peak,) = [f for f in graph.facts() if f.kind == "count"]
+    assert (peak.subject, peak.measure, peak.value, peak.source) == ("person", "peak", 3.0, "scene_graph")
+    memory = EvidenceMemory()
+    admit(memory, [fact("object_tracker", 2, measure="peak"), fact("object_tracker", 5)], None, 2)
+    reread = reader_sees(3, measure="peak")
+    (resolution,) = admit(memory, [peak], reread, 2)
+    assert (
+        "conflict on peak count of person: scene_graph says 3.0, object_tracker says 2.0"
+        in resolution.describe()
+    )
+    assert resolution.kept is peak

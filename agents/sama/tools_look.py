@@ -416,12 +416,18 @@ class SceneGraphResult(ToolResult):
 
     def facts(self) -> list[Fact]:
         """Dominant colours measured from pixels, each label's majority over its sightings (none when
-        no colour has a majority, e.g. a red and a blue car); the vlm's colours are the other side."""
+        no colour has a majority, e.g. a red and a blue car); the vlm's colours are the other side.
+        And per detected label its peak count: the most seen in one of the frames looked at."""
         seen: dict[str, list[str]] = {}
+        peaks: dict[str, int] = {}
         for frame in self.frames:
+            in_frame: dict[str, int] = {}
             for obj in frame.objects:
+                in_frame[obj.label] = in_frame.get(obj.label, 0) + 1
                 if obj.colour:
                     seen.setdefault(obj.label, []).append(obj.colour)
+            for label, n in in_frame.items():
+                peaks[label] = max(peaks.get(label, 0), n)
         colours = {label: c for label, values in seen.items() if (c := majority(values)) is not None}
         base = {"video_id": self.video_id, "t0": self.t0, "t1": self.t1}
         found = [
@@ -431,6 +437,10 @@ class SceneGraphResult(ToolResult):
             Fact(kind="colour", subject=o["label"], value=o["colour"], source="video_reader", **base)
             for o in self.vlm_objects
             if o.get("label") and o.get("colour")
+        ]
+        found += [
+            Fact(kind="count", measure="peak", subject=k, value=v, source="scene_graph", **base)
+            for k, v in peaks.items()
         ]
         return found
 
