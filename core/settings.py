@@ -351,6 +351,10 @@ class AgentSettings(BaseModel):
     #: SAMA (``vidscope compare --agent sama``): planner turns, and re-reads per conflicting fact.
     sama_max_turns: int = Field(default=10, ge=1)  # the paper's turn limit
     sama_max_rereads: int = Field(default=2, ge=0)
+    #: SAMA: tokens (estimated) of the latest tool results the planner sees in full, and of the
+    #: earlier results kept as notes before the oldest are distilled to one-line summaries.
+    sama_result_tokens: int = Field(default=3000, ge=100)
+    sama_note_tokens: int = Field(default=4000, ge=0)
     #: SAMA: a folder of user skills (markdown) read beside the bundled ones.
     skills_dir: Path | None = None
     #: AgentCVR: master-agent turns (the paper's limit is 20), frames per visual query and their

@@ -165,9 +165,13 @@ def test_scene_graph_gives_boxes_colours_and_relations_from_the_detector_and_the
     times = json.loads(words.split("times (seconds): ")[1])
     assert all(13.0 <= t <= 17.0 for t in times)
     # The verification layer sees the measured colours and the vlm's as facts of two sources.
-    facts = {(f.source, f.subject, f.value) for f in result.facts()}
+    facts = {(f.source, f.subject, f.value) for f in result.facts() if f.kind == "colour"}
     assert {(s, v) for s, _, v in facts if s == "scene_graph"} == {("scene_graph", "blue")}
     assert ("video_reader", "bowl", "white") in facts
+    # scene_graph states counts too: per label, the most seen in one of its frames.
+    counts = [f for f in result.facts() if f.kind == "count"]
+    assert {f.subject for f in counts} == {o.label for o in objects}
+    assert all(f.measure == "peak" and f.value >= 1 for f in counts)
 
     # Prompts keep only the objects of those kinds.
     label = objects[0].label

@@ -327,39 +327,24 @@ def test_avi_without_the_graph_is_never_offered_graph_retrieve(world) -> None:  
 def test_sama_ablations_skip_the_skill_choice_or_the_conflict_re_read(
     llm_server: ScriptedLLMServer, tmp_path: Path, ablation: str
 ) -> None:
-    """The conflict scenario of ``test_simulator_sama``: object_tracker sees no car where
-    video_reader sees some; SAMA re-reads the stretch unless its conflict check is off."""
-    from test_simulator_sama import planner_settings
+    """The conflict scenario of ``test_simulator_sama``: object_tracker follows three cars where
+    video_reader counts two over the same window; SAMA re-reads it unless its conflict check is off."""
+    from test_simulator_sama import planner_settings, street_conflict
 
     from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
-    from vidscope.agents.simulator.templates import generate_script
 
-    script = generate_script(3)
-    video = script.videos[0]
-    sighting = next(e for e in video.events if e.kind == "object")
-    obj = str(sighting.subject)
-    v = video.video_id
-    before = [max(0.0, sighting.start - 3), sighting.start - 0.1]
-    over = [sighting.start - 1, sighting.end]
-    replies = [
-        tool_call("object_tracker", {"video_id": v, "t0": before[0], "t1": before[1], "target": obj}),
-        tool_call(
-            "video_reader", {"video_id": v, "t0": over[0], "t1": over[1], "question": f"How many {obj}s?"}
-        ),
-        tool_call(
-            "answer", {"answer": "some", "citations": [{"video_id": v, "start": over[0], "end": over[1]}]}
-        ),
-    ]
+    script, replies = street_conflict()
+    v = "street"
     skills_on = ablation != "sama:no-skills"
     llm_server.script([text('{"type": "reading"}'), *replies] if skills_on else replies)
     settings = planner_settings(tmp_path / "data", llm_server)
     ctx = SimContext(settings, ScriptSimulator(script), chat=registry.chat_model(settings))
     request = request_of(
-        _item(f"How many {obj}s are there?").model_copy(update={"video_ids": (v,)}), [v], [ablation]
+        _item("How many cars are there?").model_copy(update={"video_ids": (v,)}), [v], [ablation]
     )
     answer = strategies.answer("sama", ctx, request)
     kinds = [s.kind for s in answer.trace]
-    assert answer.answer == "some" and llm_server.pending == 0
+    assert answer.answer == "2 cars" and llm_server.pending == 0
     assert ("classify" in kinds) == skills_on
     conflict_on = ablation != "sama:no-conflict-check"
     assert ("verify" in kinds) == conflict_on and ("conflict" in kinds) == conflict_on

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from llm_server import ScriptedLLMServer, text, tool_call
+from llm_server import Reply, ScriptedLLMServer, text, tool_call
 
 from vidscope.agents import strategies
 from vidscope.agents.sama.agent import sama_registry
 from vidscope.agents.simulator.policies import OraclePolicy, RandomPolicy
-from vidscope.agents.simulator.script import Script, save_script
+from vidscope.agents.simulator.script import Event, Script, ScriptVideo, save_script
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_script, generate_scripts
 from vidscope.agents.simulator.tools_sama import sim_sama_registry
@@ -205,7 +205,8 @@ def test_a_sama_rollout_with_a_planner_served_over_http(
     requests = llm_server.chat_requests
     assert len(requests) == 3
     offered = [t["function"]["name"] for t in requests[1]["tools"]]
-    assert offered == ["temporal_grounding", "video_reader", "scene_graph", "object_tracker", "answer"]
+    assert offered[:4] == ["temporal_grounding", "video_reader", "scene_graph", "object_tracker"]
+    assert offered[4:] == ["visual_similarity", "subtitle_retriever", "subtitle_extractor", "answer"]
     real = {s.name: s for s in sama_registry().specs()}
     assert requests[1]["tools"][1]["function"]["description"] == real["video_reader"].description
     # The second turn's prompt holds the simulator's reading in the evidence memory.
@@ -260,49 +261,73 @@ def test_compare_runs_on_the_simulator_with_one_setting(
     assert not (tmp_path / "data" / "lance" / "videos.lance").exists()  # only model calls were logged
 
 
+def street_conflict() -> tuple[Script, list[Reply]]:
+    """Two parked cars over [10, 16] s of "street" and a car honking in between, and the planner's
+    replies: object_tracker before the cars, object_tracker and video_reader over them, the answer.
+    The tracker follows three cars over [10, 16] (the honking one too), the reader counts two."""
+    street = ScriptVideo(
+        video_id="street",
+        duration=30.0,
+        events=[
+            Event(
+                event_id="parked",
+                start=10.0,
+                end=16.0,
+                kind="object",
+                label="two cars parked",
+                subject="car",
+                attributes={"count": 2, "colour": "red"},
+            ),
+            Event(event_id="honk", start=12.0, end=13.0, label="a car honks", subject="car"),
+        ],
+    )
+    over = {"video_id": "street", "t0": 10.0, "t1": 16.0}
+    citation = {"video_id": "street", "start": 10.0, "end": 16.0}
+    replies = [
+        tool_call("object_tracker", {"video_id": "street", "t0": 5.0, "t1": 9.9, "target": "car"}),
+        tool_call("object_tracker", {**over, "target": "car"}),
+        tool_call("video_reader", {**over, "question": "How many cars?"}),
+        tool_call("answer", {"answer": "2 cars", "citations": [citation]}),
+    ]
+    return Script(script_id="street", videos=[street]), replies
+
+
 def test_sama_conflicts_are_re_read_by_the_simulated_video_reader(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
-    """object_tracker before the sighting (no car) and video_reader over the sighting (three cars)
-    share a stretch: SAMA's verification layer re-reads that stretch with video_reader, which the
-    simulator answers from the script, and keeps the side the re-read agrees with."""
+    """Like is compared with like (issue 29). Two parked cars are seen over [10, 16] s and a car
+    honks in between: object_tracker follows three cars there (the honking one acts, so it is
+    tracked as well), video_reader counts the two cars it is asked about. Both state how many
+    different cars the same window holds, so they conflict; the re-read of that window sees two,
+    and two is kept. object_tracker's count before the cars arrive (none) is over another window
+    and is never compared, and its per-frame peak is not compared with the reader's count."""
     from vidscope.agents.sama.agent import run_sama
 
-    script = generate_script(3)
-    video = script.videos[0]
-    sighting = next(e for e in video.events if e.kind == "object")
-    obj, count = str(sighting.subject), int(sighting.attributes["count"])
-    before = [max(0.0, sighting.start - 3), sighting.start - 0.1]
-    over = [sighting.start - 1, sighting.end]
-    v = video.video_id
-    llm_server.script(
-        [
-            text('{"type": "reading"}'),
-            tool_call("object_tracker", {"video_id": v, "t0": before[0], "t1": before[1], "target": obj}),
-            tool_call(
-                "video_reader", {"video_id": v, "t0": over[0], "t1": over[1], "question": f"How many {obj}s?"}
-            ),
-            tool_call(
-                "answer",
-                {
-                    "answer": f"{count} {obj}s",
-                    "citations": [{"video_id": v, "start": over[0], "end": over[1]}],
-                },
-            ),
-        ]
-    )
+    script, replies = street_conflict()
+    llm_server.script([text('{"type": "reading"}'), *replies])
     settings = planner_settings(tmp_path / "data", llm_server)
     ctx = SimContext(
         settings, ScriptSimulator(script), chat=registry.chat_model(settings), registry=sim_sama_registry()
     )
-    result = run_sama(ctx, f"How many {obj}s are there?", [v])
+    result = run_sama(ctx, "How many cars are there?", ["street"])
     verify = [s for s in result.trace if s.kind == "verify"]
-    assert verify and verify[0].tool == "video_reader" and verify[0].ok
-    assert verify[0].arguments["t0"] == round(over[0], 2) and verify[0].arguments["t1"] == round(before[1], 2)
+    assert len(verify) == 1 and verify[0].tool == "video_reader" and verify[0].ok
+    assert (verify[0].arguments["t0"], verify[0].arguments["t1"]) == (10.0, 16.0)  # the same window
+    assert "different car" in verify[0].arguments["question"]  # asked in the conflict's measure
     (conflict,) = [s for s in result.trace if s.kind == "conflict"]
-    assert f"video_reader says {float(count)}, object_tracker says 0.0" in conflict.observation
-    assert conflict.observation.endswith("kept 0.0 (object_tracker)")
-    assert result.answer == f"{count} {obj}s" and [c.verified for c in result.citations] == [True]
+    assert "distinct count of car: video_reader says 2.0, object_tracker says 3.0" in conflict.observation
+    assert conflict.observation.endswith("kept 2.0 (video_reader)")
+    assert result.answer == "2 cars" and [c.verified for c in result.citations] == [True]
+    # Usage counts every call: the planner's three tools and the re-read; every model request.
+    assert result.usage.tool_calls == 3 + len(verify)
+    assert result.usage.model_calls == len(llm_server.chat_requests) == 5
+    # The last prompt's memory: the reader's two cars verified, the tracker's peak and its empty
+    # count before the cars both kept (neither was compared), the tracker's three dropped.
+    memory = llm_server.chat_requests[-1]["messages"][-1]["content"]
+    assert "video_reader: distinct count of car = 2.0 in [10, 16]s" in memory
+    assert "object_tracker: peak count of car = 3.0 in [10, 16]s" in memory
+    assert "object_tracker: distinct count of car = 0.0 in [5, 9.9]s" in memory
+    assert "object_tracker: distinct count of car = 3.0 in" not in memory
 
 
 def test_train_rollouts_command_writes_rewarded_sama_trajectories(tmp_path: Path) -> None:

@@ -1,7 +1,11 @@
 """SAMA's evidence memory and verification layer.
 
-The memory holds, per video id, the verified facts (counts, colours, times) and distilled notes of
-what tools returned; the planner sees this memory instead of the whole conversation. A new fact
+The memory holds, per video id, the verified facts (counts, colours, times) and notes of what tools
+returned; the planner sees this memory instead of the whole conversation. The latest tool result
+is shown in full (``latest``, within ``result_tokens``, :func:`within_tokens`); earlier results stay
+as notes, each whole while the notes fit ``memory_tokens`` and distilled to the tool's one-line
+summary, oldest first, once they do not — so a detail (a date, a name, a colour) a tool reported
+is never cut at a fixed number of characters. A new fact
 that disagrees with a known one about the same subject and time is a conflict: the layer re-reads
 the segment over a narrowed window (:func:`narrowed`) with the vision model until one side is
 confirmed or the re-read budget is spent; only the confirmed value is kept.
@@ -16,26 +20,39 @@ from pydantic import BaseModel
 
 from vidscope.agents.sama.facts import Fact, agree, conflicts
 
-#: Characters a note keeps; longer evidence is distilled to its first sentences within this.
-NOTE_CHARS = 400
+#: Characters per token of the estimate below (English text and JSON average about four for the
+#: BPE tokenizers of the planners we run; the budget is a guard, not an exact count).
+CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count of ``text`` (at least 1 for non-empty text)."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def within_tokens(text: str, budget: int) -> str:
+    """``text`` whole if it fits ``budget`` tokens, else its start with a line saying how much was
+    left out and how to see it (ask for a narrower interval)."""
+    if estimate_tokens(text) <= budget:
+        return text
+    keep = budget * CHARS_PER_TOKEN
+    left = estimate_tokens(text[keep:])
+    return f"{text[:keep]} […about {left} more tokens not shown: ask for a narrower interval]"
 
 
 class Note(BaseModel):
-    """A distilled observation: which tool, over which interval, what it found."""
+    """An earlier tool result: which tool, over which interval, what it found (``text``, whole)
+    and its one-line ``summary`` (the distilled form shown when the notes exceed their budget)."""
 
     tool: str
     t0: float | None = None
     t1: float | None = None
     text: str
-
-
-def distil(text: str, limit: int = NOTE_CHARS) -> str:
-    """``text`` cut at a sentence end within ``limit`` characters (whole if short enough)."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = max(text.rfind(". ", 0, limit), text.rfind("; ", 0, limit))
-    return (text[: cut + 1] if cut > limit // 3 else text[: limit - 1]) + "…"
+    summary: str = ""
+    #: Position over all videos' notes (the order in which results arrived).
+    seq: int = 0
+    #: A result of the last turn, not yet shown to the planner: rendered in full under ``latest``.
+    fresh: bool = True
 
 
 @dataclass
@@ -62,10 +79,18 @@ class EvidenceMemory:
         return [f for m in self.videos.values() for f in m.facts]
 
     def note(
-        self, video_id: str, tool: str, text: str, t0: float | None = None, t1: float | None = None
+        self,
+        video_id: str,
+        tool: str,
+        text: str,
+        summary: str = "",
+        t0: float | None = None,
+        t1: float | None = None,
     ) -> None:
-        """Keep a distilled note of a tool's output."""
-        self.of(video_id).notes.append(Note(tool=tool, t0=t0, t1=t1, text=distil(text)))
+        """Keep a note of a tool's output (whole; :meth:`render` distils it when over budget)."""
+        seq = sum(len(m.notes) for m in self.videos.values())
+        note = Note(tool=tool, t0=t0, t1=t1, text=" ".join(text.split()), summary=summary, seq=seq)
+        self.of(video_id).notes.append(note)
 
     def keep(self, fact: Fact) -> None:
         """Keep ``fact``, replacing an agreeing one with the same key and interval."""
@@ -80,25 +105,65 @@ class EvidenceMemory:
         memory = self.of(fact.video_id)
         memory.facts = [f for f in memory.facts if f != fact]
 
-    def render(self) -> dict[str, object]:
-        """The memory as JSON-able data for the planner."""
+    def settle(self) -> None:
+        """The fresh results have been shown: from now on they are notes like the others."""
+        for m in self.videos.values():
+            for n in m.notes:
+                n.fresh = False
+
+    def render(self, note_tokens: int | None = None, result_tokens: int | None = None) -> dict[str, object]:
+        """The memory as JSON-able data for the planner.
+
+        Per video: ``latest``, the results not yet shown, each in full within its share of
+        ``result_tokens``; ``notes``, the earlier ones, whole while all of them fit
+        ``note_tokens`` (no limit when None) and past it distilled to their summaries, oldest
+        first over all videos, until the rest fits."""
+        every = [(video_id, i, n) for video_id, m in self.videos.items() for i, n in enumerate(m.notes)]
+        fresh = sum(1 for _, _, n in every if n.fresh)
+        share = None if result_tokens is None else max(100, result_tokens // max(fresh, 1))
+        notes = [item for item in every if not item[2].fresh]
+        notes.sort(key=lambda item: item[2].seq)
+        total = sum(estimate_tokens(n.text) for _, _, n in notes)
+        distilled: set[tuple[str, int]] = set()
+        for video_id, i, n in notes:  # oldest first
+            if note_tokens is None or total <= note_tokens:
+                break
+            if n.summary:
+                distilled.add((video_id, i))
+                total -= estimate_tokens(n.text) - estimate_tokens(n.summary)
+
+        def shown(video_id: str, i: int, n: Note) -> dict[str, object]:
+            if n.fresh:
+                text = n.text if share is None else within_tokens(n.text, share)
+            else:
+                text = n.summary if (video_id, i) in distilled else n.text
+            note: dict[str, object] = {"tool": n.tool, "text": text}
+            if n.t0 is not None:
+                note["t0"], note["t1"] = n.t0, n.t1
+            return note
+
         return {
             video_id: {
                 "verified_facts": [f.describe() for f in m.facts],
                 "unresolved_conflicts": [f"{a.describe()} VS {b.describe()}" for a, b in m.unresolved],
-                "notes": [n.model_dump(exclude_none=True) for n in m.notes],
+                "notes": [shown(video_id, i, n) for i, n in enumerate(m.notes) if not n.fresh],
+                "latest": [shown(video_id, i, n) for i, n in enumerate(m.notes) if n.fresh],
             }
             for video_id, m in self.videos.items()
         }
 
 
 def narrowed(a: Fact, b: Fact, round_: int) -> tuple[float, float]:
-    """The window a re-read looks at: the overlap of the two facts' intervals, halved around its
-    centre once per earlier round (at least 1 s)."""
+    """The window a re-read looks at: the two facts' shared window. For a time it is halved
+    around the two stated times once per earlier round (at least 1 s); a count or a colour is
+    re-read over the same window, since a shorter one may rightly hold fewer objects."""
     start, end = max(a.t0, b.t0), min(a.t1, b.t1)
+    if a.kind != "time":
+        return start, end
     for _ in range(round_):
-        centre, half = (start + end) / 2, max(0.5, (end - start) / 4)
-        start, end = centre - half, centre + half
+        centre = (float(a.value) + float(b.value)) / 2
+        half = max(0.5, (end - start) / 4)
+        start, end = max(start, centre - half), min(end, centre + half)
     return start, end
 
 
@@ -113,14 +178,22 @@ class Resolution:
     conflict: tuple[Fact, Fact]
     rereads: list[tuple[float, float, list[Fact]]]
     kept: Fact | None
+    #: Whether the kept value is the re-reads' own (both sides were wrong).
+    by_reread: bool = False
 
     def describe(self) -> str:
         """One line for the trace and the planner."""
         new, old = self.conflict
         windows = ", ".join(f"[{a:.1f}, {b:.1f}]s" for a, b, _ in self.rereads)
-        outcome = f"kept {self.kept.value} ({self.kept.source})" if self.kept else "unresolved"
+        if self.kept is None:
+            outcome = "unresolved"
+        elif self.by_reread:
+            outcome = f"kept {self.kept.value} (the re-reads agree; neither side did)"
+        else:
+            outcome = f"kept {self.kept.value} ({self.kept.source})"
+        what = f"{new.measure} {new.kind}" if new.measure else new.kind
         return (
-            f"conflict on {new.kind} of {new.subject}: {new.source} says {new.value}, {old.source} "
+            f"conflict on {what} of {new.subject}: {new.source} says {new.value}, {old.source} "
             f"says {old.value}; re-read {windows or 'not possible'}; {outcome}"
         )
 
@@ -131,8 +204,10 @@ def admit(
     """Add ``new`` facts to ``memory``, checking each against what is kept.
 
     Without ``reread`` (the conflict-check ablation) facts are kept as they come. A conflict is
-    re-read over narrowing windows: the side the re-read agrees with is kept and the other dropped;
-    after ``max_rereads`` without agreement both are dropped and the conflict is listed unresolved.
+    re-read (:func:`narrowed`) and resolved toward what the re-read sees: the side it agrees with
+    is kept and the other dropped; when it agrees with neither side but two re-reads agree with
+    each other, their value is kept; else, after ``max_rereads``, both are dropped and the
+    conflict is listed unresolved.
     """
     resolutions = []
     for fact in new:
@@ -142,7 +217,7 @@ def admit(
             continue
         _, known = found[0]
         rereads: list[tuple[float, float, list[Fact]]] = []
-        kept = None
+        kept, by_reread = None, False
         for round_ in range(max_rereads):
             start, end = narrowed(fact, known, round_)
             seen = [f for f in reread(fact, start, end) if f.key() == fact.key()]
@@ -151,10 +226,15 @@ def admit(
             if len(votes) == 1:
                 kept = votes[0]
                 break
+            earlier = [f for _, _, found in rereads[:-1] for f in found]
+            confirmed = [f for f in seen if any(agree(f, e) for e in earlier)]
+            if not votes and confirmed:
+                kept, by_reread = confirmed[0], True
+                break
         memory.drop(known)
         if kept is not None:
             memory.keep(kept)
         else:
             memory.of(fact.video_id).unresolved.append((fact, known))
-        resolutions.append(Resolution((fact, known), rereads, kept))
+        resolutions.append(Resolution((fact, known), rereads, kept, by_reread))
     return resolutions

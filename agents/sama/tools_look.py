@@ -17,7 +17,7 @@ from vidscope.agents.avi.tools_perceive import matching_object
 from vidscope.agents.evidence import sample_evenly
 from vidscope.agents.multi_video import json_object, look, segment_frames, vision_model
 from vidscope.agents.perception import perception_backend, range_frames
-from vidscope.agents.sama.facts import Fact
+from vidscope.agents.sama.facts import Fact, majority
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.images import decode_jpeg
@@ -84,7 +84,11 @@ class ReadResult(ToolResult):
     def facts(self) -> list[Fact]:
         """The counts, colours and time the reading states."""
         base = {"video_id": self.video_id, "t0": self.t0, "t1": self.t1, "source": "video_reader"}
-        found = [Fact(kind="count", subject=k, value=v, **base) for k, v in self.counts.items()]
+        # The reader is asked how many there are in the segment: a count of different objects (or
+        # occurrences) over it, like the tracker's distinct count, not its per-frame peak.
+        found = [
+            Fact(kind="count", measure="distinct", subject=k, value=v, **base) for k, v in self.counts.items()
+        ]
         found += [Fact(kind="colour", subject=k, value=v, **base) for k, v in self.colours.items()]
         if self.time is not None:
             found.append(Fact(kind="time", subject=self.question, value=self.time, **base))
@@ -192,20 +196,25 @@ class TrackResult(ToolResult):
         )
 
     def facts(self) -> list[Fact]:
-        """The number of distinct target objects in the segment."""
+        """The most target objects seen in one frame (``peak``) and, when the detections carry
+        track ids, the distinct objects over the segment (``distinct``)."""
         if not self.per_frame:
             return []
-        return [
-            Fact(
-                video_id=self.video_id,
-                t0=self.t0,
-                t1=self.t1,
-                kind="count",
-                subject=self.target,
-                value=self.distinct_count,
-                source="object_tracker",
-            )
+        base = {"video_id": self.video_id, "t0": self.t0, "t1": self.t1, "kind": "count"}
+        found = [
+            Fact(**base, subject=self.target, measure="peak", value=self.peak_count, source="object_tracker")
         ]
+        if self.tracked:
+            found.append(
+                Fact(
+                    **base,
+                    subject=self.target,
+                    measure="distinct",
+                    value=self.distinct_count,
+                    source="object_tracker",
+                )
+            )
+        return found
 
 
 Detected = tuple[str, tuple[float, ...], int | None]
@@ -406,12 +415,20 @@ class SceneGraphResult(ToolResult):
         return self.model_dump(mode="json", exclude={"usage"})
 
     def facts(self) -> list[Fact]:
-        """Dominant colours measured from pixels (the vlm's colours are the other side)."""
-        colours: dict[str, str] = {}
+        """Dominant colours measured from pixels, each label's majority over its sightings (none when
+        no colour has a majority, e.g. a red and a blue car); the vlm's colours are the other side.
+        And per detected label its peak count: the most seen in one of the frames looked at."""
+        seen: dict[str, list[str]] = {}
+        peaks: dict[str, int] = {}
         for frame in self.frames:
+            in_frame: dict[str, int] = {}
             for obj in frame.objects:
+                in_frame[obj.label] = in_frame.get(obj.label, 0) + 1
                 if obj.colour:
-                    colours.setdefault(obj.label, obj.colour)
+                    seen.setdefault(obj.label, []).append(obj.colour)
+            for label, n in in_frame.items():
+                peaks[label] = max(peaks.get(label, 0), n)
+        colours = {label: c for label, values in seen.items() if (c := majority(values)) is not None}
         base = {"video_id": self.video_id, "t0": self.t0, "t1": self.t1}
         found = [
             Fact(kind="colour", subject=k, value=v, source="scene_graph", **base) for k, v in colours.items()
@@ -420,6 +437,10 @@ class SceneGraphResult(ToolResult):
             Fact(kind="colour", subject=o["label"], value=o["colour"], source="video_reader", **base)
             for o in self.vlm_objects
             if o.get("label") and o.get("colour")
+        ]
+        found += [
+            Fact(kind="count", measure="peak", subject=k, value=v, source="scene_graph", **base)
+            for k, v in peaks.items()
         ]
         return found
 

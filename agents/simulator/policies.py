@@ -24,8 +24,8 @@ _VIDEO_LINE = re.compile(r"video_id=(\S+) file='([^']*)' duration=([\d.]+)s")
 _VIDEO_JSON = re.compile(r"^Videos:\s*(\[.*\])$", re.MULTILINE)
 #: One of SAMA's verified facts as its evidence memory writes it (``Fact.describe``).
 _FACT = re.compile(
-    r"^(?P<source>\w+): (?P<kind>count|colour|time) of (?P<subject>.+) = (?P<value>.+?) "
-    r"in \[(?P<t0>[^,\]]+), (?P<t1>[^\]]+)\]s$"
+    r"^(?P<source>\w+): (?:(?P<measure>peak|distinct) )?(?P<kind>count|colour|time) "
+    r"of (?P<subject>.+) = (?P<value>.+?) in \[(?P<t0>[^,\]]+), (?P<t1>[^\]]+)\]s$"
 )
 #: SAMA's tools besides ``answer``; offered any of them (and no visual_query), the oracle plans for SAMA.
 SAMA_TOOLS = frozenset(
@@ -124,8 +124,10 @@ def memory_facts(memory: dict[str, Any], video_id: str, kind: str) -> list[SeenF
 
 
 def memory_notes(memory: dict[str, Any], video_id: str, tool: str) -> list[str]:
-    """The notes SAMA's memory keeps of ``tool``'s results about ``video_id``."""
-    notes = memory.get(video_id, {}).get("notes", [])
+    """The notes SAMA's memory keeps of ``tool``'s results about ``video_id`` (the earlier ones,
+    then the latest, shown in full)."""
+    kept = memory.get(video_id, {})
+    notes = [*kept.get("notes", []), *kept.get("latest", [])]
     return [str(n.get("text", "")) for n in notes if isinstance(n, dict) and n.get("tool") == tool]
 
 
