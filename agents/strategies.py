@@ -302,7 +302,7 @@ register(
         "master agent with parallel visual and audio sub-agents",
         frozenset({"videos"}),
         run="vidscope.agents.cvr.agent:run",
-        tools="vidscope.agents.cvr.agent:cvr_registry",
+        tools="vidscope.agents.cvr.master:cvr_registry",
         sim_tools="vidscope.agents.simulator.tools_cvr:sim_cvr_agent_registry",
     )
 )
