@@ -1,7 +1,8 @@
 """GRPO on the simulator end to end: a few optimisation steps of a tiny random policy.
 
 The policy is a two-layer Qwen2-style model initialised at random and a word-level tokenizer built
-here with the ``tokenizers`` library (nothing is downloaded). Its vocabulary is a handful of words
+here with the ``tokenizers`` library (nothing is downloaded). Each rollout is the deployed master
+agent (``run_cvr``) driven by the policy. Its vocabulary is a handful of words
 including the option letters, so sampled answers are sometimes right and a group's rewards differ:
 that is what gives GRPO a gradient.
 """
@@ -68,12 +69,13 @@ def test_grpo_steps_change_the_weights_and_log_the_reward(tmp_path: Path) -> Non
         generated_scripts=2,
         seed=3,
         group_size=8,
-        max_turns=2,
+        max_turns=1,  # one reply: a leading option letter is the forced answer's choice
         max_steps=3,
         learning_rate=1e-2,
-        max_completion_length=8,
+        max_completion_length=32,
         per_device_batch_size=8,
         save_steps=1000,
+        beta=0.0,  # an in-memory model has no path to load the KL reference model from
     )
     result = train_grpo(Settings(data_dir=tmp_path / "data"), options, model=model, tokenizer=tokenizer)
 
