@@ -29,7 +29,14 @@ def grpo(
     steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 500,
     group_size: Annotated[int, typer.Option(help="Completions per question (GRPO's group).")] = 8,
     max_turns: Annotated[int, typer.Option(help="Tool-calling turns per rollout.")] = 20,
-    learning_rate: Annotated[float, typer.Option(help="Learning rate.")] = 1e-6,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate (AgentCVR's: 1e-7).")] = 1e-7,
+    beta: Annotated[
+        float, typer.Option(help="KL coefficient (AgentCVR's: 0.005; 0: no reference model).")
+    ] = 0.005,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
+    grad_accum: Annotated[
+        int, typer.Option("--gradient-accumulation-steps", help="Batches accumulated per optimiser step.")
+    ] = 1,
     batch_size: Annotated[int, typer.Option(help="Completions per device and step.")] = 8,
     max_completion_length: Annotated[
         int, typer.Option(help="Tokens per completion, tool turns included.")
@@ -39,7 +46,8 @@ def grpo(
     vllm: Annotated[bool, typer.Option("--vllm", help="Generate rollouts with vLLM (colocated).")] = False,
     report_to: Annotated[str, typer.Option(help="Loggers: none, tensorboard, wandb…")] = "none",
 ) -> None:
-    """Train MODEL with GRPO on simulated tool calls (reward: 1 if right + 0.1 for well-formed calls)."""
+    """Train MODEL as AgentCVR's master agent with GRPO on the simulator (reward: 1 if right + 0.1
+    for well-formed actions); defaults are the paper's (G = 8, T_max = 20, KL 0.005, lr 1e-7)."""
     from pydantic import ValidationError
 
     from vidscope.flows.training.train import GrpoOptions, train_grpo
@@ -55,6 +63,9 @@ def grpo(
             max_turns=max_turns,
             max_steps=steps,
             learning_rate=learning_rate,
+            beta=beta,
+            temperature=temperature,
+            gradient_accumulation_steps=grad_accum,
             per_device_batch_size=batch_size,
             max_completion_length=max_completion_length,
             bf16=bf16,
