@@ -105,3 +105,39 @@ def test_train_grpo_command_trains_a_saved_model_and_saves_the_result(tmp_path: 
     assert result.exit_code == 0, result.output
     assert "trained 1 steps" in result.output and str(out) in result.output.replace("\n", "")
     assert json.loads((out / "config.json").read_text())["model_type"] == "qwen2"
+
+
+@pytest.mark.slow
+def test_a_saved_policy_is_loaded_as_the_master_by_a_model_spec(tmp_path: Path) -> None:
+    """``[models] chat = "transformers-chat:<dir>"`` loads a saved policy, and the cvr strategy
+    runs it: every reply is read as the master's actions (or costs a turn), ending in an answer."""
+    from vidscope.agents import strategies
+    from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+    from vidscope.agents.simulator.templates import generate_scripts
+    from vidscope.agents.strategies import StrategyRequest
+    from vidscope.models import registry
+    from vidscope.models.transformers_chat import TransformersChat
+
+    model, tokenizer = tiny_policy(tmp_path)
+    model.save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            "chat": f"transformers-chat:{tmp_path / 'policy'}",
+            "options": {"transformers-chat": {"max_new_tokens": 12}},
+        },
+        agent={"cvr_max_turns": 3},
+    )
+    registry.clear_cache()
+    chat = registry.planner_model(settings)
+    assert isinstance(chat, TransformersChat)
+    script = generate_scripts(1, seed=2)[0]
+    question = script.questions[0]
+    ctx = SimContext(settings, ScriptSimulator(script, clip_seconds=5.0), chat=chat)
+    answer = strategies.answer(
+        "cvr", ctx, StrategyRequest(question.text, question.video_ids, "video", question.options)
+    )
+    turns = [s for s in answer.trace if s.kind in ("model-error", "tool", "finish")]
+    assert turns and answer.answer  # three replies read (an unusable one costs its turn), then an answer
+    registry.clear_cache()
