@@ -117,7 +117,7 @@ def load(model_dir: Path, options: dict[str, Any]) -> tuple[Any, Any]:
     adapter = model_dir / "adapter_config.json"
     if adapter.is_file():
         try:
-            from peft import PeftModel
+            from peft import PeftModel  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise BackendUnavailable(
                 "chat", str(model_dir), "a LoRA adapter", "Loading an adapter needs peft: pip install peft."
@@ -130,7 +130,8 @@ def load(model_dir: Path, options: dict[str, Any]) -> tuple[Any, Any]:
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype, local_files_only=True)
         tokenizer_dir = model_dir
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
-    model.to(device).eval()
+    model.eval()
+    model.to(device)  # type: ignore[arg-type]  # a device name is accepted
     return model, tokenizer
 
 

@@ -197,7 +197,7 @@ def master_rollout_func(
     return rollout_func
 
 
-def rollout_reward(completions: list[Any], rollout_reward: list[float], **_: Any) -> list[float]:
+def rollout_reward(completions: list[Any], rollout_reward: list[float], **_: Any) -> list[float | None]:
     """TRL reward function: each rollout's reward as the master's run scored it (AgentCVR's)."""
     return [float(r) for r in rollout_reward]
 
