@@ -311,7 +311,7 @@ register(
         "actions",
         "AgentCVR actions",
         "one tool loop over AgentCVR's actions (visual_query, audio_query, clip_search, finish); "
-        "GRPO's environment, simulator only",
+        "native tool calls, simulator only (GRPO trains cvr)",
         frozenset(),
         run="vidscope.agents.runtime:run_tool_loop",
         sim_tools="vidscope.agents.simulator.tools:sim_cvr_registry",

@@ -337,7 +337,7 @@ def frame_analysis(
 
 #: The DVD agent's tools, simulated, in the real registry's order.
 SIM_DVD_TOOLS = (global_browse, clip_search, frame_inspect, finish)
-#: AgentCVR's actions plus clip search and finish: what GRPO training offers the policy.
+#: AgentCVR's actions plus clip search and finish as native tool calls (the `actions` strategy).
 SIM_CVR_TOOLS = (visual_query, audio_query, clip_search, finish)
 
 

@@ -26,12 +26,12 @@ from vidscope.agents.simulator.script import Question, Script, load_script
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_scripts
 from vidscope.core.settings import Settings
-from vidscope.flows.training.rollout import rollout_config, run_strategy, score
+from vidscope.flows.training.rollout import DEFAULT_STRATEGY, rollout_config, run_strategy, score
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 from vidscope.models.transformers_chat import TransformersChat, template_messages
 
 #: The strategy GRPO trains: AgentCVR's master agent, the loop ``compare --agent cvr`` runs.
-MASTER = "cvr"
+MASTER = DEFAULT_STRATEGY
 
 
 class GrpoOptions(BaseModel):

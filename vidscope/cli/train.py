@@ -103,7 +103,7 @@ def rollouts(
         typer.Option(
             "--agent",
             help="Strategy: any with a planner and simulated tools (vidscope.agents.strategies); "
-            "default actions, GRPO's tool loop.",
+            "default cvr, the master agent train grpo trains.",
             show_default=False,
         ),
     ] = None,
