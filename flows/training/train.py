@@ -25,8 +25,10 @@ from vidscope.agents.cvr.master import opening_messages
 from vidscope.agents.simulator.script import Question, Script, load_script
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_scripts
+from vidscope.agents.simulator.writer import TASKS, written_scripts
 from vidscope.core.settings import Settings
 from vidscope.flows.training.rollout import DEFAULT_STRATEGY, rollout_config, run_strategy, score
+from vidscope.models import registry
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 from vidscope.models.transformers_chat import TransformersChat, template_messages
 
@@ -45,6 +47,10 @@ class GrpoOptions(BaseModel):
         None, description="A script JSON file or a directory of them; default: generated scripts."
     )
     generated_scripts: int = Field(64, ge=1, description="Scripts to generate when none are given.")
+    llm_scripts: bool = Field(
+        True,
+        description="Generated scripts are written by the planner when one is configured (else templates).",
+    )
     seed: int = 0
     group_size: int = Field(8, ge=2, description="Completions per question (GRPO's group).")
     max_turns: int = Field(20, ge=1, description="Tool-calling turns per rollout.")
@@ -210,10 +216,15 @@ def prompt_key(prompt: Sequence[dict[str, Any]]) -> str:
 # ============================================================================ data
 
 
-def load_scripts(source: Path | None, *, generated: int, seed: int) -> list[Script]:
-    """Scripts from ``source`` (a script JSON file or a folder of them), else ``generated`` ones."""
+def load_scripts(
+    source: Path | None, *, generated: int, seed: int, writer: ChatModel | None = None
+) -> list[Script]:
+    """Scripts from ``source`` (a script JSON file or a folder of them), else ``generated`` ones:
+    written by ``writer`` (the planner) per task, the templates wherever it gives none."""
     if source is None:
-        return generate_scripts(generated, seed)
+        return (
+            written_scripts(writer, TASKS, generated, seed) if writer else generate_scripts(generated, seed)
+        )
     paths = sorted(source.glob("*.json")) if source.is_dir() else [source]
     scripts = [load_script(p) for p in paths]
     if not any(s.questions for s in scripts):
@@ -263,7 +274,10 @@ def train_grpo(
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("GRPO training needs TRL: pip install 'vidscope[train]'") from exc
 
-    scripts = load_scripts(options.scripts, generated=options.generated_scripts, seed=options.seed)
+    writer = registry.planner_model(settings) if options.llm_scripts else None
+    scripts = load_scripts(
+        options.scripts, generated=options.generated_scripts, seed=options.seed, writer=writer
+    )
     rows = training_rows(scripts, settings, options.seed)
     config = GRPOConfig(
         output_dir=str(options.output_dir),

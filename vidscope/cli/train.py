@@ -26,6 +26,12 @@ def grpo(
         Path | None, typer.Option(help="A script JSON file or a folder of them (default: generated scripts).")
     ] = None,
     generated: Annotated[int, typer.Option(help="Scripts to generate when --scripts is not given.")] = 64,
+    llm_scripts: Annotated[
+        bool,
+        typer.Option(
+            help="Generated scripts are written by the planner when one is configured, else templates."
+        ),
+    ] = True,
     steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 500,
     group_size: Annotated[int, typer.Option(help="Completions per question (GRPO's group).")] = 8,
     max_turns: Annotated[int, typer.Option(help="Tool-calling turns per rollout.")] = 20,
@@ -58,6 +64,7 @@ def grpo(
             output_dir=out,
             scripts=scripts,
             generated_scripts=generated,
+            llm_scripts=llm_scripts,
             seed=seed,
             group_size=group_size,
             max_turns=max_turns,
