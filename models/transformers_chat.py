@@ -55,11 +55,16 @@ class TransformersChat:
         self.tokenizer = tokenizer
         self.name = name
         self.max_new_tokens = max_new_tokens
+        #: A chat template to render with instead of the tokenizer's (GRPO: its prefix-preserving twin).
+        self.chat_template: str | None = None
 
     def render(self, rows: list[dict[str, str]], *, generation_prompt: bool = True) -> str:
         """The conversation as the text the model reads (its chat template)."""
+        extra = {"chat_template": self.chat_template} if self.chat_template else {}
         return str(
-            self.tokenizer.apply_chat_template(rows, tokenize=False, add_generation_prompt=generation_prompt)
+            self.tokenizer.apply_chat_template(
+                rows, tokenize=False, add_generation_prompt=generation_prompt, **extra
+            )
         )
 
     def encode(self, text: str) -> list[int]:

@@ -141,3 +141,25 @@ def test_a_saved_policy_is_loaded_as_the_master_by_a_model_spec(tmp_path: Path) 
     turns = [s for s in answer.trace if s.kind in ("model-error", "tool", "finish")]
     assert turns and answer.answer  # three replies read (an unusable one costs its turn), then an answer
     registry.clear_cache()
+
+
+def test_a_qwen3_policy_stays_one_token_sequence_over_the_masters_turns(tmp_path: Path) -> None:
+    """Qwen3's chat template drops earlier turns' thinking, so a re-rendered conversation is not a
+    prefix of the next one; rollouts render with TRL's prefix-preserving twin and keep every turn,
+    the policy's tokens marked 1 and the observations between them 0."""
+    from trl.chat_template_utils import qwen3_chat_template
+
+    from vidscope.agents.simulator.templates import generate_scripts
+    from vidscope.flows.training.train import RecordingPolicy, master_rollout, training_template
+
+    model, tokenizer = tiny_policy(tmp_path)
+    tokenizer.chat_template = qwen3_chat_template
+    template = training_template(tokenizer)
+    assert template is not None
+    script = generate_scripts(1, seed=3)[0]
+    policy = RecordingPolicy(model, tokenizer, budget=400, chat_template=template)
+    settings = Settings(data_dir=tmp_path / "data", agent={"max_tokens": 16})  # each reply ends
+    master_rollout(settings, script, script.questions[0], policy, 3, 1.0)
+    assert policy.prompt_ids and len(policy.mask) == len(policy.completion_ids)
+    turns = sum(1 for a, b in zip([0, *policy.mask], policy.mask, strict=False) if (a, b) == (0, 1))
+    assert turns == 3 and policy.mask.count(0) > 0  # three replies, observations between them

@@ -91,8 +91,9 @@ class RecordingPolicy(TransformersChat):
     policy wrote it (1) or the environment did (0: observations, format notes, template tokens).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, budget: int) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, budget: int, chat_template: str | None = None) -> None:
         super().__init__(model, tokenizer, name="policy")
+        self.chat_template = chat_template
         self.budget = budget
         self.prompt_ids: list[int] = []
         self.completion_ids: list[int] = []
@@ -171,6 +172,7 @@ def master_rollout_func(
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
+        template = training_template(tokenizer)
         budget = options.max_completion_length
         out: dict[str, list[Any]] = {
             "prompt_ids": [],
@@ -184,7 +186,7 @@ def master_rollout_func(
         try:
             for prompt in prompts:
                 script, question = by_prompt[prompt_key(prompt)]
-                policy = RecordingPolicy(model, tokenizer, budget=budget)
+                policy = RecordingPolicy(model, tokenizer, budget=budget, chat_template=template)
                 reward = master_rollout(
                     settings, script, question, policy, options.max_turns, options.temperature
                 )
@@ -201,6 +203,17 @@ def master_rollout_func(
         return out
 
     return rollout_func
+
+
+def training_template(tokenizer: Any) -> str | None:
+    """TRL's prefix-preserving twin of the tokenizer's chat template when it has one (Qwen3's own
+    drops earlier turns' thinking, so a conversation would not stay one token sequence), else None."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        return get_training_chat_template(tokenizer)
+    except (ValueError, KeyError):  # a template TRL does not know: rendered as it is
+        return None
 
 
 def rollout_reward(completions: list[Any], rollout_reward: list[float], **_: Any) -> list[float | None]:
