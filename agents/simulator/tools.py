@@ -72,7 +72,7 @@ def visual_query(
     sim = simulator_of(ctx)
     start, end = sim.check_interval(video_id, t0, t1)
     events = sim.events(video_id, start, end)
-    answer, usage = sim.phrase(focus, [describe_event(e) for e in events])
+    answer, usage = sim.phrase(focus, [describe_event(e) for e in events], answer_focus=True)
     return VisualQueryResult(
         video_id=video_id,
         t0=start,
