@@ -62,7 +62,9 @@ class GrpoOptions(BaseModel):
     gradient_accumulation_steps: int = Field(1, ge=1)
     beta: float = Field(0.005, ge=0, description="KL coefficient (AgentCVR: 0.005; 0: no reference model).")
     bf16: bool = False
-    use_vllm: bool = Field(False, description="Generate with vLLM (colocated), for real GPU runs.")
+    use_vllm: bool = Field(
+        False, description="TRL's colocated vLLM; master rollouts still generate with transformers."
+    )
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(100, ge=1)
     report_to: str = Field("none", description="TRL/transformers loggers: none, tensorboard, wandb…")

@@ -49,7 +49,13 @@ def grpo(
     ] = 2048,
     seed: Annotated[int, typer.Option(help="Seed of script generation, sampling and training.")] = 0,
     bf16: Annotated[bool, typer.Option(help="Train in bfloat16 (GPUs that support it).")] = False,
-    vllm: Annotated[bool, typer.Option("--vllm", help="Generate rollouts with vLLM (colocated).")] = False,
+    vllm: Annotated[
+        bool,
+        typer.Option(
+            "--vllm",
+            help="Start TRL's colocated vLLM (the master's rollouts still generate with transformers).",
+        ),
+    ] = False,
     report_to: Annotated[str, typer.Option(help="Loggers: none, tensorboard, wandb…")] = "none",
 ) -> None:
     """Train MODEL as AgentCVR's master agent with GRPO on the simulator (reward: 1 if right + 0.1
