@@ -1,6 +1,6 @@
 """A policy trained with GRPO on the simulator is saved, then loaded by ``compare --agent cvr`` on
-an ingested video through ``[models] planner = "transformers-chat:<dir>"``; its replies are read
-as the master's actions and those actions run on the real video.
+an ingested video (the CLI, with ``planner = "transformers-chat:<dir>"`` in vidscope.toml); its
+replies are read as the master's actions and those actions run on the real video.
 
 The policy is tiny and random (two layers), with a word-level vocabulary whose "words" include
 whole master replies — an answer, and an ``audio_query`` of the ingested video — split on spaces
@@ -19,9 +19,11 @@ import pytest
 pytest.importorskip("trl")
 
 from media import text_video  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
 
+from vidscope.cli import app  # noqa: E402
 from vidscope.core.settings import Settings  # noqa: E402
-from vidscope.flows.compare_work import run_compare  # noqa: E402
+from vidscope.flows.compare_work import CompareResult  # noqa: E402
 from vidscope.flows.ingest import run_ingest  # noqa: E402
 from vidscope.flows.training.train import GrpoOptions, train_grpo  # noqa: E402
 from vidscope.models import registry  # noqa: E402
@@ -114,19 +116,22 @@ def test_a_trained_policy_is_the_master_of_compare_on_an_ingested_video(tmp_path
     assert result.steps == 2 and (out / "config.json").is_file() and (out / "tokenizer.json").is_file()
 
     registry.clear_cache()
-    deployed = Settings(
-        data_dir=tmp_path / "data",
-        models={
-            **base,
-            "planner": f"transformers-chat:{out}",
-            "options": {"transformers-chat": {"max_new_tokens": 2}},
-        },
-        agent={"temperature": 1.0, "cvr_max_turns": 20, "tool_cache": False},
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
+        "[models]\n"
+        'chat = ""\ncaptioner = ""\nspeech_recognizer = ""\ntext_reader = ""\nimage_text = ""\n'
+        f"planner = {json.dumps(f'transformers-chat:{out}')}\n"
+        "[models.options.transformers-chat]\nmax_new_tokens = 2\n"
+        "[agent]\ntemperature = 1.0\ncvr_max_turns = 20\ntool_cache = false\n"
     )
-    answer = run_compare(
-        deployed, [video_id], "What is said at the start?", options=["hello", "bye"], agent="cvr"
+    args = ["compare", "--agent", "cvr", "--json", video_id, "What is said at the start?"]
+    ran_cli = CliRunner().invoke(
+        app, [*args, "--options", "hello", "--options", "bye"], env={"VIDSCOPE_CONFIG": str(config)}
     )
     registry.clear_cache()
+    assert ran_cli.exit_code == 0, ran_cli.output
+    answer = CompareResult.model_validate_json(ran_cli.stdout[ran_cli.stdout.index("{") :])
 
     ran = [s for s in answer.trace if s.kind == "tool"]
     assert ran and all(s.tool == "audio_query" for s in ran), [s.kind for s in answer.trace]
