@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+from llm_server import ScriptedLLMServer, text  # noqa: E402
 from media import text_video  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
@@ -137,3 +138,46 @@ def test_a_trained_policy_is_the_master_of_compare_on_an_ingested_video(tmp_path
     assert ran and all(s.tool == "audio_query" for s in ran), [s.kind for s in answer.trace]
     assert all(s.arguments.get("video_id") == video_id for s in ran)
     assert answer.answer
+
+
+def test_sim_to_real_runs_the_master_on_the_video_and_on_its_script(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    video = text_video(tmp_path / "sign.mp4", duration=6.0, texts=[(0.0, 6.0, "OPEN NOW")])
+    base = {
+        "chat": None,
+        "captioner": None,
+        "speech_recognizer": None,
+        "text_reader": None,
+        "image_text": None,
+    }
+    (ingested,) = run_ingest([str(video)], Settings(data_dir=tmp_path / "data", models=base))
+    assert ingested.status == "ok", ingested
+    look = {"action": "visual_query", "video_id": ingested.video_id, "t0": 0, "t1": 5, "focus": "the sign"}
+    done = {"actions": [{"action": "answer", "answer": "A"}]}
+    # The real run (its visual sub-agent asks the same model, about the frames), then the simulated one.
+    master, seen = [json.dumps({"actions": [look]}), json.dumps(done)], "The sign says OPEN NOW."
+    llm_server.script([text(r) for r in (master[0], seen, master[1], *master)])
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f"data_dir = {json.dumps(str(tmp_path / 'data'))}\n"
+        '[models]\ncaptioner = ""\nspeech_recognizer = ""\ntext_reader = ""\nimage_text = ""\n'
+        'chat = "openai:scripted"\n[models.options.openai]\nmax_retries = 0\ncache = false\n'
+        f"base_url = {json.dumps(llm_server.base_url)}\n"
+    )
+    registry.clear_cache()
+    args = ["train", "sim-to-real", ingested.video_id, "--out", str(tmp_path / "report")]
+    result = CliRunner().invoke(
+        app,
+        [*args, "--question", "What does the sign say?", "--options", "open", "--options", "closed"],
+        env={"VIDSCOPE_CONFIG": str(config)},
+    )
+    registry.clear_cache()
+
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())  # the console wraps long lines
+    assert "1 questions; mean decision overlap 1.00" in said and "answers agree 1/1" in said
+    report = (tmp_path / "report" / "sim_to_real_master.md").read_text()
+    assert report.count("visual_query 0-5s") == 2  # the same action in both environments
+    assert (tmp_path / "report" / "sim_to_real_master.png").stat().st_size > 0
+    assert llm_server.pending == 0

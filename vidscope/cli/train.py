@@ -203,3 +203,49 @@ def rollouts(
     mean = sum(rewards) / len(rewards) if rewards else 0.0
     groups = len(set(table.column("group_id").to_pylist()))
     console.print(f"{len(rewards)} samples in {groups} groups; mean reward {mean:.3f}; written to {path}")
+
+
+@train_app.command("sim-to-real")
+def sim_to_real(
+    videos: Annotated[list[str], typer.Argument(help="Ingested videos (id prefix, path or file name).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for sim_to_real_master.md and its plot.")],
+    question: Annotated[
+        list[str], typer.Option("--question", help="A question about the videos (repeat it for more).")
+    ],
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--options", help="Multiple-choice options of every question (repeat it)."),
+    ] = None,
+) -> None:
+    """Run AgentCVR's master (the planner) on the videos and on the script imported from them;
+    compare its decisions (actions, covered time) and answers in a Markdown report with a plot."""
+    from vidscope.agents.simulator.importer import import_script
+    from vidscope.core.errors import VidscopeError
+    from vidscope.flows.training.sim_to_real import AskedQuestion, compare_master, write_master_report
+    from vidscope.models import registry
+    from vidscope.models.open_store import open_store
+    from vidscope.storage.videos import find_video
+
+    config = settings()
+    planner = registry.planner_model(config)
+    if planner is None:
+        errors.print(
+            "[red]train sim-to-real:[/red] no planner or chat model is configured (\\[models] planner)"
+        )
+        raise typer.Exit(2)
+    try:
+        store = open_store(config)
+        ids = list(dict.fromkeys(find_video(store, ref).video_id for ref in videos))
+        asked = [AskedQuestion(text=q, video_ids=ids, options=options or None) for q in question]
+        with console.status("running the master in both environments…"):
+            report = compare_master(config, store, import_script(store, ids), asked, lambda: planner)
+    except (VidscopeError, ValueError, KeyError, OSError, RuntimeError) as exc:  # a model server down
+        errors.print(f"[red]train sim-to-real:[/red] {safe(exc)}")
+        raise typer.Exit(1) from None
+    path = write_master_report(report, out)
+    n, agree = len(report.comparisons), sum(c.answers_agree for c in report.comparisons)
+    console.print(
+        f"{n} questions; mean decision overlap {report.mean('decision_overlap'):.2f}, "
+        f"mean interval IoU {report.mean('interval_iou'):.2f}, answers agree {agree}/{n}; "
+        f"report written to {safe(path)}"
+    )
