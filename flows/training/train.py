@@ -57,7 +57,9 @@ class GrpoOptions(BaseModel):
     max_steps: int = Field(500, ge=1, description="Optimisation steps.")
     learning_rate: float = Field(1e-7, gt=0, description="Optimiser learning rate (AgentCVR's: 1e-7).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
-    max_completion_length: int = Field(2048, ge=1, description="Tokens per completion, tool turns included.")
+    max_completion_length: int = Field(
+        4096, ge=1, description="Tokens per rollout, observations included (AgentCVR: 4096)."
+    )
     per_device_batch_size: int = Field(8, ge=1, description="Completions per device and step.")
     gradient_accumulation_steps: int = Field(1, ge=1)
     beta: float = Field(0.005, ge=0, description="KL coefficient (AgentCVR: 0.005; 0: no reference model).")

@@ -46,7 +46,7 @@ def grpo(
     batch_size: Annotated[int, typer.Option(help="Completions per device and step.")] = 8,
     max_completion_length: Annotated[
         int, typer.Option(help="Tokens per completion, tool turns included.")
-    ] = 2048,
+    ] = 4096,
     seed: Annotated[int, typer.Option(help="Seed of script generation, sampling and training.")] = 0,
     bf16: Annotated[bool, typer.Option(help="Train in bfloat16 (GPUs that support it).")] = False,
     vllm: Annotated[
