@@ -52,3 +52,21 @@ def test_a_training_sample_is_the_conversation_the_deployed_master_sends(
         "visual_query" in rows[0]["prompt"][0]["content"]
         and "clip_search" not in rows[0]["prompt"][0]["content"]
     )
+
+
+def test_grpo_defaults_are_agentcvrs_and_the_command_checks_its_flags(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from vidscope.cli import app
+    from vidscope.flows.training.train import GrpoOptions
+
+    options = GrpoOptions(model="m", output_dir=tmp_path)
+    # AgentCVR's released GRPO run: 8 rollouts a question, KL 0.005, lr 1e-7, 4096 response tokens;
+    # the paper's 20-turn limit.
+    assert (options.group_size, options.beta, options.learning_rate) == (8, 0.005, 1e-7)
+    assert (options.max_turns, options.max_completion_length) == (20, 4096)
+    env = {"VIDSCOPE_DATA_DIR": str(tmp_path / "data")}
+    bad = CliRunner().invoke(
+        app, ["train", "grpo", "m", "--out", str(tmp_path / "o"), "--beta", "-1"], env=env
+    )
+    assert bad.exit_code == 2 and "beta" in bad.output and "Traceback" not in bad.output
