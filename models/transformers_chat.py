@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, install_extra
 from vidscope.models.json_tools import read_tool_reply, tool_instructions
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolSpec, Usage
 
@@ -112,9 +112,18 @@ class TransformersChat:
         )
 
 
-def load(model_dir: Path, options: dict[str, Any]) -> tuple[Any, Any]:
+def load(model_dir: Path, options: dict[str, Any], role: str = "chat") -> tuple[Any, Any]:
     """The model and tokenizer in ``model_dir``: a saved model, or a LoRA adapter on its base."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    try:
+        import torch  # noqa: F401  # transformers' models need it; say so before loading
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise BackendUnavailable(
+            role,
+            f"{KIND}:{model_dir}",
+            "importing torch and transformers",
+            f"Install them: {install_extra('vlm')}.",
+        ) from exc
 
     from vidscope.models.transformers_vlm import pick_device_and_dtype
 
@@ -147,7 +156,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         raise BackendUnavailable(
             role, f"{KIND}:{target}", "a local directory", "Name a model directory; nothing is downloaded."
         )
-    model, tokenizer = load(model_dir, options)
+    model, tokenizer = load(model_dir, options, role)
     return TransformersChat(
         model, tokenizer, name=f"{KIND}:{target}", max_new_tokens=int(options.get("max_new_tokens", 512))
     )
