@@ -35,6 +35,10 @@ def tool_context(
         from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 
         assert config.script is not None  # AgentSettings refuses sim without a script
+        if phraser is None and config.sim_phrasing:
+            from vidscope.models import registry
+
+            phraser = registry.vision_model(settings)
         simulator = ScriptSimulator(
             load_script(config.script),
             clip_seconds=settings.ingest.clip_seconds,

@@ -305,7 +305,7 @@ register(
         "master agent with parallel visual and audio sub-agents",
         frozenset({"videos"}),
         run="vidscope.agents.cvr.agent:run",
-        tools="vidscope.agents.cvr.agent:cvr_registry",
+        tools="vidscope.agents.cvr.master:cvr_registry",
         sim_tools="vidscope.agents.simulator.tools_cvr:sim_cvr_agent_registry",
     )
 )
@@ -314,7 +314,7 @@ register(
         "actions",
         "AgentCVR actions",
         "one tool loop over AgentCVR's actions (visual_query, audio_query, clip_search, finish); "
-        "GRPO's environment, simulator only",
+        "native tool calls, simulator only (GRPO trains cvr)",
         frozenset(),
         run="vidscope.agents.runtime:run_tool_loop",
         sim_tools="vidscope.agents.simulator.tools:sim_cvr_registry",

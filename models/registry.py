@@ -48,6 +48,7 @@ BACKEND_MODULES: dict[str, str] = {
     "rapidocr": "rapidocr_reader",
     "openai": "openai_compat",
     "transformers-vlm": "transformers_vlm",
+    "transformers-chat": "transformers_chat",
     "open-clip": "clip",
     "onnx-clip": "onnx_clip",
     "hf-clip": "clip",

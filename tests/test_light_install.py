@@ -62,6 +62,7 @@ def _role_cases(tmp_path: Path) -> list[tuple[str, str, dict[str, object], str]]
         ("video_text", f"xclip:{_folder(tmp_path, 'xclip')}", {}, "torch"),
         ("vlm", f"transformers-vlm:{_folder(tmp_path, 'vlm')}", {}, "vlm"),
         ("captioner", f"transformers-vlm:{_folder(tmp_path, 'cap')}", {}, "vlm"),
+        ("planner", f"transformers-chat:{_folder(tmp_path, 'policy')}", {}, "vlm"),
         ("text_embedder", f"sentence-transformers:{_folder(tmp_path, 'st')}", {}, "torch"),
     ]
 

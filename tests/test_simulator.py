@@ -175,3 +175,24 @@ def test_rollouts_are_reproducible_with_a_seed(settings: Settings, tmp_path: Pat
         row["completion"][0]["role"] == "assistant" and row["messages"] == row["prompt"] + row["completion"]
     )
     assert row["strategy"] == strategy
+
+
+def test_generated_answers_cannot_be_guessed_from_the_letter() -> None:
+    """Over many generated questions of each kind, no option letter is the answer much more often
+    than chance: always answering the most frequent letter scores near 1 / options."""
+    from collections import Counter
+
+    from vidscope.agents.simulator.templates import generate_scripts as generate
+
+    by_kind: dict[str, list[tuple[str, int]]] = {}
+    for script in generate(150, seed=11):
+        for q in script.questions:
+            assert q.answer_letter is not None
+            by_kind.setdefault(q.kind, []).append((q.answer_letter, len(q.options)))
+    assert set(by_kind) == {"counting", "ordering", "temporal_alignment", "comparison"}
+    for kind, answers in by_kind.items():
+        letters = Counter(letter for letter, _ in answers)
+        chance = sum(1 / n for _, n in answers) / len(answers)
+        best = letters.most_common(1)[0][1] / len(answers)
+        assert best < chance + 0.12, (kind, dict(letters))
+        assert len(letters) == max(n for _, n in answers), (kind, dict(letters))  # every letter occurs

@@ -16,6 +16,7 @@ and has no store.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
@@ -69,6 +70,63 @@ class Clip:
     def text(self) -> str:
         """Everything known about the clip, for keyword search."""
         return " ".join(p for p in (self.caption, self.speech, self.on_screen_text) if p)
+
+
+#: Words a focus prompt is made of that say nothing about what to look for.
+_FOCUS_FILLER = frozenset(
+    [
+        "the",
+        "and",
+        "any",
+        "are",
+        "does",
+        "did",
+        "for",
+        "from",
+        "how",
+        "many",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "with",
+        "this",
+        "that",
+        "there",
+        "when",
+        "where",
+        "while",
+        "happen",
+        "happens",
+        "happening",
+        "seen",
+        "shown",
+        "show",
+        "shows",
+        "look",
+        "looks",
+        "visible",
+        "times",
+    ]
+)
+
+
+def _focus_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _FOCUS_FILLER}
+
+
+def focus_first(focus: str, facts: list[str]) -> str:
+    """The facts answering a focus prompt: those sharing its words first, the rest after; a focus
+    nothing matches is said to be unseen (with what is seen instead)."""
+    wanted = _focus_words(focus)
+    hits = [f for f in facts if wanted & _focus_words(f)]
+    if not wanted or len(hits) == len(facts):
+        return "; ".join(facts)
+    if not hits:
+        return f"nothing matching the focus is seen; seen instead: {'; '.join(facts)}"
+    rest = [f for f in facts if f not in hits]
+    return f"{'; '.join(hits)} (also seen: {'; '.join(rest)})"
 
 
 class ScriptSimulator:
@@ -153,11 +211,13 @@ class ScriptSimulator:
 
     # ------------------------------------------------------------------ answers
 
-    def phrase(self, focus: str, facts: list[str]) -> tuple[str, Usage | None]:
-        """The facts as an answer: listed (rule-based), or rephrased by the phrasing model."""
+    def phrase(self, focus: str, facts: list[str], *, answer_focus: bool = False) -> tuple[str, Usage | None]:
+        """The facts as an answer: listed (rule-based), or rephrased by the phrasing model. With
+        ``answer_focus`` (a sub-agent's focus prompt) the rule-based answer puts the facts about
+        the focus first, and says so when none is."""
         if not facts:
             return NO_EVIDENCE, None
-        listed = "; ".join(facts)
+        listed = focus_first(focus, facts) if answer_focus else "; ".join(facts)
         if self.phraser is None:
             return listed, None
         reply = self.phraser.chat(

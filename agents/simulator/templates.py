@@ -70,7 +70,7 @@ def generate_script(seed: int, *, script_id: str | None = None) -> Script:
         _counting(rng, sid, first),
         _ordering(rng, sid, second),
         _alignment(rng, sid, first),
-        _comparison(sid, videos, obj),
+        _comparison(rng, sid, videos, obj),
     ]
     sightings = [next(e for e in v.events if e.kind == "object") for v in videos]
     relations = [
@@ -219,11 +219,13 @@ def _alignment(rng: random.Random, sid: str, video: ScriptVideo) -> Question:
     )
 
 
-def _comparison(sid: str, videos: list[ScriptVideo], obj: str) -> Question:
+def _comparison(rng: random.Random, sid: str, videos: list[ScriptVideo], obj: str) -> Question:
     sightings = [next(e for e in v.events if e.kind == "object") for v in videos]
     counts = [int(e.attributes["count"]) for e in sightings]
-    options = [v.file_name for v in videos] + ["both show the same number"]
     answer = videos[counts.index(max(counts))].file_name
+    # Shuffled, so the answer's letter says nothing (listed in order it would always be A or B).
+    options = [v.file_name for v in videos] + ["both show the same number"]
+    rng.shuffle(options)
     return Question(
         question_id=f"{sid}-compare",
         kind="comparison",

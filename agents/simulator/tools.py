@@ -90,7 +90,7 @@ def visual_query(
     facts = [describe_event(e) for e in events]
     if len(looked) > 1:  # several ranges side by side: each fact names its video, as the real look does
         facts = [f"video {video}: {fact}" for (video, _), fact in zip(seen, facts, strict=True)]
-    answer, usage = sim.phrase(focus, facts)
+    answer, usage = sim.phrase(focus, facts, answer_focus=True)
     return VisualQueryResult(
         targets=looked,
         focus=focus,
@@ -354,7 +354,7 @@ def frame_analysis(
 
 #: The DVD agent's tools, simulated, in the real registry's order.
 SIM_DVD_TOOLS = (global_browse, clip_search, frame_inspect, finish)
-#: AgentCVR's actions plus clip search and finish: what GRPO training offers the policy.
+#: AgentCVR's actions plus clip search and finish as native tool calls (the `actions` strategy).
 SIM_CVR_TOOLS = (visual_query, audio_query, clip_search, finish)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from vidscope.agents.cvr import actions as real
-from vidscope.agents.cvr.agent import cvr_registry
+from vidscope.agents.cvr.master import cvr_registry
 from vidscope.agents.multi_video import answer
 from vidscope.agents.simulator import tools as sim
 from vidscope.agents.tools import ToolContext, ToolRegistry, simulates

@@ -33,9 +33,9 @@ from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 
-#: The strategy rolled out when none is named: a ReAct loop over AgentCVR's actions (visual_query,
-#: audio_query, clip_search, finish), what GRPO training offers.
-DEFAULT_STRATEGY = "actions"
+#: The strategy rolled out when none is named: AgentCVR's master agent (``run_cvr``), the loop
+#: ``compare --agent cvr`` runs and ``train grpo`` trains.
+DEFAULT_STRATEGY = "cvr"
 
 
 def rollout_strategies() -> tuple[str, ...]:

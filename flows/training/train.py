@@ -1,11 +1,12 @@
-"""GRPO training of a tool-use policy on the script simulator, with TRL's ``GRPOTrainer``.
+"""GRPO training of AgentCVR's master agent on the script simulator, with TRL's ``GRPOTrainer``.
 
-Each training example is one generated (or loaded) question; TRL samples ``group_size``
-completions of it, running the multi-turn tool loop itself: the policy's tool calls are answered by
-a :class:`SimEnvironment` (one per rollout) whose methods are AgentCVR's actions over the simulator
-— ``visual_query``, ``audio_query``, ``clip_search`` and ``finish`` — with the simulated tools'
-results as observations, for at most ``max_turns`` tool turns. The reward is the rollouts' reward:
-1 for a correct answer plus 0.1 when every tool call was well formed.
+Train what you deploy: each training example is one generated (or loaded) question, started from
+the master's own opening messages (:mod:`vidscope.agents.cvr.master`); TRL asks for ``group_size``
+rollouts of it, and each rollout is :func:`~vidscope.agents.cvr.agent.run_cvr` itself — the loop
+``compare --agent cvr`` runs — with the policy being trained as its chat model (through TRL's
+``rollout_func``) and the simulated ``visual_query`` / ``audio_query`` / ``answer`` answering it.
+The policy's tokens are trained, the environment's (observations, format notes) masked out. The
+reward is the rollouts' reward: 1 for a correct answer plus 0.1 when every action was well formed.
 
 :func:`train_grpo` is what ``vidscope train grpo`` calls; docs/training.md describes real GPU runs.
 TRL is an optional dependency (``pip install 'vidscope[train]'``).
@@ -14,29 +15,25 @@ TRL is an optional dependency (``pip install 'vidscope[train]'``).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vidscope.agents import prompts, strategies
-from vidscope.agents.runtime import format_observation, pick_choice
+from vidscope.agents.cvr.master import opening_messages
 from vidscope.agents.simulator.script import Question, Script, load_script
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_scripts
-from vidscope.agents.tools import execute_tool
+from vidscope.agents.simulator.writer import TASKS, written_scripts
 from vidscope.core.settings import Settings
-from vidscope.flows.training.rollout import (
-    CORRECT_REWARD,
-    DEFAULT_STRATEGY,
-    FORMAT_REWARD,
-    is_correct,
-    rollout_config,
-)
+from vidscope.flows.training.rollout import DEFAULT_STRATEGY, rollout_config, run_strategy, score
+from vidscope.models import registry
+from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
+from vidscope.models.transformers_chat import TransformersChat, template_messages
 
-#: Tool errors that mean the call itself was malformed (the format reward is lost).
-_MALFORMED = ("invalid arguments", "unknown tool")
+#: The strategy GRPO trains: AgentCVR's master agent, the loop ``compare --agent cvr`` runs.
+MASTER = DEFAULT_STRATEGY
 
 
 class GrpoOptions(BaseModel):
@@ -50,18 +47,26 @@ class GrpoOptions(BaseModel):
         None, description="A script JSON file or a directory of them; default: generated scripts."
     )
     generated_scripts: int = Field(64, ge=1, description="Scripts to generate when none are given.")
+    llm_scripts: bool = Field(
+        True,
+        description="Generated scripts are written by the planner when one is configured (else templates).",
+    )
     seed: int = 0
     group_size: int = Field(8, ge=2, description="Completions per question (GRPO's group).")
     max_turns: int = Field(20, ge=1, description="Tool-calling turns per rollout.")
     max_steps: int = Field(500, ge=1, description="Optimisation steps.")
-    learning_rate: float = 1e-6
+    learning_rate: float = Field(1e-7, gt=0, description="Optimiser learning rate (AgentCVR's: 1e-7).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
-    max_completion_length: int = Field(2048, ge=1, description="Tokens per completion, tool turns included.")
+    max_completion_length: int = Field(
+        4096, ge=1, description="Tokens per rollout, observations included (AgentCVR: 4096)."
+    )
     per_device_batch_size: int = Field(8, ge=1, description="Completions per device and step.")
     gradient_accumulation_steps: int = Field(1, ge=1)
-    beta: float = Field(0.0, ge=0, description="KL coefficient (0: no reference model).")
+    beta: float = Field(0.005, ge=0, description="KL coefficient (AgentCVR: 0.005; 0: no reference model).")
     bf16: bool = False
-    use_vllm: bool = Field(False, description="Generate with vLLM (colocated), for real GPU runs.")
+    use_vllm: bool = Field(
+        False, description="TRL's colocated vLLM; master rollouts still generate with transformers."
+    )
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(100, ge=1)
     report_to: str = Field("none", description="TRL/transformers loggers: none, tensorboard, wandb…")
@@ -77,131 +82,166 @@ class TrainResult(BaseModel):
     log_history: list[dict[str, Any]] = Field(default_factory=list)
 
 
-# ============================================================================ the environment
+# ============================================================================ rollouts
 
 
-class SimEnvironment:
-    """One rollout's environment for TRL: its public methods are the tools the policy may call
-    (so everything else is private).
+class BudgetSpent(Exception):
+    """A rollout used its ``max_completion_length`` tokens before the master answered."""
 
-    TRL builds the tool schema from each method's signature and Google-style docstring, calls
-    :meth:`reset` with the example's columns before generating, and reads the outcome through
-    :func:`grpo_reward`.
+
+class RecordingPolicy(TransformersChat):
+    """The policy being trained, as the master's chat model in one rollout: each turn continues
+    the token sequence of the conversation so far, and every token is recorded with whether the
+    policy wrote it (1) or the environment did (0: observations, format notes, template tokens).
     """
 
-    def __init__(self, settings: Settings, scripts: dict[str, Script], max_turns: int) -> None:
-        self._settings = settings
-        self._scripts = scripts
-        self._config = rollout_config(settings.agent, temperature=1.0, max_turns=max_turns)
-        self._ctx: SimContext | None = None
-        self.question: Question | None = None
-        self.answer: str | None = None
-        self.choice: str | None = None
-        self.calls = 0
-        self.malformed = 0
+    def __init__(self, model: Any, tokenizer: Any, *, budget: int, chat_template: str | None = None) -> None:
+        super().__init__(model, tokenizer, name="policy")
+        self.chat_template = chat_template
+        self.budget = budget
+        self.prompt_ids: list[int] = []
+        self.completion_ids: list[int] = []
+        self.mask: list[int] = []
+        self._rendered = ""
 
-    def reset(self, **example: Any) -> None:
-        """Start a rollout of the example's question (its ``script_id`` and ``question_id``)."""
-        script = self._scripts[str(example["script_id"])]
-        self.question = script.question(str(example["question_id"]))
-        simulator = ScriptSimulator(script, clip_seconds=self._settings.ingest.clip_seconds)
-        # GRPO trains the rollouts' default strategy: its simulated tools are the policy's actions.
-        tools = strategies.get(DEFAULT_STRATEGY).tool_registry(simulated=True)
-        self._ctx = SimContext(self._settings, simulator, config=self._config, registry=tools)
-        self.answer = self.choice = None
-        self.calls = self.malformed = 0
-
-    def _call(self, name: str, arguments: dict[str, Any]) -> str:
-        assert self._ctx is not None, "reset() starts a rollout"
-        self.calls += 1
-        outcome = execute_tool(self._ctx, name, arguments)
-        if outcome.error is not None and outcome.error.startswith(_MALFORMED):
-            self.malformed += 1
-        return format_observation(outcome)
-
-    def visual_query(self, video_id: str, t0: float, t1: float, focus: str) -> str:
-        """Watch an interval of a video and report what is seen there, with times.
-
-        Args:
-            video_id: Id of the video.
-            t0: Start of the interval, in seconds.
-            t1: End of the interval, in seconds.
-            focus: What to look for (an action, object, person, colour, count).
-        """
-        return self._call(
-            "visual_query", {"targets": [{"video_id": video_id, "t0": t0, "t1": t1}], "focus": focus}
+    def chat(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        max_tokens: int | None = None,
+        temperature: float = 0.0,
+        json_output: bool = False,
+    ) -> ChatReply:
+        """The policy's next reply, sampled after the recorded sequence plus the new messages."""
+        rows = template_messages(messages, tools)
+        text = self.render(rows)
+        if not self.prompt_ids:
+            self.prompt_ids, self._rendered = self.encode(text), text
+        elif text.startswith(self._rendered):
+            said = self.encode(text[len(self._rendered) :])
+            self.completion_ids += said
+            self.mask += [0] * len(said)
+        else:  # the loop rewrote earlier turns (a trimmed context): not one sequence any more
+            raise BudgetSpent("the conversation was rewritten")
+        room = self.budget - len(self.completion_ids)
+        if room <= 0:
+            raise BudgetSpent("max_completion_length reached")
+        new = self.generate(
+            self.prompt_ids + self.completion_ids,
+            max_new_tokens=min(room, max_tokens or room),
+            temperature=temperature,
         )
-
-    def audio_query(self, video_id: str, t0: float, t1: float) -> str:
-        """Listen to an interval of a video and report what is said there, with times.
-
-        Args:
-            video_id: Id of the video.
-            t0: Start of the interval, in seconds.
-            t1: End of the interval, in seconds.
-        """
-        return self._call("audio_query", {"video_id": video_id, "t0": t0, "t1": t1})
-
-    def clip_search(self, video_id: str, query: str) -> str:
-        """Find the 5-second clips of a video that match a query, with their times and content.
-
-        Args:
-            video_id: Id of the video to search.
-            query: What to look for: words spoken or shown, objects, actions.
-        """
-        return self._call("clip_search", {"video_id": video_id, "query": query})
-
-    def finish(self, answer: str, choice: str) -> str:
-        """Give the final answer. This ends the task.
-
-        Args:
-            answer: The final answer in plain words.
-            choice: The letter of the chosen option.
-        """
-        self.calls += 1
-        self.answer, self.choice = answer, choice
-        return "Answer recorded."
-
-    def _reward(self, final_text: str, failed_calls: int) -> float:
-        """1 for a correct answer (``finish``, else the final message) + 0.1 for well-formed calls."""
-        assert self.question is not None
-        q = self.question
-        text = self.answer if self.answer is not None else final_text
-        choice = pick_choice(self.choice, text, q.options)
-        correct = is_correct(q, text, choice)
-        well_formed = self.calls > 0 and self.malformed == 0 and failed_calls == 0
-        return CORRECT_REWARD * correct + FORMAT_REWARD * well_formed
-
-
-def grpo_reward(
-    completions: list[Any], environments: Sequence[SimEnvironment], **_: Any
-) -> list[float | None]:
-    """TRL reward function: each rollout scored by its environment (AgentCVR's reward)."""
-    rewards: list[float | None] = []
-    for completion, environment in zip(completions, environments, strict=True):
-        messages = (
-            completion if isinstance(completion, list) else [{"role": "assistant", "content": completion}]
+        self.completion_ids += new
+        self.mask += [1] * len(new)
+        reply = str(self.tokenizer.decode(new, skip_special_tokens=True)).strip()
+        self._rendered = self.render(
+            [*rows, {"role": "assistant", "content": reply}], generation_prompt=False
         )
-        final = next(
-            (str(m.get("content") or "") for m in reversed(messages) if m.get("role") == "assistant"), ""
-        )
-        # TRL answers a call it could not make (unknown tool, wrong arguments) with an error dict.
-        failed = sum(
-            1
-            for m in messages
-            if m.get("role") == "tool" and str(m.get("content", "")).startswith("{'error'")
-        )
-        rewards.append(environment._reward(final, failed))
-    return rewards
+        return ChatReply(text=reply, model=self.name, finish_reason="stop")
+
+
+def master_rollout(
+    settings: Settings,
+    script: Script,
+    question: Question,
+    policy: ChatModel,
+    max_turns: int,
+    temperature: float,
+) -> float:
+    """One rollout of the deployed master agent (``run_cvr``) driven by ``policy`` on the simulator;
+    its reward (0 when the token budget ran out before an answer)."""
+    config = rollout_config(settings.agent, temperature=temperature, max_turns=max_turns)
+    simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
+    ctx = SimContext(settings, simulator, chat=policy, config=config)
+    try:
+        answer = run_strategy(MASTER, ctx, question)
+    except BudgetSpent:
+        return 0.0
+    return score(question, answer).total
+
+
+def master_rollout_func(
+    settings: Settings, scripts: Sequence[Script], options: GrpoOptions
+) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """TRL's ``rollout_func``: each prompt (one master opening conversation) rolled out once by
+    the trainer's current model through ``run_cvr``; prompt and completion token ids, the mask of
+    the policy's own tokens (``env_mask``) and the reward (``rollout_reward``)."""
+    by_prompt = {
+        prompt_key(row["prompt"]): (script, script.question(row["question_id"]))
+        for script in scripts
+        for row in training_rows([script], settings, 0)
+    }
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        tokenizer = trainer.processing_class
+        template = training_template(tokenizer)
+        budget = options.max_completion_length
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [],
+            "completion_ids": [],
+            "logprobs": [],
+            "env_mask": [],
+            "rollout_reward": [],
+        }
+        was_training = model.training
+        model.eval()
+        try:
+            for prompt in prompts:
+                script, question = by_prompt[prompt_key(prompt)]
+                policy = RecordingPolicy(model, tokenizer, budget=budget, chat_template=template)
+                reward = master_rollout(
+                    settings, script, question, policy, options.max_turns, options.temperature
+                )
+                if not policy.completion_ids:  # nothing generated (cannot happen with a turn): one EOS
+                    policy.completion_ids, policy.mask = [tokenizer.eos_token_id], [1]
+                out["prompt_ids"].append(policy.prompt_ids)
+                out["completion_ids"].append(policy.completion_ids[:budget])
+                out["env_mask"].append(policy.mask[:budget])
+                out["logprobs"].append(None)
+                out["rollout_reward"].append(reward)
+        finally:
+            model.train(was_training)
+        out["logprobs"] = None  # type: ignore[assignment]  # computed by the trainer
+        return out
+
+    return rollout_func
+
+
+def training_template(tokenizer: Any) -> str | None:
+    """TRL's prefix-preserving twin of the tokenizer's chat template when it has one (Qwen3's own
+    drops earlier turns' thinking, so a conversation would not stay one token sequence), else None."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        return get_training_chat_template(tokenizer)
+    except (ValueError, KeyError):  # a template TRL does not know: rendered as it is
+        return None
+
+
+def rollout_reward(completions: list[Any], rollout_reward: list[float], **_: Any) -> list[float | None]:
+    """TRL reward function: each rollout's reward as the master's run scored it (AgentCVR's)."""
+    return [float(r) for r in rollout_reward]
+
+
+def prompt_key(prompt: Sequence[dict[str, Any]]) -> str:
+    """A training prompt's identity (its messages' text), to find its script and question."""
+    return "\x00".join(str(m.get("content") or "") for m in prompt)
 
 
 # ============================================================================ data
 
 
-def load_scripts(source: Path | None, *, generated: int, seed: int) -> list[Script]:
-    """Scripts from ``source`` (a script JSON file or a folder of them), else ``generated`` ones."""
+def load_scripts(
+    source: Path | None, *, generated: int, seed: int, writer: ChatModel | None = None
+) -> list[Script]:
+    """Scripts from ``source`` (a script JSON file or a folder of them), else ``generated`` ones:
+    written by ``writer`` (the planner) per task, the templates wherever it gives none."""
     if source is None:
-        return generate_scripts(generated, seed)
+        return (
+            written_scripts(writer, TASKS, generated, seed) if writer else generate_scripts(generated, seed)
+        )
     paths = sorted(source.glob("*.json")) if source.is_dir() else [source]
     scripts = [load_script(p) for p in paths]
     if not any(s.questions for s in scripts):
@@ -209,31 +249,20 @@ def load_scripts(source: Path | None, *, generated: int, seed: int) -> list[Scri
     return scripts
 
 
-def question_prompt(script: Script, question: Question, clip_seconds: float) -> list[dict[str, str]]:
-    """The conversation a rollout starts from: the agent's system prompt and the question."""
-    simulator = ScriptSimulator(script, clip_seconds=clip_seconds)
-    videos = []
-    for video_id in question.video_ids:
-        record = simulator.video_record(video_id)
-        videos.append(
-            {
-                "video_id": video_id,
-                "file_name": record.file_name,
-                "duration": record.duration,
-                "clips": len(simulator.clips(video_id)),
-            }
-        )
-    return [
-        {"role": "system", "content": prompts.SYSTEM},
-        {"role": "user", "content": prompts.question_prompt(question.text, videos, question.options)},
-    ]
+def question_prompt(script: Script, question: Question, settings: Settings) -> list[dict[str, str]]:
+    """The conversation a rollout starts from: the master agent's opening messages
+    (:func:`vidscope.agents.cvr.master.opening_messages`), as ``compare --agent cvr`` sends them."""
+    simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
+    ctx = SimContext(settings, simulator)
+    opening = opening_messages(ctx, question.text, question.video_ids, question.options or None)
+    return [{"role": m.role, "content": m.content or ""} for m in opening]
 
 
 def training_rows(scripts: Sequence[Script], settings: Settings, seed: int) -> list[dict[str, Any]]:
     """One row per question (prompt, script id, question id), shuffled with ``seed``."""
     rows = [
         {
-            "prompt": question_prompt(s, q, settings.ingest.clip_seconds),
+            "prompt": question_prompt(s, q, settings),
             "script_id": s.script_id,
             "question_id": q.question_id,
         }
@@ -262,14 +291,15 @@ def train_grpo(
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise RuntimeError("GRPO training needs TRL: pip install 'vidscope[train]'") from exc
 
-    scripts = load_scripts(options.scripts, generated=options.generated_scripts, seed=options.seed)
-    by_id = {s.script_id: s for s in scripts}
+    writer = registry.planner_model(settings) if options.llm_scripts else None
+    scripts = load_scripts(
+        options.scripts, generated=options.generated_scripts, seed=options.seed, writer=writer
+    )
     rows = training_rows(scripts, settings, options.seed)
     config = GRPOConfig(
         output_dir=str(options.output_dir),
         seed=options.seed,
         num_generations=options.group_size,
-        max_tool_calling_iterations=options.max_turns,
         max_steps=options.max_steps,
         learning_rate=options.learning_rate,
         temperature=options.temperature,
@@ -286,11 +316,11 @@ def train_grpo(
     )
     trainer = GRPOTrainer(
         model=model if model is not None else options.model,
-        reward_funcs=[grpo_reward],
+        reward_funcs=[rollout_reward],
         args=config,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        environment_factory=lambda: SimEnvironment(settings, by_id, options.max_turns),
+        rollout_func=master_rollout_func(settings, scripts, options),
     )
     trainer.train()
     trainer.save_model(str(options.output_dir))

@@ -26,20 +26,40 @@ def grpo(
         Path | None, typer.Option(help="A script JSON file or a folder of them (default: generated scripts).")
     ] = None,
     generated: Annotated[int, typer.Option(help="Scripts to generate when --scripts is not given.")] = 64,
+    llm_scripts: Annotated[
+        bool,
+        typer.Option(
+            help="Generated scripts are written by the planner when one is configured, else templates."
+        ),
+    ] = True,
     steps: Annotated[int, typer.Option(help="Optimisation steps.")] = 500,
     group_size: Annotated[int, typer.Option(help="Completions per question (GRPO's group).")] = 8,
     max_turns: Annotated[int, typer.Option(help="Tool-calling turns per rollout.")] = 20,
-    learning_rate: Annotated[float, typer.Option(help="Learning rate.")] = 1e-6,
+    learning_rate: Annotated[float, typer.Option(help="Learning rate (AgentCVR's: 1e-7).")] = 1e-7,
+    beta: Annotated[
+        float, typer.Option(help="KL coefficient (AgentCVR's: 0.005; 0: no reference model).")
+    ] = 0.005,
+    temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
+    grad_accum: Annotated[
+        int, typer.Option("--gradient-accumulation-steps", help="Batches accumulated per optimiser step.")
+    ] = 1,
     batch_size: Annotated[int, typer.Option(help="Completions per device and step.")] = 8,
     max_completion_length: Annotated[
         int, typer.Option(help="Tokens per completion, tool turns included.")
-    ] = 2048,
+    ] = 4096,
     seed: Annotated[int, typer.Option(help="Seed of script generation, sampling and training.")] = 0,
     bf16: Annotated[bool, typer.Option(help="Train in bfloat16 (GPUs that support it).")] = False,
-    vllm: Annotated[bool, typer.Option("--vllm", help="Generate rollouts with vLLM (colocated).")] = False,
+    vllm: Annotated[
+        bool,
+        typer.Option(
+            "--vllm",
+            help="Start TRL's colocated vLLM (the master's rollouts still generate with transformers).",
+        ),
+    ] = False,
     report_to: Annotated[str, typer.Option(help="Loggers: none, tensorboard, wandb…")] = "none",
 ) -> None:
-    """Train MODEL with GRPO on simulated tool calls (reward: 1 if right + 0.1 for well-formed calls)."""
+    """Train MODEL as AgentCVR's master agent with GRPO on the simulator (reward: 1 if right + 0.1
+    for well-formed actions); defaults are the paper's (G = 8, T_max = 20, KL 0.005, lr 1e-7)."""
     from pydantic import ValidationError
 
     from vidscope.flows.training.train import GrpoOptions, train_grpo
@@ -50,11 +70,15 @@ def grpo(
             output_dir=out,
             scripts=scripts,
             generated_scripts=generated,
+            llm_scripts=llm_scripts,
             seed=seed,
             group_size=group_size,
             max_turns=max_turns,
             max_steps=steps,
             learning_rate=learning_rate,
+            beta=beta,
+            temperature=temperature,
+            gradient_accumulation_steps=grad_accum,
             per_device_batch_size=batch_size,
             max_completion_length=max_completion_length,
             bf16=bf16,
@@ -92,7 +116,7 @@ def rollouts(
         typer.Option(
             "--agent",
             help="Strategy: any with a planner and simulated tools (vidscope.agents.strategies); "
-            "default actions, GRPO's tool loop.",
+            "default cvr, the master agent train grpo trains.",
             show_default=False,
         ),
     ] = None,
@@ -179,3 +203,49 @@ def rollouts(
     mean = sum(rewards) / len(rewards) if rewards else 0.0
     groups = len(set(table.column("group_id").to_pylist()))
     console.print(f"{len(rewards)} samples in {groups} groups; mean reward {mean:.3f}; written to {path}")
+
+
+@train_app.command("sim-to-real")
+def sim_to_real(
+    videos: Annotated[list[str], typer.Argument(help="Ingested videos (id prefix, path or file name).")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for sim_to_real_master.md and its plot.")],
+    question: Annotated[
+        list[str], typer.Option("--question", help="A question about the videos (repeat it for more).")
+    ],
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--options", help="Multiple-choice options of every question (repeat it)."),
+    ] = None,
+) -> None:
+    """Run AgentCVR's master (the planner) on the videos and on the script imported from them;
+    compare its decisions (actions, covered time) and answers in a Markdown report with a plot."""
+    from vidscope.agents.simulator.importer import import_script
+    from vidscope.core.errors import VidscopeError
+    from vidscope.flows.training.sim_to_real import AskedQuestion, compare_master, write_master_report
+    from vidscope.models import registry
+    from vidscope.models.open_store import open_store
+    from vidscope.storage.videos import find_video
+
+    config = settings()
+    planner = registry.planner_model(config)
+    if planner is None:
+        errors.print(
+            "[red]train sim-to-real:[/red] no planner or chat model is configured (\\[models] planner)"
+        )
+        raise typer.Exit(2)
+    try:
+        store = open_store(config)
+        ids = list(dict.fromkeys(find_video(store, ref).video_id for ref in videos))
+        asked = [AskedQuestion(text=q, video_ids=ids, options=options or None) for q in question]
+        with console.status("running the master in both environments…"):
+            report = compare_master(config, store, import_script(store, ids), asked, lambda: planner)
+    except (VidscopeError, ValueError, KeyError, OSError, RuntimeError) as exc:  # a model server down
+        errors.print(f"[red]train sim-to-real:[/red] {safe(exc)}")
+        raise typer.Exit(1) from None
+    path = write_master_report(report, out)
+    n, agree = len(report.comparisons), sum(c.answers_agree for c in report.comparisons)
+    console.print(
+        f"{n} questions; mean decision overlap {report.mean('decision_overlap'):.2f}, "
+        f"mean interval IoU {report.mean('interval_iou'):.2f}, answers agree {agree}/{n}; "
+        f"report written to {safe(path)}"
+    )

@@ -1,0 +1,69 @@
+"""Scripts written by the planner over a real OpenAI-compatible client and the loopback test server
+(tests/llm_server.py): a valid script is used (options shuffled), an invalid one is re-asked with
+the reason, and a model that never writes one falls back to the template script."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llm_server import ScriptedLLMServer, text
+
+from vidscope.agents.simulator.templates import generate_script
+from vidscope.agents.simulator.writer import TASKS, written_scripts
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+
+
+def planner(tmp_path: Path, server: ScriptedLLMServer):
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            "chat": "openai:scripted",
+            "options": {"openai": {"base_url": server.base_url, "max_retries": 0, "cache": False}},
+        },
+    )
+    registry.clear_cache()
+    return registry.planner_model(settings)
+
+
+def a_written_script() -> dict:
+    """What a model writes: a kitchen scene (a template script, renamed, its questions' options in
+    the order a model tends to write them: the answer first)."""
+    data = json.loads(generate_script(41).model_dump_json())
+    data["script_id"] = "whatever-the-model-says"
+    for q in data["questions"]:
+        q["options"] = [q["answer"], *[o for o in q["options"] if o != q["answer"]]]
+    return data
+
+
+def test_a_written_script_is_used_after_a_prose_reply_and_its_options_are_shuffled(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    chat = planner(tmp_path, llm_server)
+    llm_server.script([text("Sure! Here is a script."), text(json.dumps(a_written_script()))])
+    (script,) = written_scripts(chat, TASKS, 1, seed=1)
+    registry.clear_cache()
+
+    assert script.script_id == "gen-1-0"
+    assert script.videos[0].video_id == generate_script(41).videos[0].video_id  # the model's videos
+    first, again = llm_server.chat_requests
+    assert "Schema:" in first["messages"][1]["content"] and TASKS[0] in first["messages"][1]["content"]
+    assert "JSON" in again["messages"][-1]["content"]  # the prose reply was re-asked
+    letters = [q.answer_letter for q in script.questions]
+    assert letters != ["A"] * len(letters)  # written answer-first, shuffled here
+
+
+def test_a_model_that_writes_no_valid_script_falls_back_to_the_templates(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    chat = planner(tmp_path, llm_server)
+    broken = a_written_script()
+    broken["questions"][0]["answer"] = "not an option"
+    llm_server.script([text(json.dumps(broken)), text(json.dumps(broken))])
+    (script,) = written_scripts(chat, TASKS, 1, seed=2)
+    registry.clear_cache()
+
+    assert script == generate_script(2 * 100_003, script_id="gen-2-0")
+    assert "is not an option" in llm_server.chat_requests[1]["messages"][-1]["content"]
+    assert llm_server.pending == 0

@@ -1,0 +1,72 @@
+"""The simulated visual sub-agent answers its focus prompt: rule-based (the facts about the focus
+first, an unseen focus said so), or phrased by the configured model (AgentCVR's LLM simulator,
+``[agent] sim_phrasing``) over a real client and the loopback test server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llm_server import ScriptedLLMServer, text
+
+from vidscope.agents import strategies
+from vidscope.agents.environment import tool_context
+from vidscope.agents.simulator.script import Event, Script, ScriptVideo, save_script
+from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.tools import execute_tool
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+
+KITCHEN = Script(
+    script_id="kitchen",
+    videos=[
+        ScriptVideo(
+            video_id="k1",
+            duration=30.0,
+            events=[
+                Event(event_id="e1", start=2.0, end=6.0, label="the chef cracks two eggs"),
+                Event(event_id="e2", start=4.0, end=9.0, label="a dog walks past the door"),
+            ],
+        )
+    ],
+)
+
+
+def look(ctx: SimContext, focus: str) -> str:
+    outcome = execute_tool(ctx, "visual_query", {"video_id": "k1", "t0": 0, "t1": 10, "focus": focus})
+    assert outcome.ok and len(outcome.result.events) == 2  # the facts stay whole either way
+    return outcome.result.answer
+
+
+def test_the_rule_based_visual_query_answers_its_focus(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data")
+    registry_ = strategies.get("cvr").tool_registry(simulated=True)
+    ctx = SimContext(settings, ScriptSimulator(KITCHEN), registry=registry_)
+    about_eggs = look(ctx, "How many eggs does the chef crack?")
+    first, also = about_eggs.split(" (also seen: ")
+    assert "eggs" in first and "dog" not in first and "dog" in also
+    assert look(ctx, "a red bicycle").startswith("nothing matching the focus is seen")
+    both = look(ctx, "what happens")  # no words to match: every fact, in time order
+    assert "also seen" not in both and both.index("eggs") < both.index("dog")
+
+
+def test_the_llm_simulator_phrases_the_facts_for_the_focus(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    path = tmp_path / "kitchen.json"
+    save_script(KITCHEN, path)
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            "chat": "openai:scripted",
+            "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "cache": False}},
+        },
+        agent={"environment": "sim", "script": str(path), "sim_phrasing": True},
+    )
+    registry.clear_cache()
+    ctx = tool_context(settings, None, chat=None, config=settings.agent)
+    ctx.registry = strategies.get("cvr").tool_registry(simulated=True)
+    llm_server.script([text("The chef cracks two eggs between 0:02 and 0:06.")])
+    assert look(ctx, "How many eggs?") == "The chef cracks two eggs between 0:02 and 0:06."
+    sent = llm_server.chat_requests[-1]["messages"][-1]["content"]
+    assert "Focus: How many eggs?" in sent and "a dog walks past the door" in sent
+    registry.clear_cache()
