@@ -254,11 +254,13 @@ def run_agent(
     on_step: StepCallback | None = None,
     system: str = prompts.SYSTEM,
     opening: str | None = None,
+    multi_select: bool = False,
 ) -> Answer:
     """Answer ``question`` about ``video_ids`` with the chat model and ``ctx.registry``'s tools.
 
     ``system`` and ``opening`` (the first user turn; by default the question and the videos) let a
     strategy frame the conversation differently, e.g. over the whole library with no video listed.
+    ``multi_select``: the choice is the set of letters the answer names (:func:`pick_choice`).
     """
     if ctx.chat is None:
         raise ValueError("run_agent needs a chat model; use the extractive answerer without one")
@@ -275,7 +277,8 @@ def run_agent(
                 content=opening
                 or prompts.question_prompt(question, describe_videos(ctx, video_ids), list(options or [])),
             ),
-        ]
+        ],
+        multi_select=multi_select,
     )
     specs = ctx.registry.specs()
     default_video = video_ids[0] if video_ids else ""
@@ -326,7 +329,14 @@ def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
         return run_agent(
             ctx, request.prompt, [], on_step=request.on_step, system=prompts.LIBRARY_SYSTEM, opening=opening
         )
-    return run_agent(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
+    return run_agent(
+        ctx,
+        request.prompt,
+        request.video_ids,
+        options=request.options,
+        on_step=request.on_step,
+        multi_select=request.multi_select,
+    )
 
 
 def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:
