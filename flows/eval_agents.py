@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vidscope.agents import strategies
+from vidscope.agents.cvr.tasks import task_code
 from vidscope.agents.runtime import Answer
 from vidscope.agents.strategies import StrategyRequest
-from vidscope.agents.cvr.tasks import task_code
 from vidscope.agents.tools import ToolContext
 from vidscope.core.errors import ModelOutputError
 from vidscope.evaluation.items import BenchmarkItem

@@ -310,7 +310,8 @@ def test_an_evaluated_crossvid_item_gets_its_task_brief_and_its_set_answer(
         )
     )
     (item,) = load_benchmark("crossvid", tmp_path / "BU.json")
-    look = {"action": "visual_query", "targets": [{"video_id": VIDEO_ID, "t0": 5, "t1": 10}], "focus": "intent"}
+    target = {"video_id": VIDEO_ID, "t0": 5, "t1": 10}
+    look = {"action": "visual_query", "targets": [target], "focus": "intent"}
     llm_server.script(
         [
             text(json.dumps({"actions": [look] * 4})),

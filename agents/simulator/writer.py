@@ -67,9 +67,9 @@ def _prompt(task: str, script_id: str, example: Script) -> str:
     schema = json.dumps(Script.model_json_schema(), separators=(",", ":"))
     return (
         f"Schema: {schema}\n\nExample script: {example.model_dump_json(exclude_none=True)}\n\n"
-        f"Write a new script with script_id {script_id!r}: two or three videos of scenes this task is about, and "
-        f"three questions of this task: {task}. Each question has 3 to 5 options, the answer is one "
-        "of them word for word, and its evidence intervals hold the events that decide it."
+        f"Write a new script with script_id {script_id!r}: two or three videos of scenes this task is "
+        f"about, and three questions of this task: {task}. Each question has 3 to 5 options, the "
+        "answer is one of them word for word, and its evidence intervals hold the events that decide it."
     )
 
 
