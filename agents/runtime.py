@@ -49,6 +49,7 @@ from vidscope.agents.tools import (
     validation_message,
 )
 from vidscope.core.errors import ContextLengthExceeded, ModelOutputError
+from vidscope.evaluation.metrics import letter_set
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
 
@@ -147,10 +148,28 @@ def parse_citations(
 _LETTER = re.compile(r"^\s*\(?([A-Za-z])(?:[\).:\]]|\s|$)")
 
 
-def pick_choice(choice: str | None, answer: str, options: Sequence[str] | None) -> str | None:
-    """The option letter: an explicit choice, a leading letter, or the option text in the answer."""
+def pick_choice(
+    choice: str | Sequence[str] | None,
+    answer: str,
+    options: Sequence[str] | None,
+    *,
+    multi_select: bool = False,
+) -> str | None:
+    """The option letter: an explicit choice, a leading letter, or the option text in the answer.
+
+    For a multi-select question (CrossVid's BU: one to three options are right) the choice is the
+    set of letters, sorted and joined (``"AC"`` from ``"AC"``, ``"A, C"``, ``"C and A"``, or a
+    list ``["C", "A"]``), read by the evaluation's own rule
+    (:func:`~vidscope.evaluation.metrics.letter_set`); an answer that is not letters alone falls
+    back to the single-letter reading below."""
     if not options:
         return None
+    if multi_select:
+        for text in (_joined(choice), answer):
+            chosen = letter_set(text, len(options))
+            if chosen:
+                return "".join(sorted(chosen))
+    choice = _joined(choice)
     letters = prompts.option_letters(len(options))
     for text in (choice or "", answer):
         match = _LETTER.match(text)
@@ -159,6 +178,13 @@ def pick_choice(choice: str | None, answer: str, options: Sequence[str] | None) 
     lowered = answer.lower()
     found = [letter for letter, opt in zip(letters, options, strict=True) if opt.lower() in lowered]
     return found[0] if len(found) == 1 else None
+
+
+def _joined(choice: str | Sequence[str] | None) -> str | None:
+    """A choice given as a list of letters (a model's JSON ``["A", "C"]``) as one string."""
+    if choice is None or isinstance(choice, str):
+        return choice
+    return ", ".join(str(c) for c in choice)
 
 
 # ============================================================================ the loop
@@ -188,6 +214,8 @@ class LoopState:
     last_invalid: tuple[str, str] | None = None
     #: The conversation no longer fits the model's context, even with observations trimmed.
     out_of_context: bool = False
+    #: The question takes several option letters (CrossVid BU): the choice is their set.
+    multi_select: bool = False
 
 
 def format_observation(outcome: ToolOutcome) -> str:
@@ -226,11 +254,13 @@ def run_agent(
     on_step: StepCallback | None = None,
     system: str = prompts.SYSTEM,
     opening: str | None = None,
+    multi_select: bool = False,
 ) -> Answer:
     """Answer ``question`` about ``video_ids`` with the chat model and ``ctx.registry``'s tools.
 
     ``system`` and ``opening`` (the first user turn; by default the question and the videos) let a
     strategy frame the conversation differently, e.g. over the whole library with no video listed.
+    ``multi_select``: the choice is the set of letters the answer names (:func:`pick_choice`).
     """
     if ctx.chat is None:
         raise ValueError("run_agent needs a chat model; use the extractive answerer without one")
@@ -247,7 +277,8 @@ def run_agent(
                 content=opening
                 or prompts.question_prompt(question, describe_videos(ctx, video_ids), list(options or [])),
             ),
-        ]
+        ],
+        multi_select=multi_select,
     )
     specs = ctx.registry.specs()
     default_video = video_ids[0] if video_ids else ""
@@ -298,7 +329,14 @@ def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
         return run_agent(
             ctx, request.prompt, [], on_step=request.on_step, system=prompts.LIBRARY_SYSTEM, opening=opening
         )
-    return run_agent(ctx, request.prompt, request.video_ids, options=request.options, on_step=request.on_step)
+    return run_agent(
+        ctx,
+        request.prompt,
+        request.video_ids,
+        options=request.options,
+        on_step=request.on_step,
+        multi_select=request.multi_select,
+    )
 
 
 def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:
@@ -713,12 +751,12 @@ def _final(
     citations: list[Citation],
     options: Sequence[str] | None,
     *,
-    choice: str | None = None,
+    choice: str | Sequence[str] | None = None,
     forced: bool = False,
 ) -> Answer:
     return Answer(
         answer=text,
-        choice=pick_choice(choice, text, options),
+        choice=pick_choice(choice, text, options, multi_select=state.multi_select),
         citations=citations,
         trace=state.trace,
         usage=state.usage,

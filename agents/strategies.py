@@ -56,6 +56,9 @@ class StrategyRequest:
     #: The benchmark task the question belongs to (AgentCVR's CrossVid task codes: BU, FSA, ...),
     #: for strategies with a prompt per task; others ignore it.
     task: str | None = None
+    #: The question takes several option letters (CrossVid BU, "1-3 correct choices"): its choice
+    #: is the set of letters, not one.
+    multi_select: bool = False
 
     @property
     def prompt(self) -> str:

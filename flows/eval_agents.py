@@ -5,7 +5,10 @@ Every strategy of :mod:`vidscope.agents.strategies` can be evaluated (``vidscope
 (its videos' store ids in the item's order, its options) and lets the strategy answer.
 
 Multi-select and ordering items (CrossVid BU, PSS) are told the answer's form, as the benchmark's
-own prompts tell the model ("1-3 correct answer choices", "2->3->1->4"). Grounding items
+own prompts tell the model ("1-3 correct answer choices", "2->3->1->4"); a multi-select item's
+request says so (``multi_select``: the answer's choice is its set of letters, ``"AC"``), and a
+CrossVid item's request carries its task code (``task``: AgentCVR puts that task's prompt and its
+minimum of queries before the question). Grounding items
 (Charades-STA style) are asked as "When does this happen in the video: <query>?"
 so the agent places the event in an interval (the AVI agent's review phase answers "when"
 questions with one); retrieval items do not come here, they run the MAVIS search pipeline.
@@ -29,12 +32,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vidscope.agents import strategies
+from vidscope.agents.cvr.tasks import task_code
 from vidscope.agents.runtime import Answer
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext
 from vidscope.core.errors import ModelOutputError
 from vidscope.evaluation.items import BenchmarkItem
-from vidscope.evaluation.scoring import Judge
+from vidscope.evaluation.loaders import crossvid
+from vidscope.evaluation.scoring import RULE, Judge
 from vidscope.models.json_tools import loads_lenient, quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 
@@ -98,7 +103,17 @@ def request_of(
         list(item.options) or None,
         context="\n\n".join(blocks),
         ablations=strategies.ablation_parts(ablations),
+        task=task_of(item),
+        multi_select=item.extra.get(RULE) == "set",
     )
+
+
+def task_of(item: BenchmarkItem) -> str | None:
+    """The CrossVid task code of ``item`` (its category: ``BU``, ``FSA``, ...), for strategies with
+    a prompt per task (AgentCVR); None for other benchmarks' items."""
+    if item.benchmark != crossvid.NAME:
+        return None
+    return next((code for c in item.categories if (code := task_code(c)) is not None), None)
 
 
 def answer_item(

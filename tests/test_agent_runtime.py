@@ -391,6 +391,18 @@ def test_choice_letter_parsing() -> None:
     assert pick_choice("B", "x", None) is None
 
 
+def test_multi_select_choices_are_the_set_of_letters_models_write() -> None:
+    """CrossVid BU ("1-3 correct choices", gold written "BCD"): what models write for several
+    letters reads as the sorted set; prose falls back to the one-letter reading."""
+    opts = ["eat", "run", "sleep", "swim"]
+    for written in ("AC", "A, C", "A and C", "C and A", "(A, C)", "The answer is A, C.", "Answer: CA"):
+        assert pick_choice(None, written, opts, multi_select=True) == "AC", written
+    assert pick_choice(["D", "B"], "", opts, multi_select=True) == "BD"
+    assert pick_choice("B", "They run.", opts, multi_select=True) == "B"
+    assert pick_choice(None, "A, E", opts, multi_select=True) is None  # E is no option
+    assert pick_choice(None, "AC", opts) is None  # a single-choice question takes one letter
+
+
 def test_json_tool_calls_in_text_are_accepted_only_for_allowed_tools() -> None:
     allowed = ["clip_search", "finish"]
     call = find_tool_call('I will search. {"tool": "clip_search", "arguments": {"query": "x"}}', allowed)

@@ -248,3 +248,79 @@ def test_the_papers_action_shape_with_params_and_a_letter_answer(
     step = next(s for s in result.trace if s.kind == "tool")
     assert step.ok and step.arguments["targets"][0]["frames"] == 2 and "thought" not in step.arguments
     assert result.choice == "C" and result.answer == "C" and not result.forced
+
+
+@pytest.mark.parametrize(
+    "final",
+    [
+        {"action": "answer", "params": {"final_answer": "AC"}},  # the paper's BU form
+        {"action": "answer", "params": {"final_answer": "A, C"}},
+        {"action": "answer", "answer": "The answer is C and A."},
+        {"action": "answer", "params": {"final_answer": ["C", "A"]}},
+        {"action": "answer", "answer": "Eating and sleeping.", "choice": "A, C"},
+    ],
+)
+def test_a_multi_select_answer_keeps_its_set_of_letters(
+    data_dir: Path, llm_server: ScriptedLLMServer, final: dict[str, Any]
+) -> None:
+    """CrossVid's BU has "1-3 correct choices" and its ``eval/BU.py`` compares the letters joined:
+    the master's "AC" (or "A, C", "C and A", a JSON list) is the choice AC, never A alone."""
+    from vidscope.evaluation.items import BenchmarkItem
+    from vidscope.evaluation.scoring import is_correct
+
+    llm_server.script([text(json.dumps(final))])
+    options = ["eat", "run", "sleep", "swim"]
+    result = run_cvr(
+        context(data_dir, llm_server), "Which do they want?", [VIDEO_ID], options=options, multi_select=True
+    )
+    assert result.choice == "AC" and not result.forced
+    item = BenchmarkItem(
+        benchmark="crossvid",
+        question_id="bu-0",
+        kind="multiple_choice",
+        video_ids=("a.mp4",),
+        question="Which do they want?",
+        options=tuple(options),
+        answer="AC",
+        extra={"rule": "set"},
+    )
+    assert is_correct(item, result.choice)
+
+
+def test_an_evaluated_crossvid_item_gets_its_task_brief_and_its_set_answer(
+    data_dir: Path, llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """The eval path (the release's ``QA/BU.json`` loaded, asked through ``answer_item``): AgentCVR
+    is told the BU task and its four-query rule, and its multi-select answer is scored as a set."""
+    from vidscope.evaluation.loaders import load_benchmark
+    from vidscope.evaluation.scoring import score_choices
+    from vidscope.flows.eval_agents import answer_item
+
+    (tmp_path / "BU.json").write_text(
+        json.dumps(
+            [
+                {
+                    "id": 0,
+                    "videos": ["behavior/a.mp4", "behavior/b.mp4"],
+                    "question": "What does the subject want in each video?",
+                    "options": ["A. eat", "B. run", "C. sleep", "D. swim"],
+                    "answer": ["C", "A"],
+                }
+            ]
+        )
+    )
+    (item,) = load_benchmark("crossvid", tmp_path / "BU.json")
+    target = {"video_id": VIDEO_ID, "t0": 5, "t1": 10}
+    look = {"action": "visual_query", "targets": [target], "focus": "intent"}
+    llm_server.script(
+        [
+            text(json.dumps({"actions": [look] * 4})),
+            *[text("someone weighs flour") for _ in range(4)],
+            text(json.dumps({"action": "answer", "params": {"final_answer": "A, C"}})),
+        ]
+    )
+    result = answer_item("cvr", context(data_dir, llm_server), item, [VIDEO_ID])
+    brief = llm_server.chat_requests[0]["messages"][1]["content"]
+    assert brief.startswith("Task: behavioural understanding (BU).") and "at least 4 queries" in brief
+    assert result.choice == "AC"
+    assert score_choices([item], {item.question_id: result.choice}).overall.correct == 1

@@ -67,3 +67,23 @@ def test_a_model_that_writes_no_valid_script_falls_back_to_the_templates(
     assert script == generate_script(2 * 100_003, script_id="gen-2-0")
     assert "is not an option" in llm_server.chat_requests[1]["messages"][-1]["content"]
     assert llm_server.pending == 0
+
+
+def test_scripts_are_written_for_the_ten_crossvid_tasks_in_turn(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    """AgentCVR writes its training scripts per CrossVid task (BU ... CCQA); each request names its
+    task with the description the master gets, and the tasks whose benchmark answer is no single
+    letter (FSA's interval, PSS's order) are asked with those answers as options."""
+    chat = planner(tmp_path, llm_server)
+    llm_server.script([text(json.dumps(a_written_script())) for _ in range(10)])
+    scripts = written_scripts(chat, TASKS, 10, seed=3)
+    registry.clear_cache()
+
+    asked = [r["messages"][1]["content"] for r in llm_server.chat_requests]
+    codes = ["BU", "NC", "CC", "PEA", "PI", "FSA", "PSS", "MSR", "MOC", "CCQA"]
+    assert [a.split("questions of this task: ")[1].split(",")[0] for a in asked] == codes
+    assert "functional step alignment" in asked[5] and "'40-52 s'" in asked[5]
+    assert "'2->3->1->4'" in asked[6] and "same object seen in two views is one" in asked[8]
+    assert [s.script_id for s in scripts] == [f"gen-3-{i}" for i in range(10)]
+    assert all(s.videos[0].video_id == generate_script(41).videos[0].video_id for s in scripts)

@@ -181,6 +181,8 @@ def _fields(action: dict[str, Any]) -> dict[str, Any]:
         letters = isinstance(final, str) and final.strip().isalpha() and final.strip().isupper()
         if letters and "choice" not in args:
             args["choice"] = final.strip()
+        elif isinstance(final, list) and final and all(isinstance(f, str) for f in final):
+            args.setdefault("choice", final)  # a multi-select answer written ["A", "C"]
         args["answer"] = final if isinstance(final, str) else json.dumps(final)
     return args
 
@@ -202,6 +204,7 @@ def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
         options=request.options,
         on_step=request.on_step,
         task=request.task,
+        multi_select=request.multi_select,
     )
 
 
@@ -213,11 +216,14 @@ def run_cvr(
     options: Sequence[str] | None = None,
     on_step: StepCallback | None = None,
     task: str | None = None,
+    multi_select: bool = False,
 ) -> Answer:
     """Answer ``question`` about ``video_ids`` with the AgentCVR master agent (``ctx.chat``).
 
     ``task`` (a CrossVid task code, :mod:`.tasks`) puts that task's prompt before the question and
-    holds back answers until ``[agent] cvr_min_queries`` queries have run (the paper's rule)."""
+    holds back answers until ``[agent] cvr_min_queries`` queries have run (the paper's rule).
+    ``multi_select`` (also implied by a multi-select task, BU) reads the answer's choice as the
+    set of letters it names."""
     if ctx.chat is None:
         raise ValueError("AgentCVR needs a planner model; use the extractive answerer without one")
     ctx.registry = ctx.registry or cvr_registry()
@@ -225,6 +231,7 @@ def run_cvr(
     min_queries = ctx.config.cvr_min_queries if prompt is not None else 0
     brief = prompt.render(min_queries) if prompt is not None else ""
     state = LoopState(messages=opening_messages(ctx, question, video_ids, options, brief=brief))
+    state.multi_select = multi_select or (prompt is not None and prompt.multi_select)
 
     def record(step: TraceStep) -> None:
         state.trace.append(step)

@@ -21,6 +21,8 @@ class TaskPrompt:
     name: str
     brief: str
     answer_form: str
+    #: Several option letters may be right (BU: "1-3 correct choices"); the choice is their set.
+    multi_select: bool = False
 
     def render(self, min_queries: int) -> str:
         """The instruction the master reads before the question."""
@@ -47,6 +49,7 @@ TASKS: dict[str, TaskPrompt] = {
             "the same moment first, then compare the likely ones closely. Several videos may fit; "
             "never all of them.",
             _LETTERS,
+            multi_select=True,
         ),
         TaskPrompt(
             "NC",
@@ -115,6 +118,20 @@ TASKS: dict[str, TaskPrompt] = {
         ),
     )
 }
+
+
+#: Other spellings of task names that benchmark files use (CrossVid's task list).
+_ALIASES = {"behavioral understanding": "BU", "comparative culinary qa": "CCQA"}
+
+
+def task_code(label: str) -> str | None:
+    """The task code a benchmark's task label names (its code or full name, any case); None for
+    a label that is no CrossVid task."""
+    key = " ".join(label.split()).lower()
+    if key.upper() in TASKS:
+        return key.upper()
+    by_name = {t.name: t.code for t in TASKS.values()} | _ALIASES
+    return by_name.get(key)
 
 
 def task_prompt(code: str) -> TaskPrompt:

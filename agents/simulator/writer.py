@@ -1,6 +1,12 @@
 """Scripts written by the planner model, one per task (AgentCVR's LLM-generated semantic scripts),
 with the seeded templates as the offline fallback.
 
+The tasks are AgentCVR's ten CrossVid tasks (BU, NC, CC, PEA, PI, FSA, PSS, MSR, MOC, CCQA), each
+told with the description its master prompt gives (:mod:`vidscope.agents.cvr.tasks`); a script
+question has one correct option, so the tasks whose benchmark answer is a set of letters, an
+interval, an order or free text are asked with those answers as options. The templates (counting,
+ordering, temporal alignment, comparison) stay the fallback without a model.
+
 The model is shown the script schema (:class:`~vidscope.agents.simulator.script.Script`'s JSON
 schema), a worked example (a template script) and the task to write questions for, and replies with
 one script as JSON. The reply is validated as a script (times ordered and inside the videos, every
@@ -18,6 +24,8 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
+from vidscope.agents.cvr.tasks import TASKS as CVR_TASKS
+from vidscope.agents.cvr.tasks import TaskPrompt
 from vidscope.agents.multi_video import json_object
 from vidscope.agents.simulator.script import Script
 from vidscope.agents.simulator.templates import generate_script
@@ -32,22 +40,36 @@ SYSTEM = (
 )
 
 
-#: The tasks scripts are written for when none are named: the kinds of question a script holds.
-TASKS = (
-    "counting (how many times something happens in one video)",
-    "ordering (which of several events comes first)",
-    "temporal_alignment (what is said or shown while an event happens)",
-    "comparison (which video shows more of something, across videos)",
-)
+#: How each CrossVid task whose benchmark answer is no single option is asked in a script (a
+#: script question has one correct option): its answer written as options.
+_AS_OPTIONS = {
+    "BU": "Each option names one intention or feeling, or a combination of them; exactly one is right.",
+    "FSA": "The options are intervals of the other video written like '40-52 s'; one is the segment that "
+    "serves the same purpose.",
+    "PSS": "The options are orders of the steps written like '2->3->1->4'; one is the order the procedure "
+    "needs.",
+    "CCQA": "Each option is a short statement about how the dishes differ or agree; exactly one is true.",
+}
+
+
+def _task(prompt: TaskPrompt) -> str:
+    """A CrossVid task as the writer is told it: code, name, what its solver is told, the form."""
+    form = _AS_OPTIONS.get(prompt.code, "")
+    return f"{prompt.code}, {prompt.name} (its solver is told: {prompt.brief}) {form}".strip()
+
+
+#: The tasks scripts are written for, one after another: AgentCVR's ten CrossVid tasks, with the
+#: task descriptions the master is given (:mod:`vidscope.agents.cvr.tasks`).
+TASKS = tuple(_task(t) for t in CVR_TASKS.values())
 
 
 def _prompt(task: str, script_id: str, example: Script) -> str:
     schema = json.dumps(Script.model_json_schema(), separators=(",", ":"))
     return (
         f"Schema: {schema}\n\nExample script: {example.model_dump_json(exclude_none=True)}\n\n"
-        f"Write a new script with script_id {script_id!r}: two or three videos of everyday scenes, and "
-        f"three questions of this task: {task}. Each question has 3 to 5 options, the answer is one "
-        "of them word for word, and its evidence intervals hold the events that decide it."
+        f"Write a new script with script_id {script_id!r}: two or three videos of scenes this task is "
+        f"about, and three questions of this task: {task}. Each question has 3 to 5 options, the "
+        "answer is one of them word for word, and its evidence intervals hold the events that decide it."
     )
 
 
