@@ -24,6 +24,7 @@ ledger is the record either way.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,6 +51,8 @@ from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.progress import report
 from vidscope.tasks.stage import Stage, StageResult, failure_reason, ledger_rows, run_stage
 from vidscope.tasks.stages import stages
+
+log = logging.getLogger(__name__)
 
 #: A stage's Prefect task: (video id, where its file is now, settings) -> what the stage did.
 StageTask = Task[[str, Path, Settings], StageResult]
@@ -336,8 +339,12 @@ def _ingest_one_direct(path: Path, video_id: str, settings: Settings) -> VideoRe
     try:
         result = ingest_video_direct(path, settings, video_id)
     except IngestFailed as exc:
+        # The user gets one line naming the log; the log gets the details (as a flow run's failure
+        # is logged by Prefect on the other path).
+        log.error("ingestion of %s failed: %s", path, exc.report.error or exc, exc_info=True)
         result = exc.report
     except Exception as exc:  # one file's unexpected failure is its report, not the batch's end
+        log.error("ingestion of %s failed", path, exc_info=True)
         result = VideoReport(
             path=str(path), video_id=video_id, status="failed", error=failure_reason(exc, path)
         )

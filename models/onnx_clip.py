@@ -52,6 +52,8 @@ NO_FETCH_VARIABLE = "VIDSCOPE_MODEL_FETCH"
 
 #: Why a model could not be had, per (target, data dir): asked once per process, not per video.
 _failures: dict[tuple[str, str], str] = {}
+#: What loading an onnx-clip model tries, as its "cannot load" line says.
+TRIED = "the data dir's model cache and the model's host"
 _failures_lock = threading.Lock()
 
 
@@ -223,7 +225,8 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
     with _failures_lock:
         known = _failures.get(key)
     if known is not None:
-        raise BackendUnavailable(role, spec, "once already in this process", known)
+        # The same line as the first time (it was tried once in this process; not again).
+        raise BackendUnavailable(role, spec, TRIED, known)
     try:
         import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
@@ -245,7 +248,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         )
         with _failures_lock:
             _failures[key] = fix
-        raise BackendUnavailable(role, spec, "the data dir's model cache and the model's host", fix) from exc
+        raise BackendUnavailable(role, spec, TRIED, fix) from exc
 
 
 def pull(
