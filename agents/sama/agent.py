@@ -45,6 +45,7 @@ from vidscope.agents.sama.tools_find import (
     visual_similarity,
 )
 from vidscope.agents.sama.tools_look import object_tracker, scene_graph, video_reader
+from vidscope.agents.sama.tools_scenes import scene_detector
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry, validation_message
 from vidscope.models.json_tools import quote_data
@@ -54,6 +55,7 @@ from vidscope.models.protocols.chat import ChatMessage, ToolCall
 SAMA_TOOLS = (
     video_reader,
     temporal_grounding,
+    scene_detector,
     scene_graph,
     object_tracker,
     visual_similarity,
