@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import numpy as np
 from pydantic import Field
 
 from vidscope.agents.avi.tools_perceive import matching_object
@@ -337,7 +338,7 @@ def _identities(sim: ScriptSimulator, video_id: str, events: list[Event]) -> dic
     return {e.event_id: linked.get((video_id, e.event_id), e.label) for e in events}
 
 
-@simulates(tools_find.visual_similarity, version=1)
+@simulates(tools_find.visual_similarity, version=2)
 def visual_similarity(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the reference video."],
@@ -361,13 +362,20 @@ def visual_similarity(
         if matched
         else [o_start, o_end]
     )
+    # On the real tool's calibrated scale: 0 nothing shared (as unrelated footage), 1 the same events.
+    similarity = round(len(shared) / len(union), 4) if union else 0.0
     return SimilarityResult(
         video_id=video_id,
         time_range=[start, end],
         other_video_id=other_video_id,
         other_range=[o_start, o_end],
-        # As the real tool maps cosine to [0, 1]: 0.5 unrelated, 1 the same events throughout.
-        similarity=round(0.5 + 0.5 * len(shared) / len(union), 4) if union else 0.5,
+        cosine=similarity,
+        unrelated_cosine=0.0,
+        similarity=similarity,
+        above_unrelated=1.0 if shared else 0.0,
+        judgement=tools_find.judge(similarity, np.zeros(1))[2]
+        if shared
+        else "no more alike than unrelated footage",
         best_match=[round(x, 2) for x in best],
         source=f"{SOURCE} (events and cross-video relations)",
     )
