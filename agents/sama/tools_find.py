@@ -213,7 +213,8 @@ class SimilarityResult(ToolResult):
     other_range: list[float]
     cosine: float = Field(description="Mean cosine of the best aligned frames (the model's own scale).")
     unrelated_cosine: float | None = Field(
-        description="What unrelated footage (sampled from other videos) scores against the segment."
+        description="What unrelated footage (frames sampled from other videos) scores against the "
+        "segment: the median of their mean cosines with it."
     )
     similarity: float | None = Field(
         description="0 = no more alike than unrelated footage, 1 = the same frames; "
@@ -259,6 +260,8 @@ def align(reference: np.ndarray, candidate: np.ndarray) -> tuple[float, int]:
 
 #: Unrelated frames sampled to calibrate visual_similarity's score, at most.
 BACKGROUND_FRAMES = 24
+#: Other videos the unrelated frames are sampled from, at most (spread over the library).
+BACKGROUND_VIDEOS = 8
 #: Mean cosine from which aligned frames count as the same frames (re-encodes, small shifts).
 SAME_FRAMES_COSINE = 0.98
 
@@ -267,14 +270,13 @@ def background_vectors(
     ctx: ToolContext, video_id: str, other_video_id: str, other_range: tuple[float, float]
 ) -> tuple[np.ndarray, str] | None:
     """Frames that show something else than the compared segments, embedded like them: sampled
-    from the library's other videos (not the reference; not the compared part of the other);
-    in a library of these two videos only, from the other video outside the compared range.
-    None when there are no such frames."""
-    others = [
-        str(v)
-        for v in ctx.store.rows(ctx.store.videos, columns=["video_id"]).column("video_id").to_pylist()
-        if v != video_id
-    ]
+    from up to :data:`BACKGROUND_VIDEOS` of the library's other videos (not the reference; not the
+    compared part of the other); in a library of these two videos only, from the other video
+    outside the compared range. None when there are no such frames."""
+    table = ctx.store.rows(ctx.store.videos, columns=["video_id"])
+    ids = sorted(str(v) for v in table.column("video_id").to_pylist())
+    others = [v for v in ids if v != video_id]
+    others = [others[i] for i in sample_evenly(len(others), BACKGROUND_VIDEOS)]
     per_video = max(1, BACKGROUND_FRAMES // max(1, len(others)))
     parts: list[np.ndarray] = []
     for other in others:
@@ -292,17 +294,22 @@ def background_vectors(
 
 def judge(cosine: float, background: np.ndarray | None) -> tuple[float | None, float | None, str]:
     """(similarity on the calibrated scale, share of unrelated frames below, words) for an
-    aligned mean ``cosine`` given the reference frames' cosines with unrelated frames
-    (``background``: one row per unrelated frame, its mean cosine with the reference frames)."""
+    aligned mean ``cosine``, given ``background``: per unrelated frame, its mean cosine with the
+    reference frames. Unrelated footage scores the background's median (robust to the odd copy
+    of the reference in the library); "the same frames" needs the match above every unrelated
+    frame too, so a model whose scores crowd near 1 does not call everything the same."""
     if background is None or background.size == 0:
-        verdict = (
-            "the same frames" if cosine >= SAME_FRAMES_COSINE else "no unrelated footage to calibrate against"
-        )
-        return None, None, verdict
-    unrelated = float(np.mean(background))
+        if cosine >= SAME_FRAMES_COSINE:
+            return (
+                None,
+                None,
+                "the same frames, by the raw cosine (no unrelated footage to calibrate against)",
+            )
+        return None, None, "no unrelated footage to calibrate against; only the raw cosine"
+    unrelated = float(np.median(background))
     similarity = float(np.clip((cosine - unrelated) / max(1e-6, 1.0 - unrelated), 0.0, 1.0))
     above = float(np.mean(background < cosine))
-    if cosine >= SAME_FRAMES_COSINE:
+    if above == 1.0 and cosine >= SAME_FRAMES_COSINE:
         verdict = "the same frames"
     elif above == 1.0:
         verdict = "more alike than any unrelated footage sampled"
@@ -314,7 +321,8 @@ def judge(cosine: float, background: np.ndarray | None) -> tuple[float | None, f
 
 
 # v2: the raw cosine and a score calibrated against unrelated footage, not (cosine + 1) / 2.
-@tool(version=2, uses_models=("image_text",))
+# uses_library: the unrelated footage comes from the library's other videos.
+@tool(version=2, uses_models=("image_text",), uses_library=True)
 def visual_similarity(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the reference video."],
@@ -343,8 +351,6 @@ def visual_similarity(
     found = background_vectors(ctx, video_id, other_video_id, (o_start, o_end))
     # Each unrelated frame scored as a still segment would be: its mean cosine with the reference.
     background = (found[0] @ reference.vectors.T).mean(axis=1) if found is not None else None
-    if background is not None:  # copies of the reference's frames are not unrelated footage
-        background = background[background < SAME_FRAMES_COSINE]
     similarity, above, verdict = judge(score, background)
     if found is not None:
         source += f"; unrelated footage: {len(found[0])} frames of {found[1]}"
