@@ -90,6 +90,6 @@ def test_the_same_footage_scores_one_and_unrelated_footage_near_zero(
     assert other.cosine < same.cosine
     expected = (other.cosine - other.unrelated_cosine) / (1 - other.unrelated_cosine)
     assert other.similarity == pytest.approx(max(0.0, expected), abs=1e-3), other
-    assert "unrelated footage" in other.source and "computed on the fly" in other.source
+    assert "other videos of the library" in other.unrelated_source and "computed on the fly" in other.source
     assert other.above_unrelated is not None and other.above_unrelated < 1.0
     assert f"similarity {other.similarity:.3f}; best match" in other.summary()

@@ -103,3 +103,31 @@ def test_prose_then_an_answer_written_as_text_ends_the_loop(
     assert "nudge" in kinds and kinds.count("tool") == 1
     assert result.answer == "2 cars" and not result.forced
     assert [c.verified for c in result.citations] == [True]
+
+
+def test_a_tool_announced_in_prose_is_asked_for_by_name(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    plan = text("I will use VideoReader on 10-16 s to count the cars.")
+    result = run(llm_server, tmp_path, [plan, SHAPES["paper name, native call"], ANSWER])
+    (nudge,) = [s for s in result.trace if s.kind == "nudge"]
+    assert nudge.tool == "video_reader" and nudge.observation == "announced video_reader"
+    asked = llm_server.chat_requests[2]["messages"][-1]["content"]
+    assert "You said you would use video_reader: call it now" in asked
+    assert result.answer == "2 cars" and not result.forced
+
+
+def test_prose_replies_in_a_row_end_with_the_stated_answer(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """As the single-video loops do: agent.prose_replies (3) thoughts in a row end the loop with
+    the last one stated, marked forced, long before the turn limit."""
+    thoughts = [
+        text("Probably two cars."),
+        text("I think two cars are parked."),
+        text("Two cars are parked."),
+    ]
+    result = run(llm_server, tmp_path, [*thoughts, ANSWER])
+    assert result.forced and result.answer == "Two cars are parked." and result.citations == []
+    assert [s.kind for s in result.trace].count("nudge") == 2 and result.trace[-1].kind == "answer"
+    assert result.usage.model_calls == len(llm_server.chat_requests) == 4  # the classification + 3

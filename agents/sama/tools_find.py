@@ -226,6 +226,7 @@ class SimilarityResult(ToolResult):
     judgement: str
     best_match: list[float] = Field(description="[start, end] of the other range that matches best.")
     source: str
+    unrelated_source: str | None = Field(default=None, description="Where the unrelated footage came from.")
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [
@@ -352,8 +353,6 @@ def visual_similarity(
     # Each unrelated frame scored as a still segment would be: its mean cosine with the reference.
     background = (found[0] @ reference.vectors.T).mean(axis=1) if found is not None else None
     similarity, above, verdict = judge(score, background)
-    if found is not None:
-        source += f"; unrelated footage: {len(found[0])} frames of {found[1]}"
     return SimilarityResult(
         video_id=video_id,
         time_range=[start, end],
@@ -368,6 +367,7 @@ def visual_similarity(
         judgement=verdict,
         best_match=[round(a, 2), round(b, 2)],
         source=source,
+        unrelated_source=None if found is None else f"{len(found[0])} frames of {found[1]}",
     )
 
 

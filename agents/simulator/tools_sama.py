@@ -378,6 +378,7 @@ def visual_similarity(
         else "no more alike than unrelated footage",
         best_match=[round(x, 2) for x in best],
         source=f"{SOURCE} (events and cross-video relations)",
+        unrelated_source=f"{SOURCE} (events shared with nothing score 0)",
     )
 
 
