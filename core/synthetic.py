@@ -131,6 +131,7 @@ def text_video(
     audio: Path | None = None,
     background: tuple[int, int, int] = (30, 30, 30),
     footage: Path | None = None,
+    cuts: Sequence[tuple[float, tuple[int, int, int]]] = (),
 ) -> Path:
     """Write an H.264 MP4 showing each ``(t0, t1, text)`` as black text on a white box in [t0, t1).
 
@@ -138,6 +139,7 @@ def text_video(
     starting at t=0, padded with silence or trimmed to ``duration``. With ``footage`` (a video
     file) the background is that video's frames, looped and stretched to ``size``, instead of a
     flat ``background`` colour: real moving pictures, as behind slides or titles in a recording.
+    Each ``cuts`` entry ``(t, colour)`` is a hard cut: from ``t`` on the background is ``colour``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,7 +159,8 @@ def text_video(
         for index in range(n_frames):
             t = index / fps
             shown = next((text for t0, t1, text in texts if t0 <= t < t1), None)
-            rgb = _draw_frame(size, background, index, shown, font, next(bases) if bases else None)
+            colour = next((c for start, c in sorted(cuts, reverse=True) if start <= t), background)
+            rgb = _draw_frame(size, colour, index, shown, font, next(bases) if bases else None)
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
             frame.pts = index
             frame.time_base = Fraction(1, fps)

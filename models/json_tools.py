@@ -147,8 +147,9 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
                 args = json.loads(args)
             except json.JSONDecodeError:
                 continue
-        if isinstance(name, str) and name in allowed and isinstance(args, dict):
-            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
+        resolved = offered_name(name, allowed) if isinstance(name, str) else None
+        if resolved is not None and isinstance(args, dict):
+            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=resolved, arguments=args)
     return _call_syntax(text, allowed)
 
 
@@ -184,8 +185,8 @@ def _call_syntax(text: str, allowed: set[str]) -> ToolCall | None:
     """A call written as code, ``clip_search(video_id=ab12…, query="a door", k=16)`` (a real
     Qwen2.5-Coder 1.5B wrote AVI's calls so), with keyword arguments only."""
     for match in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
-        name = match.group(1)
-        if name not in allowed:
+        name = offered_name(match.group(1), allowed)
+        if name is None:
             continue
         depth, end = 0, None
         for i in range(match.end() - 1, len(text)):
@@ -216,14 +217,35 @@ class UnusableReply(Exception):
         self.problem, self.fix, self.echo = problem, fix, echo
 
 
-def check_offered(name: str, offered: Collection[str], echo: str | None) -> None:
-    """Raise :class:`UnusableReply` when a call names a tool that was not offered."""
-    if offered and name not in offered:
+def _name_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def offered_name(name: str, offered: Iterable[str]) -> str | None:
+    """The offered tool ``name`` means: itself, or the one it spells with other case or separators
+    (``VideoReader``, ``video-reader``, ``Video Reader`` for ``video_reader``, as papers and
+    their models write tool names); None when it names none."""
+    offered = list(offered)
+    if name in offered:
+        return name
+    key = _name_key(name)
+    matches = [o for o in offered if _name_key(o) == key]
+    return matches[0] if len(matches) == 1 and key else None
+
+
+def check_offered(name: str, offered: Collection[str], echo: str | None) -> str:
+    """The offered tool a call names (see :func:`offered_name`); :class:`UnusableReply` when it
+    names none (nothing offered: the name as written)."""
+    if not offered:
+        return name
+    resolved = offered_name(name, offered)
+    if resolved is None:
         raise UnusableReply(
             f"there is no tool named '{name}'",
             f"Use one of these tools: {', '.join(sorted(offered))}, or answer in text.",
             echo,
         )
+    return resolved
 
 
 def parse_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | None, list[ToolCall]]:
@@ -253,7 +275,7 @@ def parse_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | 
             raise UnusableReply(
                 'the reply has neither a "tool" nor an "answer" field', TOOL_REPLY_FORMAT, text
             )
-        check_offered(name, offered, text)
+        name = check_offered(name, offered, text)
         args = item.get("arguments", item.get("parameters", {}))
         if isinstance(args, str):
             try:

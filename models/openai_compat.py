@@ -758,8 +758,8 @@ class OpenAIChat:
                         "Call the tool again with its arguments as one JSON object.",
                         echo,
                     )
-                check_offered(fn.name, names, echo)
-                calls.append(ToolCall(id=raw_call.id or f"call_{i}", name=fn.name, arguments=args))
+                name = check_offered(fn.name, names, echo)
+                calls.append(ToolCall(id=raw_call.id or f"call_{i}", name=name, arguments=args))
             if not calls and tools:
                 # Servers without a tool-call parser hand the call back as text; accept it.
                 text, calls = read_tool_reply(text, names)

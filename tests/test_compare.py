@@ -249,7 +249,7 @@ def test_a_skill_dropped_into_the_folder_changes_the_tool_order(world, llm_serve
     # The skill's tools first, in its order; the others still offered after them (a skill guides,
     # it does not hide).
     assert after[:3] == ["subtitle_extractor", "scene_graph", "video_reader"] and after[-1] == "answer"
-    assert sorted(after) == sorted(before) and len(after) == 8
+    assert sorted(after) == sorted(before) and len(after) == 9
     assert "Read the subtitles first." in llm_server.chat_requests[-1]["messages"][0]["content"]
 
 

@@ -171,3 +171,18 @@ def test_a_call_written_as_code_is_read() -> None:
     )
     assert find_tool_call("clip_search(v, x)", ["clip_search"]) is None
     assert find_tool_call('print(query="x")', ["clip_search"]) is None
+
+
+def test_a_tool_named_as_in_a_paper_is_the_offered_one() -> None:
+    """Papers name tools in CamelCase ("VideoReader", SAMA) and models copy them; the call is the
+    offered tool's. A name that spells no offered tool, or two, stays unknown."""
+    offered = ["video_reader", "scene_graph", "answer"]
+    assert json_tools.offered_name("VideoReader", offered) == "video_reader"
+    assert json_tools.offered_name("scene-graph", offered) == "scene_graph"
+    assert json_tools.offered_name("Answer", offered) == "answer"
+    assert json_tools.offered_name("VideoReaders", offered) is None
+    assert json_tools.offered_name("ab", ["a_b", "A-B"]) is None
+    _, calls = json_tools.parse_tool_reply('{"tool": "SceneGraph", "arguments": {"t0": 1}}', offered)
+    assert [c.name for c in calls] == ["scene_graph"]
+    call = find_tool_call('VideoReader(video_id="v", t0=1, t1=2)', offered)
+    assert call is not None and call.name == "video_reader" and call.arguments["t1"] == 2

@@ -20,6 +20,7 @@ from vidscope.models import registry
 ALL_TOOLS = {
     "video_reader",
     "temporal_grounding",
+    "scene_detector",
     "scene_graph",
     "object_tracker",
     "visual_similarity",

@@ -28,6 +28,7 @@ from vidscope.agents.runtime import (
     LoopState,
     StepCallback,
     TraceStep,
+    announced_tool,
     ask_model,
     describe_videos,
     finish_answer,
@@ -45,6 +46,7 @@ from vidscope.agents.sama.tools_find import (
     visual_similarity,
 )
 from vidscope.agents.sama.tools_look import object_tracker, scene_graph, video_reader
+from vidscope.agents.sama.tools_scenes import scene_detector
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry, validation_message
 from vidscope.models.json_tools import quote_data
@@ -54,6 +56,7 @@ from vidscope.models.protocols.chat import ChatMessage, ToolCall
 SAMA_TOOLS = (
     video_reader,
     temporal_grounding,
+    scene_detector,
     scene_graph,
     object_tracker,
     visual_similarity,
@@ -236,20 +239,47 @@ def run_sama(
             continue
         if not reply.tool_calls:
             said = (reply.text or "").strip()
-            stated = said or stated
-            last.append(
-                f"Your last reply called no tool: {quote_data(said[:600])}. Call a tool to gather "
-                "evidence, or call the answer tool with the answer and its moments."
-            )
+            state.prose_replies += 1
+            # As in the shared loop: naming a tool with intent ("I will use VideoReader") is a
+            # plan, so ask for the call; otherwise a thought, and after agent.prose_replies of
+            # them in a row the stated answer ends the loop (forced).
+            announced = announced_tool(said, [n for n in names if n != answer_tool.name])
+            if announced is None:
+                stated = said or stated
+            if announced is None and stated and state.prose_replies >= ctx.config.prose_replies:
+                record(
+                    TraceStep(
+                        index=len(state.trace) + 1,
+                        kind="answer",
+                        reasoning=said or None,
+                        observation=f"{state.prose_replies} replies in a row without a tool call (forced)",
+                    )
+                )
+                return forced_answer(state, stated, options)
+            if announced is not None:
+                last.append(
+                    f"You said you would use {announced}: call it now with a tool call, not a "
+                    "description of the call."
+                )
+            else:
+                last.append(
+                    f"Your last reply called no tool ({state.prose_replies} of {ctx.config.prose_replies} "
+                    f"in a row): {quote_data(said[:600])}. Call a tool to gather evidence, or call the "
+                    "answer tool with the answer and its moments."
+                )
             record(
                 TraceStep(
                     index=len(state.trace) + 1,
                     kind="nudge",
                     reasoning=said or None,
-                    observation="no tool call: a thought; reminded to call a tool or answer",
+                    tool=announced,
+                    observation=f"announced {announced}"
+                    if announced
+                    else "no tool call: a thought; reminded to call a tool or answer",
                 )
             )
             continue
+        state.prose_replies = 0
         for position, call in enumerate(reply.tool_calls):
             if call.name == answer_tool.name:
                 done = _answer(ctx, state, call, video_ids[0], options, record)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from vidscope.agents.evidence import keyword_scores, search_clips
+from vidscope.agents.evidence import keyword_scores, sample_evenly, search_clips
 from vidscope.agents.perception import TimeRange, checked_range, perception_backend
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.core.images import decode_jpeg
@@ -44,9 +44,18 @@ class FrameVectors(BaseModel):
     source: str
 
 
-def frame_vectors(ctx: ToolContext, video_id: str, start: float, end: float) -> FrameVectors:
-    """Embeddings of the stored frames in [start, end] of ``video_id``: the stored ones when all
-    are present (and match the configured model's dimension), else computed now."""
+def frame_vectors(
+    ctx: ToolContext,
+    video_id: str,
+    start: float,
+    end: float,
+    *,
+    outside: tuple[float, float] | None = None,
+    limit: int | None = None,
+) -> FrameVectors:
+    """Embeddings of the stored frames in [start, end] of ``video_id`` (but not in ``outside``;
+    at most ``limit``, spread evenly): the stored ones when all are present (and match the
+    configured model's dimension), else computed now."""
     store = ctx.store
     rows = store.rows(
         store.frames,
@@ -55,6 +64,10 @@ def frame_vectors(ctx: ToolContext, video_id: str, start: float, end: float) -> 
         columns=["t", "image_embedding"],
         order_by=["t"],
     ).to_pylist()
+    if outside is not None:
+        rows = [r for r in rows if not outside[0] <= float(r["t"]) <= outside[1]]
+    if limit is not None and len(rows) > limit:
+        rows = [rows[i] for i in sample_evenly(len(rows), limit)]
     if not rows:
         raise ToolError(f"video {video_id} has no stored frames in [{start:g}, {end:g}]s; ingest it first")
     times = [float(r["t"]) for r in rows]
@@ -70,11 +83,13 @@ def frame_vectors(ctx: ToolContext, video_id: str, start: float, end: float) -> 
     jpegs = store.rows(
         store.frames,
         video_id=video_id,
-        where=f"t >= {start!r} AND t <= {end!r}",
+        where=f"t >= {min(times)!r} AND t <= {max(times)!r}",
         columns=["t", "jpeg"],
         order_by=["t"],
     ).to_pylist()
-    vectors = _embed(model, [decode_jpeg(r["jpeg"]) for r in jpegs])
+    wanted = set(times)
+    images = [decode_jpeg(r["jpeg"]) for r in jpegs if float(r["t"]) in wanted]
+    vectors = _embed(model, images)
     return FrameVectors(
         times=times,
         vectors=vectors,
@@ -185,15 +200,33 @@ def temporal_grounding(
 
 
 class SimilarityResult(ToolResult):
-    """How alike a segment of one video looks to a segment of another, and where it matches best."""
+    """How alike a segment of one video looks to a segment of another, and where it matches best.
+
+    ``cosine`` is the configured image–text model's own score, whose scale depends on the model
+    (unrelated photos often score 0.4–0.7 with CLIP); ``similarity`` places it on a scale that
+    means the same for every model: 0 as alike as unrelated footage of the library, 1 the same
+    frames."""
 
     video_id: str
     time_range: list[float]
     other_video_id: str
     other_range: list[float]
-    similarity: float = Field(description="Best aligned frame-embedding similarity, in [0, 1].")
+    cosine: float = Field(description="Mean cosine of the best aligned frames (the model's own scale).")
+    unrelated_cosine: float | None = Field(
+        description="What unrelated footage (frames sampled from other videos) scores against the "
+        "segment: the median of their mean cosines with it."
+    )
+    similarity: float | None = Field(
+        description="0 = no more alike than unrelated footage, 1 = the same frames; "
+        "null without unrelated footage to compare with."
+    )
+    above_unrelated: float | None = Field(
+        description="Share of the sampled unrelated frames that look less alike than the match, in [0, 1]."
+    )
+    judgement: str
     best_match: list[float] = Field(description="[start, end] of the other range that matches best.")
     source: str
+    unrelated_source: str | None = Field(default=None, description="Where the unrelated footage came from.")
 
     def evidence_ranges(self) -> list[tuple[str, float, float]]:
         return [
@@ -203,7 +236,11 @@ class SimilarityResult(ToolResult):
 
     def summary(self) -> str:
         a, b = self.best_match
-        return f"similarity {self.similarity:.3f}; best match {self.other_video_id[:8]} {a:g}-{b:g}s"
+        score = "n/a" if self.similarity is None else f"{self.similarity:.3f}"
+        return (
+            f"similarity {score}; best match {self.other_video_id[:8]} {a:g}-{b:g}s "
+            f"({self.judgement}; cosine {self.cosine:.3f})"
+        )
 
 
 def align(reference: np.ndarray, candidate: np.ndarray) -> tuple[float, int]:
@@ -222,7 +259,71 @@ def align(reference: np.ndarray, candidate: np.ndarray) -> tuple[float, int]:
     return best, offset
 
 
-@tool(version=1, uses_models=("image_text",))
+#: Unrelated frames sampled to calibrate visual_similarity's score, at most.
+BACKGROUND_FRAMES = 24
+#: Other videos the unrelated frames are sampled from, at most (spread over the library).
+BACKGROUND_VIDEOS = 8
+#: Mean cosine from which aligned frames count as the same frames (re-encodes, small shifts).
+SAME_FRAMES_COSINE = 0.98
+
+
+def background_vectors(
+    ctx: ToolContext, video_id: str, other_video_id: str, other_range: tuple[float, float]
+) -> tuple[np.ndarray, str] | None:
+    """Frames that show something else than the compared segments, embedded like them: sampled
+    from up to :data:`BACKGROUND_VIDEOS` of the library's other videos (not the reference; not the
+    compared part of the other); in a library of these two videos only, from the other video
+    outside the compared range. None when there are no such frames."""
+    table = ctx.store.rows(ctx.store.videos, columns=["video_id"])
+    ids = sorted(str(v) for v in table.column("video_id").to_pylist())
+    others = [v for v in ids if v != video_id]
+    others = [others[i] for i in sample_evenly(len(others), BACKGROUND_VIDEOS)]
+    per_video = max(1, BACKGROUND_FRAMES // max(1, len(others)))
+    parts: list[np.ndarray] = []
+    for other in others:
+        try:
+            duration = ctx.video(other).duration
+            skip = other_range if other == other_video_id else None
+            parts.append(frame_vectors(ctx, other, 0.0, duration, outside=skip, limit=per_video).vectors)
+        except ToolError:
+            continue
+    if not parts:
+        return None
+    where = "other videos of the library" if len(others) > 1 else "the other video outside the compared range"
+    return np.concatenate(parts), where
+
+
+def judge(cosine: float, background: np.ndarray | None) -> tuple[float | None, float | None, str]:
+    """(similarity on the calibrated scale, share of unrelated frames below, words) for an
+    aligned mean ``cosine``, given ``background``: per unrelated frame, its mean cosine with the
+    reference frames. Unrelated footage scores the background's median (robust to the odd copy
+    of the reference in the library); "the same frames" needs the match above every unrelated
+    frame too, so a model whose scores crowd near 1 does not call everything the same."""
+    if background is None or background.size == 0:
+        if cosine >= SAME_FRAMES_COSINE:
+            return (
+                None,
+                None,
+                "the same frames, by the raw cosine (no unrelated footage to calibrate against)",
+            )
+        return None, None, "no unrelated footage to calibrate against; only the raw cosine"
+    unrelated = float(np.median(background))
+    similarity = float(np.clip((cosine - unrelated) / max(1e-6, 1.0 - unrelated), 0.0, 1.0))
+    above = float(np.mean(background < cosine))
+    if above == 1.0 and cosine >= SAME_FRAMES_COSINE:
+        verdict = "the same frames"
+    elif above == 1.0:
+        verdict = "more alike than any unrelated footage sampled"
+    elif above >= 0.5:
+        verdict = "more alike than most unrelated footage, not clearly the same"
+    else:
+        verdict = "no more alike than unrelated footage"
+    return round(similarity, 4), round(above, 4), verdict
+
+
+# v2: the raw cosine and a score calibrated against unrelated footage, not (cosine + 1) / 2.
+# uses_library: the unrelated footage comes from the library's other videos.
+@tool(version=2, uses_models=("image_text",), uses_library=True)
 def visual_similarity(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the reference video."],
@@ -230,9 +331,12 @@ def visual_similarity(
     other_video_id: Annotated[str, "Id of the video to compare with."],
     other_range: TimeRange,
 ) -> SimilarityResult:
-    """Compare how a segment of one video looks against a segment of another, frame by frame:
-    a similarity in [0, 1] (1 = the same frames) and the part of the other segment that matches
-    best. Use it for "same person/place/step", "which video shows the same", aligning steps."""
+    """Compare how a segment of one video looks against a segment of another, frame by frame,
+    and find the part of the other segment that matches best. ``similarity`` is calibrated: 0 =
+    no more alike than unrelated footage (frames sampled from other videos), 1 = the same
+    frames; ``judgement`` says it in words; ``cosine`` is the image model's raw score (rank
+    candidates against one reference by it). Use it for "same person/place/step", "which video
+    shows the same", aligning steps."""
     start, end = checked_range(ctx.video(video_id), time_range, instant=False)
     o_start, o_end = checked_range(ctx.video(other_video_id), other_range, instant=False)
     reference = frame_vectors(ctx, video_id, start, end)
@@ -245,15 +349,25 @@ def visual_similarity(
     else:
         a, b = o_start, o_end
     source = reference.source if reference.source == other.source else f"{reference.source}; {other.source}"
+    found = background_vectors(ctx, video_id, other_video_id, (o_start, o_end))
+    # Each unrelated frame scored as a still segment would be: its mean cosine with the reference.
+    background = (found[0] @ reference.vectors.T).mean(axis=1) if found is not None else None
+    similarity, above, verdict = judge(score, background)
     return SimilarityResult(
         video_id=video_id,
         time_range=[start, end],
         other_video_id=other_video_id,
         other_range=[o_start, o_end],
-        # Cosine in [-1, 1] mapped to [0, 1] so 1 means identical frames and 0.5 unrelated.
-        similarity=round((score + 1) / 2, 4),
+        cosine=round(score, 4),
+        unrelated_cosine=None
+        if background is None or not background.size
+        else round(float(np.mean(background)), 4),
+        similarity=similarity,
+        above_unrelated=above,
+        judgement=verdict,
         best_match=[round(a, 2), round(b, 2)],
         source=source,
+        unrelated_source=None if found is None else f"{len(found[0])} frames of {found[1]}",
     )
 
 

@@ -32,6 +32,7 @@ SAMA_TOOLS = frozenset(
     (
         "video_reader",
         "temporal_grounding",
+        "scene_detector",
         "scene_graph",
         "object_tracker",
         "visual_similarity",

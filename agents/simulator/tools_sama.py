@@ -1,4 +1,4 @@
-"""SAMA's eight tools, simulated: the real ``sama_registry()``'s names, arguments and result
+"""SAMA's nine tools, simulated: the real ``sama_registry()``'s names, arguments and result
 models, answered from a script.
 
 What each one reads of the script:
@@ -11,6 +11,9 @@ What each one reads of the script:
   the script's relations between events visible together; boxes are empty (no positions).
 * ``visual_similarity`` — events of the two segments compared by label, events linked by a
   ``same_subject`` or ``same_time`` relation counting as the same (the cross-video relations).
+* ``scene_detector`` — the times inside the interval where the ``scene`` events shown change (a
+  scene event is a shot; two adjacent ones described alike, as imported clip captions may be,
+  are one shot).
 * ``temporal_grounding`` — the script's clips ranked by keyword overlap with the description.
 * ``subtitle_retriever`` / ``subtitle_extractor`` — the script's audio lines, by keywords or by
   interval.
@@ -25,13 +28,14 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import numpy as np
 from pydantic import Field
 
 from vidscope.agents.avi.tools_perceive import matching_object
 from vidscope.agents.evidence import keyword_scores
 from vidscope.agents.multi_video import answer
 from vidscope.agents.perception import TimeRange
-from vidscope.agents.sama import tools_find, tools_look
+from vidscope.agents.sama import tools_find, tools_look, tools_scenes
 from vidscope.agents.sama.agent import sama_registry
 from vidscope.agents.sama.facts import subject_key
 from vidscope.agents.sama.tools_find import (
@@ -55,6 +59,7 @@ from vidscope.agents.sama.tools_look import (
     Track,
     TrackResult,
 )
+from vidscope.agents.sama.tools_scenes import SceneBoundary, ScenesResult
 from vidscope.agents.simulator.script import Event
 from vidscope.agents.simulator.simulator import NO_EVIDENCE, ScriptSimulator, describe_event, simulator_of
 from vidscope.agents.simulator.tools import _search
@@ -280,6 +285,44 @@ def temporal_grounding(
     )
 
 
+# ============================================================================ scene_detector
+
+
+@simulates(tools_scenes.scene_detector, version=1)
+def scene_detector(
+    ctx: ToolContext,
+    video_id: Annotated[str, "Id of the video."],
+    t0: Annotated[float, "Start of the interval, in seconds."],
+    t1: Annotated[float, "End of the interval, in seconds."],
+) -> ScenesResult:
+    """Simulated scene_detector (the script's scene events begin and end at shot changes)."""
+    sim = simulator_of(ctx)
+    start, end = sim.check_interval(video_id, t0, t1)
+    scenes = sim.events(video_id, start, end, kinds=("scene",))
+
+    def shown(t: float) -> set[str]:
+        return {e.label for e in scenes if e.start <= t < e.end}
+
+    # A cut where what is shown changes: an edge between two clips captioned alike is no cut.
+    ends = sorted({round(t, 2) for e in scenes for t in (e.start, e.end) if start < t < end})
+    cuts = [t for t in ends if shown(t - 0.01) != shown(t)]
+    edges = [start, *cuts, end]
+    return ScenesResult(
+        video_id=video_id,
+        t0=start,
+        t1=end,
+        boundaries=[
+            SceneBoundary(
+                t=t, before=max(start, round(t - 0.25, 2)), after=min(end, round(t + 0.25, 2)), change=1.0
+            )
+            for t in cuts
+        ],
+        scenes=[[round(a, 2), round(b, 2)] for a, b in zip(edges, edges[1:], strict=False)],
+        frames_compared=int((end - start) * TRACK_FPS) + 1,
+        source=f"{SOURCE} (scene events)",
+    )
+
+
 # ============================================================================ visual_similarity
 
 
@@ -295,7 +338,7 @@ def _identities(sim: ScriptSimulator, video_id: str, events: list[Event]) -> dic
     return {e.event_id: linked.get((video_id, e.event_id), e.label) for e in events}
 
 
-@simulates(tools_find.visual_similarity, version=1)
+@simulates(tools_find.visual_similarity, version=2)
 def visual_similarity(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the reference video."],
@@ -319,15 +362,23 @@ def visual_similarity(
         if matched
         else [o_start, o_end]
     )
+    # On the real tool's calibrated scale: 0 nothing shared (as unrelated footage), 1 the same events.
+    similarity = round(len(shared) / len(union), 4) if union else 0.0
     return SimilarityResult(
         video_id=video_id,
         time_range=[start, end],
         other_video_id=other_video_id,
         other_range=[o_start, o_end],
-        # As the real tool maps cosine to [0, 1]: 0.5 unrelated, 1 the same events throughout.
-        similarity=round(0.5 + 0.5 * len(shared) / len(union), 4) if union else 0.5,
+        cosine=similarity,
+        unrelated_cosine=0.0,
+        similarity=similarity,
+        above_unrelated=1.0 if shared else 0.0,
+        judgement=tools_find.judge(similarity, np.zeros(1))[2]
+        if shared
+        else "no more alike than unrelated footage",
         best_match=[round(x, 2) for x in best],
         source=f"{SOURCE} (events and cross-video relations)",
+        unrelated_source=f"{SOURCE} (events shared with nothing score 0)",
     )
 
 
@@ -382,6 +433,7 @@ def subtitle_extractor(
 SIM_SAMA_TOOLS = (
     video_reader,
     temporal_grounding,
+    scene_detector,
     scene_graph,
     object_tracker,
     visual_similarity,

@@ -1,0 +1,101 @@
+"""SAMA's ``scene_detector``: the shot changes of a real ingested video (a blue shot cut to an
+orange one at 6 s, a small square moving throughout, so steady motion must not read as a cut), and
+its simulated twin over a script's scene events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from media import text_video
+
+from vidscope.agents.sama.agent import sama_registry
+from vidscope.agents.simulator.script import Event, Script, ScriptVideo
+from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.simulator.tools_sama import sim_sama_registry
+from vidscope.agents.tools import AgentConfig, ToolContext, execute_tool
+from vidscope.core.settings import Settings
+from vidscope.flows.ingest import run_ingest
+from vidscope.models.open_store import open_store
+
+CUT = 6.0
+DURATION = 12.0
+#: Ingestion without any model: decode, frames and clips are all scene_detector reads.
+NO_MODELS: dict[str, Any] = {
+    "speech_recognizer": None,
+    "text_reader": None,
+    "captioner": None,
+    "chat": None,
+    "image_text": None,
+    "object_detector": None,
+}
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> tuple[ToolContext, str]:
+    root = tmp_path_factory.mktemp("scenes")
+    path = text_video(
+        root / "two-shots.mp4",
+        duration=DURATION,
+        background=(20, 60, 200),
+        cuts=[(CUT, (240, 150, 30))],
+        texts=[(2.0, 4.0, "TITLE")],  # a caption appearing is not a shot change either
+    )
+    settings = Settings(data_dir=root / "data", models=NO_MODELS)
+    (report,) = run_ingest([str(path)], settings)
+    assert report.status == "ok", report
+    context = ToolContext(settings, open_store(settings), config=AgentConfig(), registry=sama_registry())
+    return context, report.video_id
+
+
+def test_the_cut_between_two_shots_is_found_near_its_time(ingested: tuple[ToolContext, str]) -> None:
+    ctx, video_id = ingested
+    outcome = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": DURATION})
+    assert outcome.ok, outcome.error
+    result = outcome.result
+    assert len(result.boundaries) == 1, result.boundaries
+    (cut,) = result.boundaries
+    assert abs(cut.t - CUT) <= 0.5 and cut.before < CUT <= cut.after, cut
+    assert result.scenes[0][0] == 0 and result.scenes[-1][1] == pytest.approx(DURATION, abs=0.1)
+    assert len(result.scenes) == 2 and result.evidence_level() == "perceived"
+    assert result.evidence_ranges() == [(video_id, cut.before, cut.after)]
+
+
+def test_one_shot_has_no_boundary_and_bad_intervals_are_refused(ingested: tuple[ToolContext, str]) -> None:
+    ctx, video_id = ingested
+    inside = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 5.5})
+    assert inside.ok and inside.result.boundaries == [] and inside.result.scenes == [[0.0, 5.5]]
+    assert inside.result.frames_compared >= 10 and inside.result.evidence_level() == "echoed"
+    later = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 7, "t1": DURATION})
+    assert later.ok and later.result.boundaries == []
+    for t0, t1 in ((-1, 4), (3, 40), (5, 5)):
+        refused = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": t0, "t1": t1})
+        assert not refused.ok and "\n" not in str(refused.error), refused.error
+
+
+def test_the_simulated_scene_detector_cuts_where_what_is_shown_changes(tmp_path: Path) -> None:
+    """Scene events are shots; two adjacent ones described alike (as imported clip captions can
+    be) are one shot; a cut outside the interval is not reported."""
+    video = ScriptVideo(
+        video_id="v",
+        duration=30.0,
+        events=[
+            Event(event_id="a", start=0.0, end=5.0, kind="scene", label="a kitchen"),
+            Event(event_id="b", start=5.0, end=10.0, kind="scene", label="a kitchen"),
+            Event(event_id="c", start=10.0, end=20.0, kind="scene", label="a garden"),
+            Event(event_id="d", start=12.0, end=13.0, label="a dog runs", subject="dog"),
+            Event(event_id="e", start=20.0, end=30.0, kind="scene", label="a street"),
+        ],
+    )
+    sim = SimContext(
+        Settings(data_dir=tmp_path),
+        ScriptSimulator(Script(script_id="s", videos=[video])),
+        registry=sim_sama_registry(),
+    )
+    whole = execute_tool(sim, "scene_detector", {"video_id": "v", "t0": 0, "t1": 30})
+    assert whole.ok, whole.error
+    assert [b.t for b in whole.result.boundaries] == [10.0, 20.0]
+    assert whole.result.scenes == [[0.0, 10.0], [10.0, 20.0], [20.0, 30.0]]
+    part = execute_tool(sim, "scene_detector", {"video_id": "v", "t0": 11, "t1": 19})
+    assert part.ok and part.result.boundaries == [] and part.result.scenes == [[11.0, 19.0]]

@@ -1,0 +1,133 @@
+"""A SAMA planner that writes its tool call as text, or names a tool as the paper does
+("VideoReader"), still gets the tool run (issue 29): the real ``run_sama`` loop, the real
+``openai`` backend against the loopback server, the simulator answering the tools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from llm_server import Reply, ScriptedLLMServer, text, tool_call
+
+from vidscope.agents.sama.agent import run_sama
+from vidscope.agents.simulator.script import Event, Script, ScriptVideo
+from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.simulator.tools_sama import sim_sama_registry
+from vidscope.core.settings import Settings
+from vidscope.models import registry
+
+READ = {"video_id": "street", "t0": 10.0, "t1": 16.0, "question": "How many cars?"}
+CITATION = {"video_id": "street", "start": 10.0, "end": 16.0}
+ANSWER = tool_call("answer", {"answer": "2 cars", "citations": [CITATION]})
+
+#: The ways models write one video_reader call.
+SHAPES: dict[str, Reply] = {
+    "json fence in prose": text(
+        "I will read the parked cars.\n```json\n"
+        + json.dumps({"name": "video_reader", "arguments": READ})
+        + "\n```"
+    ),
+    "python call": text('video_reader(video_id="street", t0=10, t1=16, question="How many cars?")'),
+    "paper name, native call": tool_call("VideoReader", READ),
+    "paper name in a json fence": text(
+        "```json\n" + json.dumps({"name": "VideoReader", "arguments": READ}) + "\n```"
+    ),
+    "paper name as a python call": text(
+        'Let me look. VideoReader(video_id="street", t0=10, t1=16, question="How many cars?")'
+    ),
+}
+
+
+def street() -> Script:
+    video = ScriptVideo(
+        video_id="street",
+        duration=30.0,
+        events=[
+            Event(
+                event_id="parked",
+                start=10.0,
+                end=16.0,
+                kind="object",
+                label="two cars parked",
+                subject="car",
+                attributes={"count": 2},
+            )
+        ],
+    )
+    return Script(script_id="street", videos=[video])
+
+
+def run(server: ScriptedLLMServer, tmp_path: Path, replies: list[Reply]):  # type: ignore[no-untyped-def]
+    server.script([text('{"type": "reading"}'), *replies])
+    options = {"openai": {"base_url": server.base_url, "max_retries": 0, "timeout_s": 30, "cache": False}}
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            "chat": "openai:scripted",
+            "captioner": None,
+            "speech_recognizer": None,
+            "text_reader": None,
+            "options": options,
+        },
+    )
+    ctx = SimContext(
+        settings, ScriptSimulator(street()), chat=registry.chat_model(settings), registry=sim_sama_registry()
+    )
+    return run_sama(ctx, "How many cars are parked?", ["street"])
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_a_call_written_as_text_or_named_as_in_the_paper_is_run(
+    shape: str, llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    result = run(llm_server, tmp_path, [SHAPES[shape], ANSWER])
+    tools = [s for s in result.trace if s.kind == "tool"]
+    assert [s.tool for s in tools] == ["video_reader"] and tools[0].ok, result.trace
+    assert (tools[0].arguments["t0"], tools[0].arguments["t1"]) == (10.0, 16.0)
+    assert result.usage.tool_calls == 1 and not result.forced
+    # The reading reached the planner's next turn through the evidence memory.
+    memory = llm_server.chat_requests[-1]["messages"][-1]["content"]
+    assert "video_reader: distinct count of car = 2.0 in [10, 16]s" in memory
+    assert result.answer == "2 cars" and [c.verified for c in result.citations] == [True]
+
+
+def test_prose_then_an_answer_written_as_text_ends_the_loop(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    answer = 'answer(answer="2 cars", citations=[{"video_id": "street", "start": 10, "end": 16}])'
+    result = run(
+        llm_server, tmp_path, [text("There seem to be two cars parked."), SHAPES["python call"], text(answer)]
+    )
+    kinds = [s.kind for s in result.trace]
+    assert "nudge" in kinds and kinds.count("tool") == 1
+    assert result.answer == "2 cars" and not result.forced
+    assert [c.verified for c in result.citations] == [True]
+
+
+def test_a_tool_announced_in_prose_is_asked_for_by_name(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    plan = text("I will use VideoReader on 10-16 s to count the cars.")
+    result = run(llm_server, tmp_path, [plan, SHAPES["paper name, native call"], ANSWER])
+    (nudge,) = [s for s in result.trace if s.kind == "nudge"]
+    assert nudge.tool == "video_reader" and nudge.observation == "announced video_reader"
+    asked = llm_server.chat_requests[2]["messages"][-1]["content"]
+    assert "You said you would use video_reader: call it now" in asked
+    assert result.answer == "2 cars" and not result.forced
+
+
+def test_prose_replies_in_a_row_end_with_the_stated_answer(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """As the single-video loops do: agent.prose_replies (3) thoughts in a row end the loop with
+    the last one stated, marked forced, long before the turn limit."""
+    thoughts = [
+        text("Probably two cars."),
+        text("I think two cars are parked."),
+        text("Two cars are parked."),
+    ]
+    result = run(llm_server, tmp_path, [*thoughts, ANSWER])
+    assert result.forced and result.answer == "Two cars are parked." and result.citations == []
+    assert [s.kind for s in result.trace].count("nudge") == 2 and result.trace[-1].kind == "answer"
+    assert result.usage.model_calls == len(llm_server.chat_requests) == 4  # the classification + 3
