@@ -214,14 +214,22 @@ def decisions(answer: Answer) -> list[Decision]:
     made = []
     for step in answer.trace:
         args = step.arguments or {}
-        if step.kind == "tool" and step.tool and {"video_id", "t0", "t1"} <= set(args):
+        if step.kind != "tool" or not step.tool:
+            continue
+        # A visual_query names several ranges ({"targets": [{video_id, t0, t1, frames}, ...]}):
+        # each is a decision, as an audio_query's one range is.
+        targets = args.get("targets")
+        ranges = targets if isinstance(targets, list) else [args]
+        for target in ranges:
+            if not isinstance(target, dict) or not {"video_id", "t0", "t1"} <= set(target):
+                continue
             try:
                 made.append(
                     Decision(
                         tool=step.tool,
-                        video_id=str(args["video_id"]),
-                        t0=float(args["t0"]),
-                        t1=float(args["t1"]),
+                        video_id=str(target["video_id"]),
+                        t0=float(target["t0"]),
+                        t1=float(target["t1"]),
                     )
                 )
             except (TypeError, ValueError):
