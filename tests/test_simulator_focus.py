@@ -32,7 +32,9 @@ KITCHEN = Script(
 
 
 def look(ctx: SimContext, focus: str) -> str:
-    outcome = execute_tool(ctx, "visual_query", {"video_id": "k1", "t0": 0, "t1": 10, "focus": focus})
+    outcome = execute_tool(
+        ctx, "visual_query", {"targets": [{"video_id": "k1", "t0": 0, "t1": 10}], "focus": focus}
+    )
     assert outcome.ok and len(outcome.result.events) == 2  # the facts stay whole either way
     return outcome.result.answer
 
