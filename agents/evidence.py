@@ -126,8 +126,10 @@ def keyword_ranking(ctx: ToolContext, video_id: str, query: str, clips: list[dic
 def visual_ranking(ctx: ToolContext, video_id: str, query: str, limit: int) -> list[int]:
     """Clip indexes of ``video_id`` by their closest frame to ``query`` in the image–text space.
 
-    Empty when visual search is off (no image–text model, or one that cannot be had) or the
-    video's frames have no vectors yet (the ``frame_embed`` stage).
+    Only clips with a frame at least ``[search] moment_min_visual_similarity`` alike count (a
+    clip that does not look like the query gets no credit, as in moment search). Empty when
+    visual search is off (no image–text model, or one that cannot be had) or the video's frames
+    have no vectors yet (the ``frame_embed`` stage).
     """
     try:
         model = registry.image_text(ctx.settings)
@@ -138,8 +140,11 @@ def visual_ranking(ctx: ToolContext, video_id: str, query: str, limit: int) -> l
     vector = model.embed_texts([query])[0].tolist()
     store = ctx.store
     rows = store.nearest(store.frames, vector, limit * 6, video_id=video_id, columns=["clip_index"])
+    floor = ctx.settings.search.moment_min_visual_similarity
     order: list[int] = []
     for row in rows:
+        if 1.0 - float(row.get("_distance", 1.0)) < floor:
+            break  # nearest first: the rest are less alike still
         if int(row["clip_index"]) not in order:
             order.append(int(row["clip_index"]))
     return order[:limit]

@@ -211,10 +211,17 @@ def search_moments(
                 "encoder did not rank clips"
             )
     if image_text is not None:
-        by_sight = _by_frames(store, image_text.embed_texts([query])[0], depth, filters)
+        seen_frames = _by_frames(store, image_text.embed_texts([query])[0], depth, filters)
+        # Only clips that look like the query (a frame at least min_visual_similarity alike) rank.
+        by_sight = [row for row in seen_frames if row[_SIGHT] >= min_visual_similarity]
         if by_sight:
             rankings.append(by_sight)
             result.ranked_by.append(f"image-text:{image_text.name}")
+        elif seen_frames:
+            result.notes.append(
+                f"no frame looks like {query!r} to {image_text.name} (none at least "
+                f"{min_visual_similarity:.2f} alike); nothing was ranked by what it shows"
+            )
         else:
             result.notes.append(
                 f"no frame has a vector of {image_text.name} yet (the frame_embed stage); nothing "

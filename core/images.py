@@ -40,10 +40,10 @@ def decode_image(data: bytes) -> np.ndarray:
 
     Raises ``ValueError`` (one line) when the bytes are not an image Pillow can read.
     """
-    from PIL import UnidentifiedImageError
-
     try:
         with Image.open(io.BytesIO(data)) as picture:
             return np.asarray(picture.convert("RGB"))
-    except (UnidentifiedImageError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - Pillow's decoders raise many types on bad bytes
+        # (UnidentifiedImageError, OSError, SyntaxError, struct.error, ...; plugins registered by
+        # other libraries add their own): whatever it is, these bytes are not a picture we read.
         raise ValueError("not an image file vidscope can read (JPEG, PNG, WebP, …)") from exc

@@ -134,9 +134,9 @@ def _session(pid: int) -> list[psutil.Process]:
     return found
 
 
-#: With no Prefect server, ingestion runs its stages in-process (issue 27); on Dask it still runs
-#: flows, so a temporary Prefect server and Dask's worker processes start: the process tree a
-#: stop must leave nothing of.
+#: With no Prefect server, ingestion runs its stages in-process (issue 27). An API's ingestion job
+#: on Dask still runs flows, so a temporary Prefect server and Dask's workers start: the process
+#: tree a stopped API must leave nothing of.
 WITH_CHILDREN = {"VIDSCOPE_INGEST__TASK_RUNNER": "dask"}
 
 
@@ -148,18 +148,19 @@ def _start_long_ingest(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, lis
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**_env(tmp_path), **WITH_CHILDREN},
+        env=_env(tmp_path),
         cwd=tmp_path,
         start_new_session=True,  # so the test can find everything it started by session id
     )
-    # Wait until the temporary Prefect server runs and a stage is at work.
+    # Wait until a stage is at work (in this process: no Prefect server is started for it).
     deadline = time.monotonic() + 240
     seen: dict[int, psutil.Process] = {}
     while time.monotonic() < deadline:
         for child in psutil.Process(proc.pid).children(recursive=True):
             seen[child.pid] = child
         cmdlines = " ".join(" ".join(_cmdline(c)) for c in seen.values())
-        if "uvicorn" in cmdlines and _running_stage(data):
+        assert "uvicorn" not in cmdlines, "ingestion started a Prefect server it does not need"
+        if _running_stage(data):
             return proc, data, list(seen.values())
         time.sleep(1.0)
     proc.kill()
