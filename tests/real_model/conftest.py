@@ -210,7 +210,10 @@ def library(recorder: RecordingProxy, tmp_path_factory: pytest.TempPathFactory) 
     config.write_text(
         f'data_dir = "{data_dir}"\nprofile = "embedded"\n\n'
         "[models]\n"
-        f'planner = "openai:{MODEL_ALIAS}"\n\n'
+        f'planner = "openai:{MODEL_ALIAS}"\n'
+        # No CLIP weights exist offline: the default image-text model is named off, as docs/models.md
+        # says a text-only setup does (else `models --check` rightly reports it cannot load).
+        'image_text = ""\n\n'
         "[models.options.openai]\n"
         f'base_url = "{recorder.base_url}"\n'
         'api_key_env = "VIDSCOPE_REAL_MODEL_NO_KEY"\n'
