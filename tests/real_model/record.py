@@ -177,10 +177,19 @@ class Run:
     def answers(self) -> dict[str, dict[str, Any]]:
         """Each question's answer object (one for ask/compare; one per prediction for eval)."""
         if self.command.name == "eval":
-            return {p["question_id"]: p for p in self.predictions}
+            return {p["question_id"]: self._with_trace(p) for p in self.predictions}
         if self.command.name == "search" or self.result is None:
             return {}
         return {self.command.name: self.result}
+
+    def _with_trace(self, prediction: dict[str, Any]) -> dict[str, Any]:
+        """An eval prediction with its answer's steps: a prediction names the file under the run
+        directory (``traces/…json``) that holds the whole answer, trace included."""
+        path = prediction.get("trace")
+        if not isinstance(path, str) or self.run_dir is None:
+            return prediction
+        whole = json.loads((Path(self.run_dir) / path).read_text(encoding="utf-8"))
+        return {**prediction, "trace": whole.get("trace", [])}
 
     def questions(self) -> dict[str, list[dict[str, Any]]]:
         """Each question's trace. Eval predictions keep no trace: their tool-call count stands in."""
