@@ -121,25 +121,16 @@ def compare(
 
 def write_report(report: SimToRealReport, directory: Path | str) -> Path:
     """``sim_to_real.md`` and its plot ``sim_to_real.png`` in ``directory``; the Markdown's path."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display on servers and in tests
-    import matplotlib.pyplot as plt
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     items = report.comparisons
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(items)), 3.2))
-    xs = range(len(items))
-    ax.bar([x - 0.2 for x in xs], [c.decision_overlap for c in items], width=0.4, label="decision overlap")
-    ax.bar([x + 0.2 for x in xs], [c.interval_iou for c in items], width=0.4, label="interval IoU")
-    ax.set_xticks(list(xs), [c.query[:18] for c in items], rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_title("clip_search: simulated vs real")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(directory / "sim_to_real.png", dpi=100)
-    plt.close(fig)
+    _overlap_plot(
+        directory / "sim_to_real.png",
+        [c.query for c in items],
+        [c.decision_overlap for c in items],
+        [c.interval_iou for c in items],
+        "clip_search: simulated vs real",
+    )
     best = sum(c.best_agrees for c in items)
     lines = [
         "# Sim-to-real: clip_search on the same video",
@@ -311,25 +302,16 @@ def compare_master(
 
 def write_master_report(report: MasterReport, directory: Path | str) -> Path:
     """``sim_to_real_master.md`` and its plot ``sim_to_real_master.png`` in ``directory``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
     items = report.comparisons
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(items)), 3.2))
-    xs = range(len(items))
-    ax.bar([x - 0.2 for x in xs], [c.decision_overlap for c in items], width=0.4, label="decision overlap")
-    ax.bar([x + 0.2 for x in xs], [c.interval_iou for c in items], width=0.4, label="interval IoU")
-    ax.set_xticks(list(xs), [c.question[:18] for c in items], rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.05)
-    ax.set_title("AgentCVR master: simulated vs real decisions")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(directory / "sim_to_real_master.png", dpi=100)
-    plt.close(fig)
+    _overlap_plot(
+        directory / "sim_to_real_master.png",
+        [c.question for c in items],
+        [c.decision_overlap for c in items],
+        [c.interval_iou for c in items],
+        "AgentCVR master: simulated vs real decisions",
+    )
 
     def cell(text: str) -> str:
         return " ".join(text.split()).replace("|", "\\|")[:80]
@@ -359,3 +341,26 @@ def write_master_report(report: MasterReport, directory: Path | str) -> Path:
     path = directory / "sim_to_real_master.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def _overlap_plot(
+    path: Path, labels: list[str], overlaps: list[float], ious: list[float], title: str
+) -> None:
+    """Decision overlap and interval IoU per item, side by side, as a PNG at ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and in tests
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(labels)), 3.2))
+    xs = range(len(labels))
+    ax.bar([x - 0.2 for x in xs], overlaps, width=0.4, label="decision overlap")
+    ax.bar([x + 0.2 for x in xs], ious, width=0.4, label="interval IoU")
+    ax.set_xticks(list(xs), [label[:18] for label in labels], rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
