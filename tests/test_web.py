@@ -309,6 +309,27 @@ def test_ask_streams_each_step_then_a_cited_answer_and_keeps_the_conversation(
     assert llm_server.pending == 0
 
 
+def test_a_question_asked_before_the_agent_menu_fills_goes_to_the_default_agent(
+    browser: Any, library: Library, llm_server: ScriptedLLMServer
+) -> None:
+    """CI caught the page sending ``"agent": null`` (a 422) when the question went out before
+    ``/api/strategies`` answered; here that answer never comes, so the race is lost every time."""
+    from playwright.sync_api import expect
+
+    llm_server.script([tool_call("finish", {"answer": "An apple.", "citations": [[0.0, 5.0]]})])
+    with serve(create_app(chat_settings(library, llm_server))) as url:
+        page = browser.new_page(viewport=DESKTOP)
+        page.route("**/api/strategies", lambda route: route.abort())
+        page.goto(url)
+        expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible(timeout=20_000)
+        expect(page.locator("#ask-agent option")).to_have_count(0)
+        page.fill("#ask-q", "Web page: what is at the start?")
+        page.press("#ask-q", "Enter")
+        expect(page.locator("#conversation .turn .answer-text")).to_have_text("An apple.", timeout=30_000)
+        page.close()
+    assert llm_server.pending == 0
+
+
 @pytest.fixture(scope="module")
 def two_videos(library: Library, tmp_path_factory: pytest.TempPathFactory) -> tuple[Library, str]:
     """A copy of the shared library with a second video ingested into it (the shared one stays as

@@ -543,11 +543,12 @@ $("#ask-form").addEventListener("submit", async (event) => {
   const videoId = $("#ask-video").value;
   const question = $("#ask-q").value;
   const video = videos.find((v) => v.video_id === videoId);
+  // An empty menu (strategies not loaded yet, or failed to) leaves the choice to the server default.
   const agent = $("#ask-agent").value || null;
   const turn = startTurn($("#conversation"), question, `${video ? video.file_name : videoId}${agent ? ` · ${agent}` : ""}`);
   $("#ask-q").value = "";
   try {
-    const result = await streamQuestion("/api/ask/stream", { video: videoId, question, agent }, (s) => turn.step(s));
+    const result = await streamQuestion("/api/ask/stream", { video: videoId, question, ...(agent ? { agent } : {}) }, (s) => turn.step(s));
     const list = el("div", { className: "evidence-list moments" });
     for (const c of result.citations) {
       list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", "", c.evidence));
@@ -610,7 +611,7 @@ $("#compare-form").addEventListener("submit", async (event) => {
   const turn = startTurn($("#comparisons"), question, `${plural(chosen.length, "video")}${agent ? ` · ${agent}` : ""}`);
   $("#compare-q").value = "";
   try {
-    const result = await streamQuestion("/api/compare/stream", { videos: chosen, question, agent }, (s) => turn.step(s));
+    const result = await streamQuestion("/api/compare/stream", { videos: chosen, question, ...(agent ? { agent } : {}) }, (s) => turn.step(s));
     const names = Object.fromEntries(result.videos.map((v) => [v.video_id, v.file_name]));
     const list = el("div", { className: "evidence-list moments" });
     for (const c of result.citations) {
