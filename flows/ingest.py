@@ -221,16 +221,17 @@ def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
     # pickled along with it loses the module globals its parameter annotations resolve against.
     from vidscope.flows import ingest as this_module
 
-    state = this_module.ingest_video(path, settings, video_id, return_state=True)
-    if state.is_completed():
-        result: VideoReport = state.result()
-    else:
-        error = state.result(raise_on_failure=False)
-        if isinstance(error, IngestFailed):
-            result = error.report
-        else:
-            reason = failure_reason(error, path) if isinstance(error, BaseException) else state.message
-            result = VideoReport(path=str(path), video_id=video_id, status="failed", error=reason)
+    # Called for its value, not with ``return_state``: Prefect then hands back the value the flow
+    # returned (or re-raises what it raised) from memory, whereas reading a returned state's result
+    # could raise ``MissingResult`` now and then under a server (seen in 1 of 4 nightly runs).
+    try:
+        result: VideoReport = this_module.ingest_video(path, settings, video_id)
+    except IngestFailed as failed:
+        result = failed.report
+    except Exception as error:  # noqa: BLE001 — one failed file is a report, not a failed batch
+        result = VideoReport(
+            path=str(path), video_id=video_id, status="failed", error=failure_reason(error, path)
+        )
     _finished(result)
     return result
 
