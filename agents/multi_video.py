@@ -123,7 +123,11 @@ def answer(
         list[CitedRange],
         Field(description="The moments (video_id, start, end) that support the answer."),
     ] = [],  # noqa: B006 - pydantic copies defaults
-    choice: Annotated[str | None, "For multiple-choice questions: the letter of the chosen option."] = None,
+    choice: Annotated[
+        str | list[str] | None,
+        "For multiple-choice questions: the letter of the chosen option (all the right letters, "
+        'e.g. "AC", when several may be right).',
+    ] = None,
 ) -> AnswerResult:
     """Give the final answer about the videos with the moments that support it, each naming its
     video. Cite only moments your tools returned. This ends the conversation."""

@@ -395,7 +395,11 @@ def finish(
             "several videos were searched, {video_id, start, end} objects."
         ),
     ] = [],  # noqa: B006 - pydantic copies defaults
-    choice: Annotated[str | None, "For multiple-choice questions: the letter of the chosen option."] = None,
+    choice: Annotated[
+        str | list[str] | None,
+        "For multiple-choice questions: the letter of the chosen option (all the right letters, "
+        'e.g. "AC", when several may be right).',
+    ] = None,
 ) -> FinishResult:
     """Give the final answer with the time ranges (seconds) of the moments that support it. Cite
     only ranges your tools returned. This ends the conversation."""

@@ -74,6 +74,12 @@ SYSTEM = (
     "the evidence suffices, call answer with the supporting moments (video_id, start, end)."
 )
 
+#: Told when several options may be right (CrossVid BU: "one to three correct choices").
+MULTI_SELECT_NOTE = (
+    "One or more options may be right: give every right letter in the answer's choice, in "
+    'alphabetical order (e.g. "AC").'
+)
+
 
 def sama_registry() -> ToolRegistry:
     """SAMA's allow-list."""
@@ -114,11 +120,14 @@ def _prompt(
     *,
     result_tokens: int | None = None,
     note_tokens: int | None = None,
+    multi_select: bool = False,
 ) -> list[ChatMessage]:
     system = SYSTEM + (f"\n\nSkills:\n{skills}" if skills else "")
     parts = [f"Question: {question}"]
     if options:
         parts.append("Options: " + "; ".join(f"({chr(65 + i)}) {o}" for i, o in enumerate(options)))
+        if multi_select:
+            parts.append(MULTI_SELECT_NOTE)
     parts.append(f"Videos:\n{json.dumps(videos)}")
     parts.append(f"Evidence memory:\n{quote_data(memory.render(note_tokens, result_tokens))}")
     if last:
@@ -153,13 +162,17 @@ def run_sama(
     use_skills: bool = True,
     conflict_check: bool = True,
     on_step: StepCallback | None = None,
+    multi_select: bool = False,
 ) -> Answer:
-    """Answer ``question`` about ``video_ids`` with SAMA (``ctx.chat`` is the planner)."""
+    """Answer ``question`` about ``video_ids`` with SAMA (``ctx.chat`` is the planner).
+
+    ``multi_select``: several options may be right (CrossVid BU); the planner is told so and the
+    answer's choice is the set of letters it names (``"AC"``)."""
     if ctx.chat is None:
         raise ValueError("SAMA needs a planner model; use the extractive answerer without one")
     registry = ctx.registry or sama_registry()
     ctx.registry = registry
-    state = LoopState(messages=[])
+    state = LoopState(messages=[], multi_select=multi_select)
     memory = EvidenceMemory()
 
     def record(step: TraceStep) -> None:
@@ -230,6 +243,7 @@ def run_sama(
             options,
             result_tokens=ctx.config.sama_result_tokens,
             note_tokens=ctx.config.sama_note_tokens,
+            multi_select=multi_select,
         )
         memory.settle()  # the latest results were shown in full; from now on they are notes
         last = []
@@ -324,6 +338,7 @@ def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
         use_skills="skills" not in request.ablations,
         conflict_check="conflict_check" not in request.ablations,
         on_step=request.on_step,
+        multi_select=request.multi_select,
     )
 
 
