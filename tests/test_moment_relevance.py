@@ -56,6 +56,9 @@ def test_an_unrelated_query_shows_no_junk_unless_asked(data) -> None:
     said = " ".join(result.output.split())  # the terminal wraps long notes
     assert "no moment passed the relevance bar 0.30 for 'quantum chromodynamics of gluons'" in said
     assert "shop.mp4" not in result.output
+    # A script reading --json gets the same note, and no moment.
+    quiet = json.loads(search(data, "quantum chromodynamics of gluons", "--json").output)
+    assert quiet["moments"] == [] and any("passed the relevance bar 0.30" in n for n in quiet["notes"])
     shown = search(data, "quantum chromodynamics of gluons", "--all", "--json")
     (weak,) = json.loads(shown.output)["moments"]
     assert weak["file"] == "shop.mp4" and weak["relevance"] < 0.3

@@ -145,10 +145,11 @@ def render_search(
 
 
 def render_moments(result: MomentSearch, console: Console, as_json: bool = False) -> None:
-    """Print moments: ``{"moments": [...]}`` as JSON, or a table (rank, video, span, relevance 0-1, text)."""
+    """Print moments: as JSON the whole search (``moments``, ``notes`` such as why nothing passed the
+    relevance bar, ``ranked_by``, ``seconds``), or a table (rank, video, span, relevance 0-1, text)
+    and the notes."""
     if as_json:
-        data = {"moments": [m.model_dump(mode="json") for m in result.moments]}
-        console.print_json(json.dumps(data, ensure_ascii=False))
+        console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return
     from vidscope.core.timecodes import fmt_time
 
