@@ -186,6 +186,26 @@ def test_ten_task_prompts_each_with_the_four_query_rule() -> None:
         task_prompt("XYZ")
 
 
+def test_a_pss_question_without_options_is_told_to_answer_the_order(
+    data_dir: Path, llm_server: ScriptedLLMServer
+) -> None:
+    """CrossVid's own PSS records carry no options and score ``answer == "2->3->1->4"`` (its
+    ``eval/PSS.py``); the simulator's scripts ask the order as options. The master is told the form
+    that matches the question it got, never letters for a question without options."""
+    from vidscope.agents.cvr.tasks import task_prompt
+
+    assert "option letters" in task_prompt("PSS").render(4, with_options=True)
+    final = {"action": "answer", "thought": "Mixing comes first.", "final_answer": "2->1"}
+    llm_server.script([text(json.dumps(final))])
+    ctx = context(data_dir, llm_server)
+    ctx.config = ctx.config.model_copy(update={"cvr_min_queries": 0})
+    question = "The 2 videos are 2 segments of one video, shuffled. In what order do they happen?"
+    result = run_cvr(ctx, question, [VIDEO_ID, VIDEO_ID], task="PSS")
+    first = llm_server.chat_requests[0]["messages"][1]["content"]
+    assert '"answer": "2->3->1->4"' in first and "option letters" not in first
+    assert result.answer == "2->1" and result.choice is None and not result.forced
+
+
 def test_a_task_answer_before_four_queries_is_set_aside(
     data_dir: Path, llm_server: ScriptedLLMServer
 ) -> None:

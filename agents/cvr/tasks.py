@@ -23,16 +23,21 @@ class TaskPrompt:
     answer_form: str
     #: Several option letters may be right (BU: "1-3 correct choices"); the choice is their set.
     multi_select: bool = False
+    #: The answer's form when the question comes without options (CrossVid's own PSS records ask
+    #: for the order itself; the simulator's scripts ask it as options); empty: ``answer_form``.
+    open_form: str = ""
 
-    def render(self, min_queries: int) -> str:
-        """The instruction the master reads before the question."""
+    def render(self, min_queries: int, *, with_options: bool = True) -> str:
+        """The instruction the master reads before the question (``with_options``: the question
+        lists options)."""
+        form = self.answer_form if with_options or not self.open_form else self.open_form
         rule = (
             f"Make at least {min_queries} queries (visual_query or audio_query) before you answer; "
             "an earlier answer is set aside."
             if min_queries > 0
             else ""
         )
-        return f"Task: {self.name} ({self.code}). {self.brief}\nAnswer: {self.answer_form}\n{rule}".strip()
+        return f"Task: {self.name} ({self.code}). {self.brief}\nAnswer: {form}\n{rule}".strip()
 
 
 _LETTERS = 'the option letters you choose, in "choice" (one letter, or several in alphabetical order).'
@@ -94,6 +99,8 @@ TASKS: dict[str, TaskPrompt] = {
             "The videos each show one step of a procedure, out of order. Find what each shows and put "
             "them in the order the procedure needs.",
             _LETTERS,
+            open_form='the videos\' numbers in the order the procedure needs, as "answer": "2->3->1->4" '
+            "(every video once).",
         ),
         TaskPrompt(
             "MSR",
