@@ -13,12 +13,16 @@ scoring points (``score_CCQA.py``; see :mod:`vidscope.evaluation.scoring`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from vidscope.evaluation.items import BenchmarkItem
 from vidscope.evaluation.loaders.multivideo import load_records
 
 NAME = "crossvid"
+#: A dimension's score is the mean of its tasks' scores, the overall score (O.Avg) the mean of all
+#: ten tasks' (README: "C.Avg: Average accuracy on Comparative Analysis tasks (BU, NC, CC, PEA)";
+#: "O.Avg: Overall average accuracy across all ten tasks"); see ``scoring.dimension_means``.
+DIMENSION_AVERAGE: Final = "tasks"
 
 COMPARATIVE = "Comparative Analysis"
 TEMPORAL = "Temporal Understanding"
