@@ -6,8 +6,10 @@ a record's own ``dimension`` field wins, else the task's abbreviation or full na
 :data:`TASK_DIMENSIONS` (taken from the paper's task list; an unknown task gets no dimension and
 is still scored overall and per task). How each task is scored follows the release's
 ``eval/*.py``: single choice by its letter, BU's multi-select by the set of letters, FSA by the
-IoU of an interval, PSS by the exact order; CCQA is free-form and scored by an LLM judge on its
-scoring points (``score_CCQA.py``; see :mod:`vidscope.evaluation.scoring`).
+IoU of an interval, PSS by the exact order (its segments asked about as separate clips); CCQA is
+free-form and scored by an LLM judge on its scoring points (``score_CCQA.py``; see
+:mod:`vidscope.evaluation.scoring`). MSR and MOC (UAV views with bounding boxes) are refused.
+A dimension's score is the mean of its tasks' scores (:data:`DIMENSION_AVERAGE`).
 """
 
 from __future__ import annotations

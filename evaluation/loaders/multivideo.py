@@ -19,6 +19,19 @@ numbers as the answer of an open question (FSA: the gold interval in video 2, ru
 asked about the ``ref_segment`` of video 1); a ``"2->3->1->4"`` order (PSS, rule ``order``); and
 ``scoring_points`` of a free-form answer (CCQA, rule ``judge``).
 
+A PSS record (``video``, ``segments``: ``{label: [start, end]}`` in shuffled order, no question)
+keeps its segments in ``extra["segments"]`` as ``[[start, end], ...]`` in the record's order and
+gets :data:`ORDER_QUESTION` (our words for the paper's: the N videos are N shuffled segments of
+one video; in what order do they happen); the ``evaluate`` flow cuts each segment into a clip
+and asks about the clips, segment k as the k-th video (:mod:`vidscope.evaluation.segments`). The
+segments' times are never put in the question: they would give the order away. Fewer than two
+``[start, end]`` pairs (0 <= start < end), or a gold that is no order of the segments, is an
+:class:`AnnotationError`.
+
+MSR and MOC records (``vid``, ``objects``, ``{A1}``-style object placeholders) need the UAV frame
+folders and bounding-box files the release's scripts read, which are not modelled here: a file
+holding one is refused in one line (:data:`UAV_REFUSAL`).
+
 A video's role (MVX-Bench's reference and candidate videos) is read from a video object's
 ``role`` field, or from ``reference_video`` / ``candidate_videos`` fields of the record; the roles
 are kept in ``extra["roles"]`` (one per video, in order) for the agents' request.
