@@ -5,7 +5,7 @@ by :mod:`vidscope.evaluation.loaders.multivideo`). As the paper's prompt shows t
 separate clips ("Segment 1:", "Segment 2:", ...), the ``evaluate`` flow cuts each segment into a
 file of its own under the run's folder (:data:`FOLDER`) and asks the item about those files, in
 the record's order: segment k is the k-th video of the request. A clip's name is a hash of its
-source and times, so neither the name nor the file (re-encoded from 0 s, no metadata;
+source file and times, so neither the name nor the file (re-encoded from 0 s, no metadata;
 :func:`~vidscope.tasks.cut.cut_clip`) tells where the segment sat in the video or which came
 first. Clips already cut (same source, same times) are reused, also across runs' resumptions.
 
@@ -34,9 +34,11 @@ FOLDER = "segments"
 DURATION_SLACK_S = 0.5
 
 
-def clip_name(source: str, start: float, end: float) -> str:
-    """A neutral file name for the segment ``[start, end]`` of ``source``: it reveals neither."""
-    return f"segment-{stable_hash(source, start, end)}.mp4"
+def clip_name(source: Path, start: float, end: float) -> str:
+    """A neutral file name for the segment ``[start, end]`` of the file ``source``: it reveals
+    neither; a source replaced by another file (size or modification time) gets new clips."""
+    stat = source.stat()
+    return f"segment-{stable_hash(str(source), stat.st_size, stat.st_mtime_ns, start, end)}.mp4"
 
 
 @dataclass
@@ -92,7 +94,7 @@ def _clip(
         raise _SegmentError(
             f"segment {start:g}-{end:g} s is outside the video {source} ({duration:.1f} s long)"
         )
-    name = clip_name(source, start, end)
+    name = clip_name(path, start, end)
     if not (folder / name).is_file():
         try:
             cut_clip(path, folder / name, start, min(end, duration))
