@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from vidscope.evaluation.items import LETTERS, BenchmarkItem
+from vidscope.evaluation.loaders import BENCHMARKS
 from vidscope.evaluation.metrics import RANK_METRICS
 from vidscope.evaluation.plots import PLOT_FILES, write_plots
 from vidscope.evaluation.runs import Prediction, RunSpec
@@ -28,7 +29,9 @@ from vidscope.evaluation.scoring import (
     RULE,
     Accuracy,
     Judge,
+    dimension_means,
     is_correct,
+    mean,
     score_choices,
     score_grounding,
     score_retrieval,
@@ -40,6 +43,7 @@ __all__ = [
     "PLOT_FILES",
     "REPORT_FILE",
     "SUMMARY_FILE",
+    "DimensionScore",
     "GroupScore",
     "RunSummary",
     "compare_markdown",
@@ -76,6 +80,13 @@ class QuestionScore(BaseModel):
     categories: list[str] = Field(default_factory=list)
 
 
+class DimensionScore(BaseModel):
+    """A dimension's score averaged over its tasks, and those tasks' scores (0-1)."""
+
+    score: float
+    tasks: dict[str, float]
+
+
 class WrongAnswer(BaseModel):
     """A multiple-choice question the run got wrong, as the report's table shows it."""
 
@@ -106,6 +117,19 @@ class RunSummary(BaseModel):
         default_factory=dict,
         description="Open questions scored by a rule, the mean per task (CrossVid FSA: IoU, PSS: exact "
         "order, CCQA: judged points).",
+    )
+    rule_per_question: dict[str, float] = Field(
+        default_factory=dict, description="Each rule-scored question's score (0-1; order: 1 or 0)."
+    )
+    task_scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="Each task's score (accuracy, or its rule's mean), for benchmarks whose "
+        "dimensions average their tasks (CrossVid).",
+    )
+    dimension_scores: dict[str, DimensionScore] = Field(
+        default_factory=dict,
+        description="Each dimension's score as CrossVid forms it: the mean of its tasks' scores, as "
+        "the leaderboard's C.Avg / T.Avg / M.Avg.",
     )
     judge_unscored: list[str] = Field(
         default_factory=list,
@@ -275,7 +299,11 @@ def summarise(
     if ruled:
         rules = score_rules(ruled, {q: p.response for q, p in predictions.items()}, judge)
         summary.rule_scores = rules.by_category
+        summary.rule_per_question = rules.per_question
         summary.judge_unscored = rules.unscored
+    spec_of = BENCHMARKS.get(spec.benchmark)
+    if spec_of is not None and spec_of.dimension_average == "tasks":
+        _task_averages(summary, attempted)
     summary.open_ended = sum(
         i.kind == "open_ended" and not i.extra.get(RULE) and i.question_id in predictions for i in attempted
     )
@@ -295,6 +323,24 @@ def summarise(
             if count:
                 summary.evidence[level] = count
     return summary
+
+
+def _task_averages(summary: RunSummary, attempted: Sequence[BenchmarkItem]) -> None:
+    """Task, dimension and overall scores averaged over tasks, as CrossVid's leaderboard forms
+    them (README, "Metrics Description"; :func:`~vidscope.evaluation.scoring.dimension_means`):
+    a task's score is its accuracy or its rule's mean, a dimension's the mean of its tasks', and
+    ``O.Avg`` the mean over every task scored (all ten in the paper)."""
+    tasks = {name: group.accuracy for name, group in summary.by_category.items()}
+    tasks.update(summary.rule_scores)
+    if not tasks:
+        return
+    dimension_of = {c: i.dimension for i in attempted if i.dimension for c in i.categories}
+    summary.task_scores = dict(sorted(tasks.items()))
+    summary.dimension_scores = {
+        dimension: DimensionScore(score=mean(scores.values()), tasks=scores)
+        for dimension, scores in dimension_means(tasks, dimension_of).items()
+    }
+    summary.scores["O.Avg"] = mean(tasks.values())
 
 
 def _pct(value: float) -> str:
@@ -333,6 +379,26 @@ def _group_table(title: str, groups: Mapping[str, GroupScore]) -> list[str]:
         f"{'—' if g.chance is None else _pct(g.chance)} |"
         for k, g in groups.items()
     ]
+    return lines
+
+
+def _dimension_table(summary: RunSummary) -> list[str]:
+    """Scores per dimension as the mean of their tasks' scores (CrossVid's C.Avg, T.Avg, ...)."""
+    lines = [
+        "",
+        "### Score per dimension",
+        "",
+        f"A dimension's score is the mean of its tasks' scores, and O.Avg the mean over the "
+        f"{len(summary.task_scores)} tasks scored, as CrossVid's leaderboard forms them (over its ten "
+        "tasks). A task's score is its accuracy, or its rule's mean (FSA: IoU, PSS: exact order, "
+        "CCQA: judged points).",
+        "",
+        "| dimension | score % | tasks (score %) |",
+        "|---|---|---|",
+    ]
+    for name, dimension in summary.dimension_scores.items():
+        tasks = ", ".join(f"{cell(task)} {_pct(value)}" for task, value in dimension.tasks.items())
+        lines.append(f"| {cell(name)} | {_pct(dimension.score)} | {tasks} |")
     return lines
 
 
@@ -397,7 +463,10 @@ def report_markdown(summary: RunSummary) -> str:
         ]
     lines += _group_table("Accuracy per category", summary.by_category)
     lines += _group_table("Accuracy per duration group", summary.by_duration_group)
-    lines += _group_table("Accuracy per dimension", summary.by_dimension)
+    if summary.dimension_scores:
+        lines += _dimension_table(summary)
+    else:
+        lines += _group_table("Accuracy per dimension", summary.by_dimension)
     lines += [
         "",
         f"Mean steps {summary.mean_steps:.2f}; tokens {summary.input_tokens} in / "

@@ -17,6 +17,9 @@
   the task's figure is the mean IoU), ``judge`` (CrossVid CCQA) asks a judge model whether the
   answer covers each scoring point and gets it right (score = covered + correct over twice the
   points, as ``score_CCQA.py``); without a judge those items are listed as unscored.
+* Dimensions averaged over tasks (CrossVid; :func:`dimension_means`): a dimension's score is the
+  mean of its tasks' scores (multiple-choice accuracy, or the rule's mean), and the overall score
+  the mean over all tasks, as CrossVid's leaderboard forms C.Avg, T.Avg, M.Avg and O.Avg.
 * Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`),
   MdR and MnR (:func:`~vidscope.evaluation.metrics.rank_scores`).
 """
@@ -222,3 +225,27 @@ def score_rules(
             tally[1] += weight
     report.by_category = {k: num / den for k, (num, den) in sorted(sums.items())}
     return report
+
+
+def dimension_means(
+    task_scores: Mapping[str, float], dimension_of: Mapping[str, str]
+) -> dict[str, dict[str, float]]:
+    """Each dimension's tasks with their scores (``task_scores`` by task; ``dimension_of``: each
+    task's dimension; a task without one is in no dimension), dimensions sorted by name.
+
+    CrossVid's README: "C.Avg: Average accuracy on Comparative Analysis tasks (BU, NC, CC, PEA)",
+    "O.Avg: Overall average accuracy across all ten tasks". The averages are over tasks, not over
+    questions: the leaderboard's O.Avg is the ten tasks' mean (Gemini-2.5-Pro: (4 x 54.7 + 3 x
+    56.0 + 2 x 28.7 + 59.8) / 10 = 50.4, its O.Avg; the mean of the four dimensions would be 49.8).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for task, score in sorted(task_scores.items()):
+        if task in dimension_of:
+            out.setdefault(dimension_of[task], {})[task] = score
+    return dict(sorted(out.items()))
+
+
+def mean(values: Iterable[float]) -> float:
+    """The mean of ``values`` (0 for none)."""
+    listed = list(values)
+    return sum(listed) / len(listed) if listed else 0.0

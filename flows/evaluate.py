@@ -3,6 +3,8 @@
 One run lives in a run directory (:mod:`vidscope.evaluation.runs`). The flow:
 
 1. loads the benchmark and finds its videos under the root (missing ones are listed, never fatal);
+   an item that shows segments of a video as clips (CrossVid PSS) gets them cut into the run's
+   ``segments/`` folder (:mod:`vidscope.evaluation.segments`) and is asked about those clips;
 2. ingests the videos that are not in the store yet, one Prefect task per video (the same
    ``ingest_one`` task ``vidscope ingest`` fans out; the ledger skips whatever is current);
 3. answers every question that has no line in ``predictions.jsonl`` yet, each as its own Prefect
@@ -69,6 +71,8 @@ from vidscope.evaluation.runs import (
     write_videos,
 )
 from vidscope.evaluation.scoring import RULE, Judge
+from vidscope.evaluation.segments import FOLDER as SEGMENTS
+from vidscope.evaluation.segments import cut_segments
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
 from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item, planner_judge
 from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
@@ -567,7 +571,10 @@ def evaluate(
     ready = lookup.items_ready(items)
     chosen = ready[:limit] if limit is not None else ready
     done = read_predictions(run_dir)
-    todo = [i for i in chosen if i.question_id not in done]
+    # CrossVid PSS: each segment becomes a clip of its own, asked about as one of the item's videos.
+    clips = cut_segments([i for i in chosen if i.question_id not in done], lookup.found, run_dir / SEGMENTS)
+    lookup.found.update(clips.found)
+    todo = clips.items
 
     store = open_store(settings)
     retrieval = any(i.kind == "retrieval" for i in todo)
@@ -577,7 +584,7 @@ def evaluate(
     ingested, ingest_failures = _ingest_missing(store, settings, lookup.found, ids)
     ingest_failures.update(hash_errors)
 
-    failures: dict[str, str] = {}
+    failures: dict[str, str] = dict(clips.failures)
     names = {video_id: name for name, video_id in ids.items() if name not in ingest_failures}
     futures: dict[PrefectFuture[Prediction], BenchmarkItem] = {}
     question = answer_question.with_options(

@@ -513,7 +513,7 @@ def test_crossvid_release_files_multi_select_fsa_pss_and_ccqa(tmp_path: Path) ->
         load_benchmark("crossvid", tmp_path / "bad.json")
     (tmp_path / "PSS.json").write_text(json.dumps([{"id": 0, "video": "c.mp4", "segments": {"1": [0, 4]},
                                                     "answer": "1"}]))  # fmt: skip
-    with pytest.raises(AnnotationError, match="give away the order"):
+    with pytest.raises(AnnotationError, match="at least two"):
         load_benchmark("crossvid", tmp_path / "PSS.json")
 
 

@@ -243,7 +243,8 @@ def test_crossvid_pss_reproduces_exact_order_accuracy(tmp_path: Path) -> None:
     "2 -> 3 -> 1 -> 4" (the same order, spaced: counted right here, the reference's string
     comparison would not), "3->2->1" wrong → 2/4 = 50.0."""
     golds = ["2->3->1->4", "2->3->1->4", "2->3->1->4", "1->2->3"]
-    records = [{"id": n, "video": "cook/x.mp4", "segments": {"1": [0, 5], "2": [5, 9]},
+    records = [{"id": n, "video": "cook/x.mp4",
+                "segments": {str(k): [5 * k, 5 * k + 4] for k in range(len(gold.split("->")))},
                 "question": "Order the shuffled segments.", "answer": gold}
                for n, gold in enumerate(golds)]  # fmt: skip
     answers = {"0": "2->3->1->4", "1": "2->3->4->1", "2": "2 -> 3 -> 1 -> 4", "3": "3->2->1"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from vidscope.evaluation.items import BenchmarkItem
 from vidscope.evaluation.loaders import (
@@ -46,6 +46,9 @@ class BenchmarkSpec:
     reported: str
     protocol: Protocol
     aliases: Aliases = no_aliases
+    #: How a dimension's score is formed: pooled over its questions, or the mean of its tasks'
+    #: scores (CrossVid's leaderboard; the overall score is then the mean over tasks too).
+    dimension_average: Literal["questions", "tasks"] = "questions"
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
@@ -141,6 +144,7 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             "accuracy per dimension (AgentCVR 42.0)",
             # AgentCVR's audio sub-agent reads the transcripts.
             Protocol(transcripts=True, answer=LETTER, published="42.0 accuracy (AgentCVR)"),
+            dimension_average=crossvid.DIMENSION_AVERAGE,
         ),
     )
 }

@@ -6,19 +6,25 @@ a record's own ``dimension`` field wins, else the task's abbreviation or full na
 :data:`TASK_DIMENSIONS` (taken from the paper's task list; an unknown task gets no dimension and
 is still scored overall and per task). How each task is scored follows the release's
 ``eval/*.py``: single choice by its letter, BU's multi-select by the set of letters, FSA by the
-IoU of an interval, PSS by the exact order; CCQA is free-form and scored by an LLM judge on its
-scoring points (``score_CCQA.py``; see :mod:`vidscope.evaluation.scoring`).
+IoU of an interval, PSS by the exact order (its segments asked about as separate clips); CCQA is
+free-form and scored by an LLM judge on its scoring points (``score_CCQA.py``; see
+:mod:`vidscope.evaluation.scoring`). MSR and MOC (UAV views with bounding boxes) are refused.
+A dimension's score is the mean of its tasks' scores (:data:`DIMENSION_AVERAGE`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from vidscope.evaluation.items import BenchmarkItem
 from vidscope.evaluation.loaders.multivideo import load_records
 
 NAME = "crossvid"
+#: A dimension's score is the mean of its tasks' scores, the overall score (O.Avg) the mean of all
+#: ten tasks' (README: "C.Avg: Average accuracy on Comparative Analysis tasks (BU, NC, CC, PEA)";
+#: "O.Avg: Overall average accuracy across all ten tasks"); see ``scoring.dimension_means``.
+DIMENSION_AVERAGE: Final = "tasks"
 
 COMPARATIVE = "Comparative Analysis"
 TEMPORAL = "Temporal Understanding"

@@ -19,6 +19,19 @@ numbers as the answer of an open question (FSA: the gold interval in video 2, ru
 asked about the ``ref_segment`` of video 1); a ``"2->3->1->4"`` order (PSS, rule ``order``); and
 ``scoring_points`` of a free-form answer (CCQA, rule ``judge``).
 
+A PSS record (``video``, ``segments``: ``{label: [start, end]}`` in shuffled order, no question)
+keeps its segments in ``extra["segments"]`` as ``[[start, end], ...]`` in the record's order and
+gets :data:`ORDER_QUESTION` (our words for the paper's: the N videos are N shuffled segments of
+one video; in what order do they happen); the ``evaluate`` flow cuts each segment into a clip
+and asks about the clips, segment k as the k-th video (:mod:`vidscope.evaluation.segments`). The
+segments' times are never put in the question: they would give the order away. Fewer than two
+``[start, end]`` pairs (0 <= start < end), or a gold that is no order of the segments, is an
+:class:`AnnotationError`.
+
+MSR and MOC records (``vid``, ``objects``, ``{A1}``-style object placeholders) need the UAV frame
+folders and bounding-box files the release's scripts read, which are not modelled here: a file
+holding one is refused in one line (:data:`UAV_REFUSAL`).
+
 A video's role (MVX-Bench's reference and candidate videos) is read from a video object's
 ``role`` field, or from ``reference_video`` / ``candidate_videos`` fields of the record; the roles
 are kept in ``extra["roles"]`` (one per video, in order) for the agents' request.
@@ -91,8 +104,42 @@ def _numbers(value: Any) -> bool:
     )
 
 
-def _question(record: dict[str, Any], where: str) -> str:
-    """The question, or for CrossVid's FSA records (which carry none) the paper's FSA question."""
+#: The question of a CrossVid PSS record, which carries none (the wording is ours; the paper's
+#: prompt shows the N segments of one video as shuffled clips and asks for their order).
+ORDER_QUESTION = (
+    "The {n} videos are {n} segments of one video, shown in shuffled order: segment 1 is video 1, "
+    "segment 2 is video 2, and so on. In what order do the segments happen in the original video?"
+)
+#: ``extra`` key of an ordering record's segments: ``[[start, end], ...]`` in the record's order.
+SEGMENTS = "segments"
+
+
+def segments_of(value: Any, where: str) -> list[list[float]]:
+    """A PSS record's ``segments`` (``{label: [start, end]}``, or a list of pairs) as ``[[start,
+    end], ...]`` in the record's order, which is the shuffled order its segments are shown in
+    (``PSS.py`` numbers them as it iterates the mapping; the labels are not shown)."""
+    pairs = list(value.values()) if isinstance(value, dict) else value
+    if not isinstance(pairs, list) or len(pairs) < 2:
+        raise AnnotationError(f"{where}: segments must map at least two labels to [start, end] in seconds")
+    out = []
+    for n, pair in enumerate(pairs, 1):
+        if not (_numbers(pair) and len(pair) == 2 and 0 <= pair[0] < pair[1]):
+            raise AnnotationError(f"{where}: segment {n} is {str(pair)[:40]}, not [start, end] in seconds")
+        out.append([float(pair[0]), float(pair[1])])
+    return out
+
+
+def _check_order(answer: str | None, n_segments: int, where: str) -> None:
+    """An ordering record's gold answer names each of its segments once."""
+    order = order_of(answer)
+    if answer is not None and (order is None or sorted(order) != list(range(1, n_segments + 1))):
+        raise AnnotationError(f"{where}: the answer {answer[:40]!r} is no order of the {n_segments} segments")
+
+
+def _question(record: dict[str, Any], where: str, segments: list[list[float]] | None) -> str:
+    """The question, or for CrossVid's FSA and PSS records (which carry none) the paper's question
+    in our words: FSA names the reference segment's times; PSS shows its segments as clips, never
+    their times (they would give the order away)."""
     segment: Any = record.get("ref_segment")
     if record.get("question") is None and _numbers(segment) and len(segment) == 2:
         return (
@@ -100,12 +147,20 @@ def _question(record: dict[str, Any], where: str) -> str:
             f"{segment[0]:g}s and {segment[1]:g}s in video 1? Answer with a time interval of video 2 "
             'in seconds, the start and end separated by a comma, e.g. "15,23".'
         )
-    if record.get("question") is None and record.get("segments") is not None:
-        raise AnnotationError(
-            f"{where}: an ordering record without a question (CrossVid PSS shows its segments as "
-            "shuffled clips; giving an agent their times would give away the order)"
-        )
+    if record.get("question") is None and segments is not None:
+        return ORDER_QUESTION.format(n=len(segments))
     return question_text(record.get("question"), where)
+
+
+#: What MSR/MOC records (``vid``, ``objects``, ``{A1}`` placeholders) need and we do not read.
+UAV_REFUSAL = (
+    "CrossVid MSR/MOC records need the UAV views and bounding boxes (uav/frames/<view>/<vid>-<view> "
+    "frame folders, uav/bbox/<view>/<vid>.json boxes put in the prompt); not supported"
+)
+
+
+def _is_uav(record: dict[str, Any]) -> bool:
+    return "vid" in record and "objects" in record
 
 
 def load_records(
@@ -120,6 +175,9 @@ def load_records(
     for n, record in enumerate(read_records(Path(path))):
         qid = str(first(record, ID_FIELDS, f"{path}[{n}]", default=n))
         where = f"{path}: {qid}"
+        if _is_uav(record):
+            raise AnnotationError(f"{path}: {UAV_REFUSAL}")
+        segments = segments_of(record[SEGMENTS], where) if record.get(SEGMENTS) is not None else None
         task = str(first(record, TASK_FIELDS, where, default="")) or default_task
         raw_options = first(record, OPTION_FIELDS, where, default=None)
         options = options_of(raw_options, where) if raw_options else ()
@@ -140,14 +198,18 @@ def load_records(
             extra[RULE] = "interval"
         else:
             answer = str(raw_answer) if raw_answer is not None else None
-            if answer is not None and order_of(answer) is not None and "->" in answer:
+            if answer is not None and (segments is not None or (order_of(answer) and "->" in answer)):
                 extra[RULE] = "order"
             elif record.get("scoring_points"):
                 extra[RULE] = "judge"
                 extra["scoring_points"] = record["scoring_points"]
-        if record.get("segments") is not None:
-            extra["segments"] = record["segments"]
         video_ids = videos_of(record, where)
+        if segments is not None:
+            if len(video_ids) != 1:
+                raise AnnotationError(f"{where}: segments are cut from one video, not {len(video_ids)}")
+            if extra.get(RULE) == "order":
+                _check_order(answer, len(segments), where)
+            extra[SEGMENTS] = segments
         roles = roles_of(record, len(video_ids))
         if roles:
             extra[ROLES] = list(roles)
@@ -157,7 +219,7 @@ def load_records(
                 question_id=qid,
                 kind="multiple_choice" if options else "open_ended",
                 video_ids=video_ids,
-                question=_question(record, where),
+                question=_question(record, where, segments),
                 options=options,
                 answer=answer,
                 categories=(task,) if task else (),

@@ -193,6 +193,10 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         table.add_row(safe(name), f"{rank:g}")
     for name, group in s.by_category.items():
         table.add_row(f"  {safe(name)}", f"{100 * group.accuracy:.1f} % ({group.correct}/{group.total})")
+    for name, value in s.rule_scores.items():
+        table.add_row(f"  {safe(name)}", f"{100 * value:.1f} (rule)")
+    for name, dimension in s.dimension_scores.items():
+        table.add_row(safe(name), f"{100 * dimension.score:.1f} (mean of its tasks)")
     table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
     table.add_row("not attempted yet", str(s.not_attempted))
     if s.unparsed:
