@@ -28,7 +28,8 @@ def tool_context(
     phraser: ChatModel | None = None,
 ) -> ToolContext:
     """The context tools run in: over ``store`` (real) or over ``config.script`` (sim; ``phraser``
-    optionally rewords the simulator's answers). ``store`` may be None only for ``sim``. It has no
+    optionally rewords the simulator's answers; with ``sim_phrasing`` it is the vlm, else the chat,
+    else the planner model). ``store`` may be None only for ``sim``. It has no
     tools yet: :func:`~vidscope.agents.strategies.answer` gives it the answering strategy's."""
     if is_simulated(config):
         from vidscope.agents.simulator.script import load_script
@@ -38,7 +39,8 @@ def tool_context(
         if phraser is None and config.sim_phrasing:
             from vidscope.models import registry
 
-            phraser = registry.vision_model(settings)
+            # Phrasing is text in, text out: a text-only setup (only ``models.planner``) phrases too.
+            phraser = registry.vision_model(settings) or registry.planner_model(settings)
         simulator = ScriptSimulator(
             load_script(config.script),
             clip_seconds=settings.ingest.clip_seconds,

@@ -345,8 +345,9 @@ class AgentSettings(BaseModel):
     environment: Literal["real", "sim"] = "real"
     #: The script (JSON) the simulated environment answers from.
     script: Path | None = None
-    #: The simulated environment's answers are phrased by the vlm (else chat) model from the
-    #: script's facts, answering each query's focus (AgentCVR's LLM simulator); rule-based if off.
+    #: The simulated environment's answers are phrased by the vlm (else chat, else planner) model
+    #: from the script's facts, answering each query's focus (AgentCVR's LLM simulator); rule-based
+    #: if off.
     sim_phrasing: bool = False
     #: Cache tool results (agents/tool_cache.py). Off for rollouts: sampled trajectories must each
     #: see their calls executed, and cache bookkeeping would dominate simulated calls.

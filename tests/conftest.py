@@ -30,7 +30,13 @@ os.environ.update(
 )
 os.environ.pop("PREFECT_API_URL")
 _KEEP = {"VIDSCOPE_CONFIG", "VIDSCOPE_MODEL_FETCH"}
-for _key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k not in _KEEP]:
+# The real-model tier's own knobs (VIDSCOPE_REAL_MODEL_DIR, ..._THREADS) are no settings: they stay,
+# or the tier re-assembles its model under the repo whatever directory it was told.
+for _key in [
+    k
+    for k in os.environ
+    if k.startswith("VIDSCOPE_") and k not in _KEEP and not k.startswith("VIDSCOPE_REAL_MODEL_")
+]:
     del os.environ[_key]
 
 from hypothesis import settings as hypothesis_settings  # noqa: E402

@@ -1,16 +1,17 @@
 """Scripts written by the planner over a real OpenAI-compatible client and the loopback test server
 (tests/llm_server.py): a valid script is used (options shuffled), an invalid one is re-asked with
-the reason, and a model that never writes one falls back to the template script."""
+the reason, and a model that never writes one falls back to the template script, with the reason
+recorded (also when the client gives up on the reply: cut off twice, as the real-model tier saw)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from llm_server import ScriptedLLMServer, text
+from llm_server import ScriptedLLMServer, cut_off, text
 
 from vidscope.agents.simulator.templates import generate_script
-from vidscope.agents.simulator.writer import TASKS, written_scripts
+from vidscope.agents.simulator.writer import MAX_TOKENS, TASKS, write_scripts, written_scripts
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 
@@ -87,3 +88,35 @@ def test_scripts_are_written_for_the_ten_crossvid_tasks_in_turn(
     assert "'2->3->1->4'" in asked[6] and "same object seen in two views is one" in asked[8]
     assert [s.script_id for s in scripts] == [f"gen-3-{i}" for i in range(10)]
     assert all(s.videos[0].video_id == generate_script(41).videos[0].video_id for s in scripts)
+
+
+def test_a_reply_cut_off_twice_falls_back_to_the_template_with_the_reason(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    """A small model writing a long script runs into the output limit (llama.cpp answers HTTP 200,
+    ``finish_reason: "length"``, with the JSON cut mid-object); the client asks once more with
+    twice the limit and then gives up. That task gets the template and the reason; the next task
+    is still asked, and the training data is whole."""
+    chat = planner(tmp_path, llm_server)
+    whole = json.dumps(a_written_script())
+    llm_server.script([cut_off(whole[:120]), cut_off(whole[:240]), text(whole)])
+    first, second = write_scripts(chat, TASKS, 2, seed=4, max_tokens=32)
+    registry.clear_cache()
+
+    assert not first.by_model and first.script == generate_script(4 * 100_003, script_id="gen-4-0")
+    assert first.reason is not None and "cut off at the output limit" in first.reason
+    assert second.by_model and second.reason is None and second.script.script_id == "gen-4-1"
+    limits = [r.get("max_tokens") for r in llm_server.chat_requests]
+    assert limits == [32, 64, 32]  # the writer's limit, doubled once by the client's re-ask
+
+
+def test_the_writer_limits_its_reply_and_says_why_without_a_model(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    chat = planner(tmp_path, llm_server)
+    llm_server.script([text(json.dumps(a_written_script()))])
+    (written,) = write_scripts(chat, TASKS, 1, seed=5)
+    registry.clear_cache()
+    assert written.by_model and llm_server.chat_requests[0]["max_tokens"] == MAX_TOKENS
+    (template,) = write_scripts(None, TASKS, 1, seed=5)
+    assert not template.by_model and template.reason == "no model is configured"

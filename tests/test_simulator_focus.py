@@ -1,17 +1,19 @@
 """The simulated visual sub-agent answers its focus prompt: rule-based (the facts about the focus
 first, an unseen focus said so), or phrased by the configured model (AgentCVR's LLM simulator,
-``[agent] sim_phrasing``) over a real client and the loopback test server."""
+``[agent] sim_phrasing``) over a real client and the loopback test server: also in a text-only
+setup (only ``models.planner``, as the real-model tier runs), and a reply the client cannot use
+leaves the facts listed."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from llm_server import ScriptedLLMServer, text
+from llm_server import ScriptedLLMServer, cut_off, text
 
 from vidscope.agents import strategies
 from vidscope.agents.environment import tool_context
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo, save_script
-from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+from vidscope.agents.simulator.simulator import PHRASE_MAX_TOKENS, ScriptSimulator, SimContext
 from vidscope.agents.tools import execute_tool
 from vidscope.core.settings import Settings
 from vidscope.models import registry
@@ -71,4 +73,43 @@ def test_the_llm_simulator_phrases_the_facts_for_the_focus(
     assert look(ctx, "How many eggs?") == "The chef cracks two eggs between 0:02 and 0:06."
     sent = llm_server.chat_requests[-1]["messages"][-1]["content"]
     assert "Focus: How many eggs?" in sent and "a dog walks past the door" in sent
+    registry.clear_cache()
+
+
+def phrasing_context(tmp_path: Path, server: ScriptedLLMServer, role: str) -> SimContext:
+    """A simulated cvr context with ``sim_phrasing`` and the only model configured as ``role``."""
+    path = save_script(KITCHEN, tmp_path / "kitchen.json")
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            role: "openai:scripted",
+            "options": {"openai": {"base_url": server.base_url, "max_retries": 0, "cache": False}},
+        },
+        agent={"environment": "sim", "script": str(path), "sim_phrasing": True},
+    )
+    registry.clear_cache()
+    ctx = tool_context(settings, None, chat=None, config=settings.agent)
+    ctx.registry = strategies.get("cvr").tool_registry(simulated=True)
+    assert isinstance(ctx, SimContext)
+    return ctx
+
+
+def test_a_text_only_setup_phrases_with_the_planner(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
+    """docs/models.md's text-only setup names only the planner: phrasing is text in, text out, so
+    the planner phrases (it was silently rule-based: no vlm, no chat model)."""
+    ctx = phrasing_context(tmp_path, llm_server, "planner")
+    llm_server.script([text("Two eggs are cracked at 0:02.")])
+    assert look(ctx, "How many eggs?") == "Two eggs are cracked at 0:02."
+    assert llm_server.chat_requests[-1]["max_tokens"] == PHRASE_MAX_TOKENS
+    registry.clear_cache()
+
+
+def test_a_phrasing_reply_cut_off_twice_leaves_the_facts_listed(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    ctx = phrasing_context(tmp_path, llm_server, "planner")
+    llm_server.script([cut_off("The chef"), cut_off("The chef cracks")])
+    answer = look(ctx, "How many eggs?")
+    assert answer.startswith("2.0-6.0s") and "eggs" in answer and "also seen" in answer  # the rule's answer
+    assert llm_server.pending == 0
     registry.clear_cache()

@@ -4,7 +4,8 @@
 turns the slice into the facts the simulated tools return: events seen, lines heard, text shown,
 clips (the same 5 s windows ingestion cuts) with a caption built from their events. It answers
 rule-based by default; given a small chat model it rephrases the facts into prose (the facts stay
-the result's structured fields, so nothing the model writes can add evidence). An interval outside
+the result's structured fields, so nothing the model writes can add evidence; a reply it cannot
+use leaves the facts listed, so phrasing never fails a rollout). An interval outside
 the video is refused with a :class:`ToolError` naming the video's duration; an interval in which
 nothing happens gets the explicit answer :data:`NO_EVIDENCE`.
 
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, cast
 
 from vidscope.agents.simulator.script import AudioLine, Event, Script, ScriptVideo
 from vidscope.agents.tools import AgentConfig, ToolContext, ToolError, ToolRegistry
+from vidscope.core.errors import ModelOutputError
 from vidscope.core.settings import Settings
 from vidscope.core.timecodes import fmt_span
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, Usage
@@ -37,6 +39,10 @@ NO_EVIDENCE = "no evidence: nothing in the script happens in this interval"
 #: Seconds an interval may run past the end of a video (containers round durations), as the real
 #: perception tools allow.
 RANGE_SLACK = 0.5
+
+#: Output tokens of one phrased answer (two or three sentences): a model that does not stop is cut
+#: here instead of filling its context on every simulated call.
+PHRASE_MAX_TOKENS = 256
 
 PHRASE_SYSTEM = (
     "You turn a list of timed facts about a video into two or three plain sentences answering the "
@@ -220,13 +226,17 @@ class ScriptSimulator:
         listed = focus_first(focus, facts) if answer_focus else "; ".join(facts)
         if self.phraser is None:
             return listed, None
-        reply = self.phraser.chat(
-            [
-                ChatMessage(role="system", content=PHRASE_SYSTEM),
-                ChatMessage(role="user", content=f"Focus: {focus}\nFacts:\n" + "\n".join(facts)),
-            ],
-            temperature=self.temperature,
-        )
+        try:
+            reply = self.phraser.chat(
+                [
+                    ChatMessage(role="system", content=PHRASE_SYSTEM),
+                    ChatMessage(role="user", content=f"Focus: {focus}\nFacts:\n" + "\n".join(facts)),
+                ],
+                max_tokens=PHRASE_MAX_TOKENS,
+                temperature=self.temperature,
+            )
+        except (ModelOutputError, TimeoutError):
+            return listed, None
         return (reply.text or "").strip() or listed, reply.usage
 
     def video_record(self, video_id: str) -> VideoRecord:

@@ -12,15 +12,19 @@ schema), a worked example (a template script) and the task to write questions fo
 one script as JSON. The reply is validated as a script (times ordered and inside the videos, every
 answer one of its options, evidence inside its video); a reply that is not a valid script is
 re-asked once with the validation error, then replaced by a template script, so training data is
-always there. Options are shuffled here (seeded), so the answer's letter carries no prior whatever
-order the model wrote them in.
+always there. A reply the client cannot use at all (no JSON twice, cut off at the output limit
+twice, a timeout) is a failed task too, not a failed run. Each script keeps where it came from and,
+for a template, why (:class:`WrittenScript`). Options are shuffled here (seeded), so the answer's
+letter carries no prior whatever order the model wrote them in.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -29,7 +33,14 @@ from vidscope.agents.cvr.tasks import TaskPrompt
 from vidscope.agents.multi_video import json_object
 from vidscope.agents.simulator.script import Script
 from vidscope.agents.simulator.templates import generate_script
+from vidscope.core.errors import ModelOutputError
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
+
+log = logging.getLogger(__name__)
+
+#: Output tokens one reply may take: a script of three questions over two or three videos takes
+#: about 1,500; a reply past this is a model that does not stop (at temperature 1 small ones can).
+MAX_TOKENS = 4096
 
 SYSTEM = (
     "You write scripts for a text simulator of videos. A script lists videos (id, file name, "
@@ -83,15 +94,39 @@ def shuffled_options(script: Script, rng: random.Random) -> Script:
     return script.model_copy(update={"questions": questions})
 
 
-def write_script(chat: ChatModel, task: str, seed: int, *, script_id: str | None = None) -> Script | None:
-    """A script for ``task`` written by ``chat`` (re-asked once when invalid), or None."""
+@dataclass(frozen=True)
+class WrittenScript:
+    """One generated script, the task it was asked for, and where it came from."""
+
+    script: Script
+    task: str
+    #: Whether the model wrote it (else it is the template script).
+    by_model: bool
+    #: Why the template stands in: the model's last problem (None when the model wrote it).
+    reason: str | None = None
+
+
+def write_script(
+    chat: ChatModel,
+    task: str,
+    seed: int,
+    *,
+    script_id: str | None = None,
+    max_tokens: int | None = MAX_TOKENS,
+) -> Script | str:
+    """The script ``chat`` wrote for ``task`` (re-asked once when invalid), or why it wrote none."""
     sid = script_id or f"llm-{seed}"
     messages = [
         ChatMessage(role="system", content=SYSTEM),
         ChatMessage(role="user", content=_prompt(task, sid, generate_script(seed))),
     ]
+    problem = "no reply"
     for _ in range(2):
-        reply = chat.chat(messages, temperature=1.0, json_output=True)
+        try:
+            reply = chat.chat(messages, max_tokens=max_tokens, temperature=1.0, json_output=True)
+        except (ModelOutputError, TimeoutError) as exc:
+            # The client already re-asked (no JSON, cut off): this task gets no script from it.
+            return f"the model gave no usable reply: {str(exc)[:300]}"
         data = json_object(reply.text)
         problem = "the reply is not one JSON object"
         if data is not None:
@@ -107,17 +142,37 @@ def write_script(chat: ChatModel, task: str, seed: int, *, script_id: str | None
             ChatMessage(role="assistant", content=reply.text or ""),
             ChatMessage(role="user", content=f"{problem}. Reply again with the whole script."),
         ]
-    return None
+    return problem
+
+
+def write_scripts(
+    chat: ChatModel | None,
+    tasks: Sequence[str],
+    count: int,
+    seed: int,
+    *,
+    max_tokens: int | None = MAX_TOKENS,
+) -> list[WrittenScript]:
+    """``count`` scripts, the tasks taken in turn: written by ``chat`` when given, and a template
+    script (``generate_script``) wherever the model gave none (with the reason) or no model is
+    configured. Each fallback is logged with its reason."""
+    scripts = []
+    for i in range(count):
+        sid, task, seed_i = f"gen-{seed}-{i}", tasks[i % len(tasks)], seed * 100_003 + i
+        written = (
+            write_script(chat, task, seed_i, script_id=sid, max_tokens=max_tokens)
+            if chat
+            else "no model is configured"
+        )
+        if isinstance(written, Script):
+            scripts.append(WrittenScript(written, task, by_model=True))
+            continue
+        if chat:
+            log.warning("script %s (task %s): a template stands in, %s", sid, task.split(",")[0], written)
+        scripts.append(WrittenScript(generate_script(seed_i, script_id=sid), task, False, written))
+    return scripts
 
 
 def written_scripts(chat: ChatModel | None, tasks: Sequence[str], count: int, seed: int) -> list[Script]:
-    """``count`` scripts, the tasks taken in turn: written by ``chat`` when given, and a template
-    script (``generate_script``) wherever the model gave none or no model is configured."""
-    scripts = []
-    for i in range(count):
-        sid = f"gen-{seed}-{i}"
-        written = (
-            write_script(chat, tasks[i % len(tasks)], seed * 100_003 + i, script_id=sid) if chat else None
-        )
-        scripts.append(written or generate_script(seed * 100_003 + i, script_id=sid))
-    return scripts
+    """The scripts of :func:`write_scripts` (where each came from left out)."""
+    return [w.script for w in write_scripts(chat, tasks, count, seed)]

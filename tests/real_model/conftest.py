@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from record import COMMANDS, Run, quality_table
+from record import COMMANDS, Run, SimRun, quality_table, sim_table
 from recorder import RecordingProxy
 
 from vidscope.core.synthetic import narration_wav, text_video
@@ -58,6 +58,8 @@ class LlamaServer:
 
     base_url: str
     process: subprocess.Popen[str]
+    #: The name the server serves the model under (what clients ask for).
+    model: str = MODEL_ALIAS
 
 
 @pytest.fixture(scope="session")
@@ -244,10 +246,38 @@ def quality_path() -> Path:
     return RESULTS_DIR / "real_model.md"
 
 
+@dataclass
+class Quality:
+    """What the session measured: the commands' runs and the simulator's jobs, written to ``path``
+    after each one (and printed at the end of the session)."""
+
+    path: Path
+    runs: dict[str, Run] = field(default_factory=dict)
+    sims: list[SimRun] = field(default_factory=list)
+
+    def write(self) -> None:
+        _write_quality(self.path, list(self.runs.values()), self.sims)
+
+    def record(self, sim: SimRun) -> None:
+        """Add a simulator job to the table."""
+        self.sims.append(sim)
+        self.write()
+
+
 @pytest.fixture(scope="session")
-def runs(library: Library, recorder: RecordingProxy, quality_path: Path) -> Iterator[Callable[[str], Run]]:
+def quality(quality_path: Path) -> Iterator[Quality]:
+    """The session's quality record; printed at the end when anything was measured."""
+    record = Quality(quality_path)
+    yield record
+    if record.runs or record.sims:
+        print("\n" + quality_path.read_text())
+
+
+@pytest.fixture(scope="session")
+def runs(library: Library, recorder: RecordingProxy, quality: Quality) -> Callable[[str], Run]:
     """``runs(name)``: the outcome of the tier's command ``name``, run once per session."""
-    done: dict[str, Run] = {}
+    done = quality.runs
+    quality_path = quality.path
 
     def run(name: str) -> Run:
         if name not in done:
@@ -271,7 +301,7 @@ def runs(library: Library, recorder: RecordingProxy, quality_path: Path) -> Iter
                     text = (outcome.run_dir / "predictions.jsonl").read_text()
                     outcome.predictions = [json.loads(line) for line in text.splitlines() if line.strip()]
             done[name] = outcome
-            _write_quality(quality_path, list(done.values()))
+            quality.write()
             # What the command printed, to read after a failure (benchmarks/out is ignored by git).
             outputs = quality_path.with_suffix("")
             outputs.mkdir(parents=True, exist_ok=True)
@@ -280,9 +310,7 @@ def runs(library: Library, recorder: RecordingProxy, quality_path: Path) -> Iter
             )
         return done[name]
 
-    yield run
-    if done:
-        print("\n" + quality_path.read_text())
+    return run
 
 
 def _json_result(stdout: str) -> dict[str, Any] | None:
@@ -295,18 +323,17 @@ def _json_result(stdout: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _write_quality(path: Path, done: list[Run]) -> None:
+def _write_quality(path: Path, done: list[Run], sims: list[SimRun]) -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
     ).stdout.strip()
     path.parent.mkdir(parents=True, exist_ok=True)
     ordered = [r for name in COMMANDS for r in done if r.command.name == name]
-    path.write_text(
-        quality_table(
-            ordered,
-            commit=commit or "?",
-            date=time.strftime("%Y-%m-%d"),
-            model="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
-            threads=THREADS,
-        )
+    table = quality_table(
+        ordered,
+        commit=commit or "?",
+        date=time.strftime("%Y-%m-%d"),
+        model="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        threads=THREADS,
     )
+    path.write_text(table + ("\n" + sim_table(sims) if sims else ""))

@@ -4,6 +4,8 @@ Each :class:`Command` is one vidscope invocation a user would type, over the lib
 ``conftest.py`` (two narrated harbour videos with known facts, and the shared car footage); those
 with a known right answer carry a ``judge``. :class:`Run` is what came back: exit status, output,
 the parsed JSON result, the model exchanges the recording proxy saw, and the wall time.
+:class:`SimRun` is one job of the training simulator run against the model (scripts written,
+answers phrased): what it produced, counted, and why anything fell back.
 """
 
 from __future__ import annotations
@@ -247,3 +249,38 @@ def quality_table(runs: list[Run], *, commit: str, date: str, model: str, thread
             f"{prompt:,} / {output:,} | {run.forced()} | {run.seconds:.0f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+@dataclass
+class SimRun:
+    """One simulator job against the real model: its counts (e.g. scripts by the model and by the
+    template), the reasons of the fallbacks, the exchanges and the wall time."""
+
+    name: str
+    counts: dict[str, int]
+    exchanges: list[Exchange]
+    seconds: float
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def model_requests(self) -> int:
+        return sum(1 for e in self.exchanges if e.path.endswith("/chat/completions"))
+
+
+def sim_table(runs: list[SimRun]) -> str:
+    """The markdown block of the simulator jobs (appended to the quality table)."""
+    lines = [
+        "Training simulator against the same model:",
+        "",
+        "| job | outcome | model requests | prompt / output tokens | seconds |",
+        "|---|---|---|---|---|",
+    ]
+    for run in runs:
+        prompt = sum(e.prompt_tokens for e in run.exchanges)
+        output = sum(e.completion_tokens for e in run.exchanges)
+        outcome = ", ".join(f"{key}: {value}" for key, value in run.counts.items())
+        lines.append(
+            f"| {run.name} | {outcome} | {run.model_requests} | {prompt:,} / {output:,} | {run.seconds:.0f} |"
+        )
+    reasons = [f"- {run.name}: {reason}" for run in runs for reason in run.reasons]
+    return "\n".join(lines + ([""] + reasons if reasons else [])) + "\n"
