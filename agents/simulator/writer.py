@@ -126,6 +126,9 @@ def write_script(
             reply = chat.chat(messages, max_tokens=max_tokens, temperature=1.0, json_output=True)
         except (ModelOutputError, TimeoutError) as exc:
             # The client already re-asked (no JSON, cut off): this task gets no script from it.
+            if "cut off" in str(exc):
+                # The client's own advice names [agent] max_tokens, which is not the writer's limit.
+                return f"the reply was cut off at the writer's output limit ({max_tokens} tokens) twice"
             return f"the model gave no usable reply: {str(exc)[:300]}"
         data = json_object(reply.text)
         problem = "the reply is not one JSON object"

@@ -8,10 +8,10 @@ recorded reason; nothing raises; a phrased result is the real tool's result type
 facts in its structured fields. What is recorded (the quality table) is how many scripts the model
 wrote and how many fell back, and why.
 
-The writer's reply is long (a script is ~1,500 tokens): ``VIDSCOPE_REAL_MODEL_WRITER_TASKS``
-(default 3) and ``VIDSCOPE_REAL_MODEL_WRITER_TOKENS`` (default: the writer's own limit) keep it
-within a slow machine's time; with a lower token limit every task falls back (cut off), which
-still drives the fallback path against the real server.
+The writer's reply is long (a script is ~1,500 tokens, minutes on 2 cores):
+``VIDSCOPE_REAL_MODEL_WRITER_TASKS`` (default 1) and ``VIDSCOPE_REAL_MODEL_WRITER_TOKENS``
+(default: the writer's own limit) keep it within a slow machine's time; with a lower token limit
+every task falls back (cut off), which still drives the fallback path against the real server.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from vidscope.agents.tools import execute_tool
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 
-WRITER_TASKS = int(os.environ.get("VIDSCOPE_REAL_MODEL_WRITER_TASKS", "3"))
+WRITER_TASKS = int(os.environ.get("VIDSCOPE_REAL_MODEL_WRITER_TASKS", "1"))
 WRITER_TOKENS = int(os.environ.get("VIDSCOPE_REAL_MODEL_WRITER_TOKENS", str(MAX_TOKENS)))
 SEED = 7
 
