@@ -47,6 +47,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,6 +121,27 @@ def hang(seconds: float) -> Reply:
 
 
 # ---------------------------------------------------------------------------- server
+
+
+def eval_config(path: Path, base_url: str) -> Path:
+    """A ``vidscope.toml`` at ``path`` for an evaluation against a scripted chat server at
+    ``base_url``: no stage retries, no speech recogniser, no client retries."""
+    path.write_text(
+        f"""
+[ingest]
+stage_retries = 0
+
+[models]
+chat = "openai:scripted"
+speech_recognizer = ""
+
+[models.options.openai]
+base_url = "{base_url}"
+max_retries = 0
+timeout_s = 20
+"""
+    )
+    return path
 
 
 def _words(value: Any) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLMServer, text, tool_call
+from llm_server import ScriptedLLMServer, eval_config, text, tool_call
 from media import text_video
 from typer.testing import CliRunner
 
@@ -73,22 +73,7 @@ def pss(tmp_path: Path) -> Any:
     ]  # fmt: skip
     (tmp_path / "PSS.json").write_text(json.dumps(records))
     server = OrderingServer().start()
-    config = tmp_path / "vidscope.toml"
-    config.write_text(
-        f"""
-[ingest]
-stage_retries = 0
-
-[models]
-chat = "openai:scripted"
-speech_recognizer = ""
-
-[models.options.openai]
-base_url = "{server.base_url}"
-max_retries = 0
-timeout_s = 20
-"""
-    )
+    config = eval_config(tmp_path / "vidscope.toml", server.base_url)
     try:
         yield {"root": root, "annotations": tmp_path / "PSS.json", "config": config, "server": server}
     finally:

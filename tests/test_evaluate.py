@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLMServer, error, text, tool_call
+from llm_server import ScriptedLLMServer, error, eval_config, text, tool_call
 from media import text_video
 from PIL import Image
 from typer.testing import CliRunner
@@ -118,22 +118,7 @@ def bench(tmp_path_factory) -> dict[str, Any]:
     ]
     (annotations / "1_signs.json").write_text(json.dumps(records))
     server = ReadingServer().start()
-    config = folder / "vidscope.toml"
-    config.write_text(
-        f"""
-[ingest]
-stage_retries = 0
-
-[models]
-chat = "openai:scripted"
-speech_recognizer = ""
-
-[models.options.openai]
-base_url = "{server.base_url}"
-max_retries = 0
-timeout_s = 20
-"""
-    )
+    config = eval_config(folder / "vidscope.toml", server.base_url)
     try:
         yield {"root": root, "annotations": annotations, "config": config, "server": server, "folder": folder}
     finally:
