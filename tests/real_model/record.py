@@ -235,11 +235,14 @@ def quality_table(runs: list[Run], *, commit: str, date: str, model: str, thread
         "",
         f"Model: {model} (llama.cpp server, {threads} thread(s), temperature 0, seed 1234). "
         "Command: `bash scripts/real_model.sh`.",
-        "",
-        "| command | agent | exit | right | steps | model requests | prompt / output tokens | forced "
-        "| seconds |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
+    if runs:  # a session of simulator jobs only (``-k``) ran no command
+        lines += [
+            "",
+            "| command | agent | exit | right | steps | model requests | prompt / output tokens | forced "
+            "| seconds |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
     for run in runs:
         right, judged = run.right()
         prompt, output = run.tokens()
