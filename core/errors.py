@@ -32,6 +32,11 @@ class ModelOutputError(VidscopeError, RuntimeError):
     """A model answered, but not in a form that could be used (after one corrective re-ask)."""
 
 
+class OutputCutOff(ModelOutputError):
+    """A reply was cut off at the output-token limit twice (the second time at double the limit).
+    A caller with a limit of its own (not ``[agent] max_tokens``) can say which to raise."""
+
+
 class ContextLengthExceeded(ModelOutputError):
     """The request did not fit the model's context window (e.g. HTTP 400 naming the context length).
 

@@ -76,6 +76,7 @@ from vidscope.core.errors import (
     ContextLengthExceeded,
     ImagesNotSupported,
     ModelOutputError,
+    OutputCutOff,
 )
 from vidscope.models import endpoint_facts, usage
 from vidscope.models.captioning import (
@@ -924,7 +925,7 @@ class OpenAIChat:
                 # A reply cut off at the output limit is never parsed: truncated JSON can look
                 # repairable and a half-thought can look like an answer.
                 if cut_off_retried:
-                    raise ModelOutputError(
+                    raise OutputCutOff(
                         f"{self.name} at {self.endpoint.url('chat/completions')} was cut off at the "
                         f"output limit ({kwargs.get(limit_param, 'the server default')} tokens) "
                         f"twice; raise [agent] max_tokens or reasoning_tokens in "

@@ -33,7 +33,7 @@ from vidscope.agents.cvr.tasks import TaskPrompt
 from vidscope.agents.multi_video import json_object
 from vidscope.agents.simulator.script import Script
 from vidscope.agents.simulator.templates import generate_script
-from vidscope.core.errors import ModelOutputError
+from vidscope.core.errors import ModelOutputError, OutputCutOff
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 
 log = logging.getLogger(__name__)
@@ -124,11 +124,11 @@ def write_script(
     for _ in range(2):
         try:
             reply = chat.chat(messages, max_tokens=max_tokens, temperature=1.0, json_output=True)
+        except OutputCutOff:
+            # The client's own message advises [agent] max_tokens, which is not the writer's limit.
+            return f"the reply was cut off at the writer's output limit ({max_tokens} tokens) twice"
         except (ModelOutputError, TimeoutError) as exc:
-            # The client already re-asked (no JSON, cut off): this task gets no script from it.
-            if "cut off" in str(exc):
-                # The client's own advice names [agent] max_tokens, which is not the writer's limit.
-                return f"the reply was cut off at the writer's output limit ({max_tokens} tokens) twice"
+            # The client already re-asked (no JSON): this task gets no script from it.
             return f"the model gave no usable reply: {str(exc)[:300]}"
         data = json_object(reply.text)
         problem = "the reply is not one JSON object"
