@@ -123,19 +123,27 @@ def _has_empty_string(value: Any) -> bool:
 
 
 def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
-    """The first tool call written as JSON in ``text`` whose name is in ``allowed``, else None.
+    """The first tool call written in ``text`` whose name is in ``allowed``, else None.
 
     Accepts ``{"tool"|"name"|"function": ..., "arguments"|"args"|"parameters": {...}}`` anywhere in
-    the text (prose around it is ignored); arguments given as a JSON string are decoded. The id is
-    derived from the text, so the same reply always yields the same call id.
+    the text (prose around it is ignored), arguments given as a JSON string decoded, and a call
+    written as code (:func:`_call_syntax`). Only a complete call is read: its JSON object or its
+    parentheses must close. The id is derived from the text, so the same reply always yields the
+    same call id.
     """
+    found = locate_tool_call(text, allowed)
+    return found[0] if found else None
+
+
+def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall, int, int] | None:
+    """:func:`find_tool_call`'s call with where it was written: ``(call, start, end)`` offsets."""
     if not text:
         return None
     allowed = set(allowed)
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, end = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
         if not isinstance(value, dict):
@@ -149,7 +157,8 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
                 continue
         resolved = offered_name(name, allowed) if isinstance(name, str) else None
         if resolved is not None and isinstance(args, dict):
-            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=resolved, arguments=args)
+            call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=resolved, arguments=args)
+            return call, match.start(), end
     return _call_syntax(text, allowed)
 
 
@@ -181,9 +190,9 @@ def _call_value(raw: str) -> Any:
     return {"True": True, "False": False, "None": None}.get(raw, raw)  # a bare id stays text
 
 
-def _call_syntax(text: str, allowed: set[str]) -> ToolCall | None:
+def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int, int] | None:
     """A call written as code, ``clip_search(video_id=ab12…, query="a door", k=16)`` (a real
-    Qwen2.5-Coder 1.5B wrote AVI's calls so), with keyword arguments only."""
+    Qwen2.5-Coder 1.5B wrote AVI's calls so), with keyword arguments only; with its offsets."""
     for match in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
         name = offered_name(match.group(1), allowed)
         if name is None:
@@ -204,7 +213,8 @@ def _call_syntax(text: str, allowed: set[str]) -> ToolCall | None:
                 break
             args[key.strip()] = _call_value(value.strip())
         if args:
-            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
+            call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
+            return call, match.start(), end + 1
     return None
 
 
@@ -297,14 +307,40 @@ def read_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | N
 
     A reply that is JSON (an object or a code fence) is read with :func:`parse_tool_reply`; failing
     that, the first call to an offered tool written anywhere in the text is taken
-    (:func:`find_tool_call`) and the text kept as the model's reasoning. Anything else, including a
-    call to a tool that was not offered, stays text.
+    (:func:`written_call`). Anything else, including a call to a tool that was not offered, stays
+    text.
     """
     if (text or "").lstrip().startswith(("{", "```")):
         with contextlib.suppress(UnusableReply):
             return parse_tool_reply(text, offered)
-    call = find_tool_call(text, offered)
-    return text, [call] if call else []
+    found = written_call(text, offered)
+    if found is None:
+        return text, []
+    reasoning, call = found
+    return reasoning, [call]
+
+
+#: What opens a written call and is left dangling once the call is taken out: a code fence or a
+#: Hermes ``<tool_call>`` tag.
+_CALL_OPENER = re.compile(r"(```[A-Za-z]*|<tool_call>)\s*$")
+
+
+def written_call(text: str | None, offered: Collection[str]) -> tuple[str | None, ToolCall] | None:
+    """``(reasoning, call)`` for the first complete call to an offered tool written in ``text``.
+
+    The reasoning is what the model wrote *before* the call (None when nothing). What follows the
+    call is dropped: the model wrote it before the tool ran, so it is at best a plan and at worst an
+    imagined result — a real Qwen2.5-Coder 1.5B wrote a call and then a made-up ``<video_data>``
+    block until its output limit. Kept in the conversation, such text is read as evidence later and
+    teaches the model to go on imagining; the call itself stays in the conversation as a native
+    tool call.
+    """
+    found = locate_tool_call(text, offered)
+    if found is None or text is None:
+        return None
+    call, start, _end = found
+    before = _CALL_OPENER.sub("", text[:start]).strip()
+    return (before or None), call
 
 
 # ---------------------------------------------------------------------------- quoting video text

@@ -97,6 +97,7 @@ from vidscope.models.json_tools import (
     parse_tool_reply,
     read_tool_reply,
     tool_instructions,
+    written_call,
 )
 from vidscope.models.protocols.captioner import RegistryCaption
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec, Usage
@@ -781,6 +782,33 @@ class OpenAIChat:
                 ) from None
         return text, calls
 
+    def _complete_call_before_cut(self, message: Any, tools: Sequence[ToolSpec] | None) -> ChatReply | None:
+        """The reply of a cut-off ``message`` that wrote a whole call to an offered tool first.
+
+        A real Qwen2.5-Coder 1.5B wrote its call as text and then made up the tool's result until
+        the output limit; asking again with twice the limit cost two minutes a turn on 2 cores and
+        ended the same way. The call closed before the cut, so it is whole: it is taken, and what
+        followed it is dropped (:func:`written_call`). Calls the server parsed from a cut-off reply
+        and anything short of a closed call are never used.
+        """
+        if not tools:
+            return None
+        text, thought = split_reasoning(message.content)
+        found = written_call(text, {t.name for t in tools})
+        if found is None:
+            return None
+        reasoning_text, call = found
+        log.info(
+            "%s: reply cut off at the output limit after a whole %s call; using it", self.name, call.name
+        )
+        return ChatReply(
+            text=reasoning_text,
+            tool_calls=[call],
+            model=self.model,
+            finish_reason="length",
+            reasoning="\n\n".join(r for r in (_field_reasoning(message), thought) if r) or None,
+        )
+
     # -------------------------------------------------------------- the call
 
     def chat(
@@ -922,8 +950,11 @@ class OpenAIChat:
             finish = getattr(choices[0], "finish_reason", None) if choices else None
             if finish == "length":
                 self._raise_if_context_full(response, kwargs.get(limit_param))
-                # A reply cut off at the output limit is never parsed: truncated JSON can look
-                # repairable and a half-thought can look like an answer.
+                salvaged = self._complete_call_before_cut(choices[0].message, tools)
+                if salvaged is not None:
+                    return salvaged
+                # Otherwise a reply cut off at the output limit is never parsed: truncated JSON
+                # can look repairable and a half-thought can look like an answer.
                 if cut_off_retried:
                     raise OutputCutOff(
                         f"{self.name} at {self.endpoint.url('chat/completions')} was cut off at the "

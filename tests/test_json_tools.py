@@ -124,8 +124,27 @@ def test_read_tool_reply_turns_calls_to_offered_tools_into_tool_calls() -> None:
     assert text is None and [(c.name, c.arguments) for c in calls] == [("clip_search", {"query": "x"})]
     prose = 'I will search. {"tool": "clip_search", "arguments": {"query": "x"}} Then finish.'
     text, calls = read_tool_reply(prose, offered)
-    assert text == prose  # kept as the model's reasoning
+    assert text == "I will search."  # what came before the call is the model's reasoning
     assert [(c.name, c.arguments) for c in calls] == [("clip_search", {"query": "x"})]
+
+
+def test_what_a_model_writes_after_its_call_is_not_kept() -> None:
+    """A real Qwen2.5-Coder 1.5B (llama.cpp, AVI's Retrieve) wrote its call as code and then made
+    up the tool's result, ``<video_data>`` block and all; the call is taken, the invention is not
+    kept anywhere the agent could read it as evidence. Openers left dangling (a fence, a Hermes
+    tag) do not stay in the reasoning either."""
+    offered = ["clip_retrieve"]
+    imagined = (
+        'clip_retrieve(video_id=0a08, query="lighthouse painted green", k=16)\n<video_data>\n'
+        '{"clips":[{"start":20.0,"caption":"the lighthouse was painted blue in 1975"'
+    )
+    text, calls = read_tool_reply(imagined, offered)
+    assert text is None and [c.name for c in calls] == ["clip_retrieve"]
+    assert calls[0].arguments == {"video_id": "0a08", "query": "lighthouse painted green", "k": 16}
+    fenced = 'Let me look.\n```json\n{"tool": "clip_retrieve", "arguments": {"query": "x"}}\n```\nIt shows'
+    assert read_tool_reply(fenced, offered)[0] == "Let me look."
+    tagged = '<tool_call>\n{"name": "clip_retrieve", "arguments": {"query": "x"}}\n</tool_call>'
+    assert read_tool_reply(tagged, offered)[0] is None
 
 
 def test_read_tool_reply_leaves_everything_else_as_text() -> None:

@@ -170,3 +170,41 @@ def test_a_cut_off_tool_call_retry_then_a_clean_call_is_used(
     llm_server.script([cut_off("<think>I will search"), tool_call("clip_search", {"query": "car"})])
     reply = planner(llm_server, tmp_path).chat(question(), tools=[SEARCH], max_tokens=64)
     assert [c.name for c in reply.tool_calls] == ["clip_search"] and reply.finish_reason == "tool_calls"
+
+
+def test_a_whole_call_written_before_the_cut_is_used_without_asking_again(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """What a real Qwen2.5-Coder 1.5B did in AVI's Retrieve (llama.cpp, 384-token limit): its call
+    written as code, then an invented tool result until the limit. Asked again with twice the limit,
+    it did the same (714 more tokens, two minutes a turn on 2 cores). The call closed before the cut:
+    it is used at once, and nothing the model invented after it is kept."""
+    imagined = (
+        'clip_search(query="lighthouse painted green")\n<video_data>\n'
+        '{"clips":[{"start":20.0,"caption":"the lighthouse was painted blue in 1975","speech":"The l'
+    )
+    llm_server.script([cut_off(imagined)])
+    reply = planner(llm_server, tmp_path).chat(question(), tools=[SEARCH], max_tokens=384)
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [
+        ("clip_search", {"query": "lighthouse painted green"})
+    ]
+    assert reply.text is None and "blue" not in (reply.reasoning or "")
+    assert len(llm_server.chat_requests) == 1
+    # The same in the JSON shape, after some reasoning: the reasoning is kept, the rest is not.
+    llm_server.script(
+        [cut_off('I will search. {"tool": "clip_search", "arguments": {"query": "car"}} It returned')]
+    )
+    reply = planner(llm_server, tmp_path).chat(question(), tools=[SEARCH], max_tokens=64)
+    assert [c.arguments for c in reply.tool_calls] == [{"query": "car"}] and reply.text == "I will search."
+    assert len(llm_server.chat_requests) == 2
+
+
+def test_a_call_not_closed_before_the_cut_is_never_used(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    llm_server.script(
+        [cut_off('clip_search(query="lighthouse painted'), tool_call("clip_search", {"query": "car"})]
+    )
+    reply = planner(llm_server, tmp_path).chat(question(), tools=[SEARCH], max_tokens=64)
+    assert [c.arguments for c in reply.tool_calls] == [{"query": "car"}]  # the second, clean reply
+    assert len(llm_server.chat_requests) == 2
