@@ -175,9 +175,30 @@ def pick_choice(
         match = _LETTER.match(text)
         if match and match.group(1).upper() in letters:
             return match.group(1).upper()
-    lowered = answer.lower()
-    found = [letter for letter, opt in zip(letters, options, strict=True) if opt.lower() in lowered]
+    said = _comparable(answer)
+    found = [
+        letter
+        for letter, opt in zip(letters, options, strict=True)
+        if (wanted := _comparable(opt)) and re.search(rf"(?<!\w){re.escape(wanted)}(?!\w)", said)
+    ]
     return found[0] if len(found) == 1 else None
+
+
+#: Number words a model may write as digits, or the other way round ("Pier 7" for the option
+#: "pier seven": what a real Qwen2.5-Coder 1.5B answered).
+_NUMBER_WORDS: dict[str, str] = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
+    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
+    "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+}  # fmt: skip
+
+
+def _comparable(text: str) -> str:
+    """``text`` lowered, its number words as digits and its punctuation as single spaces."""
+    words = re.findall(r"[^\W_]+", text.lower())
+    return " ".join(_NUMBER_WORDS.get(w, w) for w in words)
 
 
 def _joined(choice: str | Sequence[str] | None) -> str | None:

@@ -391,6 +391,19 @@ def test_choice_letter_parsing() -> None:
     assert pick_choice("B", "x", None) is None
 
 
+def test_an_option_is_found_in_the_answer_in_the_shape_a_model_writes_it() -> None:
+    """A real Qwen2.5-Coder 1.5B (the tier's ask-dvd) answered "The ferry to North Point leaves
+    from Pier 7." for the option "pier seven": digits for number words, other case and punctuation
+    still name the option; a longer number or a word inside another word does not."""
+    piers = ["pier three", "pier five", "pier seven", "pier nine"]
+    assert pick_choice(None, "The ferry to North Point leaves from Pier 7.", piers) == "C"
+    assert pick_choice(None, "It leaves from pier-seven.", piers) == "C"
+    assert pick_choice(None, "It leaves from pier 17.", piers) is None
+    assert pick_choice(None, "Pier 3 or pier 7, I cannot tell.", piers) is None  # two options named
+    assert pick_choice(None, "twelve dollars", ["5 dollars", "12 dollars"]) == "B"
+    assert pick_choice(None, "a reddish boat", ["red", "blue"]) is None
+
+
 def test_multi_select_choices_are_the_set_of_letters_models_write() -> None:
     """CrossVid BU ("1-3 correct choices", gold written "BCD"): what models write for several
     letters reads as the sorted set; prose falls back to the one-letter reading."""
