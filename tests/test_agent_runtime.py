@@ -401,7 +401,7 @@ def test_an_option_is_found_in_the_answer_in_the_shape_a_model_writes_it() -> No
     assert pick_choice(None, "It leaves from pier 17.", piers) is None
     assert pick_choice(None, "Pier 3 or pier 7, I cannot tell.", piers) is None  # two options named
     assert pick_choice(None, "twelve dollars", ["5 dollars", "12 dollars"]) == "B"
-    assert pick_choice(None, "a reddish boat", ["red", "blue"]) is None
+    assert pick_choice(None, "The boat is reddish.", ["red", "blue"]) is None
 
 
 def test_multi_select_choices_are_the_set_of_letters_models_write() -> None:
