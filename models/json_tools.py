@@ -135,15 +135,15 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
     return found[0] if found else None
 
 
-def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall, int, int] | None:
-    """:func:`find_tool_call`'s call with where it was written: ``(call, start, end)`` offsets."""
+def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall, int] | None:
+    """:func:`find_tool_call`'s call with the offset in ``text`` where it starts."""
     if not text:
         return None
     allowed = set(allowed)
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
-            value, end = decoder.raw_decode(text, match.start())
+            value, _ = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
         if not isinstance(value, dict):
@@ -158,7 +158,7 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
         resolved = offered_name(name, allowed) if isinstance(name, str) else None
         if resolved is not None and isinstance(args, dict):
             call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=resolved, arguments=args)
-            return call, match.start(), end
+            return call, match.start()
     return _call_syntax(text, allowed)
 
 
@@ -190,9 +190,9 @@ def _call_value(raw: str) -> Any:
     return {"True": True, "False": False, "None": None}.get(raw, raw)  # a bare id stays text
 
 
-def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int, int] | None:
+def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
     """A call written as code, ``clip_search(video_id=ab12…, query="a door", k=16)`` (a real
-    Qwen2.5-Coder 1.5B wrote AVI's calls so), with keyword arguments only; with its offsets."""
+    Qwen2.5-Coder 1.5B wrote AVI's calls so), with keyword arguments only; with its start."""
     for match in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", text):
         name = offered_name(match.group(1), allowed)
         if name is None:
@@ -214,7 +214,7 @@ def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int, int] | No
             args[key.strip()] = _call_value(value.strip())
         if args:
             call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
-            return call, match.start(), end + 1
+            return call, match.start()
     return None
 
 
@@ -335,10 +335,12 @@ def written_call(text: str | None, offered: Collection[str]) -> tuple[str | None
     teaches the model to go on imagining; the call itself stays in the conversation as a native
     tool call.
     """
-    found = locate_tool_call(text, offered)
-    if found is None or text is None:
+    if not text:
         return None
-    call, start, _end = found
+    found = locate_tool_call(text, offered)
+    if found is None:
+        return None
+    call, start = found
     before = _CALL_OPENER.sub("", text[:start]).strip()
     return (before or None), call
 

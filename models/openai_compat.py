@@ -576,6 +576,11 @@ def _field_reasoning(message: Any) -> str | None:
     return None
 
 
+def _reasoning(message: Any, thought: str | None) -> str | None:
+    """All the reasoning of a reply: its reasoning field, then the ``<think>`` text of its content."""
+    return "\n\n".join(r for r in (_field_reasoning(message), thought) if r) or None
+
+
 # ---------------------------------------------------------------------------- chat
 
 
@@ -806,7 +811,7 @@ class OpenAIChat:
             tool_calls=[call],
             model=self.model,
             finish_reason="length",
-            reasoning="\n\n".join(r for r in (_field_reasoning(message), thought) if r) or None,
+            reasoning=_reasoning(message, thought),
         )
 
     # -------------------------------------------------------------- the call
@@ -992,7 +997,7 @@ class OpenAIChat:
                 continue
             message = choices[0].message
             _, thought = split_reasoning(message.content)
-            reasoning = "\n\n".join(r for r in (_field_reasoning(message), thought) if r) or None
+            reasoning = _reasoning(message, thought)
             return ChatReply(
                 text=text,
                 tool_calls=calls,
