@@ -38,6 +38,23 @@ def a_written_script() -> dict:
     return data
 
 
+def a_written_fsa_script() -> dict:
+    """What a model writes for FSA as it is asked: no options, the answer the other video's segment."""
+    data = a_written_script()
+    second = data["videos"][1]
+    data["questions"] = [
+        {
+            "question_id": "fsa-1",
+            "text": "Which segment of the second video serves the purpose of the first one's 5-15 s?",
+            "video_ids": [v["video_id"] for v in data["videos"]],
+            "answer": "20,30",
+            "evidence": [{"video_id": second["video_id"], "start": 20, "end": 30}],
+            "task": "PSS",  # whatever the model writes there: the task asked is what counts
+        }
+    ]
+    return data
+
+
 def test_a_written_script_is_used_after_a_prose_reply_and_its_options_are_shuffled(
     tmp_path: Path, llm_server: ScriptedLLMServer
 ) -> None:
@@ -75,19 +92,51 @@ def test_scripts_are_written_for_the_ten_crossvid_tasks_in_turn(
 ) -> None:
     """AgentCVR writes its training scripts per CrossVid task (BU ... CCQA); each request names its
     task with the description the master gets, and the tasks whose benchmark answer is no single
-    letter (FSA's interval, PSS's order) are asked with those answers as options."""
+    letter (PSS's order, BU's set) are asked with those answers as options — except FSA, asked
+    free-form as the deployed master answers it (an interval)."""
     chat = planner(tmp_path, llm_server)
-    llm_server.script([text(json.dumps(a_written_script())) for _ in range(10)])
+    replies = [a_written_fsa_script() if i == 5 else a_written_script() for i in range(10)]
+    llm_server.script([text(json.dumps(r)) for r in replies])
     scripts = written_scripts(chat, TASKS, 10, seed=3)
     registry.clear_cache()
 
     asked = [r["messages"][1]["content"] for r in llm_server.chat_requests]
     codes = ["BU", "NC", "CC", "PEA", "PI", "FSA", "PSS", "MSR", "MOC", "CCQA"]
     assert [a.split("questions of this task: ")[1].split(",")[0] for a in asked] == codes
-    assert "functional step alignment" in asked[5] and "'40-52 s'" in asked[5]
+    assert "functional step alignment" in asked[5] and "'40,52'" in asked[5] and "no options" in asked[5]
+    assert "3 to 5 options" in asked[4] and "3 to 5 options" not in asked[5]
     assert "'2->3->1->4'" in asked[6] and "same object seen in two views is one" in asked[8]
     assert [s.script_id for s in scripts] == [f"gen-3-{i}" for i in range(10)]
     assert all(s.videos[0].video_id == generate_script(41).videos[0].video_id for s in scripts)
+    # Each question is marked with the task it was written for: the master is asked it with that
+    # task's prompt (train what you deploy).
+    assert [{q.task for q in s.questions} for s in scripts] == [{c} for c in codes]
+    assert scripts[5].questions[0].answer == "20,30" and not scripts[5].questions[0].options
+
+
+def test_an_fsa_script_with_options_is_asked_again_free_form(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    chat = planner(tmp_path, llm_server)
+    llm_server.script([text(json.dumps(a_written_script())), text(json.dumps(a_written_fsa_script()))])
+    (script,) = written_scripts(chat, [TASKS[5]], 1, seed=4)
+    registry.clear_cache()
+
+    assert "must be an interval 'start,end'" in llm_server.chat_requests[1]["messages"][-1]["content"]
+    assert [(q.task, q.answer) for q in script.questions] == [("FSA", "20,30")]
+
+
+def test_an_fsa_interval_outside_its_video_is_no_script(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    chat = planner(tmp_path, llm_server)
+    outside = a_written_fsa_script()
+    outside["questions"][0]["answer"] = "20,900"
+    llm_server.script([text(json.dumps(outside))] * 2)
+    (written,) = write_scripts(chat, [TASKS[5]], 1, seed=5)
+    registry.clear_cache()
+
+    assert not written.by_model and "'20,900' is not inside its video" in (written.reason or "")
 
 
 def test_a_reply_cut_off_twice_falls_back_to_the_template_with_the_reason(

@@ -229,8 +229,7 @@ def run_cvr(
     ctx.registry = ctx.registry or cvr_registry()
     prompt = task_prompt(task) if task else None
     min_queries = ctx.config.cvr_min_queries if prompt is not None else 0
-    brief = prompt.render(min_queries, with_options=bool(options)) if prompt is not None else ""
-    state = LoopState(messages=opening_messages(ctx, question, video_ids, options, brief=brief))
+    state = LoopState(messages=opening_messages(ctx, question, video_ids, options, task=task))
     state.multi_select = multi_select or (prompt is not None and prompt.multi_select)
 
     def record(step: TraceStep) -> None:

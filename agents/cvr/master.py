@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from vidscope.agents.cvr.actions import audio_query, visual_query
 from vidscope.agents.cvr.results import FRAME_BUDGET
+from vidscope.agents.cvr.tasks import task_prompt
 from vidscope.agents.multi_video import answer as answer_tool
 from vidscope.agents.runtime import describe_videos
 from vidscope.agents.tools import ToolContext, ToolRegistry
@@ -57,11 +58,16 @@ def opening_messages(
     video_ids: Sequence[str],
     options: Sequence[str] | None = None,
     *,
-    brief: str = "",
+    task: str | None = None,
 ) -> list[ChatMessage]:
     """The conversation the master starts from: :data:`SYSTEM` and the question about the videos
-    as ``ctx`` describes them (the store's records, or the simulator's), after the task's
-    ``brief`` when there is one."""
+    as ``ctx`` describes them (the store's records, or the simulator's), after the prompt of
+    ``task`` (a CrossVid task code) with its minimum of queries (``[agent] cvr_min_queries``)
+    when there is one."""
+    prompt = task_prompt(task) if task else None
+    brief = (
+        prompt.render(ctx.config.cvr_min_queries, with_options=bool(options)) if prompt is not None else ""
+    )
     videos = describe_videos(ctx, video_ids)
     return [
         ChatMessage(role="system", content=SYSTEM),

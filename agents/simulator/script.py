@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from vidscope.agents.cvr.tasks import TASKS as CVR_TASKS
+
 #: What an event is about. ``text`` events are read on screen (OCR), ``object`` events are seen
 #: (detections), ``action`` and ``scene`` events are what a captioner would describe.
 EventKind = Literal["action", "object", "text", "scene"]
@@ -149,6 +151,17 @@ class Question(_Strict):
     evidence: list[Evidence] = Field(default_factory=list)
     #: What the question is about (event labels, an object): what a policy searches for.
     focus: list[str] = Field(default_factory=list)
+    #: The CrossVid task the question was written for (AgentCVR's codes: BU, FSA, …), so the master
+    #: is asked it with that task's prompt, as it is deployed; None for the templates' questions.
+    task: str | None = None
+
+    @model_validator(mode="after")
+    def _task_is_known(self) -> Question:
+        if self.task is not None and self.task not in CVR_TASKS:
+            raise ValueError(
+                f"question {self.question_id}: unknown task {self.task!r}, one of {', '.join(CVR_TASKS)}"
+            )
+        return self
 
     @model_validator(mode="after")
     def _answer_is_an_option(self) -> Question:

@@ -2,10 +2,12 @@
 with the seeded templates as the offline fallback.
 
 The tasks are AgentCVR's ten CrossVid tasks (BU, NC, CC, PEA, PI, FSA, PSS, MSR, MOC, CCQA), each
-told with the description its master prompt gives (:mod:`vidscope.agents.cvr.tasks`); a script
-question has one correct option, so the tasks whose benchmark answer is a set of letters, an
-interval, an order or free text are asked with those answers as options. The templates (counting,
-ordering, temporal alignment, comparison) stay the fallback without a model.
+told with the description its master prompt gives (:mod:`vidscope.agents.cvr.tasks`). FSA is asked
+as the benchmark and the deployed master ask it: free-form, answered with an interval "start,end"
+(scored in the tolerance zone T_tol, :func:`vidscope.flows.training.rollout.is_correct`); the other
+tasks whose benchmark answer is a set of letters, an order or free text are asked with those
+answers as options, one correct. The templates (counting, ordering, temporal alignment, comparison)
+stay the fallback without a model.
 
 The model is shown the script schema (:class:`~vidscope.agents.simulator.script.Script`'s JSON
 schema), a worked example (a template script) and the task to write questions for, and replies with
@@ -34,6 +36,7 @@ from vidscope.agents.multi_video import json_object
 from vidscope.agents.simulator.script import Script
 from vidscope.agents.simulator.templates import generate_script
 from vidscope.core.errors import ModelOutputError, OutputCutOff
+from vidscope.evaluation.metrics import interval_of
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 
 log = logging.getLogger(__name__)
@@ -51,12 +54,15 @@ SYSTEM = (
 )
 
 
-#: How each CrossVid task whose benchmark answer is no single option is asked in a script (a
-#: script question has one correct option): its answer written as options.
+#: The tasks asked free-form with an interval answer, as CrossVid asks FSA and the master answers it
+#: ("[start, end]"): training the master on options would train what it never deploys.
+INTERVAL_TASKS = frozenset({"FSA"})
+
+#: How each CrossVid task whose benchmark answer is no single option is asked in a script.
 _AS_OPTIONS = {
     "BU": "Each option names one intention or feeling, or a combination of them; exactly one is right.",
-    "FSA": "The options are intervals of the other video written like '40-52 s'; one is the segment that "
-    "serves the same purpose.",
+    "FSA": "Ask it free-form, with no options: the answer is the segment of the other video that serves "
+    "the same purpose, written 'start,end' in seconds (like '40,52'), and its evidence is that segment.",
     "PSS": "The options are orders of the steps written like '2->3->1->4'; one is the order the procedure "
     "needs.",
     "CCQA": "Each option is a short statement about how the dishes differ or agree; exactly one is true.",
@@ -74,14 +80,55 @@ def _task(prompt: TaskPrompt) -> str:
 TASKS = tuple(_task(t) for t in CVR_TASKS.values())
 
 
+def task_code_of(task: str) -> str:
+    """The CrossVid code a task of :data:`TASKS` starts with ("FSA, functional step …" → "FSA")."""
+    return task.split(",", 1)[0].strip()
+
+
+def _interval_task(task: str) -> bool:
+    """Whether ``task`` (one of :data:`TASKS`) is asked free-form with an interval answer."""
+    return task_code_of(task) in INTERVAL_TASKS
+
+
+def with_task(script: Script, task: str) -> Script:
+    """``script`` with every question marked as written for ``task`` (the master is asked it with
+    that task's prompt); a task that is no CrossVid code leaves the questions unmarked."""
+    code = task_code_of(task)
+    if code not in CVR_TASKS:
+        return script
+    questions = [q.model_copy(update={"task": code}) for q in script.questions]
+    return script.model_copy(update={"questions": questions})
+
+
 def _prompt(task: str, script_id: str, example: Script) -> str:
     schema = json.dumps(Script.model_json_schema(), separators=(",", ":"))
+    form = (
+        "Each question has no options; its answer is an interval 'start,end' in seconds"
+        if _interval_task(task)
+        else "Each question has 3 to 5 options, the answer is one of them word for word"
+    )
     return (
         f"Schema: {schema}\n\nExample script: {example.model_dump_json(exclude_none=True)}\n\n"
         f"Write a new script with script_id {script_id!r}: two or three videos of scenes this task is "
-        f"about, and three questions of this task: {task}. Each question has 3 to 5 options, the "
-        "answer is one of them word for word, and its evidence intervals hold the events that decide it."
+        f"about, and three questions of this task: {task}. {form}, and its evidence intervals hold the "
+        "events that decide it."
     )
+
+
+def _form_problem(script: Script, task: str) -> str | None:
+    """Why the script's questions are not in the task's answer form (None when they are): an
+    interval task's questions have no options and an answer 'start,end' inside one of its videos."""
+    if not _interval_task(task):
+        return None
+    durations = {v.video_id: v.duration for v in script.videos}
+    for q in script.questions:
+        gold = interval_of(q.answer)
+        if q.options or gold is None:
+            return f"question {q.question_id}: with no options, the answer must be an interval 'start,end'"
+        start, end = gold
+        if not 0 <= start < end <= max(durations.get(v, 0.0) for v in q.video_ids):
+            return f"question {q.question_id}: the interval {q.answer!r} is not inside its video"
+    return None
 
 
 def shuffled_options(script: Script, rng: random.Random) -> Script:
@@ -138,9 +185,10 @@ def write_script(
             except ValidationError as exc:
                 problem = f"the script is invalid: {str(exc.errors()[0]['msg'])[:300]}"
             else:
-                if script.questions:
-                    return shuffled_options(script, random.Random(seed))
-                problem = "the script has no questions"
+                wrong = _form_problem(script, task) if script.questions else "the script has no questions"
+                if wrong is None:
+                    return with_task(shuffled_options(script, random.Random(seed)), task)
+                problem = wrong
         messages += [
             ChatMessage(role="assistant", content=reply.text or ""),
             ChatMessage(role="user", content=f"{problem}. Reply again with the whole script."),

@@ -5,7 +5,8 @@ unit GRPO normalises rewards over). Each sample runs the strategy's real loop (a
 :mod:`vidscope.agents.strategies` with a planner and simulated tools: DVD's ReAct loop, AVI's
 three phases, SAMA's skill-guided loop, AgentCVR's master agent, or a ReAct loop over AgentCVR's
 actions) with simulated tools, tool caching off and its own seed, and is scored as in AgentCVR: 1
-for a correct answer plus 0.1 when every tool call was well formed. The conversation is stored in the
+for a correct answer plus 0.1 when every tool call was well formed (an interval answer is correct
+in the tolerance zone T_tol around the gold one, :func:`is_correct`). The conversation is stored in the
 conversational format TRL's trainers read: ``prompt`` (system and question) and ``completion``
 (everything the policy did and saw after it), also whole as ``messages``, with ``group_id`` and
 ``reward`` per sample.
@@ -31,6 +32,7 @@ from vidscope.agents.strategies import Scope, StrategyRequest
 from vidscope.agents.tools import AgentConfig
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
+from vidscope.evaluation.metrics import interval_of, within_tolerance
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 
 #: The strategy rolled out when none is named: AgentCVR's master agent (``run_cvr``), the loop
@@ -49,6 +51,12 @@ def rollout_strategies() -> tuple[str, ...]:
 #: Reward parts (AgentCVR): a correct answer, and well-formed tool calls.
 CORRECT_REWARD = 1.0
 FORMAT_REWARD = 0.1
+
+#: Seconds either end of an interval answer may be off and still count as correct (AgentCVR's
+#: tolerance zone T_tol). Ours: the paper names the zone, but no value for it could be read here
+#: (its released reward is exact match, its FSA scoring plain IoU); 2 s is about one ingested frame
+#: step at the default sampling and a fifth of a template event.
+INTERVAL_TOLERANCE = 2.0
 
 #: Tool-call errors that mean the call itself was malformed (not a refusal of a valid call).
 _MALFORMED = ("invalid arguments", "unknown tool", "ends the conversation")
@@ -73,11 +81,22 @@ class Reward:
         return CORRECT_REWARD * self.correct + FORMAT_REWARD * self.well_formed
 
 
-def is_correct(question: Question, answer_text: str, choice: str | None) -> bool:
-    """Whether an answer is right: the correct option's letter, or the expected text in a
-    free-form answer (case and spacing ignored)."""
+def is_correct(
+    question: Question,
+    answer_text: str,
+    choice: str | None,
+    *,
+    interval_tolerance: float = INTERVAL_TOLERANCE,
+) -> bool:
+    """Whether an answer is right: the correct option's letter; for a free-form question whose
+    answer is an interval ("40,52", CrossVid FSA's form), an interval answer with both ends within
+    ``interval_tolerance`` seconds of it (T_tol); else the expected text in the answer (case and
+    spacing ignored)."""
     if question.options:
         return choice is not None and choice == question.answer_letter
+    gold = interval_of(question.answer)
+    if gold is not None:
+        return within_tolerance(interval_of(answer_text), gold, interval_tolerance)
 
     def norm(text: str) -> str:
         return " ".join(text.lower().split())
@@ -85,14 +104,14 @@ def is_correct(question: Question, answer_text: str, choice: str | None) -> bool
     return norm(question.answer) in norm(answer_text)
 
 
-def score(question: Question, answer: Answer) -> Reward:
-    """The reward of one finished conversation."""
+def score(question: Question, answer: Answer, *, interval_tolerance: float = INTERVAL_TOLERANCE) -> Reward:
+    """The reward of one finished conversation (``interval_tolerance``: T_tol, :func:`is_correct`)."""
     calls = [s for s in answer.trace if s.kind in ("tool", "finish")]
     malformed = any(
         s.kind == "model-error" or (not s.ok and s.observation.startswith(_MALFORMED)) for s in answer.trace
     )
     return Reward(
-        correct=is_correct(question, answer.answer, answer.choice),
+        correct=is_correct(question, answer.answer, answer.choice, interval_tolerance=interval_tolerance),
         well_formed=bool(calls) and not malformed,
     )
 
@@ -212,7 +231,9 @@ def sample_seed(seed: int, group_id: str, sample: int) -> int:
 def run_strategy(strategy: str, ctx: SimContext, question: Question) -> Answer:
     """``question`` answered by ``strategy``'s loop with simulated tools in ``ctx``."""
     scope: Scope = "video" if len(question.video_ids) == 1 else "videos"
-    request = StrategyRequest(question.text, question.video_ids, scope, question.options or None)
+    request = StrategyRequest(
+        question.text, question.video_ids, scope, question.options or None, task=question.task
+    )
     return strategies.answer(strategy, ctx, request)
 
 
@@ -241,6 +262,7 @@ def rollout_group(
     seed: int = 0,
     temperature: float = 1.0,
     max_turns: int = 20,
+    interval_tolerance: float = INTERVAL_TOLERANCE,
 ) -> list[dict[str, Any]]:
     """``group_size`` samples of ``strategy`` on ``question``, as trajectory rows."""
     if strategy not in rollout_strategies():
@@ -254,7 +276,7 @@ def rollout_group(
         simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
         ctx = SimContext(settings, simulator, chat=chat, config=config)
         answer = run_strategy(strategy, ctx, question)
-        reward = score(question, answer)
+        reward = score(question, answer, interval_tolerance=interval_tolerance)
         messages = [message_row(m) for m in chat.messages]
         split = next((i + 1 for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
         rows.append(
@@ -293,6 +315,7 @@ def rollout(
     seed: int = 0,
     temperature: float = 1.0,
     max_turns: int = 20,
+    interval_tolerance: float = INTERVAL_TOLERANCE,
 ) -> pa.Table:
     """Every question of every script answered ``group_size`` times: one table row per sample.
 
@@ -312,6 +335,7 @@ def rollout(
                 seed=seed,
                 temperature=temperature,
                 max_turns=max_turns,
+                interval_tolerance=interval_tolerance,
             )
     return pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA)
 

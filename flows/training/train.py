@@ -27,7 +27,13 @@ from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.templates import generate_scripts
 from vidscope.agents.simulator.writer import TASKS, written_scripts
 from vidscope.core.settings import Settings
-from vidscope.flows.training.rollout import DEFAULT_STRATEGY, rollout_config, run_strategy, score
+from vidscope.flows.training.rollout import (
+    DEFAULT_STRATEGY,
+    INTERVAL_TOLERANCE,
+    rollout_config,
+    run_strategy,
+    score,
+)
 from vidscope.models import registry
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 from vidscope.models.transformers_chat import TransformersChat, template_messages
@@ -63,6 +69,9 @@ class GrpoOptions(BaseModel):
     per_device_batch_size: int = Field(8, ge=1, description="Completions per device and step.")
     gradient_accumulation_steps: int = Field(1, ge=1)
     beta: float = Field(0.005, ge=0, description="KL coefficient (AgentCVR: 0.005; 0: no reference model).")
+    interval_tolerance: float = Field(
+        INTERVAL_TOLERANCE, ge=0, description="T_tol: seconds an interval answer's ends may be off."
+    )
     bf16: bool = False
     use_vllm: bool = Field(
         False, description="TRL's colocated vLLM; master rollouts still generate with transformers."
@@ -148,6 +157,7 @@ def master_rollout(
     policy: ChatModel,
     max_turns: int,
     temperature: float,
+    interval_tolerance: float = INTERVAL_TOLERANCE,
 ) -> float:
     """One rollout of the deployed master agent (``run_cvr``) driven by ``policy`` on the simulator;
     its reward (0 when the token budget ran out before an answer)."""
@@ -158,7 +168,7 @@ def master_rollout(
         answer = run_strategy(MASTER, ctx, question)
     except BudgetSpent:
         return 0.0
-    return score(question, answer).total
+    return score(question, answer, interval_tolerance=interval_tolerance).total
 
 
 def master_rollout_func(
@@ -192,7 +202,13 @@ def master_rollout_func(
                 script, question = by_prompt[prompt_key(prompt)]
                 policy = RecordingPolicy(model, tokenizer, budget=budget, chat_template=template)
                 reward = master_rollout(
-                    settings, script, question, policy, options.max_turns, options.temperature
+                    settings,
+                    script,
+                    question,
+                    policy,
+                    options.max_turns,
+                    options.temperature,
+                    options.interval_tolerance,
                 )
                 if not policy.completion_ids:  # nothing generated (cannot happen with a turn): one EOS
                     policy.completion_ids, policy.mask = [tokenizer.eos_token_id], [1]
@@ -254,7 +270,9 @@ def question_prompt(script: Script, question: Question, settings: Settings) -> l
     (:func:`vidscope.agents.cvr.master.opening_messages`), as ``compare --agent cvr`` sends them."""
     simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
     ctx = SimContext(settings, simulator)
-    opening = opening_messages(ctx, question.text, question.video_ids, question.options or None)
+    opening = opening_messages(
+        ctx, question.text, question.video_ids, question.options or None, task=question.task
+    )
     return [{"role": m.role, "content": m.content or ""} for m in opening]
 
 

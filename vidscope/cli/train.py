@@ -39,6 +39,12 @@ def grpo(
     beta: Annotated[
         float, typer.Option(help="KL coefficient (AgentCVR's: 0.005; 0: no reference model).")
     ] = 0.005,
+    interval_tolerance: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="T_tol: seconds either end of an interval answer may be off and still be correct."
+        ),
+    ] = 2.0,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
     grad_accum: Annotated[
         int, typer.Option("--gradient-accumulation-steps", help="Batches accumulated per optimiser step.")
@@ -77,6 +83,7 @@ def grpo(
             max_steps=steps,
             learning_rate=learning_rate,
             beta=beta,
+            interval_tolerance=interval_tolerance,
             temperature=temperature,
             gradient_accumulation_steps=grad_accum,
             per_device_batch_size=batch_size,
@@ -131,6 +138,12 @@ def rollouts(
     group_size: Annotated[int, typer.Option(help="Samples per question (GRPO's group).")] = 8,
     max_turns: Annotated[int, typer.Option(help="Tool-calling turns per sample.")] = 20,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the model policy.")] = 1.0,
+    interval_tolerance: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="T_tol: seconds either end of an interval answer may be off and still be correct."
+        ),
+    ] = 2.0,
     seed: Annotated[int, typer.Option(help="Seed of script generation and of each sample.")] = 0,
 ) -> None:
     """Roll a strategy out against the script simulator and store rewarded trajectories as Parquet."""
@@ -194,6 +207,7 @@ def rollouts(
                 seed=seed,
                 temperature=temperature,
                 max_turns=max_turns,
+                interval_tolerance=interval_tolerance,
             )
     except (VidscopeError, ValueError, OSError) as exc:
         errors.print(f"[red]train rollouts:[/red] {safe(exc)}")
