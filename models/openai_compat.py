@@ -212,6 +212,9 @@ def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
                     f"known options: {', '.join(sorted(DEFAULTS))}"
                 )
             merged[key] = value
+    for key, default in DEFAULTS.items():
+        if isinstance(default, bool):
+            merged[key] = _switch(key, merged[key])
     for key in ("sampling", "extra_body"):
         if merged[key] is not None and not isinstance(merged[key], dict):
             raise ValueError(f"[models.options.{KIND}] {key} must be a table, got {merged[key]!r}")
@@ -222,6 +225,26 @@ def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
             f'[models.options.{KIND}] tool_calling must be "native" or "json", got {merged["tool_calling"]!r}'
         )
     return merged
+
+
+#: How an on/off option may be written where only text exists (an environment variable such as
+#: ``VIDSCOPE_MODELS__OPTIONS__OPENAI__CACHE=false``): "false" must not read as a true string.
+_SWITCH_WORDS = {"true": True, "1": True, "yes": True, "on": True} | {
+    "false": False,
+    "0": False,
+    "no": False,
+    "off": False,
+}
+
+
+def _switch(key: str, value: Any) -> bool:
+    """An on/off option as a bool: a TOML boolean, or one of :data:`_SWITCH_WORDS` (any case)."""
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower()
+    if word not in _SWITCH_WORDS:
+        raise ValueError(f"[models.options.{KIND}] {key} must be true or false, got {value!r}")
+    return _SWITCH_WORDS[word]
 
 
 # ---------------------------------------------------------------------------- images

@@ -481,6 +481,26 @@ def test_configuration_errors(tmp_path: Path, monkeypatch) -> None:
         openai_compat.from_spec("chat", "gpt-4o", {"base_url": "https://api.openai.com/v1"}, tmp_path)
 
 
+def test_an_on_off_option_set_from_the_environment_reads_as_written(tmp_path: Path, monkeypatch) -> None:
+    """Environment variables are text: ``..._CACHE=false`` turns the response cache off (a plain
+    string "false" would be true), and a word that is no switch is one clear error."""
+    config = tmp_path / "vidscope.toml"
+    config.write_text(
+        f'data_dir = "{tmp_path}"\n[models]\nchat = "openai:{MODEL}"\n'
+        '[models.options.openai]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(config))
+    monkeypatch.setenv("VIDSCOPE_MODELS__OPTIONS__OPENAI__CACHE", "false")
+    monkeypatch.setenv("VIDSCOPE_MODELS__OPTIONS__OPENAI__RESPONSE_FORMAT", "Off")
+    options = Settings().models.options["openai"]
+    assert options["cache"] == "false"  # as the environment gives it
+    chat = openai_compat.from_spec("chat", MODEL, options, tmp_path)
+    assert chat.cache is None and chat.opts["response_format"] is False
+    assert openai_compat.from_spec("chat", MODEL, {**options, "cache": "1"}, tmp_path).cache is not None
+    with pytest.raises(ValueError, match="cache must be true or false, got 'maybe'"):
+        openai_compat.from_spec("chat", MODEL, {**options, "cache": "maybe"}, tmp_path)
+
+
 def test_registry_builds_the_backend_with_role_overrides(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
