@@ -173,3 +173,15 @@ def test_the_commands_take_the_tolerance_and_refuse_a_negative_one(tmp_path: Pat
     for args in (["grpo", "m", "--out", out], ["rollouts", "--out", out, "--policy", "oracle"]):
         bad = CliRunner().invoke(app, ["train", *args, "--interval-tolerance", "-1"], env=env)
         assert bad.exit_code == 2 and "interval-tolerance" in bad.output and "Traceback" not in bad.output
+
+
+def test_sim_to_real_counts_two_intervals_in_each_others_zone_as_the_same_answer() -> None:
+    from vidscope.agents.answers import Answer
+    from vidscope.flows.training.sim_to_real import answers_agree
+
+    real, sim = Answer(answer="[20, 30]"), Answer(answer="21.5-29 s")
+    assert answers_agree(real, sim)
+    assert not answers_agree(real, sim, tolerance=1.0)
+    assert not answers_agree(real, Answer(answer="[20, 34]"))
+    assert answers_agree(Answer(answer="The Red Boat"), Answer(answer="the red  boat"))
+    assert not answers_agree(Answer(answer="x", choice="A"), Answer(answer="x", choice="B"))

@@ -32,6 +32,8 @@ from vidscope.agents.simulator.tools import sim_dvd_registry
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, execute_tool
 from vidscope.core.settings import Settings
+from vidscope.evaluation.metrics import interval_of, within_tolerance
+from vidscope.flows.training.rollout import INTERVAL_TOLERANCE
 from vidscope.models.protocols.chat import ChatModel
 from vidscope.storage.store import Store
 
@@ -255,9 +257,15 @@ def covered_iou(first: Sequence[Decision], second: Sequence[Decision]) -> float:
     return 1.0 if union <= 0 else inter / union
 
 
-def _agree(real: Answer, sim: Answer) -> bool:
+def answers_agree(real: Answer, sim: Answer, tolerance: float = INTERVAL_TOLERANCE) -> bool:
+    """Whether the master answered the same in both environments: the same choice; two interval
+    answers (FSA) in each other's tolerance zone (T_tol, as the training reward); else the same
+    words (case and spacing ignored)."""
     if real.choice is not None or sim.choice is not None:
         return real.choice == sim.choice
+    intervals = interval_of(real.answer), interval_of(sim.answer)
+    if intervals[0] is not None and intervals[1] is not None:
+        return within_tolerance(intervals[0], intervals[1], tolerance)
     return " ".join(real.answer.lower().split()) == " ".join(sim.answer.lower().split())
 
 
@@ -294,7 +302,7 @@ def compare_master(
                 sim_answer=sim.answer,
                 real_choice=real.choice,
                 sim_choice=sim.choice,
-                answers_agree=_agree(real, sim),
+                answers_agree=answers_agree(real, sim),
             )
         )
     return MasterReport(comparisons=comparisons)

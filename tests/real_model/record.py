@@ -84,7 +84,7 @@ def _eval_args(lib: Any) -> list[str]:
     ]  # fmt: skip
 
 
-def _compare_args(lib: Any, agent: str) -> list[str]:
+def compare_args(lib: Any, agent: str) -> list[str]:
     """``compare`` of the two harbour tours with ``agent``: where is the ticket cheaper?"""
     options = [arg for option in CHEAPER_OPTIONS for arg in ("--options", option)]
     question = "Where is the ferry ticket cheaper?"
@@ -145,8 +145,8 @@ COMMANDS: dict[str, Command] = {
             ],
             gold=r"\b(12|twelve)\b",
         ),
-        Command("compare-sama", "sama", lambda lib: _compare_args(lib, "sama"), gold="B"),
-        Command("compare-cvr", "cvr", lambda lib: _compare_args(lib, "cvr"), gold="B"),
+        Command("compare-sama", "sama", lambda lib: compare_args(lib, "sama"), gold="B"),
+        Command("compare-cvr", "cvr", lambda lib: compare_args(lib, "cvr"), gold="B"),
         Command(
             "search",
             "mavis",
