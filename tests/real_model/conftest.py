@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
-from record import COMMANDS, Run, SimRun, quality_table, sim_table
+from record import COMMANDS, Run, SimRun, json_result, quality_table, sim_table
 from recorder import RecordingProxy
 
 from vidscope.core.synthetic import narration_wav, text_video
@@ -292,7 +291,7 @@ def runs(library: Library, recorder: RecordingProxy, quality: Quality) -> Callab
                 stderr=proc.stderr,
                 seconds=time.monotonic() - started,
                 exchanges=recorder.since(mark),
-                result=_json_result(proc.stdout),
+                result=json_result(proc.stdout),
             )
             if name == "eval" and outcome.result is not None:
                 run_dir = outcome.result.get("run_dir")
@@ -311,16 +310,6 @@ def runs(library: Library, recorder: RecordingProxy, quality: Quality) -> Callab
         return done[name]
 
     return run
-
-
-def _json_result(stdout: str) -> dict[str, Any] | None:
-    """The one JSON object a ``--json`` command printed, or None when it printed something else."""
-    text = stdout.strip()
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _write_quality(path: Path, done: list[Run], sims: list[SimRun]) -> None:

@@ -84,6 +84,15 @@ def _eval_args(lib: Any) -> list[str]:
     ]  # fmt: skip
 
 
+def json_result(stdout: str) -> dict[str, Any] | None:
+    """The one JSON object a ``--json`` command printed, or None when it printed something else."""
+    try:
+        value = json.loads(stdout.strip())
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def compare_args(lib: Any, agent: str) -> list[str]:
     """``compare`` of the two harbour tours with ``agent``: where is the ticket cheaper?"""
     options = [arg for option in CHEAPER_OPTIONS for arg in ("--options", option)]

@@ -22,7 +22,7 @@ from typing import Any
 
 import psutil
 import pytest
-from record import COMMANDS, Run, compare_args
+from record import COMMANDS, Run, compare_args, json_result
 
 #: The open issues whose fixes some properties wait for (their titles, shortened).
 SINGLE_VIDEO = "issue 28: single-video agents that hold their papers' protocol whatever the model does"
@@ -149,7 +149,7 @@ def test_compare_exits_zero_every_run(agent: str, library: Any) -> None:
     for index in range(COMPARE_RUNS):
         started = time.monotonic()
         done = library.vidscope(*compare_args(library, agent), env=sampled)
-        result = next((json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")), None)
+        result = json_result(done.stdout)
         clean = result is not None and "error" not in result
         outcomes.append((done.returncode, "Traceback" in done.stdout + done.stderr, clean))
         said = result or {}
