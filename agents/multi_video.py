@@ -26,13 +26,20 @@ from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply
 READ_FPS = 2.0
 
 
-def vision_model(ctx: ToolContext, tool_name: str) -> ChatModel:
+def vision_model(ctx: ToolContext, tool_name: str, *, instead: str = "") -> ChatModel:
     """The model that looks at frames (``ctx.vision_model()``: the vlm, else the chat model); a
-    :class:`ToolError` with the "no vision model" note when there is none."""
+    :class:`ToolError` with the "no vision model" note when there is none, followed by ``instead``
+    (which of the agent's tools still work without one)."""
     model = ctx.vision_model()
     if model is None:
-        raise ToolError(f"{tool_name}: {no_vision_note(ctx, tool_name)}")
+        raise ToolError(no_vision_error(ctx, tool_name, instead))
     return model
+
+
+def no_vision_error(ctx: ToolContext, tool_name: str, instead: str = "") -> str:
+    """A frame tool's error when nothing can look at frames: the note (in full the first time in a
+    question), then what still works instead."""
+    return f"{tool_name}: {no_vision_note(ctx, tool_name)}" + (f" {instead}" if instead else "")
 
 
 def segment_frames(

@@ -450,4 +450,8 @@ def test_sama_and_cvr_visual_tools_never_send_a_planner_frames(
     )
     assert not llm_server.chat_requests  # the planner was never asked to look (issue 28: 20 times)
     assert looked.error is not None and "no vision model configured" in looked.error
-    assert read.error is not None and read.error.endswith(NO_VISION_AGAIN)
+    assert read.error is not None and NO_VISION_AGAIN in read.error
+    # Each names what still works without eyes (the real 1.5B master, told only "no vision",
+    # answered after one refused look and never listened).
+    assert "audio_query still hears the videos" in looked.error
+    assert "subtitle_retriever and subtitle_extractor" in read.error

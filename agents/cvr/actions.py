@@ -28,10 +28,9 @@ from vidscope.agents.cvr.results import (
     frame_plan,
 )
 from vidscope.agents.frame_grid import fit_frames
-from vidscope.agents.multi_video import segment_frames, vision_model
+from vidscope.agents.multi_video import no_vision_error, segment_frames, vision_model
 from vidscope.agents.perception import checked_range, file_usable
 from vidscope.agents.tools import ToolContext, ToolError, tool
-from vidscope.agents.vision import no_vision_note
 from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.images import encode_jpeg
 from vidscope.models import registry
@@ -49,6 +48,12 @@ AUDIO_DECODE = {
 }
 
 NO_SPEECH = "no speech is heard in this interval"
+
+#: What the master is told still works when visual_query cannot look (a text-only setup): with a
+#: bare "no vision" note the real 1.5B master answered after one refused look, never listening.
+HEAR_INSTEAD = (
+    "audio_query still hears the videos: ask it for the intervals where what the question needs may be said."
+)
 
 VISUAL_SYSTEM = (
     "You are the visual sub-agent of a video question-answering system. You see frames sampled "
@@ -74,7 +79,7 @@ def visual_query(
     """Watch one or more intervals, of one or more videos, side by side and report what is seen
     there (actions, objects, people, text), each with its video and time, answering the focus.
     Says "no evidence" when nothing happens there."""
-    model = vision_model(ctx, "visual_query")
+    model = vision_model(ctx, "visual_query", instead=HEAR_INSTEAD)
     side = ctx.config.cvr_frame_side
     checked, counts, note = frame_plan(targets, ctx.config.cvr_frames)
     looked: list[LookedRange] = []
@@ -105,7 +110,7 @@ def visual_query(
             temperature=ctx.config.temperature,
         )
     except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
-        raise ToolError(no_vision_note(ctx, "visual_query")) from None
+        raise ToolError(no_vision_error(ctx, "visual_query", HEAR_INSTEAD)) from None
     return VisualQueryResult(
         targets=looked,
         focus=focus,

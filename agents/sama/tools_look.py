@@ -99,7 +99,9 @@ def read_segment(
     ctx: ToolContext, video_id: str, t0: float, t1: float, question: str, *, budget: int = READER_FRAMES
 ) -> ReadResult:
     """The body of :func:`video_reader` (also used by the verification layer's re-reads)."""
-    model = vision_model(ctx, "video_reader")
+    model = vision_model(
+        ctx, "video_reader", instead="subtitle_retriever and subtitle_extractor still read what is said."
+    )
     start, end, frames = segment_frames(ctx, video_id, t0, t1, budget=budget)
     reply = look(model, ctx, READER_SYSTEM, f"Question: {question}", frames)
     text = (reply.text or "").strip()
