@@ -540,7 +540,7 @@ def _handle_reply(
             # "I should confirm it with FrameInspect": a plan, not an answer; ask for the call.
             nudge, observation = prompts.TOOL_NUDGE.format(tool=announced), f"announced {announced}"
         else:
-            state.stated_answer = text or state.stated_answer
+            state.stated_answer = statement(text) or state.stated_answer
             if state.prose_replies >= ctx.config.prose_replies and state.stated_answer:
                 record(
                     TraceStep(
@@ -607,6 +607,25 @@ def tool_name_pattern(name: str) -> re.Pattern[str]:
     tools' names in CamelCase or as words)."""
     words = [w for w in re.split(r"[_\s-]+|(?<=[a-z])(?=[A-Z])", name) if w]
     return re.compile(r"\b" + r"[\s_-]*".join(re.escape(w) for w in words) + r"\b", re.IGNORECASE)
+
+
+#: A quoted data block as this project writes them (:func:`~vidscope.models.json_tools.quote_data`).
+_DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|$)|</video_data>", re.DOTALL)
+
+
+def statement(text: str | None) -> str:
+    """What a reply without a tool call states, to keep as the best-guess answer: its words with
+    any ``<video_data>`` block removed; "" when nothing but data is left (a bare JSON value such as
+    ``{"type": "comparison"}``, or an echoed empty data block, as the real 1.5B SAMA planner wrote
+    in place of an answer)."""
+    words = _DATA_BLOCK.sub(" ", text or "").strip()
+    if words[:1] in ("{", "["):
+        try:
+            json.loads(words)
+        except ValueError:
+            return words
+        return ""
+    return words
 
 
 def announced_tool(text: str, tools: Sequence[str]) -> str | None:

@@ -131,3 +131,32 @@ def test_prose_replies_in_a_row_end_with_the_stated_answer(
     assert result.forced and result.answer == "Two cars are parked." and result.citations == []
     assert [s.kind for s in result.trace].count("nudge") == 2 and result.trace[-1].kind == "answer"
     assert result.usage.model_calls == len(llm_server.chat_requests) == 4  # the classification + 3
+
+
+def test_replies_that_are_only_data_are_no_stated_answer(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """What the real Qwen2.5-Coder 1.5B planner wrote in `compare` instead of a call or an answer:
+    the classifier's JSON again, then an empty data block like the ones it is shown. Neither is an
+    answer: it neither becomes the answer at the limit ("<video_data>{}</video_data>" was) nor ends
+    the loop as a stated answer after three replies."""
+    junk = [text('{"type": "comparison"}'), text("<video_data>\n{}\n</video_data>")]
+    result = run(llm_server, tmp_path, junk * 5)
+    assert result.forced and "video_data" not in result.answer and result.choice is None
+    assert result.answer.startswith("No answer was reached")
+    assert result.usage.model_calls == 11  # the classification + the paper's 10 turns
+
+    said = run(llm_server, tmp_path, [text("Two cars are parked."), *junk])
+    assert said.forced and said.answer == "Two cars are parked."
+
+
+def test_statement_keeps_words_and_drops_data() -> None:
+    from vidscope.agents.runtime import statement
+
+    assert statement('<video_data>\n{"clips": []}\n</video_data>') == ""
+    assert statement('{"type": "comparison"}') == "" and statement("[1, 2]") == ""
+    assert statement("The ticket is cheaper at the river port. <video_data>{}</video_data>") == (
+        "The ticket is cheaper at the river port."
+    )
+    assert statement("{not json} but words") == "{not json} but words"
+    assert statement(None) == ""

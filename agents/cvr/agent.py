@@ -31,6 +31,7 @@ from vidscope.agents.runtime import (
     finish_answer,
     forced_answer,
     format_observation,
+    statement,
 )
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolOutcome, execute_tool
@@ -245,7 +246,7 @@ def run_cvr(
         state.messages.append(ChatMessage(role="assistant", content=reply.text or ""))
         actions, problem = parse_actions(reply.text)
         if problem is not None:
-            stated = (reply.text or "").strip() or stated
+            stated = statement(reply.text) or stated
             state.messages.append(
                 ChatMessage(role="user", content=f"Unusable reply: {problem}. Reply again.")
             )

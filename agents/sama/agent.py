@@ -34,6 +34,7 @@ from vidscope.agents.runtime import (
     finish_answer,
     forced_answer,
     run_tool,
+    statement,
     tool_step,
 )
 from vidscope.agents.sama.facts import Fact
@@ -259,7 +260,7 @@ def run_sama(
             # them in a row the stated answer ends the loop (forced).
             announced = announced_tool(said, [n for n in names if n != answer_tool.name])
             if announced is None:
-                stated = said or stated
+                stated = statement(said) or stated
             if announced is None and stated and state.prose_replies >= ctx.config.prose_replies:
                 record(
                     TraceStep(
