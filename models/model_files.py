@@ -14,27 +14,63 @@ every file it lists in turn.
 Where models live: ``<data_dir>/models/<name>/``. :func:`pull` fills it from the network (once),
 :func:`export_to` copies a complete cache entry to a directory (a USB stick) and :func:`import_from`
 checks such a directory against the same pins and copies it in, for machines without a network.
+
+A manifest is still input from elsewhere, so nothing it says is allowed to write outside the
+directory it fills: a file name is a plain relative path (no ``..``, nothing absolute), checked
+when the manifest is read, and every destination is resolved and must stay inside that directory
+(a link leading out is refused) before the first byte is written. Bytes arrive in a temporary file
+beside their destination, never more than the pinned size (an endless response is cut off at the
+first byte too many), and are renamed into place only once their sha256 matches: a file already
+there is never replaced by unverified bytes.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import shutil
+import re
+import stat
 import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 MANIFEST = "vidscope-model.json"
 #: Seconds a hub request may stall before the fetch gives up.
 TIMEOUT = 30.0
+#: The largest manifest read (from the network or a directory); real ones are a few KB.
+MAX_MANIFEST_BYTES = 1 << 20
+#: The most bytes taken for a file whose manifest pins no size.
+MAX_UNPINNED_BYTES = 16 << 30
 _CHUNK = 1 << 20
+
+
+def _relative(name: str) -> str:
+    """``name`` when it is a plain relative path (no ``..``, nothing absolute), else ``ValueError``."""
+    if (
+        not name
+        or "\\" in name
+        or "\x00" in name
+        or name.startswith("/")
+        or re.match(r"[A-Za-z]:", name)
+        or any(part in ("", ".", "..") for part in name.split("/"))
+    ):
+        raise ValueError(
+            f"the file name {name[:120]!r} leaves the model's directory (no '..', no absolute path)"
+        )
+    return name
+
+
+def check_file_name(name: str) -> str:
+    """``name`` when it may name a model file inside its directory, else ``ValueError``."""
+    if _relative(name) == MANIFEST:
+        raise ValueError(f"a model file may not be called {MANIFEST}")
+    return name
 
 
 class ModelFile(BaseModel):
@@ -43,7 +79,17 @@ class ModelFile(BaseModel):
     name: str = Field(description="Local file name in the model's cache directory.")
     url: str = Field(description="Where it is fetched from (relative to the manifest's URL allowed).")
     sha256: str
-    bytes: int | None = None
+    bytes: int | None = Field(default=None, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _inside(cls, name: str) -> str:
+        return check_file_name(name)
+
+    @property
+    def limit(self) -> int:
+        """The most bytes this file may have."""
+        return self.bytes if self.bytes is not None else MAX_UNPINNED_BYTES
 
 
 class Manifest(BaseModel):
@@ -148,9 +194,11 @@ def fetch_manifest(url: str, sha256: str) -> tuple[Manifest, bytes]:
     """The manifest at ``url`` when its bytes hash to ``sha256`` (raises :class:`FetchError`)."""
     try:
         with _get(url) as response:
-            data = response.read()
+            data = response.read(MAX_MANIFEST_BYTES + 1)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise FetchError(f"cannot fetch the model manifest {url} ({_why(exc)})") from exc
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise FetchError(f"the model manifest {url} is over {MAX_MANIFEST_BYTES:,} bytes; not a manifest")
     return _checked_manifest(data, sha256, url), data
 
 
@@ -158,15 +206,51 @@ def _checked_manifest(data: bytes, sha256: str, where: str) -> Manifest:
     actual = hashlib.sha256(data).hexdigest()
     if actual != sha256.lower():
         raise FetchError(f"the model manifest {where} has sha256 {actual}, not the pinned {sha256}")
+    return parse_manifest(data, where)
+
+
+def parse_manifest(data: bytes | str, where: object) -> Manifest:
+    """The manifest in ``data`` (read from ``where``); one line of :class:`FetchError` when it is
+    not one, or names a file outside its directory."""
     try:
         return Manifest.model_validate_json(data)
-    except ValueError as exc:
-        raise FetchError(f"the model manifest {where} is not a vidscope model manifest ({exc})") from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        place = ".".join(str(part) for part in first["loc"])
+        reason = str(first["msg"]).removeprefix("Value error, ")
+        raise FetchError(f"the model manifest {where} is refused: {place}: {reason}") from exc
 
 
 def _why(exc: BaseException) -> str:
     reason = getattr(exc, "reason", None)
     return str(reason if reason is not None else exc)
+
+
+def confined(directory: Path, name: str) -> Path:
+    """Where the file ``name`` goes in ``directory``: inside it, links resolved, or :class:`FetchError`.
+
+    The name was checked when its manifest was read; this also catches a link already in the
+    directory (or in a sub-directory on the way) that would carry a write outside it.
+    """
+    try:
+        _relative(name)
+    except ValueError as exc:
+        raise FetchError(str(exc)) from exc
+    root = Path(directory).expanduser().resolve()
+    target = root / name
+    if not target.resolve().is_relative_to(root):
+        raise FetchError(
+            f"{Path(directory) / name} is a link leading out of {directory}; nothing was written"
+        )
+    return target
+
+
+def check_destinations(manifest: Manifest, directory: Path) -> dict[str, Path]:
+    """Every file's destination in ``directory`` (the manifest's too), all checked before any
+    write: :class:`FetchError` when one would leave it."""
+    places = {f.name: confined(directory, f.name) for f in manifest.files}
+    places[MANIFEST] = confined(directory, MANIFEST)
+    return places
 
 
 def missing_files(manifest: Manifest, directory: Path) -> list[ModelFile]:
@@ -190,23 +274,91 @@ def verify(manifest: Manifest, directory: Path) -> None:
             raise FetchError(f"{path} has sha256 {actual}, not the pinned {f.sha256}")
 
 
-def _download(url: str, target: Path, pin: ModelFile) -> None:
-    """``url`` into ``target`` through a temporary file, kept only when it matches ``pin``."""
+def _write_verified(chunks: Iterator[bytes], target: Path, pin: ModelFile, where: str) -> None:
+    """Bytes from ``chunks`` (read from ``where``) into ``target``, through a temporary file beside
+    it, renamed into place only when they are exactly ``pin``'s size and sha256.
+
+    Stops at the first byte beyond the pinned size, so an endless source cannot fill the disk.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
     digest = hashlib.sha256()
+    size = 0
     try:
-        with os.fdopen(handle, "wb") as out, _get(url) as response:
-            while chunk := response.read(_CHUNK):
+        with os.fdopen(handle, "wb") as out:
+            for chunk in chunks:
+                size += len(chunk)
+                if size > pin.limit:
+                    pinned = "the pinned" if pin.bytes is not None else "the limit of"
+                    raise FetchError(
+                        f"{where} holds more than {pinned} {pin.limit:,} bytes of {pin.name}; stopped"
+                    )
                 digest.update(chunk)
                 out.write(chunk)
+        if pin.bytes is not None and size != pin.bytes:
+            raise FetchError(f"{where} holds {size:,} bytes of {pin.name}, not the pinned {pin.bytes:,}")
         if digest.hexdigest() != pin.sha256:
-            raise FetchError(f"{url} has sha256 {digest.hexdigest()}, not the pinned {pin.sha256}")
+            raise FetchError(f"{where} has sha256 {digest.hexdigest()}, not the pinned {pin.sha256}")
         os.replace(temporary, target)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise FetchError(f"cannot fetch {url} ({_why(exc)})") from exc
     finally:
         Path(temporary).unlink(missing_ok=True)
+
+
+def _response_chunks(response: Any, pin: ModelFile, url: str) -> Iterator[bytes]:
+    declared = response.headers.get("Content-Length") if getattr(response, "headers", None) else None
+    if declared is not None and declared.isdigit() and int(declared) > pin.limit:
+        raise FetchError(
+            f"{url} announces {int(declared):,} bytes of {pin.name}, over the pinned {pin.limit:,}"
+        )
+    while chunk := response.read(_CHUNK):
+        yield chunk
+
+
+def _download(url: str, target: Path, pin: ModelFile) -> None:
+    """``url`` into ``target``, kept only when it matches ``pin`` (see :func:`_write_verified`)."""
+    try:
+        with _get(url) as response:
+            _write_verified(_response_chunks(response, pin, url), target, pin, url)
+    except FetchError:
+        raise
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise FetchError(f"cannot fetch {url} ({_why(exc)})") from exc
+
+
+def _open_regular(path: Path, limit: int) -> int:
+    """A read-only descriptor of the regular file ``path`` (not a link, device or FIFO) of at most
+    ``limit`` bytes; :class:`FetchError` otherwise."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError as exc:
+        raise FetchError(f"{path} is missing") from exc
+    if stat.S_ISLNK(info.st_mode):
+        raise FetchError(f"{path} is a symbolic link; a model directory holds its own files")
+    if not stat.S_ISREG(info.st_mode):
+        raise FetchError(f"{path} is not a regular file")
+    if info.st_size > limit:
+        raise FetchError(f"{path} is {info.st_size:,} bytes, over the {limit:,} it may have")
+    return os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+
+
+def _file_chunks(path: Path, limit: int) -> Iterator[bytes]:
+    with os.fdopen(_open_regular(path, limit), "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            yield chunk
+
+
+def write_manifest(directory: Path, data: bytes) -> Path:
+    """``data`` as ``directory``'s manifest, written to a temporary file and renamed into place."""
+    target = confined(directory, MANIFEST)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{MANIFEST}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, target)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    return target
 
 
 def install(manifest: Manifest, directory: Path, base_url: str | None = None) -> Path:
@@ -214,26 +366,32 @@ def install(manifest: Manifest, directory: Path, base_url: str | None = None) ->
 
     Relative file URLs resolve against ``base_url`` (the manifest's own URL).
     """
-    directory.mkdir(parents=True, exist_ok=True)
+    places = check_destinations(manifest, directory)
     for f in missing_files(manifest, directory):
         url = urllib.parse.urljoin(base_url, f.url) if base_url else f.url
-        _download(url, directory / f.name, f)
-    (directory / MANIFEST).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+        _download(url, places[f.name], f)
+    write_manifest(directory, manifest.model_dump_json(indent=2).encode())
     return directory
 
 
 def export_to(manifest: Manifest, source: Path, target: Path) -> Path:
-    """Copy a complete, verified model from ``source`` to ``target`` with its manifest."""
+    """Copy a complete, verified model from ``source`` to ``target`` with its manifest.
+
+    Each copy is checked against its pin again as it is written (the source may change between).
+    """
+    places = check_destinations(manifest, target)
     verify(manifest, source)
-    target.mkdir(parents=True, exist_ok=True)
     for f in manifest.files:
-        shutil.copyfile(source / f.name, target / f.name)
-    (target / MANIFEST).write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+        _write_verified(_file_chunks(source / f.name, f.limit), places[f.name], f, str(source / f.name))
+    write_manifest(target, manifest.model_dump_json(indent=2).encode())
     return target
 
 
 def import_from(manifest: Manifest, source: Path, target: Path) -> Path:
     """Check the model files in ``source`` against ``manifest``'s pins and copy them to ``target``."""
+    check_destinations(manifest, target)
+    for f in manifest.files:
+        os.close(_open_regular(Path(source) / f.name, f.limit))
     if missing_files(manifest, source):
         names = ", ".join(f.name for f in missing_files(manifest, source))
         raise FetchError(f"{source} does not hold the model {manifest.name} (missing or wrong size: {names})")
@@ -241,9 +399,20 @@ def import_from(manifest: Manifest, source: Path, target: Path) -> Path:
     return export_to(manifest, source, target)
 
 
+def read_manifest_bytes(directory: Path) -> bytes | None:
+    """The bytes of ``directory``'s manifest (``None`` when there is none), read only from a
+    regular file of at most :data:`MAX_MANIFEST_BYTES`."""
+    path = Path(directory) / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() and path.is_file():
+        # A cache or a model directory may be linked in whole; its manifest is read through the link.
+        path = path.resolve()
+    with os.fdopen(_open_regular(path, MAX_MANIFEST_BYTES), "rb") as handle:
+        return handle.read(MAX_MANIFEST_BYTES + 1)
+
+
 def manifest_in(directory: Path) -> Manifest | None:
     """The manifest stored in ``directory`` (``None`` when there is none)."""
-    path = directory / MANIFEST
-    if not path.is_file():
-        return None
-    return Manifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    data = read_manifest_bytes(directory)
+    return None if data is None else parse_manifest(data, Path(directory) / MANIFEST)

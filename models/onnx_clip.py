@@ -33,6 +33,7 @@ default).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,7 +68,9 @@ def cache_dir(target: str, options: dict[str, Any], data_dir: Path) -> Path | No
         return model_files.cache_root(data_dir) / target
     if _is_url(target):
         pin = str(options.get("sha256", ""))
-        return model_files.cache_root(data_dir) / f"sha256-{pin[:16]}"
+        if pin and not re.fullmatch(r"[0-9a-fA-F]{64}", pin):
+            raise ValueError(f"[models.options.{KIND}] sha256 must be 64 hex digits, not {pin[:80]!r}")
+        return model_files.cache_root(data_dir) / f"sha256-{pin[:16].lower()}"
     return None
 
 
@@ -104,14 +107,14 @@ def resolve(target: str, options: dict[str, Any], data_dir: Path, *, fetch: bool
                 raise FetchError(f"the model at {target} is not in the cache ({directory}); pull it first")
             manifest, raw = model_files.fetch_manifest(target, pin)
         else:
-            manifest = Manifest.model_validate_json(raw)
+            manifest = model_files.parse_manifest(raw, directory / model_files.MANIFEST)
         base = target
     if model_files.missing_files(manifest, directory):
         if not fetch:
             raise FetchError(f"the model {manifest.name} is not in the cache ({directory}); pull it first")
         model_files.install(manifest, directory, base_url=base)
     if raw is not None:
-        (directory / model_files.MANIFEST).write_bytes(raw)  # the pinned bytes, as fetched
+        model_files.write_manifest(directory, raw)  # the pinned bytes, as fetched
     model_files.verify(manifest, directory)
     return manifest, directory
 
@@ -119,11 +122,9 @@ def resolve(target: str, options: dict[str, Any], data_dir: Path, *, fetch: bool
 def _cached_manifest(directory: Path, pin: str) -> bytes | None:
     import hashlib
 
-    path = directory / model_files.MANIFEST
-    if path.is_file():
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() == pin.lower():
-            return data
+    data = model_files.read_manifest_bytes(directory)
+    if data is not None and hashlib.sha256(data).hexdigest() == pin.lower():
+        return data
     return None
 
 
@@ -278,10 +279,12 @@ def pull(
                     f"{source} holds no {model_files.MANIFEST} with the pinned sha256 "
                     f"([models.options.{KIND}] sha256)"
                 )
-            manifest = Manifest.model_validate_json(raw)
+            manifest = model_files.parse_manifest(raw, Path(source) / model_files.MANIFEST)
+        if to is not None:  # both destinations checked before either is written
+            model_files.check_destinations(manifest, Path(to))
         model_files.import_from(manifest, Path(source), directory)
         if raw is not None:
-            (directory / model_files.MANIFEST).write_bytes(raw)
+            model_files.write_manifest(directory, raw)
     else:
         manifest, directory = resolve(target, options, data_dir, fetch=True)
     forget_failures()
@@ -289,7 +292,9 @@ def pull(
         return manifest, directory
     model_files.export_to(manifest, directory, Path(to))
     # The manifest exactly as pinned (a URL model's pin is the hash of these bytes).
-    (Path(to) / model_files.MANIFEST).write_bytes((directory / model_files.MANIFEST).read_bytes())
+    pinned = model_files.read_manifest_bytes(directory)
+    if pinned is not None:
+        model_files.write_manifest(Path(to), pinned)
     return manifest, Path(to)
 
 

@@ -1,0 +1,213 @@
+"""Hostile inputs, one surface at a time: each bad input is refused with one clear line, exits
+non-zero and changes nothing already stored or anything outside its destination.
+
+Surfaces: model manifests and downloads (``models pull``), bundles (forged ids, numbers), the HTTP
+API when the model server is down. Everything runs the real code path: the CLI through typer's
+runner, loopback HTTP servers, a real store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from vidscope.cli import app
+from vidscope.cli.common import overrides
+
+runner = CliRunner()
+
+
+def tree(root: Path) -> dict[str, tuple[str, str]]:
+    """Every entry under ``root``: its kind and its content's hash (or a link's target)."""
+    entries: dict[str, tuple[str, str]] = {}
+    for path in sorted(root.rglob("*")):
+        name = str(path.relative_to(root))
+        if path.is_symlink():
+            entries[name] = ("link", os.readlink(path))
+        elif path.is_dir():
+            entries[name] = ("dir", "")
+        else:
+            entries[name] = ("file", hashlib.sha256(path.read_bytes()).hexdigest())
+    return entries
+
+
+def one_line(result: Result) -> str:
+    """The command's output as one line (Rich wraps long lines at the runner's width)."""
+    return " ".join(result.output.split())
+
+
+# ---------------------------------------------------------------------------- model manifests
+
+PAYLOAD = b"model weights " * 36  # 504 bytes
+PAYLOAD_SHA = hashlib.sha256(PAYLOAD).hexdigest()
+
+
+def model_manifest(files: list[dict[str, object]]) -> bytes:
+    return json.dumps({"name": "hostile", "kind": "onnx-clip", "files": files}).encode()
+
+
+@pytest.fixture
+def pull(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Result]]:
+    """``vidscope models pull`` with an onnx-clip model named by URL and pinned by ``pin``."""
+    overrides.clear()
+    monkeypatch.chdir(tmp_path)
+
+    def invoke(url: str, pin: str, *args: str) -> Result:
+        toml = tmp_path / "vidscope.toml"
+        toml.write_text(
+            f"data_dir = {json.dumps(str(tmp_path / 'home' / 'data'))}\n"
+            "[models]\n"
+            f"image_text = {json.dumps('onnx-clip:' + url)}\n"
+            '[models.options."onnx-clip"]\n'
+            f"sha256 = {json.dumps(pin)}\n",
+            encoding="utf-8",
+        )
+        monkeypatch.setenv("VIDSCOPE_CONFIG", str(toml))
+        return runner.invoke(app, ["models", "pull", *args])
+
+    yield invoke
+    overrides.clear()
+
+
+def stick(folder: Path, files: list[dict[str, object]]) -> str:
+    """A model directory as ``pull --to`` writes it; returns its manifest's sha256 (the pin)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = model_manifest(files)
+    (folder / "vidscope-model.json").write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+DEAD_URL = "http://127.0.0.1:9/vidscope-model.json"
+
+
+@pytest.mark.parametrize("name", ["../../../victim.bin", "weights/../../../../victim.bin", "ABSOLUTE"])
+def test_pull_from_refuses_file_names_outside_the_model_dir(
+    tmp_path: Path, pull: Callable[..., Result], name: str
+) -> None:
+    # The stick is three folders down, so its "../../../victim.bin" is tmp_path/victim.bin; the
+    # model cache is <tmp>/home/data/models/sha256-…/, whose "../../../victim.bin" is home/victim.bin.
+    source = tmp_path / "a" / "b" / "stick"
+    (tmp_path / "home").mkdir()
+    victim = tmp_path / "home" / "victim.bin"
+    victim.write_bytes(b"precious")
+    if name == "ABSOLUTE":
+        name = str(victim)
+    (tmp_path / "victim.bin").write_bytes(PAYLOAD)
+    pin = stick(source, [{"name": name, "url": "w", "sha256": PAYLOAD_SHA, "bytes": len(PAYLOAD)}])
+    before = tree(tmp_path)
+
+    result = pull(DEAD_URL, pin, "--from", str(source))
+
+    assert result.exit_code == 1, result.output
+    assert "leaves the model's directory" in one_line(result), result.output
+    assert "Traceback" not in result.output and one_line(result).startswith("cannot pull")
+    assert tree(tmp_path) == {**before, "vidscope.toml": tree(tmp_path)["vidscope.toml"]}
+    assert victim.read_bytes() == b"precious"
+
+
+def test_pull_refuses_a_link_leading_out_of_the_cache_or_the_target(
+    tmp_path: Path, pull: Callable[..., Result]
+) -> None:
+    source = tmp_path / "stick"
+    pin = stick(source, [{"name": "w.bin", "url": "w", "sha256": PAYLOAD_SHA, "bytes": len(PAYLOAD)}])
+    (source / "w.bin").write_bytes(PAYLOAD)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim.bin"
+    victim.write_bytes(b"precious")
+    cache = tmp_path / "home" / "data" / "models" / f"sha256-{pin[:16]}"
+    cache.mkdir(parents=True)
+    (cache / "w.bin").symlink_to(victim)
+    before = tree(tmp_path)
+
+    result = pull(DEAD_URL, pin, "--from", str(source))
+
+    assert result.exit_code == 1, result.output
+    assert "is a link leading out of" in one_line(result), result.output
+    assert "Traceback" not in result.output
+    assert victim.read_bytes() == b"precious"
+    assert tree(tmp_path) == {**before, "vidscope.toml": tree(tmp_path)["vidscope.toml"]}
+
+    # The same link in the --to directory: refused before the cache is filled.
+    (cache / "w.bin").unlink()
+    target = tmp_path / "usb"
+    target.mkdir()
+    (target / "w.bin").symlink_to(victim)
+    before = tree(tmp_path)
+    result = pull(DEAD_URL, pin, "--from", str(source), "--to", str(target))
+    assert result.exit_code == 1, result.output
+    assert "is a link leading out of" in one_line(result), result.output
+    assert victim.read_bytes() == b"precious"
+    assert tree(tmp_path) == before
+
+    # Without the links the same pull works, and writes only the cache and the target.
+    (target / "w.bin").unlink()
+    result = pull(DEAD_URL, pin, "--from", str(source), "--to", str(target))
+    assert result.exit_code == 0, result.output
+    assert (cache / "w.bin").read_bytes() == PAYLOAD and (target / "w.bin").read_bytes() == PAYLOAD
+    assert victim.read_bytes() == b"precious"
+
+
+class _Endless(http.server.BaseHTTPRequestHandler):
+    """Serves the manifest at ``/m.json`` and an endless body at ``/w`` (no Content-Length)."""
+
+    manifest = b""
+    sent = 0
+
+    def do_GET(self) -> None:  # noqa: N802 (the handler's protocol)
+        if self.path == "/m.json":
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(self.manifest)))
+            self.end_headers()
+            self.wfile.write(self.manifest)
+            return
+        self.send_response(200)
+        self.end_headers()
+        chunk = b"\0" * 65536
+        try:
+            while type(self).sent < 1 << 30:  # a bound for the test process, far past the pin
+                self.wfile.write(chunk)
+                type(self).sent += len(chunk)
+        except OSError:
+            pass  # the client stopped reading: what it should do
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_a_download_stops_at_the_pinned_size_and_keeps_the_old_file(
+    tmp_path: Path, pull: Callable[..., Result]
+) -> None:
+    _Endless.manifest = model_manifest(
+        [{"name": "w.bin", "url": "w", "sha256": PAYLOAD_SHA, "bytes": len(PAYLOAD)}]
+    )
+    _Endless.sent = 0
+    pin = hashlib.sha256(_Endless.manifest).hexdigest()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Endless)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    cache = tmp_path / "home" / "data" / "models" / f"sha256-{pin[:16]}"
+    cache.mkdir(parents=True)
+    (cache / "w.bin").write_bytes(b"an older copy")  # of the wrong size: pull fetches it again
+    before = tree(tmp_path)
+    try:
+        result = pull(f"http://127.0.0.1:{server.server_address[1]}/m.json", pin)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+    assert result.exit_code == 1, result.output
+    assert f"more than the pinned {len(PAYLOAD)} bytes of w.bin" in one_line(result), result.output
+    assert "Traceback" not in result.output
+    assert _Endless.sent < 64 << 20  # cut off near the pin, not after the server gave up
+    assert (cache / "w.bin").read_bytes() == b"an older copy"
+    assert tree(tmp_path) == {**before, "vidscope.toml": tree(tmp_path)["vidscope.toml"]}
