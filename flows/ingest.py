@@ -45,6 +45,7 @@ from vidscope.flows.ingest_plan import expand_paths as expand_paths
 from vidscope.flows.runs import publish_table
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
+from vidscope.storage.ledger import earned
 from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.memory import limit_malloc_arenas
 from vidscope.tasks.probe import PROBE, content_hash, register_video
@@ -170,9 +171,19 @@ def _ingest_video(
 
 
 def _probe_first(store: Store, settings: Settings, path: Path, video_id: str) -> None:
-    """Register the video (probe) so every stage has its record; keep its path current."""
+    """Register the video (probe) so every stage has its record; keep its path current.
+
+    A video whose rows this machine did not make from its file (a bundle's, or a registration
+    whose probe never finished) is replaced: its rows are deleted and every stage runs on the
+    file, whose content hash is now known here.
+    """
     existing = store.video_record(video_id)
-    probe_row = ledger_rows(store, video_id).get(PROBE.name)
+    ledger = ledger_rows(store, video_id)
+    if existing is not None and not earned(ledger.values(), PROBE.name):
+        log.info("%s: replacing the rows of %s that were not made from this file", path, video_id[:12])
+        store.delete_video(video_id)
+        existing, ledger = None, {}
+    probe_row = ledger.get(PROBE.name)
     if existing is None or probe_row is None:
         register_video(store, settings, path, video_id)
     elif existing.path != str(path.resolve()):

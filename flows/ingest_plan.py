@@ -188,8 +188,11 @@ def plan_ingest(inputs: Sequence[str | Path], settings: Settings, store: Store) 
 def up_to_date(store: Store, settings: Settings, video_id: str, path: Path) -> VideoReport | None:
     """The report of an ingest of ``path`` that would run no stage, or ``None`` when one would run.
 
-    A video registered under another path is not up to date: the run records where it is now.
+    A video registered under another path is not up to date: the run records where it is now. Nor
+    is one whose rows were not made here from its file (a bundle's): the run replaces them.
     """
+    from vidscope.storage.ledger import earned
+    from vidscope.tasks.probe import PROBE
     from vidscope.tasks.stage import ledger_rows
     from vidscope.tasks.stages import stages, stages_to_run
 
@@ -197,6 +200,8 @@ def up_to_date(store: Store, settings: Settings, video_id: str, path: Path) -> V
     if record is None or record.path != str(path.resolve()) or stages_to_run(store, settings, video_id):
         return None
     ledger = ledger_rows(store, video_id)
+    if not earned(ledger.values(), PROBE.name):
+        return None
     return VideoReport(
         path=str(path),
         video_id=video_id,

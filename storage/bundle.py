@@ -19,10 +19,14 @@ holding the rows of every imported video (a merge that also deletes the replaced
 bundle no longer has), so a table never shows half a video, and other videos' rows are never
 touched: their keys all start with their own ``video_id``. A replaced video's ledger rows are
 removed first and the bundle's written last, so an import cut short leaves those videos with no
-ledger, and the next ingestion of their files redoes them instead of trusting partial rows. The
-videos keep the path they had on the exporting machine until their files are ingested here: the
-content hash is the same, so ingestion only records the new path and finds every stage current
-when this machine's configuration matches the bundle's.
+ledger, and the next ingestion of their files redoes them instead of trusting partial rows.
+
+A bundle only *claims* that its rows describe the file with that content hash: anyone can write
+a bundle naming the hash of a file they never had, with rows of their choosing. So every ledger row
+an import writes is marked as imported (:func:`~vidscope.storage.ledger.mark_imported`), and the
+videos are searchable and answerable as the bundle describes them until a file with their hash is
+ingested here: that ingestion replaces every row of the video with the file's own (all stages run
+again, :func:`~vidscope.storage.ledger.earned`), so identity by content hash is earned by content.
 
 Vocabulary: concepts new to the store are added; for a concept the store already knows, its
 aliases gain the bundle's and its embedding stays (both were made by the same embedder, which the
@@ -53,6 +57,7 @@ from vidscope.storage.bundle_files import (
     read_manifest,
     read_table_file,
 )
+from vidscope.storage.ledger import mark_imported
 from vidscope.storage.schema import sql_quote
 from vidscope.storage.store import Store
 
@@ -242,7 +247,7 @@ def import_bundle(
         kept=[v for v in manifest.videos if v not in chosen],
     )
     if chosen:
-        _write(store, chosen, report.replaced, data, vocabulary)
+        _write(store, chosen, report.replaced, data, vocabulary, origin=str(folder))
     return report
 
 
@@ -297,8 +302,11 @@ def _write(
     replaced: list[str],
     data: Mapping[str, pa.Table],
     vocabulary: pa.Table | None,
+    *,
+    origin: str,
 ) -> None:
-    """Write the checked rows of the ``chosen`` videos: one commit per table."""
+    """Write the checked rows of the ``chosen`` videos: one commit per table, their ledger rows
+    marked as brought from ``origin``."""
     keep = pa.array(chosen, pa.string())
 
     def of_chosen(table: pa.Table) -> pa.Table:
@@ -315,8 +323,17 @@ def _write(
     for spec in store.specs:
         table = data.get(spec.name)
         rows = of_chosen(table) if table is not None else spec.schema.empty_table()
+        if spec.name == store.ledger.name:
+            rows = _marked_imported(rows, origin)
         if rows.num_rows or replaced:
             store.replace_rows_of_videos(spec, chosen if rows.num_rows else replaced, rows)
+
+
+def _marked_imported(ledger: pa.Table, origin: str) -> pa.Table:
+    """``ledger`` with every row's details marked as imported from ``origin``."""
+    column = ledger.schema.get_field_index("details_json")
+    marked = [mark_imported(details, origin) for details in ledger.column(column).to_pylist()]
+    return ledger.set_column(column, ledger.schema.field(column), pa.array(marked, pa.string()))
 
 
 def _merge_vocabulary(store: Store, incoming: pa.Table) -> list[dict[str, Any]]:

@@ -7,12 +7,18 @@ A ``running`` row names the process that runs the stage (pid and start time, in 
 process that died without a word (SIGKILL, power cut) leaves such a row behind; :func:`shown_status`
 reads it as ``interrupted`` once that process is gone, so ``status`` never shows a dead stage as
 running forever.
+
+A row a bundle brought carries :data:`IMPORTED_FROM` in its details (:func:`mark_imported`): the
+stage ran on another machine over a file nobody hashed here, so the video's content-hash id is
+only claimed, not earned. When a file with that hash is ingested here, :func:`earned` says no and
+ingestion replaces every row of the video with the file's own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import psutil
@@ -25,6 +31,8 @@ STATUS_DONE = "done"
 STATUS_FAILED = "failed"
 STATUS_SKIPPED = "skipped"  # the stage does not apply (e.g. speech recognition on a silent video)
 STATUS_INTERRUPTED = "interrupted"  # stopped by a signal, or its process died
+#: The details key marking a row written by a bundle import (its value: where the bundle was).
+IMPORTED_FROM = "imported_from"
 
 LEDGER = TableSpec(
     name="ledger",
@@ -74,3 +82,29 @@ def shown_status(row: dict[str, Any]) -> str:
     if row["status"] == STATUS_RUNNING and not owner_alive(row.get("details_json")):
         return STATUS_INTERRUPTED
     return str(row["status"])
+
+
+def _details(details_json: str | None) -> dict[str, Any]:
+    try:
+        details = json.loads(details_json or "{}")
+    except ValueError:
+        return {}
+    return details if isinstance(details, dict) else {}
+
+
+def mark_imported(details_json: str | None, origin: str) -> str:
+    """``details_json`` with the mark of a row a bundle brought from ``origin`` (details that are
+    not a JSON object are dropped: they came from elsewhere)."""
+    return json.dumps({**_details(details_json), IMPORTED_FROM: origin})
+
+
+def imported(row: Mapping[str, Any]) -> bool:
+    """Whether a ledger row was written by a bundle import, not by a stage run here."""
+    return IMPORTED_FROM in _details(row.get("details_json"))
+
+
+def earned(rows: Iterable[Mapping[str, Any]], first_stage: str) -> bool:
+    """Whether a stored video's rows were made here from its file: its ledger has ``first_stage``
+    (the probe, which registers the file) and no row a bundle brought."""
+    rows = list(rows)
+    return any(row["stage"] == first_stage for row in rows) and not any(imported(row) for row in rows)
