@@ -10,10 +10,11 @@ every request it receives so tests can check what a backend really sent::
         assert len(llm_server.chat_requests) == 2
 
 Replies are built with :func:`text`, :func:`tool_call`, :func:`error`, :func:`rate_limited`,
-:func:`hang`, :func:`empty`, :func:`cut_off` (``finish_reason: "length"``) and :func:`thinking`
-(a ``reasoning_content``-style field beside the content). When the queue runs out the server
-answers ``server.default`` if set, else HTTP 418 "script exhausted", a 4xx clients do not retry,
-so the test fails clearly.
+:func:`hang`, :func:`empty`, :func:`cut_off` (``finish_reason: "length"``), :func:`thinking`
+(a ``reasoning_content``-style field beside the content) and :func:`dropped` (the connection is
+closed with no answer, as a server that crashed or restarted mid-request does). When the queue
+runs out the server answers ``server.default`` if set, else HTTP 418 "script exhausted", a 4xx
+clients do not retry, so the test fails clearly.
 Use the ``llm_server`` fixture (tests/conftest.py should import it so every test module has it).
 
 Capabilities, checked before a scripted reply is used (a refused request consumes none), answer
@@ -58,8 +59,8 @@ import pytest
 
 @dataclass
 class Reply:
-    """One scripted answer. ``kind`` is text, tool_calls, error or hang; any kind but an error
-    is sent after ``seconds``."""
+    """One scripted answer. ``kind`` is text, tool_calls, error, hang or drop; text, tool calls and
+    hangs are sent after ``seconds``."""
 
     kind: str
     content: str | None = None
@@ -113,6 +114,11 @@ def error(status: int, message: str = "scripted error", headers: dict[str, str] 
 def rate_limited(retry_after: float = 0) -> Reply:
     """HTTP 429 with a ``Retry-After`` header."""
     return error(429, "rate limited", {"Retry-After": f"{retry_after:g}"})
+
+
+def dropped() -> Reply:
+    """No answer: the server closes the connection (a crashed or restarting model server)."""
+    return Reply("drop")
 
 
 def hang(seconds: float) -> Reply:
@@ -384,6 +390,9 @@ class ScriptedLLMServer:
         reply = self._next()
         if reply is None:
             handler._send(418, {"error": {"message": "llm_server: script exhausted", "type": "test"}})
+            return
+        if reply.kind == "drop":
+            handler.close_connection = True
             return
         if reply.kind == "error":
             handler._send(

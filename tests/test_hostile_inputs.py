@@ -11,18 +11,30 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
+from llm_server import dropped, tool_call
 from typer.testing import CliRunner, Result
 
+from vidscope.api import create_app
 from vidscope.cli import app
 from vidscope.cli.common import overrides
+from vidscope.core.settings import ApiSettings, Settings
+from vidscope.models.open_store import open_store
+from vidscope.storage.videos import VideoRecord
 
 runner = CliRunner()
+#: The address TestClient requests come from: loopback, so no token is needed.
+LOOPBACK = ("127.0.0.1", 50000)
 
 
 def tree(root: Path) -> dict[str, tuple[str, str]]:
@@ -211,3 +223,94 @@ def test_a_download_stops_at_the_pinned_size_and_keeps_the_old_file(
     assert _Endless.sent < 64 << 20  # cut off near the pin, not after the server gave up
     assert (cache / "w.bin").read_bytes() == b"an older copy"
     assert tree(tmp_path) == {**before, "vidscope.toml": tree(tmp_path)["vidscope.toml"]}
+
+
+# ---------------------------------------------------------------------------- model server down
+
+
+def one_video(tmp_path: Path, base_url: str) -> tuple[Settings, str]:
+    """Settings whose chat model is served at ``base_url`` (no retries), over a store holding one
+    video's record (no ingestion needed: the question fails at its first model call)."""
+    options = {"openai": {"base_url": base_url, "max_retries": 0, "timeout_s": 5}}
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={"chat": "openai:scripted", "options": options},
+        api=ApiSettings(video_roots=[tmp_path]),
+    )
+    store = open_store(settings)
+    video_id = hashlib.sha256(b"one video").hexdigest()
+    record = VideoRecord(
+        video_id=video_id,
+        path=str(tmp_path / "video.mp4"),
+        file_name="video.mp4",
+        size_bytes=1000,
+        duration=8.0,
+        fps=25.0,
+        width=64,
+        height=64,
+        rotation=0,
+        has_audio=False,
+        added_at=datetime.now(UTC),
+    )
+    store.upsert(store.videos, [record.model_dump()])
+    return settings, video_id
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def model_failure_logs(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """The records the API logged at WARNING or above; none may carry a traceback."""
+    records = [r for r in caplog.records if r.name.startswith("vidscope") and r.levelno >= logging.WARNING]
+    assert not any(r.exc_info for r in records), [r.getMessage() for r in records]
+    return records
+
+
+def assert_503(response: Any) -> None:
+    assert response.status_code == 503, response.text
+    assert int(response.headers["Retry-After"]) > 0
+    detail = response.json()["detail"]
+    assert "\n" not in detail and "Traceback" not in detail
+
+
+def test_ask_and_compare_answer_503_when_the_model_server_is_down(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings, video_id = one_video(tmp_path, f"http://127.0.0.1:{closed_port()}/v1")
+    caplog.set_level(logging.WARNING)
+    with TestClient(create_app(settings), client=LOOPBACK, base_url="http://127.0.0.1") as http:
+        caplog.clear()
+        ask = http.post("/api/ask", json={"video": video_id[:8], "question": "What happens?"})
+        assert_503(ask)
+        assert "Connection refused" in ask.json()["detail"] or "connect" in ask.json()["detail"].lower()
+        assert len(model_failure_logs(caplog)) == 1
+        caplog.clear()
+        compare = http.post("/api/compare", json={"videos": [video_id[:8]], "question": "What happens?"})
+        assert_503(compare)
+        assert len(model_failure_logs(caplog)) == 1
+        caplog.clear()
+        stream = http.post("/api/ask/stream", json={"video": video_id[:8], "question": "What happens?"})
+        last = json.loads(stream.text.strip().splitlines()[-1])
+        assert last["error"]["status"] == 503 and last["error"]["type"] == "BackendUnavailable"
+        assert len(model_failure_logs(caplog)) == 1
+
+
+def test_ask_answers_503_when_the_model_server_dies_mid_question(
+    tmp_path: Path, llm_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings, video_id = one_video(tmp_path, llm_server.base_url)
+    # The first step is answered; from then on the server closes every connection unanswered.
+    llm_server.script([tool_call("clip_search", {"video_id": video_id, "query": "anything", "top_k": 2})])
+    llm_server.default = dropped()
+    caplog.set_level(logging.WARNING)
+    with TestClient(create_app(settings), client=LOOPBACK, base_url="http://127.0.0.1") as http:
+        caplog.clear()
+        ask = http.post("/api/ask", json={"video": video_id[:8], "question": "What happens?"})
+        assert_503(ask)
+        assert "disconnected" in ask.json()["detail"].lower(), ask.json()
+        assert len(model_failure_logs(caplog)) == 1
+    assert len(llm_server.chat_requests) >= 2  # it did die mid-question, after answering once

@@ -33,12 +33,18 @@ OnStep = Callable[[Any], None]
 
 
 def _error_line(exc: Exception) -> dict[str, Any]:
-    """The stream's last line for a question that failed with ``exc``."""
+    """The stream's last line for a question that failed with ``exc`` (503: the model server)."""
+    from vidscope.api.routes import model_failure
     from vidscope.storage.videos import VideoNotFound
 
-    status = 404 if isinstance(exc, VideoNotFound) else 422 if isinstance(exc, ValueError) else 500
-    message = (str(exc).strip().splitlines() or [""])[0]
-    return {"error": {"status": status, "type": type(exc).__name__, "message": message}}
+    failure = model_failure(exc)
+    shown: BaseException = exc if failure is None else failure
+    if failure is not None:
+        status = 503
+    else:
+        status = 404 if isinstance(exc, VideoNotFound) else 422 if isinstance(exc, ValueError) else 500
+    message = (str(shown).strip().splitlines() or [""])[0]
+    return {"error": {"status": status, "type": type(shown).__name__, "message": message}}
 
 
 def stream_question(
@@ -65,6 +71,8 @@ def stream_question(
             line = _error_line(exc)
             if line["error"]["status"] == 500:
                 log.error("%s failed", what, exc_info=exc)
+            elif line["error"]["status"] == 503:
+                log.warning("%s: the model server failed: %s", what, line["error"]["message"])
             events.put(line)
         finally:
             state.questions.give_back()
@@ -107,7 +115,7 @@ def stream_responses(result: str) -> dict[int | str, dict[str, Any]]:
         200: {
             "description": f'NDJSON: a {{"step": TraceStep}} line per agent step, then {{"result": '
             f'{result}}} or {{"error": {{"status", "type", "message"}}}} (404: no such video; '
-            "422: bad question; 500: the question failed).",
+            "422: bad question; 503: the model server failed; 500: the question failed).",
             "content": {"application/x-ndjson": {}},
         },
         **BUSY,

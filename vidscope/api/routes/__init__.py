@@ -3,11 +3,13 @@
 Every resource but the session lives behind the bearer token: its router comes from
 :func:`guarded_router`, so the dependency and the documented error responses are the same on all.
 
-Questions (ask, ask/stream, compare) share two things here: a bounded number of slots
-(:func:`take_question_slot`, 429 past it) and one way to stop a question whose client left
+Questions (ask, ask/stream, compare) share three things here: a bounded number of slots
+(:func:`take_question_slot`, 429 past it), one way to stop a question whose client left
 (:func:`stop_when`): its agent stops at its next step, so no further model call is made, and its
-slot is given back when its work has really ended. :func:`answer_while_connected` runs a plain
-(non-streamed) question that way.
+slot is given back when its work has really ended (:func:`answer_while_connected` runs a plain,
+non-streamed question that way), and one answer when the model server is down, closes the
+connection, times out or fails (:func:`model_failure`, :func:`model_unavailable`): 503 with
+``Retry-After`` and one log line, not a 500 and a traceback.
 """
 
 from __future__ import annotations
@@ -72,6 +74,43 @@ def take_question_slot(state: ApiState) -> None:
             f"([api] max_questions); ask again in a few seconds",
             headers={"Retry-After": str(RETRY_AFTER)},
         )
+
+
+#: Seconds a client is told to wait before asking again when the model server failed.
+MODEL_RETRY_AFTER = 30
+#: The answer the question routes give when the model server failed.
+MODEL_DOWN: dict[int | str, dict[str, Any]] = {
+    503: {"description": "The model server is down or failed mid-question; retry after Retry-After s."}
+}
+
+
+def model_failure(exc: BaseException) -> BaseException | None:
+    """The model-server failure behind ``exc`` (itself or a cause): a server that cannot be
+    reached or closed the connection, timed out, or answered an error retries did not fix."""
+    from vidscope.core.errors import BackendUnavailable
+    from vidscope.models.openai_compat import EndpointError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (BackendUnavailable, EndpointError)):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its type when it has none)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def model_unavailable(failure: BaseException, what: str) -> HTTPException:
+    """503 with ``Retry-After`` for a model-server failure, logged as one line (no traceback)."""
+    message = first_line(failure)
+    log.warning("%s: the model server failed: %s", what, message)
+    return HTTPException(503, message, headers={"Retry-After": str(MODEL_RETRY_AFTER)})
 
 
 class QuestionAbandoned(Exception):

@@ -21,8 +21,11 @@ from fastapi.responses import Response, StreamingResponse
 from vidscope.api.models import AskRequest, AskResponse
 from vidscope.api.routes import (
     BUSY,
+    MODEL_DOWN,
     answer_while_connected,
     guarded_router,
+    model_failure,
+    model_unavailable,
     take_question_slot,
 )
 from vidscope.api.state import ApiState, State
@@ -44,7 +47,12 @@ def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskRespon
 @router.post(
     "/ask",
     response_model=AskResponse,
-    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
+    responses={
+        404: {"description": "No such video."},
+        422: {"description": "Bad question."},
+        **BUSY,
+        **MODEL_DOWN,
+    },
     tags=["questions"],
 )
 async def ask(body: AskRequest, state: State, request: Request) -> AskResponse | Response:
@@ -60,6 +68,11 @@ async def ask(body: AskRequest, state: State, request: Request) -> AskResponse |
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    except Exception as exc:
+        failure = model_failure(exc)
+        if failure is None:
+            raise
+        raise model_unavailable(failure, f"ask about {body.video!r}") from exc
 
 
 @router.post(

@@ -15,7 +15,15 @@ from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from vidscope.api.models import NonBlank, RequestBody, strategy_field, strategy_of
-from vidscope.api.routes import BUSY, answer_while_connected, guarded_router, take_question_slot
+from vidscope.api.routes import (
+    BUSY,
+    MODEL_DOWN,
+    answer_while_connected,
+    guarded_router,
+    model_failure,
+    model_unavailable,
+    take_question_slot,
+)
 from vidscope.api.state import ApiState, State
 from vidscope.api.streaming import OnStep, stream_question, stream_responses
 from vidscope.flows.compare import CompareResult
@@ -55,7 +63,12 @@ def _compare(state: ApiState, body: CompareRequest, on_step: OnStep | None = Non
 @router.post(
     "/compare",
     response_model=CompareResult,
-    responses={404: {"description": "No such video."}, 422: {"description": "Bad question."}, **BUSY},
+    responses={
+        404: {"description": "No such video."},
+        422: {"description": "Bad question."},
+        **BUSY,
+        **MODEL_DOWN,
+    },
     tags=["questions"],
 )
 async def compare(body: CompareRequest, state: State, request: Request) -> CompareResult | Response:
@@ -72,6 +85,11 @@ async def compare(body: CompareRequest, state: State, request: Request) -> Compa
         raise HTTPException(404, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    except Exception as exc:
+        failure = model_failure(exc)
+        if failure is None:
+            raise
+        raise model_unavailable(failure, f"compare across {len(body.videos)} videos") from exc
 
 
 @router.post(
