@@ -15,7 +15,10 @@ here before :func:`vidscope.storage.bundle.import_bundle` writes a single row:
   dictionary holds one long value repeated a million times otherwise decodes to gigabytes). All
   the bundle's tables share one budget of ``max_bytes``;
 * every row belongs to a video the manifest names, no video has more than ``max_rows_per_video``
-  rows in a table, natural keys are unique and never null, and required columns hold no nulls.
+  rows in a table, natural keys are unique and never null, and required columns hold no nulls;
+* every number is finite (no NaN, no infinity, in vectors too), and every time, duration, size,
+  count, index and score is not negative (only :data:`SIGNED_COLUMNS`, vectors and boxes may be):
+  a NaN duration otherwise reaches ``show`` and the agents as a crash far from the import.
 
 The limits are :class:`~vidscope.core.settings.BundleSettings` (``[bundle]`` in ``vidscope.toml``).
 What remains trusted is Parquet's own page headers: a crafted page can make the reader allocate
@@ -47,6 +50,10 @@ BUNDLE_FORMAT = 1
 VIDEO_ID = re.compile(r"[0-9a-f]{64}")
 #: Rows decoded at a time; small enough that one batch of ordinary rows is a few MB.
 BATCH_ROWS = 1024
+#: Number columns that may be negative (a log-probability, a tracker's id). Every other number of
+#: a table, outside fixed-size lists (embeddings, boxes), is a time, duration, size, count, index
+#: or score.
+SIGNED_COLUMNS = frozenset({"avg_logprob", "track_id"})
 
 
 class BundleError(StoreError):
@@ -290,13 +297,62 @@ def read_table_file(
     return table
 
 
+def _bad_number(values: pa.Array | pa.ChunkedArray, name: str, signed: bool) -> tuple[str, str] | None:
+    """The first (column path, what) of ``values`` that is not finite, or negative unless
+    ``signed``; ``None`` when all are fine. Lists and structs are looked into."""
+    if isinstance(values, pa.ChunkedArray):
+        for chunk in values.chunks:
+            if (found := _bad_number(chunk, name, signed)) is not None:
+                return found
+        return None
+    kind = values.type
+    if pa.types.is_fixed_size_list(kind):  # vectors and boxes: any sign, but finite
+        assert isinstance(values, pa.FixedSizeListArray)
+        return _bad_number(values.flatten(), name, True)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        assert isinstance(values, (pa.ListArray, pa.LargeListArray))
+        return _bad_number(values.flatten(), name, signed)
+    if pa.types.is_struct(kind):
+        assert isinstance(values, pa.StructArray)
+        for i in range(kind.num_fields):
+            child = kind.field(i).name
+            found = _bad_number(values.field(i), f"{name}.{child}", signed or child in SIGNED_COLUMNS)
+            if found is not None:
+                return found
+        return None
+    if pa.types.is_floating(kind):
+        bad = pc.invert(pc.is_finite(values))
+        if pc.any(bad).as_py():
+            value = pc.filter(values, bad)[0].as_py()
+            return name, "NaN" if value != value else f"{value} (not a finite number)"
+    if not signed and (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        negative = pc.less(values, pa.scalar(0, kind))
+        if pc.any(negative).as_py():
+            return name, f"the negative number {pc.filter(values, negative)[0].as_py()}"
+    return None
+
+
+def check_numbers(path: Path, spec: TableSpec, table: pa.Table) -> None:
+    """Refuse a NaN or infinite number anywhere, or a negative one where none can be."""
+    for field in spec.schema:
+        found = _bad_number(table.column(field.name), field.name, field.name in SIGNED_COLUMNS)
+        if found is not None:
+            column, what = found
+            raise BundleError(
+                f"{path} column {column} holds {what}; times, durations, sizes and scores must be "
+                f"finite and not negative"
+            )
+
+
 def check_rows(
     path: Path, spec: TableSpec, table: pa.Table, videos: Sequence[str], limits: BundleSettings
 ) -> None:
-    """Refuse rows of videos the manifest does not name, too many per video, null or repeated keys."""
+    """Refuse rows of videos the manifest does not name, too many per video, null or repeated keys,
+    numbers that are not finite or negative where none can be."""
     for field in spec.schema:
         if (not field.nullable or field.name in spec.keys) and table.column(field.name).null_count:
             raise BundleError(f"{path} has rows without {field.name}")
+    check_numbers(path, spec, table)
     if "video_id" in spec.schema.names:
         ids = table.column("video_id")
         outside = pc.invert(pc.is_in(ids, value_set=pa.array(list(videos), pa.string())))

@@ -400,3 +400,32 @@ def test_a_bundle_claiming_the_hash_of_a_file_not_ingested_here_is_replaced_by_t
     assert store.count(store.clips, attack.second) > 0
     again = attack.run("ingest", str(real), changed=True)
     assert again.exit_code == 0 and "1 up to date" in again.output, again.output
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("videos", "duration", float("nan")),
+        ("clips", "end", float("inf")),
+        ("frames", "t", -2.5),
+        ("ocr_items", "score", -0.5),
+        ("ledger", "seconds", float("-inf")),
+        ("clips", "text_embedding", float("nan")),  # inside a vector (which may hold negatives)
+    ],
+)
+def test_import_refuses_nan_infinite_and_negative_numbers(
+    attack, table: str, column: str, value: float
+) -> None:
+    """Before: they were stored; ``show`` then printed a traceback and ``ask`` failed with "cannot
+    convert float NaN to integer"."""
+    rows = pq.read_table(attack.bundle / f"{table}.parquet")
+    index = rows.schema.get_field_index(column)
+    values = rows.column(column).to_pylist()
+    values[-1] = [value, *values[-1][1:]] if isinstance(values[-1], list) else value
+    rewrite(
+        attack.bundle,
+        table,
+        rows.set_column(index, rows.schema.field(index), pa.array(values, rows.schema.field(index).type)),
+    )
+    refused(attack.run("import", str(attack.bundle)), f"{table}.parquet", f"column {column}", "finite")
+    refused(attack.run("import", "--replace", attack.first[:12], str(attack.bundle)), f"column {column}")
