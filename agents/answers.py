@@ -16,21 +16,38 @@ if TYPE_CHECKING:
 
 
 #: How strongly the tools of a conversation support a cited range, strongest first:
-#: ``perceived`` (frames or detections over that range, looked at, and answering), ``retrieved``
-#: (a clip hit, a transcript or on-screen text line inside it), ``echoed`` (a range the model
-#: supplied itself or an overview pointed at: clip_merge inputs, a graph span, a perception call
-#: that found nothing, a look over the whole video), ``none`` (no tool returned it).
+#: ``perceived`` (a look at frames or detections that found something there), ``retrieved`` (a clip
+#: hit for the query, a transcript or on-screen text line there), ``echoed`` (a range the model
+#: supplied itself, a hint or an overview pointed at: clip_merge inputs, a graph span, grounding
+#: hints, a look that found nothing, a look over the whole video), ``none`` (no tool returned it).
 EVIDENCE_LEVELS = ("perceived", "retrieved", "echoed", "none")
 #: The levels that verify a citation.
 VERIFYING_LEVELS = ("perceived", "retrieved")
+
+
+class Support(BaseModel):
+    """One time range a tool call supports, with what it found there (see
+    :meth:`~vidscope.agents.tools.ToolResult.support`)."""
+
+    video_id: str
+    start: float
+    end: float
+    level: str = Field(description="perceived, retrieved or echoed (see EVIDENCE_LEVELS).")
+    found: str = Field("", description="What the tool found there: a detection, a text line, a reply.")
+    tool: str = Field("", description="The tool whose call returned it.")
+    call: int = Field(0, description="Which tool call of the conversation returned it (1 = the first).")
+    #: False for a look that said what it saw but not where in the ranges it was shown: its whole
+    #: looked range is the support (and looks like it over the whole video verify nothing).
+    localized: bool = True
 
 
 class Citation(BaseModel):
     """A cited time range, the evidence level the tools give it, and whether that verifies it.
 
     Verified means the range lies in the video, is no wider than ``agent.citation_max_seconds``,
-    and overlaps a range a tool returned as *perceived* or *retrieved* evidence in this
-    conversation (see :meth:`ToolResult.evidence_ranges` and :meth:`ToolResult.evidence_level`).
+    and at least half of it lies inside ranges tool calls of this conversation *supported* at a
+    verifying level (see :mod:`vidscope.agents.citations`); ``support`` names those calls and what
+    they found there.
     """
 
     video_id: str
@@ -39,6 +56,10 @@ class Citation(BaseModel):
     verified: bool
     evidence: str = Field("none", description="perceived, retrieved, echoed or none (see EVIDENCE_LEVELS).")
     note: str = ""
+    support: list[Support] = Field(
+        default_factory=list,
+        description="The tool calls that support this range, most overlapping first, with what they found.",
+    )
 
 
 def read_cited_ranges(value: Any) -> Any:
@@ -111,6 +132,11 @@ class UsageTotals(BaseModel):
     tool_calls: int = 0
     tool_cache_hits: int = 0
 
+    def add(self, other: UsageTotals) -> None:
+        """Count everything ``other`` counted too."""
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
     def add_model(self, usage: Usage) -> None:
         """Count one model call (a response-cache hit costs no HTTP call)."""
         self.model_calls += 1
@@ -131,6 +157,13 @@ class Answer(BaseModel):
     interval: Citation | None = None
     extractive: bool = False
     forced: bool = False
+    #: The run ended without an answer in words (nothing stated, or only data: a JSON echo, a
+    #: ``<video_data>`` block); ``answer`` says so. :func:`vidscope.agents.strategies.answer` then
+    #: puts the extractive answer in its place (``fallback``).
+    no_answer: bool = False
+    #: The agent reached no answer and this is the extractive answer to the same question, with the
+    #: agent's trace before it (``extractive`` and ``forced`` are set too).
+    fallback: bool = False
     #: Agents with a perception step (AVI): whether a successful targeted perception call covered
     #: what the answer cites. ``False``: the answer rests on captions and hints only, and its
     #: citations are not verified. ``None``: the agent has no such step.
@@ -166,6 +199,11 @@ class AskResult(BaseModel):
     extractive: bool = False
     forced: bool = Field(
         False, description="The answer did not come from finish (step limit, or a text reply)."
+    )
+    fallback: bool = Field(
+        False,
+        description="The agent reached no answer in words (nothing stated, or only data): the "
+        "extractive answer to the same question stands in, after the agent's trace.",
     )
     perceived: bool | None = Field(
         None,

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from vidscope.agents import prompts
+from vidscope.agents.answers import Support
 from vidscope.agents.frame_grid import fit_frames
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult
 from vidscope.core.errors import BackendUnavailable
@@ -57,8 +58,12 @@ class ClipSearchResult(ToolResult):
     clips: list[ClipHit]
     searched_clips: int
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, c.start, c.end) for c in self.clips]
+    def support(self) -> list[Support]:
+        # Each hit for the query supports its clip, with the words found there.
+        return [
+            Support(video_id=self.video_id, start=c.start, end=c.end, level="retrieved", found=c.text()[:160])
+            for c in self.clips
+        ]
 
     def summary(self) -> str:
         best = sorted(self.clips, key=lambda c: -c.score)[:3]

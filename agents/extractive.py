@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from vidscope.agents import prompts
+from vidscope.agents.citations import Evidence
 from vidscope.agents.evidence import ClipHit, ClipSearchResult, search_clips
-from vidscope.agents.runtime import Answer, Evidence, StepCallback, TraceStep, UsageTotals
+from vidscope.agents.runtime import Answer, StepCallback, TraceStep, UsageTotals
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolError, execute_tool
 from vidscope.agents.tools_library import LibrarySearchResult
@@ -36,6 +37,10 @@ OPTION_CLIPS = 5
 PREFIX = (
     "Extractive answer (no chat model is configured, so this is the best matching evidence, "
     "not a generated answer)."
+)
+#: What an agent's answer says when it reached none and the extractive answer stands in.
+FALLBACK_PREFIX = (
+    "The best matching evidence for the question stands in (extractive, not a generated answer)."
 )
 
 
@@ -120,7 +125,7 @@ def answer_extractively(
 
     ranked = outcome.result.by_relevance()
     evidence = Evidence()
-    evidence.add(outcome.result)
+    evidence.add(outcome.result, outcome.tool)
     lines = [PREFIX]
     cited: list[ClipHit] = []
     choice = None
@@ -195,7 +200,7 @@ def answer_library_extractively(
         )
     moments = outcome.result.moments
     evidence = Evidence()
-    evidence.add(outcome.result)
+    evidence.add(outcome.result, outcome.tool)
     cited = [m for i, m in enumerate(moments) if i == 0 or m.score >= RELATIVE_EVIDENCE * moments[0].score]
     cited = cited[:EVIDENCE_CLIPS]
     lines = [PREFIX, "Best matching moments in the library:"]
@@ -232,7 +237,7 @@ def compare_extractively(ctx: ToolContext, question: str, video_ids: Sequence[st
         except ToolError as exc:
             lines.append(f"{name}: {exc}")
             continue
-        evidence.add(found)
+        evidence.add(found, "clip_search")
         if not found.clips:
             lines.append(f"{name}: nothing relevant found")
             continue

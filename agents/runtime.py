@@ -30,122 +30,21 @@ from typing import Any
 from pydantic import ValidationError
 
 from vidscope.agents import prompts
-from vidscope.agents.answers import (
-    EVIDENCE_LEVELS,
-    VERIFYING_LEVELS,
-    Answer,
-    Citation,
-    TraceStep,
-    UsageTotals,
-)
+from vidscope.agents.answers import Answer, Citation, TraceStep, UsageTotals
+from vidscope.agents.citations import Evidence, parse_citations
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import (
     Tool,
     ToolContext,
-    ToolError,
     ToolOutcome,
-    ToolResult,
     execute_tool,
     validation_message,
 )
 from vidscope.core.errors import ContextLengthExceeded, ModelOutputError
+from vidscope.evaluation.answers import extract_choice
 from vidscope.evaluation.metrics import letter_set
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
-
-#: Seconds a citation may run past the end of the video (containers round durations).
-DURATION_TOLERANCE = 0.5
-
-
-#: A range a tool looked at that covers at least this share of the video is an overview: it
-#: verifies nothing by its range alone (a frame_inspect or text_extract over the whole video).
-WHOLE_VIDEO_SHARE = 0.9
-
-
-class Evidence:
-    """The time ranges tools showed the model during one question, each with its evidence level
-    (what citations may point at, and how strongly)."""
-
-    def __init__(self) -> None:
-        self.ranges: list[tuple[str, float, float, str]] = []
-
-    def add(self, result: ToolResult | None) -> None:
-        """Remember the time ranges ``result`` showed the model, at the result's evidence level."""
-        if result is not None:
-            level = result.evidence_level()
-            self.ranges.extend((v, s, e, level) for v, s, e in result.evidence_ranges())
-
-    def level(self, video_id: str, start: float, end: float, duration: float) -> str:
-        """The strongest evidence level of the ranges overlapping [start, end] ("none" if none)."""
-        found = []
-        for v, s, e, level in self.ranges:
-            if v != video_id or not (s < end and start < e):
-                continue
-            if duration > 0 and (e - s) >= WHOLE_VIDEO_SHARE * duration and level != "echoed":
-                level = "echoed"  # a look over (nearly) the whole video says nothing about where
-            found.append(level)
-        return min(found, key=EVIDENCE_LEVELS.index) if found else "none"
-
-    def check(self, ctx: ToolContext, video_id: str, start: float, end: float) -> Citation:
-        """A :class:`Citation` for [start, end] of ``video_id``: its evidence level, and verified
-        or the reason not."""
-
-        def cite(note: str, level: str = "none") -> Citation:
-            verified = not note and level in VERIFYING_LEVELS
-            return Citation(
-                video_id=video_id, start=start, end=end, verified=verified, evidence=level, note=note
-            )
-
-        try:
-            duration = ctx.video(video_id).duration
-        except ToolError as exc:
-            return cite(str(exc))
-        if not (start < end):
-            return cite("the range is empty or reversed")
-        if start < 0 or end > duration + DURATION_TOLERANCE:
-            return cite(f"outside the video (duration {duration:.1f}s)")
-        # Overviews of the whole timeline (global_browse, global_explore) add no ranges: a summary
-        # that mentions every part of the video would otherwise verify any citation.
-        level = self.level(video_id, start, end, duration)
-        cap = ctx.config.citation_max_seconds
-        if end - start > cap:
-            return cite(f"wider than {cap:g} s: it does not say where the answer is", level)
-        if level == "none":
-            return cite("no tool returned specific evidence in this range")
-        if level == "echoed":
-            return cite("only ranges the model supplied or an overview pointed at cover it", level)
-        return cite("", level)
-
-
-def parse_citations(
-    ctx: ToolContext, evidence: Evidence, raw: Sequence[Any], default_video: str
-) -> list[Citation]:
-    """Check citations given as ``[start, end]`` pairs (or ``{video_id, start, end}`` objects)."""
-    citations = []
-    for item in raw:
-        video_id = default_video
-        try:
-            if isinstance(item, dict):
-                video_id = str(item.get("video_id") or default_video)
-                start, end = float(item["start"]), float(item["end"])
-            else:
-                start, end = (float(x) for x in item)
-        except (TypeError, ValueError, KeyError):
-            citations.append(
-                Citation(
-                    video_id=video_id,
-                    start=-1,
-                    end=-1,
-                    verified=False,
-                    note=f"not a [start, end] pair: {item!r}",
-                )
-            )
-            continue
-        citations.append(evidence.check(ctx, video_id, start, end))
-    return citations
-
-
-_LETTER = re.compile(r"^\s*\(?([A-Za-z])(?:[\).:\]]|\s|$)")
 
 
 def pick_choice(
@@ -155,13 +54,19 @@ def pick_choice(
     *,
     multi_select: bool = False,
 ) -> str | None:
-    """The option letter: an explicit choice, a leading letter, or the option text in the answer.
+    """The option letter: an explicit ``choice`` argument, else the answer's text, each read by the
+    evaluation's own rules (:func:`~vidscope.evaluation.answers.extract_choice`), so an agent's
+    choice and a benchmark's score never disagree.
+
+    Only explicit letter forms ("(B)", "B.", "Answer: B", a bare "B") or exactly one option's text
+    as whole words name a choice: a leading article is never a letter ("A purple elephant is the
+    code." chose nothing), and anything ambiguous is no choice (counted as unparsed by ``eval``).
 
     For a multi-select question (CrossVid's BU: one to three options are right) the choice is the
     set of letters, sorted and joined (``"AC"`` from ``"AC"``, ``"A, C"``, ``"C and A"``, or a
     list ``["C", "A"]``), read by the evaluation's own rule
     (:func:`~vidscope.evaluation.metrics.letter_set`); an answer that is not letters alone falls
-    back to the single-letter reading below."""
+    back to the single-letter reading."""
     if not options:
         return None
     if multi_select:
@@ -169,36 +74,11 @@ def pick_choice(
             chosen = letter_set(text, len(options))
             if chosen:
                 return "".join(sorted(chosen))
-    choice = _joined(choice)
-    letters = prompts.option_letters(len(options))
-    for text in (choice or "", answer):
-        match = _LETTER.match(text)
-        if match and match.group(1).upper() in letters:
-            return match.group(1).upper()
-    said = _comparable(answer)
-    found = [
-        letter
-        for letter, opt in zip(letters, options, strict=True)
-        if (wanted := _comparable(opt)) and re.search(rf"(?<!\w){re.escape(wanted)}(?!\w)", said)
-    ]
-    return found[0] if len(found) == 1 else None
-
-
-#: Number words a model may write as digits, or the other way round ("Pier 7" for the option
-#: "pier seven": what a real Qwen2.5-Coder 1.5B answered).
-_NUMBER_WORDS: dict[str, str] = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
-    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
-    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
-    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
-    "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
-}  # fmt: skip
-
-
-def _comparable(text: str) -> str:
-    """``text`` lowered, its number words as digits and its punctuation as single spaces."""
-    words = re.findall(r"[^\W_]+", text.lower())
-    return " ".join(_NUMBER_WORDS.get(w, w) for w in words)
+    for text in (_joined(choice), answer):
+        letter = extract_choice(text, options)
+        if letter:
+            return letter
+    return None
 
 
 def _joined(choice: str | Sequence[str] | None) -> str | None:
@@ -332,12 +212,11 @@ def run_agent(
                 if answer is not None:
                     answer.forced = True
                     return answer
-        if reply.text and announced_tool(reply.text, ctx.registry.names) is None:
-            return _final(state, reply.text, [], options, forced=True)
-    if state.stated_answer:
-        # The model stated an answer but never finished properly: it is the answer, forced.
-        return _final(state, state.stated_answer, [], options, forced=True)
-    return _final(state, f"No answer was reached ({why}).", [], options, forced=True)
+        if statement(reply.text) and announced_tool(reply.text or "", ctx.registry.names) is None:
+            return _final(state, reply.text or "", [], options, forced=True)
+    # The model stated an answer but never finished properly: it is the answer, forced; without
+    # one, no answer (the extractive answer stands in: strategies.answer).
+    return forced_answer(state, state.stated_answer, options, f"({why})")
 
 
 def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -512,7 +391,7 @@ def run_tool(ctx: ToolContext, state: LoopState, call: ToolCall) -> ToolOutcome:
     state.usage.tool_calls += 1
     state.usage.tool_cache_hits += int(outcome.cached)
     if outcome.result is not None:
-        state.evidence.add(outcome.result)
+        state.evidence.add(outcome.result, call.name)
         inner = outcome.result.model_usage()
         if inner is not None and not outcome.cached:
             state.usage.add_model(inner)
@@ -613,19 +492,53 @@ def tool_name_pattern(name: str) -> re.Pattern[str]:
 _DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|$)|</video_data>", re.DOTALL)
 
 
+#: A code fence's marks (```json … ```), read through.
+_FENCE_MARK = re.compile(r"```[a-zA-Z]*")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+#: Fewer words than this left beside removed data make a reply data, not a statement.
+_WORDS_BESIDE_DATA = 2
+
+
 def statement(text: str | None) -> str:
-    """What a reply without a tool call states, to keep as the best-guess answer: its words with
-    any ``<video_data>`` block removed; "" when nothing but data is left (a bare JSON value such as
-    ``{"type": "comparison"}``, or an echoed empty data block, as the real 1.5B SAMA planner wrote
-    in place of an answer)."""
-    words = _DATA_BLOCK.sub(" ", text or "").strip()
-    if words[:1] in ("{", "["):
+    """What a reply states, as an answer a person can read: its words with any ``<video_data>``
+    block and any JSON object (or list of objects, fenced or not) removed, an object's ``answer``
+    kept in its place; "" when nothing but data is left — a bare object such as
+    ``{"type": "comparison"}``, an echoed data block (what the real 1.5B SAMA planner wrote in
+    place of an answer), or a tool result pasted back with a lead-in (what the real 1.5B DVD
+    planner ended with). Words are kept as they are, however short ("B", "Yes.", "12"), and so is
+    an interval written as JSON ("[35.0, 40.0]", AgentCVR's FSA answer)."""
+    words = _FENCE_MARK.sub(" ", _DATA_BLOCK.sub(" ", text or "")).strip()
+    kept: list[str] = []
+    removed = False
+    at = 0
+    decoder = json.JSONDecoder()
+    while True:
+        starts = [i for i in (words.find("{", at), words.find("[", at)) if i >= 0]
+        if not starts:
+            kept.append(words[at:])
+            break
+        opening = min(starts)
         try:
-            json.loads(words)
+            value, end = decoder.raw_decode(words, opening)
         except ValueError:
-            return words
+            value, end = None, opening + 1
+        # Objects (and lists of them) are data; a range written in words ("[10, 15]") is not; an
+        # object with an answer in words ({"answer": "Pier 7"}) states that answer.
+        said = value.get("answer") if isinstance(value, dict) else None
+        if isinstance(said, str) and said.strip():
+            kept.append(f"{words[at:opening]}{said.strip()}")
+        elif isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
+            kept.append(words[at:opening])
+            removed = True
+        else:
+            kept.append(words[at:end])
+        at = end
+    left = "".join(kept).strip()
+    # What is left beside the data: an answer ("The answer is B"), or a lead-in to the data ("Here
+    # is the result:") or a word or two, which is no statement.
+    if removed and (len(_WORD.findall(left)) < _WORDS_BESIDE_DATA or left.endswith(":")):
         return ""
-    return words
+    return left if re.search(r"[^\W_]", left) else ""
 
 
 def announced_tool(text: str, tools: Sequence[str]) -> str | None:
@@ -779,10 +692,16 @@ def finish_answer(
     return _final(state, str(values.get("answer", "")), checked, options, choice=values.get("choice"))
 
 
-def forced_answer(state: LoopState, text: str | None, options: Sequence[str] | None) -> Answer:
+#: The answer of a run that ended without an answer in words.
+NO_ANSWER = "No answer was reached {why}."
+
+
+def forced_answer(
+    state: LoopState, text: str | None, options: Sequence[str] | None, why: str = "within the turn limit"
+) -> Answer:
     """The best guess at a loop's limit: ``text`` (what the model last stated) with the choice it
-    names, marked ``forced``; without one, "No answer was reached" (also forced)."""
-    return _final(state, text or "No answer was reached within the turn limit.", [], options, forced=True)
+    names, marked ``forced``; without one (or only data), "No answer was reached" (``no_answer``)."""
+    return _final(state, text or "", [], options, forced=True, why=why)
 
 
 def _final(
@@ -793,12 +712,17 @@ def _final(
     *,
     choice: str | Sequence[str] | None = None,
     forced: bool = False,
+    why: str = "(the reply was data, not an answer)",
 ) -> Answer:
+    """The run's :class:`Answer`: ``text``'s words (:func:`statement`: never a data echo), its
+    choice, the citations; ``no_answer`` when no words are left."""
+    said = statement(text)
     return Answer(
-        answer=text,
-        choice=pick_choice(choice, text, options, multi_select=state.multi_select),
+        answer=said or NO_ANSWER.format(why=why),
+        choice=pick_choice(choice, said, options, multi_select=state.multi_select),
         citations=citations,
         trace=state.trace,
         usage=state.usage,
-        forced=forced,
+        forced=forced or not said,
+        no_answer=not said,
     )

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar, get_args
 
 if TYPE_CHECKING:
-    from vidscope.agents.runtime import Answer, StepCallback
+    from vidscope.agents.runtime import Answer, StepCallback, TraceStep
     from vidscope.agents.tools import ToolContext, ToolRegistry
 
 #: What a question is about: one video (``ask``), several (``compare``), or the whole library
@@ -237,18 +237,63 @@ def answer(strategy: Strategy | str, ctx: ToolContext, request: StrategyRequest)
     one gives way to the extractive answerer (callers say so in their result's note); the tools
     are the library's for a library question, else the strategy's own for the context's
     environment, less the tools of the request's ablations; then the strategy's run function
-    answers.
+    answers. A run that ends without an answer in words (``Answer.no_answer``: nothing stated, or
+    only data) gets the floor under every agent: the extractive answer to the same question stands
+    in, marked ``fallback`` (:func:`extractive_floor`), so a weak model never answers worse than
+    no model. The simulator keeps the agent's own ending (training scores the policy, not the
+    floor).
     """
     chosen = get(strategy) if isinstance(strategy, str) else strategy
     if chosen.needs_planner and ctx.chat is None:
         chosen = STRATEGIES[EXTRACTIVE]
+    _use_tools(ctx, chosen, request)
+    reached = load(chosen.run)(ctx, request)
+    if reached.no_answer and chosen.needs_planner and not in_simulator(ctx):
+        return extractive_floor(ctx, request, reached)
+    return reached
+
+
+def _use_tools(ctx: ToolContext, chosen: Strategy, request: StrategyRequest) -> None:
+    """Give ``ctx`` the tools ``chosen`` answers ``request`` with."""
     if request.scope == "library":
         from vidscope.agents.tools_library import library_registry
 
         ctx.registry = library_registry()
     else:
         ctx.registry = _without(chosen.tool_registry(simulated=in_simulator(ctx)), chosen, request.ablations)
-    return load(chosen.run)(ctx, request)
+
+
+def extractive_floor(ctx: ToolContext, request: StrategyRequest, reached: Answer) -> Answer:
+    """The extractive answer to ``request`` in place of ``reached``, an agent's run that ended
+    without an answer in words: the moments and their words, cited, after the agent's trace (its
+    steps numbered on), marked ``fallback``, ``forced`` and ``extractive``."""
+    from dataclasses import replace
+
+    from vidscope.agents import extractive
+
+    floor = STRATEGIES[EXTRACTIVE]
+    offset = len(reached.trace)
+    forward = request.on_step
+
+    def shifted(step: TraceStep) -> None:
+        step.index += offset
+        if forward is not None:
+            forward(step)
+
+    _use_tools(ctx, floor, request)
+    found = load(floor.run)(ctx, replace(request, on_step=shifted))
+    said = found.answer.removeprefix(extractive.PREFIX).strip()
+    usage = reached.usage.model_copy()
+    usage.add(found.usage)
+    return found.model_copy(
+        update={
+            "answer": f"{reached.answer} {extractive.FALLBACK_PREFIX}\n{said}",
+            "trace": [*reached.trace, *found.trace],
+            "usage": usage,
+            "forced": True,
+            "fallback": True,
+        }
+    )
 
 
 # ============================================================================ the strategies

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
 from vidscope.agents import tool_cache
+from vidscope.agents.answers import Support
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import AgentSettings, Settings
 from vidscope.models import registry as model_registry
@@ -192,15 +193,12 @@ class ToolResult(BaseModel):
 
     model_config = ConfigDict(frozen=False)
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        """(video_id, start, end) of every moment this result put in front of the model."""
+    def support(self) -> list[Support]:
+        """The time ranges this result supports, each with its evidence level and what was found
+        there (see :mod:`vidscope.agents.citations`): where a hit, a text line, a detection or a
+        look that saw something lies. A result that found nothing, refused, or only points at
+        ranges (hints, overviews, the model's own ranges) supports them as ``echoed`` at most."""
         return []
-
-    def evidence_level(self) -> str:
-        """How strongly this result supports its ranges (see ``answers.EVIDENCE_LEVELS``): stored
-        text found there by default; perception tools say ``perceived`` when they saw something,
-        ``echoed`` when they found nothing; tools that return ranges the model chose say ``echoed``."""
-        return "retrieved"
 
     def summary(self) -> str:
         """A one-line description for traces."""

@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import Field
 
+from vidscope.agents.answers import Support
 from vidscope.agents.dvd.tools import clip_search, finish, frame_inspect, global_browse
 from vidscope.agents.moments import Moment, search_moments
 from vidscope.agents.tools import ToolContext, ToolRegistry, ToolResult, tool
@@ -26,8 +27,11 @@ class LibrarySearchResult(ToolResult):
     query: str
     moments: list[Moment]
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(m.video_id, m.start, m.end) for m in self.moments]
+    def support(self) -> list[Support]:
+        return [
+            Support(video_id=m.video_id, start=m.start, end=m.end, level="retrieved", found=m.text[:160])
+            for m in self.moments
+        ]
 
     def summary(self) -> str:
         best = ", ".join(f"{m.file} {fmt_time(m.start)}-{fmt_time(m.end)}" for m in self.moments[:3])

@@ -18,8 +18,9 @@ counted as unparsed, apart from wrong choices: see :func:`vidscope.evaluation.sc
 3. **Leading label**: the answer starts with a labelled letter, ``"B. the dog"``, ``"(B) the dog"``,
    ``"B) ..."``, ``"B: ..."``. A bare leading capital is not a label ("A man walks in").
 4. **Bracketed letters**: every ``(X)`` in the answer names the same valid letter.
-5. **Option text**: exactly one option's text occurs in the answer (case, punctuation and spacing
-   ignored; quoted text counts the same). When one matching option's text contains another's
+5. **Option text**: exactly one option's text occurs in the answer as whole words (case,
+   punctuation and spacing ignored, number words read as digits: "Pier 7" names "pier seven";
+   quoted text counts the same). When one matching option's text contains another's
    ("red" / "red car"), the longer one is meant.
 
 Letters beyond the number of options are never valid ("E" with four options).
@@ -54,9 +55,22 @@ def _valid(letter: str | None, n_options: int) -> str | None:
     return letter if letter in LETTERS[:n_options] else None
 
 
+#: Number words a model may write as digits, or the other way round ("Pier 7" for the option
+#: "pier seven": what a real Qwen2.5-Coder 1.5B answered).
+_NUMBER_WORDS: dict[str, str] = {
+    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
+    "seven": "7", "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12",
+    "thirteen": "13", "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17",
+    "eighteen": "18", "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40",
+    "fifty": "50", "sixty": "60", "seventy": "70", "eighty": "80", "ninety": "90",
+}  # fmt: skip
+
+
 def _normalise(text: str) -> str:
-    """Lower case, punctuation to spaces, single spaces, padded so matches fall on word boundaries."""
-    return f" {_WORD.sub(' ', text.lower()).strip()} "
+    """Lower case, number words as digits, punctuation to spaces, single spaces, padded so matches
+    fall on word boundaries."""
+    words = _WORD.sub(" ", text.lower().replace("_", " ")).split()
+    return f" {' '.join(_NUMBER_WORDS.get(w, w) for w in words)} "
 
 
 def _by_option_text(answer: str, options: Sequence[str]) -> str | None:

@@ -89,6 +89,9 @@ class Prediction(BaseModel):
     seconds: float = 0.0
     extractive: bool = False
     forced: bool = False
+    fallback: bool = Field(
+        False, description="The agent reached no answer in words: the extractive answer stood in."
+    )
     perceived: bool | None = Field(None, description="AVI: the answer's citations were perceived.")
     evidence: dict[str, int] = Field(
         default_factory=dict,

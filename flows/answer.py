@@ -104,7 +104,7 @@ def answer_video(
         chat.name if chat else None,
         time.perf_counter() - started,
     )
-    result.agent = None if answer.extractive else strategy.name
+    result.agent = None if answer.extractive and not answer.fallback else strategy.name
     asked_for = strategy.name != default and strategy.needs_planner
     result.note = needs_chat_note(strategy) if answer.extractive and asked_for else None
     _publish(result)
@@ -140,8 +140,9 @@ def answer_library(
         citations=answer.citations,
         extractive=answer.extractive,
         forced=answer.forced,
+        fallback=answer.fallback,
         model=chat.name if chat else None,
-        agent=None if answer.extractive else strategy.name,
+        agent=None if answer.extractive and not answer.fallback else strategy.name,
         library=True,
         files=files,
         seconds=round(time.perf_counter() - started, 3),
@@ -176,6 +177,7 @@ def _result(
         unverified_citations=answer.unverified_citations,
         extractive=answer.extractive,
         forced=answer.forced,
+        fallback=answer.fallback,
         perceived=answer.perceived,
         model=model,
         seconds=round(seconds, 3),

@@ -60,6 +60,8 @@ class CompareResult(BaseModel):
     citations: list[Citation] = Field(default_factory=list)
     extractive: bool = False
     forced: bool = False
+    #: The agent reached no answer in words: the extractive answer stands in (``Answer.fallback``).
+    fallback: bool = False
     agent: str | None = None
     model: str | None = None
     note: str | None = None
@@ -109,9 +111,10 @@ def compare_videos(
         citations=answer.citations,
         extractive=answer.extractive,
         forced=answer.forced,
-        agent=None if answer.extractive else strategy.name,
+        fallback=answer.fallback,
+        agent=None if answer.extractive and not answer.fallback else strategy.name,
         model=chat.name if chat else None,
-        note=EXTRACTIVE_NOTE if answer.extractive else None,
+        note=EXTRACTIVE_NOTE if answer.extractive and not answer.fallback else None,
         seconds=round(time.perf_counter() - started, 3),
         trace=answer.trace,
         usage=answer.usage,

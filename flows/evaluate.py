@@ -536,6 +536,7 @@ def answer_question(
                 tool_calls=answer.usage.tool_calls,
                 extractive=answer.extractive,
                 forced=answer.forced,
+                fallback=answer.fallback,
                 perceived=answer.perceived,
                 evidence=dict(Counter(c.evidence for c in answer.citations)),
                 citations=[(c.video_id, c.start, c.end) for c in answer.citations],

@@ -341,7 +341,7 @@ def test_global_browse_summarises_the_captions_most_relevant_to_the_query(
     assert 20.0 in [c.start for c in oven.captions] and oven.captions != vault.captions
     assert vault.summary_text is None and vault.total_clips == 12
     # An overview is no evidence for a moment: it verifies no citation.
-    assert vault.evidence_ranges() == []
+    assert vault.support() == []
     assert sample_evenly(300, 48)[:3] == [0, 6, 13] and len(sample_evenly(300, 48)) == 48
 
 

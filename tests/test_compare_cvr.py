@@ -144,7 +144,8 @@ def test_over_128_frames_the_look_is_scaled_and_the_master_is_told(
     result = run_cvr(context(data_dir, llm_server), "What is shown?", [VIDEO_ID])
     told = json.dumps(llm_server.chat_requests[-1]["messages"][-1]["content"])
     assert "200 frames asked, over the 128-frame budget: scaled to 128 ([96, 32])" in told
-    assert result.citations[0].verified
+    # One look over the whole video (0-60 s) that did not say where: it verifies no citation.
+    assert [(c.evidence, c.verified) for c in result.citations] == [("echoed", False)]
     # Every frame taken is seen, within the backend's 32 images per request: stitched into grids.
     [look] = looks(llm_server)
     shown = json.dumps(look)
@@ -241,8 +242,10 @@ def test_a_task_answer_before_four_queries_is_set_aside(
     assert first.startswith("Task: functional step alignment (FSA).") and "at least 4 queries" in first
     refused = [s.observation for s in result.trace if s.kind == "model-error"]
     assert refused == [
-        "Your answer was set aside: this task needs at least 4 queries before the answer (0 so far).",
-        "Your answer was set aside: this task needs at least 4 queries before the answer (2 so far).",
+        "Your answer was set aside: this task needs at least 4 answered queries before the answer "
+        "(0 so far; refused queries do not count).",
+        "Your answer was set aside: this task needs at least 4 answered queries before the answer "
+        "(2 so far; refused queries do not count).",
     ]
     assert len([s for s in result.trace if s.kind == "tool"]) == 4
     assert result.answer == "[35.0, 40.0]" and not result.forced

@@ -98,8 +98,11 @@ def test_temporal_grounding_ranks_the_moment_said_and_shown_first(video: dict[st
     assert [h.score for h in result.hints] == sorted((h.score for h in result.hints), reverse=True)
     assert all(0 <= h.start < h.end <= DURATION + 0.1 for h in result.hints)
     assert any("no image-text model" in n for n in result.notes)
-    # They are hints with their times: what the agent cites after checking them.
-    assert (video["id"], 5.0, 10.0) in result.evidence_ranges()
+    # They are hints with their times, "hints, not evidence" (SAMA App. C): what the agent cites
+    # after checking them, and they verify nothing themselves.
+    assert (video["id"], 5.0, 10.0, "echoed") in [
+        (s.video_id, s.start, s.end, s.level) for s in result.support()
+    ]
     assert result.summary().startswith(f"{len(result.hints)} candidate moments: 5-10s")
 
     # With an image-text model and no stored frame embeddings, the frames are embedded now and
@@ -218,7 +221,8 @@ def test_subtitle_retriever_finds_the_line_that_is_said(video: dict[str, Any]) -
     best = max(result.lines, key=lambda line: line.score or 0)
     assert "eggs" in best.text.lower() and 5.5 <= best.start <= 8.0
     assert [line.start for line in result.lines] == sorted(line.start for line in result.lines)
-    assert (video["id"], best.start, best.end) in result.evidence_ranges()
+    said = [(s.video_id, s.start, s.end, s.level) for s in result.support()]
+    assert (video["id"], best.start, best.end, "retrieved") in said
 
 
 def test_scene_graph_over_stored_detections_spreads_its_frames_over_the_window(video: dict[str, Any]) -> None:

@@ -234,8 +234,12 @@ def test_frames_looked_at_are_perceived_and_a_wide_citation_never_verifies(world
         ]
     )
     result = run_ask(settings, VIDEO_ID, QUESTION)
-    assert [(c.evidence, c.verified) for c in result.citations] == [("perceived", True), ("perceived", False)]
+    # The wide one holds the looked range, but most of it was never looked at: echoed at most.
+    assert [(c.evidence, c.verified) for c in result.citations] == [("perceived", True), ("echoed", False)]
     assert "wider than 30" in result.citations[1].note
+    # The verified one names the call that supports it and what it saw there.
+    (support,) = result.citations[0].support
+    assert support.tool == "frame_inspect" and "PURPLE ELEPHANT" in support.found
 
 
 def test_a_look_over_the_whole_video_verifies_nothing_by_its_range(world) -> None:  # noqa: F811
@@ -396,7 +400,8 @@ def test_cvr_no_evidence_verifies_nothing() -> None:
     span = LookedRange(video_id=VIDEO_ID, t0=30, t1=40, frames=8)
     seen = VisualQueryResult(targets=[span], focus="code", answer="A sign reads PURPLE.")
     blind = VisualQueryResult(targets=[span], focus="code", answer="no evidence")
-    assert seen.evidence_level() == "perceived" and blind.evidence_level() == "echoed"
+    assert [s.level for s in seen.support()] == ["perceived"]
+    assert [s.level for s in blind.support()] == ["echoed"]
 
 
 def test_cvr_an_answer_beside_queries_waits_for_their_results() -> None:

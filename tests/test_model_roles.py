@@ -352,7 +352,7 @@ def test_avi_frame_analysis_without_a_vision_model_is_an_observation(
         ctx, "frame_analysis", {"video_id": VIDEO_ID, "time_ranges": [[1, 5]], "question": "q"}
     )
     assert outcome.ok and outcome.result is not None
-    assert outcome.result.no_vision and outcome.result.evidence_ranges() == []  # nothing perceived
+    assert outcome.result.no_vision and outcome.result.support() == []  # nothing perceived
     assert "no vision model configured" in outcome.result.answer
     assert not llm_server.chat_requests
 

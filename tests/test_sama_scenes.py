@@ -58,15 +58,17 @@ def test_the_cut_between_two_shots_is_found_near_its_time(ingested: tuple[ToolCo
     (cut,) = result.boundaries
     assert abs(cut.t - CUT) <= 0.5 and cut.before < CUT <= cut.after, cut
     assert result.scenes[0][0] == 0 and result.scenes[-1][1] == pytest.approx(DURATION, abs=0.1)
-    assert len(result.scenes) == 2 and result.evidence_level() == "perceived"
-    assert result.evidence_ranges() == [(video_id, cut.before, cut.after)]
+    assert len(result.scenes) == 2
+    assert [(s.video_id, s.start, s.end, s.level) for s in result.support()] == [
+        (video_id, cut.before, cut.after, "perceived")
+    ]
 
 
 def test_one_shot_has_no_boundary_and_bad_intervals_are_refused(ingested: tuple[ToolContext, str]) -> None:
     ctx, video_id = ingested
     inside = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 5.5})
     assert inside.ok and inside.result.boundaries == [] and inside.result.scenes == [[0.0, 5.5]]
-    assert inside.result.frames_compared >= 10 and inside.result.evidence_level() == "echoed"
+    assert inside.result.frames_compared >= 10 and inside.result.support() == []  # no cut: nothing
     later = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 7, "t1": DURATION})
     assert later.ok and later.result.boundaries == []
     for t0, t1 in ((-1, 4), (3, 40), (5, 5)):

@@ -154,7 +154,12 @@ def test_statement_keeps_words_and_drops_data() -> None:
     from vidscope.agents.runtime import statement
 
     assert statement('<video_data>\n{"clips": []}\n</video_data>') == ""
-    assert statement('{"type": "comparison"}') == "" and statement("[1, 2]") == ""
+    assert statement('{"type": "comparison"}') == "" and statement("[]") == ""
+    # An interval written as JSON is an answer (AgentCVR's FSA answers "[35.0, 40.0]"), not data.
+    assert statement("[35.0, 40.0]") == "[35.0, 40.0]"
+    # A tool result pasted back, with a lead-in (the real 1.5B DVD planner's forced answer): data.
+    assert statement('Here is the result: {"clips": [{"start": 35.0, "end": 40.0}]}') == ""
+    assert statement('```json\n{"answer": "2 cars", "citations": []}\n```') == "2 cars"
     assert statement("The ticket is cheaper at the river port. <video_data>{}</video_data>") == (
         "The ticket is cheaper at the river port."
     )

@@ -109,7 +109,7 @@ def test_one_simulated_look_sees_two_videos_side_by_side_within_the_frame_budget
     seen = outcome.result
     assert [t.frames for t in seen.targets] == [80, 48] and "over the 128-frame budget" in seen.note
     assert f"video {first.video_id}: " in seen.answer and f"video {second.video_id}: " in seen.answer
-    assert {r[0] for r in seen.evidence_ranges()} == {first.video_id, second.video_id}
+    assert {s.video_id for s in seen.support()} == {first.video_id, second.video_id}
     assert {e.label for e in seen.events} >= {a.label, b.label}
 
 

@@ -299,6 +299,6 @@ def test_global_browse_shows_the_registry_most_mentioned_first(
     man = result.subjects[0]
     assert man.appearance == "red jacket" and man.actions == ["waves"] and man.spans == [[60, 70]]
     # An overview of the whole timeline is a hint, not evidence: it verifies no citation (issue 12).
-    assert result.evidence_ranges() == []
+    assert result.support() == []
     assert result.for_model()["subjects"][0]["name"] == "the man in red"
     assert "2 subjects" in result.summary()

@@ -256,7 +256,9 @@ def test_boundary_detect_finds_the_blue_span_from_the_file(world) -> None:
     iou = temporal_iou((result.t_start, result.t_end), BLUE)
     assert iou >= 0.9, (result.t_start, result.t_end)
     assert result.contrast > 0.5 and len(result.curve) <= 24
-    assert result.evidence_ranges() == [(COLOUR_ID, result.t_start, result.t_end)]
+    assert [(s.start, s.end, s.level) for s in result.support()] == [
+        (result.t_start, result.t_end, "perceived")
+    ]
     # The red event is the complement: its clearest run is the longer red part (0-4 s).
     red = execute_tool(
         context(world, image_text=ColourEmbedder()),
@@ -538,7 +540,11 @@ def test_frame_analysis_sends_frames_as_data_urls(world, llm_server) -> None:
     times = both.result.frame_times
     assert len(times) == 12 and times == sorted(times)
     assert sum(t <= 2 for t in times) == 4 and sum(t >= 8 for t in times) == 8
-    assert both.result.evidence_ranges() == [(COLOUR_ID, 0.0, 2.0), (COLOUR_ID, 8.0, 12.0)]
+    # It said what it saw but not when: its whole looked ranges, not localised.
+    assert [(s.video_id, s.start, s.end, s.level, s.localized) for s in both.result.support()] == [
+        (COLOUR_ID, 0.0, 2.0, "perceived", False),
+        (COLOUR_ID, 8.0, 12.0, "perceived", False),
+    ]
 
 
 def test_frame_analysis_without_a_vision_model_says_so_as_an_observation(world) -> None:
@@ -550,7 +556,7 @@ def test_frame_analysis_without_a_vision_model_says_so_as_an_observation(world) 
     )
     assert outcome.ok and outcome.result is not None and outcome.result.no_vision
     assert "no vision model configured" in outcome.result.answer and "models.vlm" in outcome.result.answer
-    assert outcome.result.evidence_ranges() == []
+    assert outcome.result.support() == []
 
 
 # ---------------------------------------------------------------------------- retrieve
@@ -723,7 +729,9 @@ def test_graph_retrieve(clip_world) -> None:
         ("runs in", 15),
         ("catches", 35),
     ]
-    assert (CLIPS_ID, 35.0, 40.0) in result.evidence_ranges()
+    assert (CLIPS_ID, 35.0, 40.0, "echoed") in [
+        (s.video_id, s.start, s.end, s.level) for s in result.support()
+    ]
     assert result.path == [] and result.groups == []
 
     # A path question between two entities, and a query naming a super-node (a scene).

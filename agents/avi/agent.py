@@ -23,7 +23,7 @@ last resort; Review is conservative and may send the agent back.
 Whatever the model does, the paper's protocol holds: Retrieve makes at least one call and starts
 with ``clip_retrieve`` (Fig. 10: the first turn offers only it); one tool runs per turn (Fig. 9:
 further calls in a reply are refused); a failed perception call does not count as perceiving, and
-an answer whose citations no successful targeted perception call covered carries ``perceived =
+an answer whose citations no successful targeted perception call saw anything at carries ``perceived =
 False`` and unverified citations. Review reads the paper's own output formats (``**Answer:** C``,
 ``[1.5s, 12.5s]``) as well as JSON.
 
@@ -43,8 +43,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from vidscope.agents import prompts
+from vidscope.agents.citations import Evidence
 from vidscope.agents.grounding import parse_interval
 from vidscope.agents.runtime import (
+    NO_ANSWER,
     Answer,
     Citation,
     LoopState,
@@ -60,6 +62,7 @@ from vidscope.agents.runtime import (
     remember_call,
     reply_cost,
     run_tool,
+    statement,
     tool_step,
 )
 from vidscope.agents.strategies import StrategyRequest
@@ -262,9 +265,10 @@ class _AviRun:
         # a Perceive phase without any has been used.
         self.perception_calls = 0
         self.perception_sent_back = False
-        # Ranges successful targeted perception calls covered (what makes an answer perceived),
-        # and how many calls Retrieve made (it must make one, starting with clip_retrieve).
-        self.perceived_ranges: list[tuple[str, float, float]] = []
+        # What successful targeted perception calls supported (an answer is perceived only where
+        # one of them saw something), and how many calls Retrieve made (it must make one,
+        # starting with clip_retrieve).
+        self.looks = Evidence()
         self.retrieve_calls = 0
         self.retrieve_sent_back = False
         # A terminal tool (finish) has no place here: the review phase gives the answer.
@@ -475,10 +479,9 @@ class _AviRun:
         remember_call(self.state, call)
         self.retrieve_calls += int(phase == RETRIEVE)
         if phase == PERCEIVE and call.name in self.targeted and outcome.ok and outcome.result is not None:
-            # Only a successful look counts as perceiving, and only where it looked.
+            # Only a successful look counts as perceiving, and only where it saw something.
             self.perception_calls += 1
-            if outcome.result.evidence_level() == "perceived":
-                self.perceived_ranges.extend(outcome.result.evidence_ranges())
+            self.looks.add(outcome.result, call.name)
         self._record(tool_step(0, call, outcome, reply, first=first, phase=phase))
         return format_observation(outcome)
 
@@ -624,12 +627,14 @@ class _AviRun:
         citations = parse_citations(self.ctx, self.state.evidence, review.citations, self.default_video)
         interval = self._interval(review.interval, review.answer, citations)
         cited = [*citations, *([interval] if interval is not None else [])]
+        # Perceived: a targeted look saw something over at least half of a cited range (the
+        # citations' own rule, on the looks alone).
         perceived = any(
-            v == c.video_id and s < c.end and c.start < e for c in cited for v, s, e in self.perceived_ranges
+            self.looks.check(self.ctx, c.video_id, c.start, c.end).evidence == "perceived" for c in cited
         )
         if not perceived:
-            # Captions and hints only: nothing was looked at where the answer points (issue 28).
-            note = "not perceived: no successful targeted perception call covered it"
+            # Captions and hints only: nothing was seen where the answer points (issue 28).
+            note = "not perceived: no targeted perception call saw anything where it points"
             citations = [c.model_copy(update={"verified": False, "note": c.note or note}) for c in citations]
             if interval is not None:
                 interval = interval.model_copy(update={"verified": False, "note": interval.note or note})
@@ -649,14 +654,16 @@ class _AviRun:
                 **reply_cost(reply),
             )
         )
+        said = statement(review.answer)  # never a data echo as the answer
         return Answer(
-            answer=review.answer.strip(),
-            choice=pick_choice(review.choice, review.answer, self.options),
+            answer=said or NO_ANSWER.format(why="(the reply was data, not an answer)"),
+            choice=pick_choice(review.choice, said, self.options),
             citations=citations,
             interval=interval,
             trace=self.state.trace,
             usage=self.state.usage,
-            forced=forced,
+            forced=forced or not said,
+            no_answer=not said,
             perceived=perceived,
         )
 

@@ -9,8 +9,16 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.answers import Support
 from vidscope.agents.evidence import ask_about_frames, sample_evenly
-from vidscope.agents.grounding import CurveInterval, interval_from_curve, refine_edge, smooth
+from vidscope.agents.grounding import (
+    MIN_CONTRAST,
+    CurveInterval,
+    interval_from_curve,
+    refine_edge,
+    smooth,
+)
+from vidscope.agents.looks import look_support, read_look, times_inside
 from vidscope.agents.perception import (
     TimeRange,
     checked_range,
@@ -41,6 +49,9 @@ BOUNDARY_PROBES = 4
 ANALYSIS_MAX_FRAMES = 64
 #: Longest side of the frames frame_analysis sends (smaller images, fewer image tokens).
 ANALYSIS_MAX_SIDE = 448
+#: boundary_detect's interval must be narrower than this share of its range to say where the
+#: event is (a flat curve returns the whole range).
+NARROWED_SHARE = 0.9
 #: Output limits that keep results within the model's token budget.
 DETECT_SHOWN_FRAMES = 12
 DETECT_BOXES_PER_LABEL = 4
@@ -81,12 +92,27 @@ class ObjectDetectResult(ToolResult):
     frames: list[FrameObjects] = Field(default_factory=list, description="Some frames with objects.")
     not_found: list[str] = Field(default_factory=list)
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if bool(self.objects) else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.time_range[0], self.time_range[1])]
+    def support(self) -> list[Support]:
+        # Each object supports the span it was seen in (first to last frame with it); a look that
+        # found nothing only echoes the range.
+        start, end = self.time_range
+        if not self.objects:
+            said = (
+                f"none of {', '.join(self.not_found)} detected" if self.not_found else "no objects detected"
+            )
+            return [Support(video_id=self.video_id, start=start, end=end, level="echoed", found=said)]
+        half = (end - start) / max(1, self.frames_checked) / 2
+        return [
+            Support(
+                video_id=self.video_id,
+                start=max(start, (o.first_seen if o.first_seen is not None else start) - half),
+                end=min(end, (o.last_seen if o.last_seen is not None else end) + half),
+                level="perceived",
+                found=f"{o.label} (up to {o.max_count} in a frame, in {o.frames_seen} frames)",
+                localized=o.first_seen is not None,
+            )
+            for o in self.objects
+        ]
 
     def summary(self) -> str:
         seen = ", ".join(f"{o.label}≤{o.max_count}" for o in self.objects[:5]) or "nothing"
@@ -231,12 +257,17 @@ class TextExtractResult(ToolResult):
     items: list[TextItem]
     more: int = Field(0, description="Items left out to keep the result short.")
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if bool(self.items) else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.time_range[0], self.time_range[1])]
+    def support(self) -> list[Support]:
+        # Each line supports only when it is shown, not the whole range read; no text only echoes.
+        if not self.items:
+            start, end = self.time_range
+            return [Support(video_id=self.video_id, start=start, end=end, level="echoed", found="no text")]
+        return [
+            Support(
+                video_id=self.video_id, start=i.start, end=i.end, level="perceived", found=f"text {i.text!r}"
+            )
+            for i in self.items
+        ]
 
     def summary(self) -> str:
         shown = "; ".join(i.text for i in self.items[:3])
@@ -316,12 +347,22 @@ class BoundaryResult(ToolResult):
         default_factory=list, description="[time, smoothed similarity] at a few points."
     )
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if True else "echoed"
+    @property
+    def clear(self) -> bool:
+        """Whether the curve shows the event somewhere: a change of at least
+        :data:`~vidscope.agents.grounding.MIN_CONTRAST` that narrows the range (a flat curve
+        returns all of it)."""
+        a, b = self.time_range
+        narrowed = (self.t_end - self.t_start) < NARROWED_SHARE * max(b - a, 1e-9)
+        return self.contrast >= MIN_CONTRAST and narrowed
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t_start, self.t_end)]
+    def support(self) -> list[Support]:
+        # A clear peak perceives the event's span; a flat curve found no event, only its range.
+        level = "perceived" if self.clear else "echoed"
+        said = f"{self.event!r} most alike here (contrast {self.contrast:.3f})"
+        if not self.clear:
+            said = f"no clear moment of {self.event!r} (contrast {self.contrast:.3f})"
+        return [Support(video_id=self.video_id, start=self.t_start, end=self.t_end, level=level, found=said)]
 
     def summary(self) -> str:
         return f"{self.event!r}: [{self.t_start:.2f}, {self.t_end:.2f}] (contrast {self.contrast:.3f})"
@@ -418,13 +459,23 @@ class FrameAnalysisResult(ToolResult):
     #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
     #: and nothing was perceived.
     no_vision: bool = False
+    #: Whether the model saw what was asked; ``None``: read from ``answer``
+    #: (:func:`~vidscope.agents.looks.read_look`).
+    found: bool | None = None
+    #: The frame times the model said show it (empty: it did not say).
+    seen_at: list[float] = Field(default_factory=list)
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if not self.no_vision and bool(self.frame_times) else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, a, b) for a, b in self.time_ranges]
+    def support(self) -> list[Support]:
+        # A look supports where it saw something; a look that found nothing only echoes its ranges.
+        if self.no_vision or not self.frame_times:
+            return []
+        return look_support(
+            self.video_id,
+            self.time_ranges,
+            found=self.found if self.found is not None else read_look(self.answer).found,
+            what=self.answer,
+            seen_at=self.seen_at,
+        )
 
     def summary(self) -> str:
         if self.no_vision:
@@ -450,8 +501,9 @@ def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:
 
 # v3: a list of ranges (compare moments in one request), frames shared by their lengths
 # v4: 64 frames by default (the paper's budget), grids beyond max_images; "no vision model" note
+# v5: a structured reply (found, what, when) that says whether the look saw anything
 @tool(
-    version=4,
+    version=5,
     uses_models=("vlm",),
     settings=("frame_max_side", "frame_short_side", "max_tokens", "temperature"),
 )
@@ -509,13 +561,16 @@ def frame_analysis(
         reply = ask_about_frames(ctx, question, jpegs, shown)
     except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
         return _no_vision(ctx, video_id, question)
+    look = read_look(reply.text)
     return FrameAnalysisResult(
         video_id=video_id,
         question=question,
-        answer=(reply.text or "").strip(),
+        answer=look.what,
         time_ranges=[[a, b] for a, b in ranges],
         frame_times=shown,
         usage=reply.usage,
+        found=look.found,
+        seen_at=times_inside(look.when, ranges),
     )
 
 

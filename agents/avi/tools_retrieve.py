@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from vidscope.agents import prompts
+from vidscope.agents.answers import Support
 from vidscope.agents.evidence import ClipSearchResult, load_clips, search_clips
 from vidscope.agents.graph_importance import load_graph, node_importance
 from vidscope.agents.perception import (
@@ -69,11 +70,12 @@ class ClipMergeResult(ToolResult):
     events: list[MergedEvent]
     merged_from: int
 
-    def evidence_level(self) -> str:
-        return "echoed"  # ranges the model gave clip_merge, joined: nothing looked at them
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, e.start, e.end) for e in self.events]
+    def support(self) -> list[Support]:
+        # Ranges the model gave clip_merge, joined: nothing looked at them.
+        return [
+            Support(video_id=self.video_id, start=e.start, end=e.end, level="echoed", found="merged ranges")
+            for e in self.events
+        ]
 
     def summary(self) -> str:
         where = ", ".join(f"{fmt_time(e.start)}-{fmt_time(e.end)}" for e in self.events[:4])
@@ -200,10 +202,8 @@ class ExploreResult(ToolResult):
     timeline: list[TimelinePart] = Field(default_factory=list)
     usage: Usage | None = None
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        # An overview of the whole timeline is not evidence for any one moment: citing a range it
-        # only pointed at stays unverified until a clip, frame or text tool looked there.
-        return []
+    # An overview of the whole timeline is not evidence for any one moment (no support): citing a
+    # range it only pointed at stays unverified until a clip, frame or text tool looked there.
 
     def summary(self) -> str:
         where = ", ".join(f"{fmt_time(s.start)}-{fmt_time(s.end)}" for s in self.segments[:3])
@@ -352,12 +352,19 @@ class GraphRetrieveResult(ToolResult):
         description="Entity names from the query's match to to_entity's; empty if unconnected.",
     )
 
-    def evidence_level(self) -> str:
-        return "echoed"  # spans of graph entities: where the captions placed them, not a look
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        ranges = [(self.video_id, a, b) for e in self.entities for a, b in e.spans]
-        return ranges + [(self.video_id, r.t_start, r.t_end) for r in self.relations]
+    def support(self) -> list[Support]:
+        # Spans of graph entities: where the captions placed them, not a look.
+        found = [
+            Support(video_id=self.video_id, start=a, end=b, level="echoed", found=f"graph entity {e.name!r}")
+            for e in self.entities
+            for a, b in e.spans
+        ]
+        return found + [
+            Support(
+                video_id=self.video_id, start=r.t_start, end=r.t_end, level="echoed", found="graph relation"
+            )
+            for r in self.relations
+        ]
 
     def summary(self) -> str:
         return (

@@ -19,6 +19,7 @@ from typing import Annotated
 import av
 import numpy as np
 
+from vidscope.agents import prompts
 from vidscope.agents.cvr.results import (
     AudioQueryResult,
     HeardLine,
@@ -28,6 +29,7 @@ from vidscope.agents.cvr.results import (
     frame_plan,
 )
 from vidscope.agents.frame_grid import fit_frames
+from vidscope.agents.looks import read_look
 from vidscope.agents.multi_video import no_vision_error, segment_frames, vision_model
 from vidscope.agents.perception import checked_range, file_usable
 from vidscope.agents.tools import ToolContext, ToolError, tool
@@ -59,12 +61,14 @@ VISUAL_SYSTEM = (
     "You are the visual sub-agent of a video question-answering system. You see frames sampled "
     "from one or more intervals of one or more videos, side by side, listed by video and time. "
     "Answer the focus question about them in a few plain sentences, naming the video and the time "
-    'of what you see; say "no evidence" when the frames do not show it.'
+    'of what you see; say "no evidence" when the frames do not show it. ' + prompts.LOOK_FORMAT
 )
 
 
 @tool(
-    version=3,  # v3: several targets, frames per target, one look side by side
+    # v3: several targets, frames per target, one look side by side; v4: a structured reply
+    # (found, what, when) that says whether the look saw anything
+    version=4,
     uses_models=("vlm",),
     settings=("cvr_frames", "cvr_frame_side", "max_tokens", "temperature"),
 )
@@ -111,12 +115,15 @@ def visual_query(
         )
     except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
         raise ToolError(no_vision_error(ctx, "visual_query", HEAR_INSTEAD)) from None
+    look = read_look(reply.text)
     return VisualQueryResult(
         targets=looked,
         focus=focus,
-        answer=(reply.text or "").strip() or "no evidence",
+        answer=look.what or "no evidence",
         usage=reply.usage,
         note=note,
+        found=look.found,
+        seen_at=list(look.when),
     )
 
 

@@ -165,7 +165,8 @@ def run_queries(ctx: ToolContext, calls: list[tuple[str, dict[str, Any]]]) -> li
 
 #: Said to the master when a task's answer comes before its minimum of queries.
 TOO_EARLY = (
-    "Your answer was set aside: this task needs at least {n} queries before the answer ({done} so far)."
+    "Your answer was set aside: this task needs at least {n} answered queries before the answer "
+    "({done} so far; refused queries do not count)."
 )
 
 
@@ -239,6 +240,9 @@ def run_cvr(
             on_step(step)
 
     stated: str | None = None  # the last answer written in prose: the forced fallback
+    # Queries that returned something: the task's rule counts these, not refused ones (a frame
+    # tool without eyes, a range outside the video).
+    answered = 0
     for _ in range(ctx.config.cvr_max_turns):
         reply = ask_model(ctx, state, [], record)
         if reply is None:
@@ -254,9 +258,9 @@ def run_cvr(
             continue
         queries = [a for a in actions if a["action"] != answer_tool.name]
         set_aside = [a for a in actions if a["action"] == answer_tool.name] if queries else []
-        if not queries and state.usage.tool_calls < min_queries:  # the task's rule: not yet
+        if not queries and answered < min_queries:  # the task's rule: not yet
             stated = str(_fields(actions[0]).get("answer") or "").strip() or stated
-            line = TOO_EARLY.format(n=min_queries, done=state.usage.tool_calls)
+            line = TOO_EARLY.format(n=min_queries, done=answered)
             state.messages.append(ChatMessage(role="user", content=line))
             record(TraceStep(index=len(state.trace) + 1, kind="model-error", observation=line, ok=False))
             continue
@@ -272,8 +276,9 @@ def run_cvr(
         for outcome in outcomes:
             state.usage.tool_calls += 1
             state.usage.tool_cache_hits += int(outcome.cached)
+            answered += int(outcome.ok)
             if outcome.result is not None:
-                state.evidence.add(outcome.result)
+                state.evidence.add(outcome.result, outcome.tool)
                 inner = outcome.result.model_usage()
                 if inner is not None and not outcome.cached:
                     state.usage.add_model(inner)

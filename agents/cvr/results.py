@@ -8,12 +8,13 @@ loading the perception models' libraries.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
+from vidscope.agents.answers import Support
+from vidscope.agents.looks import look_support, read_look, times_inside
 from vidscope.agents.tools import ToolError, ToolResult
 from vidscope.core.timecodes import fmt_span
 from vidscope.models.protocols.chat import Usage
@@ -37,14 +38,6 @@ class HeardLine(BaseModel):
     end: float
     text: str
     speaker: str | None = None
-
-
-#: A visual answer that saw nothing: it verifies no range (AgentCVR's sub-agent answering "no evidence").
-SAW_NOTHING = re.compile(
-    r"\bno (?:visual )?evidence\b|\bnot (?:visible|shown|seen)\b|\bnothing (?:is )?(?:visible|shown|seen)\b"
-    r"|\bcannot (?:see|tell|determine)\b|\bno vision model\b",
-    re.IGNORECASE,
-)
 
 
 #: The most frames one ``visual_query`` may look at, summed over its targets (AgentCVR's master
@@ -110,17 +103,42 @@ class VisualQueryResult(ToolResult):
     events: list[SeenEvent] = Field(default_factory=list)
     usage: Usage | None = None
     note: str = ""
+    #: Whether the look saw what the focus asks (the model's structured reply); ``None``: read
+    #: from ``answer`` (:func:`~vidscope.agents.looks.read_look`).
+    found: bool | None = None
+    #: The frame times the model said show it (empty: it did not say).
+    seen_at: list[float] = Field(default_factory=list)
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return (
-            "perceived"
-            if self.events or (self.answer.strip() and not SAW_NOTHING.search(self.answer))
-            else "echoed"
-        )
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(t.video_id, t.t0, t.t1) for t in self.targets]
+    def support(self) -> list[Support]:
+        # Events seen support their spans; else the look supports where it saw something, and a
+        # look that found nothing ("no evidence") only echoes its ranges.
+        if self.events:
+            return [
+                Support(
+                    video_id=t.video_id,
+                    start=e.start,
+                    end=e.end,
+                    level="perceived",
+                    found=f"{e.kind}: {e.label}",
+                )
+                for e in self.events
+                # the event's video: the first target whose range holds it
+                for t in [next((t for t in self.targets if t.t0 <= e.start <= t.t1), None)]
+                if t is not None
+            ]
+        found = self.found if self.found is not None else read_look(self.answer).found
+        single = len(self.targets) == 1
+        return [
+            s
+            for t in self.targets
+            for s in look_support(
+                t.video_id,
+                [[t.t0, t.t1]],
+                found=found,
+                what=self.answer,
+                seen_at=times_inside(self.seen_at, [[t.t0, t.t1]]) if single else (),
+            )
+        ]
 
     def summary(self) -> str:
         spans = ", ".join(fmt_span(t.t0, t.t1) for t in self.targets)
@@ -142,8 +160,18 @@ class AudioQueryResult(ToolResult):
     answer: str
     lines: list[HeardLine] = Field(default_factory=list)
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
+    def support(self) -> list[Support]:
+        # Each line heard supports when it is said; hearing nothing only echoes the interval.
+        if not self.lines:
+            return [
+                Support(video_id=self.video_id, start=self.t0, end=self.t1, level="echoed", found=self.answer)
+            ]
+        return [
+            Support(
+                video_id=self.video_id, start=h.start, end=h.end, level="retrieved", found=f"said {h.text!r}"
+            )
+            for h in self.lines
+        ]
 
     def summary(self) -> str:
         return f"{len(self.lines)} lines in {fmt_span(self.t0, self.t1)}: {self.answer[:80]}"

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, Field
 
 from vidscope.agents import prompts
-from vidscope.agents.answers import read_cited_ranges
+from vidscope.agents.answers import Support, read_cited_ranges
 from vidscope.agents.evidence import (
     ClipSearchResult,
     ask_about_frames,
@@ -34,6 +34,7 @@ from vidscope.agents.evidence import (
     sample_evenly,
     search_clips,
 )
+from vidscope.agents.looks import look_support, read_look, times_inside
 from vidscope.agents.tools import (
     ToolContext,
     ToolError,
@@ -94,10 +95,6 @@ class BrowseResult(ToolResult):
     )
     usage: Usage | None = None
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        # An overview, not evidence for a moment: a citation needs clip_search or frame_inspect.
-        return []
-
     def summary(self) -> str:
         what = "summary" if self.summary_text else "captions only"
         text = f"{what} over {len(self.captions)} of {self.total_clips} clips"
@@ -126,13 +123,23 @@ class FrameInspectResult(ToolResult):
     #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
     #: and nothing was perceived.
     no_vision: bool = False
+    #: Whether the model saw what was asked (its structured reply); ``None``: read from ``answer``
+    #: (:func:`~vidscope.agents.looks.read_look`).
+    found: bool | None = None
+    #: The frame times the model said show it (empty: it did not say).
+    seen_at: list[float] = Field(default_factory=list)
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if not self.no_vision and bool(self.frame_times) else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, float(a), float(b)) for a, b in self.ranges]
+    def support(self) -> list[Support]:
+        # A look supports where it saw something; a look that found nothing only echoes its ranges.
+        if self.no_vision or not self.frame_times:
+            return []
+        return look_support(
+            self.video_id,
+            self.ranges,
+            found=self.found if self.found is not None else read_look(self.answer).found,
+            what=self.answer,
+            seen_at=self.seen_at,
+        )
 
     def summary(self) -> str:
         if self.no_vision:
@@ -328,9 +335,10 @@ def frame_budget(ctx: ToolContext) -> int:
 
 
 # v3: 50 frames at 720 px by default (the paper's budget); v4: 720 px on the short side (720p),
-# all 50 frames seen (grids beyond max_images), the "no vision model" note
+# all 50 frames seen (grids beyond max_images), the "no vision model" note; v5: a structured reply
+# (found, what, when) that says whether the look saw anything
 @tool(
-    version=4,
+    version=5,
     uses_models=("vlm",),
     settings=("max_frames", "frame_max_side", "frame_short_side", "max_tokens", "temperature"),
 )
@@ -366,13 +374,16 @@ def frame_inspect(
         reply = ask_about_frames(ctx, question, [f["jpeg"] for f in frames], times)
     except ImagesNotSupported:  # learned on this call; the backend remembers it for the process
         return _no_vision(ctx, video_id, question)
+    look = read_look(reply.text)
     return FrameInspectResult(
         video_id=video_id,
         question=question,
-        answer=(reply.text or "").strip(),
+        answer=look.what,
         frame_times=times,
         ranges=ranges,
         usage=reply.usage,
+        found=look.found,
+        seen_at=times_inside(look.when, ranges),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.answers import Support
 from vidscope.agents.evidence import keyword_scores, sample_evenly, search_clips
 from vidscope.agents.perception import TimeRange, checked_range, perception_backend
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
@@ -126,8 +127,19 @@ class GroundingResult(ToolResult):
     hints: list[TimeHint]
     notes: list[str] = Field(default_factory=list)
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, h.start, h.end) for h in self.hints]
+    def support(self) -> list[Support]:
+        # SAMA App. C: grounding returns "hints, not evidence" — to verify with a look or the
+        # subtitles; a hint verifies nothing by itself.
+        return [
+            Support(
+                video_id=self.video_id,
+                start=h.start,
+                end=h.end,
+                level="echoed",
+                found=f"hint by {', '.join(h.found_by)}",
+            )
+            for h in self.hints
+        ]
 
     def summary(self) -> str:
         best = ", ".join(f"{h.start:g}-{h.end:g}s" for h in self.hints[:3])
@@ -228,10 +240,24 @@ class SimilarityResult(ToolResult):
     source: str
     unrelated_source: str | None = Field(default=None, description="Where the unrelated footage came from.")
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
+    def support(self) -> list[Support]:
+        # Measured on both segments' frames: the compared range and its best match.
+        said = f"visual similarity {self.judgement}"
         return [
-            (self.video_id, self.time_range[0], self.time_range[1]),
-            (self.other_video_id, self.best_match[0], self.best_match[1]),
+            Support(
+                video_id=self.video_id,
+                start=self.time_range[0],
+                end=self.time_range[1],
+                level="retrieved",
+                found=said,
+            ),
+            Support(
+                video_id=self.other_video_id,
+                start=self.best_match[0],
+                end=self.best_match[1],
+                level="retrieved",
+                found=said,
+            ),
         ]
 
     def summary(self) -> str:
@@ -392,8 +418,13 @@ class SubtitleResult(ToolResult):
     time_range: list[float] | None = None
     lines: list[SubtitleLine]
 
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, line.start, line.end) for line in self.lines]
+    def support(self) -> list[Support]:
+        return [
+            Support(
+                video_id=self.video_id, start=x.start, end=x.end, level="retrieved", found=f"said {x.text!r}"
+            )
+            for x in self.lines
+        ]
 
     def summary(self) -> str:
         return f"{len(self.lines)} lines" + (f": {self.lines[0].text[:60]}" if self.lines else "")

@@ -13,8 +13,10 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.answers import Support
 from vidscope.agents.avi.tools_perceive import matching_object
 from vidscope.agents.evidence import sample_evenly
+from vidscope.agents.looks import found_flag, look_support, reports_nothing, times_inside
 from vidscope.agents.multi_video import json_object, look, segment_frames, vision_model
 from vidscope.agents.perception import perception_backend, range_frames
 from vidscope.agents.sama.facts import Fact, majority
@@ -34,7 +36,8 @@ TRAJECTORY_POINTS = 12
 
 READER_SYSTEM = (
     "You look at frames of one segment of a video and answer a question about them. Reply with "
-    'one JSON object only: {"answer": "<plain words>", "counts": {"<object>": <number>}, '
+    'one JSON object only: {"found": <true or false: whether the frames show what is asked '
+    'about>, "answer": "<plain words>", "counts": {"<object>": <number>}, '
     '"colours": {"<object>": "<colour>"}, "time": <seconds or null>}. Put in "counts" and '
     '"colours" only the objects the question asks about; "time" is when the asked-about event '
     "happens, if it does."
@@ -64,13 +67,23 @@ class ReadResult(ToolResult):
     frame_times: list[float] = Field(default_factory=list)
     note: str | None = None
     usage: Usage | None = None
+    #: Whether the reader saw what was asked (its ``found``, and its words); ``None``: read from
+    #: ``answer``.
+    found: bool | None = None
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if bool(self.frame_times) else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
+    def support(self) -> list[Support]:
+        # A reading supports where it saw something ("time" when it said, else the segment); a
+        # reading that found nothing ("I cannot find any boat") only echoes the segment.
+        if not self.frame_times:
+            return []
+        seen = times_inside([self.time], [[self.t0, self.t1]]) if self.time is not None else []
+        return look_support(
+            self.video_id,
+            [[self.t0, self.t1]],
+            found=self.found if self.found is not None else not reports_nothing(self.answer),
+            what=self.answer,
+            seen_at=seen,
+        )
 
     def summary(self) -> str:
         return f"{len(self.frame_times)} frames of [{self.t0:g}, {self.t1:g}]s: {self.answer[:80]}"
@@ -117,8 +130,11 @@ def read_segment(
     )
     if data is None:
         result.note = "the vision model did not reply with JSON; no counts, colours or time were read"
+        result.found = not reports_nothing(text)
         return result
     result.answer = str(data.get("answer") or "").strip() or text
+    # Not found when it says so, or when its words say the thing is absent.
+    result.found = found_flag(data.get("found")) is not False and not reports_nothing(result.answer)
     problems = []
     for name, value in (data.get("counts") or {}).items() if isinstance(data.get("counts"), dict) else ():
         try:
@@ -185,12 +201,33 @@ class TrackResult(ToolResult):
         0, description="Distinct tracked objects (peak per-frame count if untracked)."
     )
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if self.peak_count > 0 else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
+    def support(self) -> list[Support]:
+        # Each track supports when it is seen; seeing none only echoes the segment.
+        if self.peak_count <= 0:
+            said = f"no {self.target} found"
+            return [Support(video_id=self.video_id, start=self.t0, end=self.t1, level="echoed", found=said)]
+        if not self.tracks:  # counted per frame, untracked: where in the segment is not kept
+            said = f"{self.target}: up to {self.peak_count} per frame"
+            return [
+                Support(
+                    video_id=self.video_id,
+                    start=self.t0,
+                    end=self.t1,
+                    level="perceived",
+                    found=said,
+                    localized=False,
+                )
+            ]
+        return [
+            Support(
+                video_id=self.video_id,
+                start=t.first_seen,
+                end=t.last_seen,
+                level="perceived",
+                found=f"{t.label} #{t.track_id}",
+            )
+            for t in self.tracks
+        ]
 
     def summary(self) -> str:
         return (
@@ -399,12 +436,39 @@ class SceneGraphResult(ToolResult):
     note: str | None = None
     usage: Usage | None = None
 
-    def evidence_level(self) -> str:
-        # Perceived when the look found something; a look that found nothing only echoes the range.
-        return "perceived" if any(f.objects for f in self.frames) or bool(self.vlm_objects) else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, self.t0, self.t1)]
+    def support(self) -> list[Support]:
+        # Detected objects support their frames; the vision model's objects (no times) the segment;
+        # nothing found only echoes it.
+        found = [
+            Support(
+                video_id=self.video_id,
+                start=f.t,
+                end=f.t,
+                level="perceived",
+                found=", ".join(sorted({o.label for o in f.objects})),
+            )
+            for f in self.frames
+            if f.objects
+        ]
+        if not found and self.vlm_objects:
+            said = ", ".join(o.get("label", "") for o in self.vlm_objects)
+            found = [
+                Support(
+                    video_id=self.video_id,
+                    start=self.t0,
+                    end=self.t1,
+                    level="perceived",
+                    found=said,
+                    localized=False,
+                )
+            ]
+        if not found:
+            return [
+                Support(
+                    video_id=self.video_id, start=self.t0, end=self.t1, level="echoed", found="no objects"
+                )
+            ]
+        return found
 
     def summary(self) -> str:
         labels = sorted({o.label for f in self.frames for o in f.objects})

@@ -15,6 +15,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, Field
 
+from vidscope.agents.answers import Support
 from vidscope.agents.perception import checked_range
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.core.images import decode_jpeg
@@ -55,12 +56,19 @@ class ScenesResult(ToolResult):
     frames_compared: int
     source: str = SOURCE
 
-    def evidence_level(self) -> str:
-        # Measured on the frames' pixels; no cut found only echoes the interval asked for.
-        return "perceived" if self.boundaries else "echoed"
-
-    def evidence_ranges(self) -> list[tuple[str, float, float]]:
-        return [(self.video_id, b.before, b.after) for b in self.boundaries]
+    def support(self) -> list[Support]:
+        # Measured on the frames' pixels: each cut supports the frames around it; no cut found
+        # supports nothing.
+        return [
+            Support(
+                video_id=self.video_id,
+                start=b.before,
+                end=b.after,
+                level="perceived",
+                found=f"scene change at {b.t:g}s",
+            )
+            for b in self.boundaries
+        ]
 
     def summary(self) -> str:
         cuts = ", ".join(f"{b.t:g}s" for b in self.boundaries[:6])
