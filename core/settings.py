@@ -296,6 +296,12 @@ class BundleSettings(BaseModel):
         "of rows is materialised; also bounds the files' own sizes.",
     )
     max_manifest_bytes: int = Field(16 * 1024**2, ge=1024, description="Size of manifest.json.")
+    max_list_items: int = Field(
+        100_000,
+        ge=1,
+        description="Items one row may hold in a list column (a segment's words, a subject's spans), "
+        "read from the Parquet metadata before anything is decoded.",
+    )
 
 
 class AgentSettings(BaseModel):

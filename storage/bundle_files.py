@@ -9,11 +9,16 @@ here before :func:`vidscope.storage.bundle.import_bundle` writes a single row:
 * each table file is a regular file inside the bundle folder (never a symbolic link: it could make
   the import read any file of this machine), non-empty, a readable Parquet file with exactly the
   table's columns and types and the row count the manifest states;
-* its decoded size is bounded *while reading*: the pages' decompressed sizes the file declares are
-  counted first, then string and binary columns are read dictionary-encoded, batch by batch, and
-  the size they would have once decoded is added up before a batch is decoded (a 4 KB file whose
-  dictionary holds one long value repeated a million times otherwise decodes to gigabytes). All
-  the bundle's tables share one budget of ``max_bytes``;
+* its decoded size is bounded *before* reading, from the file's metadata: the values each column
+  chunk holds (a list's items included) must average at most ``max_list_items`` a row for a list
+  column, and their size at their type's width must fit what is left of the budget (a 5 KB file
+  holding 100 M run-length-encoded list items otherwise decodes to gigabytes in one batch);
+  batches are sized from the same numbers to stay near :data:`BATCH_BYTES`;
+* and *while reading*: the pages' decompressed sizes the file declares are counted first, then
+  string and binary columns are read dictionary-encoded, batch by batch, and the size they would
+  have once decoded is added up before a batch is decoded (a 4 KB file whose dictionary holds one
+  long value repeated a million times otherwise decodes to gigabytes). All the bundle's tables
+  share one budget of ``max_bytes``;
 * every row belongs to a video the manifest names, no video has more than ``max_rows_per_video``
   rows in a table, natural keys are unique and never null, and required columns hold no nulls;
 * every number is finite (no NaN, no infinity, in vectors too), and every time, duration, size,
@@ -50,6 +55,10 @@ BUNDLE_FORMAT = 1
 VIDEO_ID = re.compile(r"[0-9a-f]{64}")
 #: Rows decoded at a time; small enough that one batch of ordinary rows is a few MB.
 BATCH_ROWS = 1024
+#: What one batch may decode to, by the metadata's count (fewer rows when rows are large).
+BATCH_BYTES = 32 * 1024**2
+#: Bytes a decoded value takes at least, by Parquet physical type (strings: their offset).
+_VALUE_BYTES = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12}
 #: Number columns that may be negative (a log-probability, a tracker's id). Every other number of
 #: a table, outside fixed-size lists (embeddings, boxes), is a time, duration, size, count, index
 #: or score.
@@ -169,7 +178,11 @@ class ByteBudget:
     def spend(self, amount: int, where: Path) -> None:
         """Count ``amount`` more bytes against the budget; refuse the bundle when it runs out."""
         self.used += amount
-        if self.used > self.limit:
+        self.require(0, where)
+
+    def require(self, amount: int, where: Path) -> None:
+        """Refuse the bundle when ``amount`` more bytes would not fit (nothing is counted)."""
+        if self.used + amount > self.limit:
             raise BundleError(
                 f"{where} decodes to more than the {self.limit:,} bytes a bundle may hold "
                 f"(bundle.max_bytes); export fewer videos per bundle"
@@ -182,6 +195,41 @@ def _byte_array_columns(parquet: pq.ParquetFile) -> list[str]:
     return [
         schema.column(i).path for i in range(len(schema)) if schema.column(i).physical_type == "BYTE_ARRAY"
     ]
+
+
+def _list_factor(kind: pa.DataType, items: int) -> int:
+    """How many leaf values one row of a column of type ``kind`` may hold (``items`` per list)."""
+    if pa.types.is_fixed_size_list(kind):
+        return int(kind.list_size) * _list_factor(kind.value_type, items)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return items * _list_factor(kind.value_type, items)
+    if pa.types.is_struct(kind):
+        return max((_list_factor(kind.field(i).type, items) for i in range(kind.num_fields)), default=1)
+    return 1
+
+
+def metadata_budget(parquet: pq.ParquetFile, spec: TableSpec, path: Path, items: int) -> int:
+    """The least the file decodes to, from its metadata alone (values each column chunk holds,
+    at their type's width); refuses a list column averaging more than ``items`` a row."""
+    meta = parquet.metadata
+    total = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        rows = max(1, group.num_rows)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            top = chunk.path_in_schema.split(".")[0]
+            kind = spec.schema.field(top).type if top in spec.schema.names else pa.null()
+            allowed = _list_factor(kind, items)
+            if chunk.num_values > rows * allowed:
+                found = f"{path} column {top} holds {chunk.num_values:,} values in {group.num_rows:,} rows"
+                if allowed == _list_factor(kind, 1):  # no list of any length: the file lies
+                    raise BundleError(f"{found}, more than its type allows; the file is damaged")
+                raise BundleError(
+                    f"{found}, over {items:,} list items a row (bundle.max_list_items); nothing was decoded"
+                )
+            total += chunk.num_values * _VALUE_BYTES.get(chunk.physical_type, 8)
+    return total
 
 
 def decoded_bytes(array: pa.Array) -> int:
@@ -246,10 +294,11 @@ def _check_schema(path: Path, spec: TableSpec, actual: pa.Schema) -> None:
 
 
 def _batches(
-    parquet: pq.ParquetFile, path: Path, spec: TableSpec, budget: ByteBudget
+    parquet: pq.ParquetFile, path: Path, spec: TableSpec, budget: ByteBudget, rows: int
 ) -> Iterator[pa.RecordBatch]:
-    """The file's rows, batch by batch, each one counted against the budget before it is decoded."""
-    for batch in parquet.iter_batches(batch_size=BATCH_ROWS):
+    """The file's rows, ``rows`` at a time, each batch counted against the budget before it is
+    decoded."""
+    for batch in parquet.iter_batches(batch_size=rows):
         budget.spend(sum(decoded_bytes(column) for column in batch.columns), path)
         yield pa.RecordBatch.from_arrays(
             [batch.column(name).cast(spec.schema.field(name).type) for name in spec.schema.names],
@@ -284,9 +333,13 @@ def read_table_file(
                 for c in range(meta.num_columns)
             )
             budget.spend(declared, path)
+            least = metadata_budget(parquet, spec, path, limits.max_list_items)
+            budget.require(least, path)
+            batch_rows = max(1, min(BATCH_ROWS, BATCH_BYTES * max(1, meta.num_rows) // max(1, least)))
             handle.seek(0)
             encoded = pq.ParquetFile(handle, read_dictionary=_byte_array_columns(parquet))
-            table = pa.Table.from_batches(list(_batches(encoded, path, spec, budget)), schema=spec.schema)
+            batches = list(_batches(encoded, path, spec, budget, batch_rows))
+            table = pa.Table.from_batches(batches, schema=spec.schema)
         except BundleError:
             raise
         except (pa.ArrowException, OSError, ValueError, TypeError, LookupError) as exc:

@@ -429,3 +429,35 @@ def test_import_refuses_nan_infinite_and_negative_numbers(
     )
     refused(attack.run("import", str(attack.bundle)), f"{table}.parquet", f"column {column}", "finite")
     refused(attack.run("import", "--replace", attack.first[:12], str(attack.bundle)), f"column {column}")
+
+
+def test_import_refuses_a_list_bomb_from_the_parquet_metadata_before_decoding(attack) -> None:
+    """A small file whose few rows hold millions of list items (run-length encoded): before, it was
+    decoded in one batch (2.7 GB for 100 M items) and imported; now the metadata refuses it."""
+    spec = Store(attack.data).subjects
+    items = 2_000_000
+    span = spec.schema.field("spans").type.value_type
+    spans = pa.StructArray.from_arrays(
+        [pa.repeat(pa.scalar(1.0), items), pa.repeat(pa.scalar(2.0), items)], fields=list(span)
+    )
+    path = attack.bundle / "subjects.parquet"
+    with pq.ParquetWriter(path, spec.schema, compression="zstd") as writer:
+        for index in range(4):
+            row: dict[str, list[Any]] = {name: [None] for name in spec.schema.names}
+            row.update(video_id=[attack.first], subject_index=[index], name=["a"])
+            columns = [
+                pa.ListArray.from_arrays(pa.array([0, items], pa.int32()), spans)
+                if name == "spans"
+                else pa.array(row[name], spec.schema.field(name).type)
+                for name in spec.schema.names
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=spec.schema))
+    assert path.stat().st_size < 200_000  # 8 M items
+    counts = json.loads((attack.bundle / MANIFEST).read_text())["tables"]
+    edit_manifest(attack.bundle, tables={**counts, "subjects": 4})
+
+    result = attack.run("import", str(attack.bundle))
+    refused(result, "subjects.parquet", "column spans", "bundle.max_list_items")
+    # Allowed that many items, it must still fit the byte budget, also judged from the metadata.
+    env = {"VIDSCOPE_BUNDLE__MAX_LIST_ITEMS": str(items), "VIDSCOPE_BUNDLE__MAX_BYTES": str(50_000_000)}
+    refused(attack.run("import", str(attack.bundle), env=env), "subjects.parquet", "bundle.max_bytes")
