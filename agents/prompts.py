@@ -82,6 +82,12 @@ FORCED_FINISH = (
     "have; no other tool is available."
 )
 
+#: SAMA's last turn at its limit: a best guess with the answer tool.
+FORCED_ANSWER = (
+    "The turn limit has been reached. Call the answer tool now with your best answer from the "
+    "evidence above and the moments that support it; no other tool is available."
+)
+
 BAD_REPLY = (
     "Your last reply could not be used ({error}). Call one of the tools with valid JSON arguments, or finish."
 )

@@ -141,10 +141,11 @@ def test_replies_that_are_only_data_are_no_stated_answer(
     answer: it neither becomes the answer at the limit ("<video_data>{}</video_data>" was) nor ends
     the loop as a stated answer after three replies."""
     junk = [text('{"type": "comparison"}'), text("<video_data>\n{}\n</video_data>")]
-    result = run(llm_server, tmp_path, junk * 5)
+    result = run(llm_server, tmp_path, [*junk * 5, junk[0]])
     assert result.forced and "video_data" not in result.answer and result.choice is None
-    assert result.answer.startswith("No answer was reached")
-    assert result.usage.model_calls == 11  # the classification + the paper's 10 turns
+    assert result.answer.startswith("No answer was reached") and result.no_answer
+    # The classification + the paper's 10 turns + the best-guess turn at the limit.
+    assert result.usage.model_calls == 12
 
     said = run(llm_server, tmp_path, [text("Two cars are parked."), *junk])
     assert said.forced and said.answer == "Two cars are parked."
@@ -165,3 +166,40 @@ def test_statement_keeps_words_and_drops_data() -> None:
     )
     assert statement("{not json} but words") == "{not json} but words"
     assert statement(None) == ""
+
+
+def test_an_answer_is_kept_when_its_citations_name_no_video(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """The real 1.5B planner answered B ten times with citations lacking ``video_id`` and every
+    answer was refused ("No answer was reached"). A question about one video: they are its."""
+    bare = tool_call("answer", {"answer": "2 cars", "citations": [{"start": 10, "end": 16}]})
+    result = run(llm_server, tmp_path, [SHAPES["paper name, native call"], bare])
+    assert result.answer == "2 cars" and not result.forced
+    assert [(c.video_id, c.start, c.end) for c in result.citations] == [("street", 10.0, 16.0)]
+
+
+def test_citations_naming_no_video_of_several_are_dropped_with_the_reason() -> None:
+    from vidscope.agents.sama.agent import _resolved_citations
+
+    raw = [
+        {"start": 1, "end": 2},
+        {"video_id": "b", "start": 3, "end": 4},
+        [5, 6],
+        {"video_id": "z", "start": 0, "end": 1},
+    ]
+    kept, dropped = _resolved_citations(raw, ["a", "b"])
+    assert kept == [{"video_id": "b", "start": 3.0, "end": 4.0}] and dropped == 3
+
+
+def test_at_the_turn_limit_the_planner_gives_its_best_guess(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """No stated answer by the limit: one more turn offers only the answer tool (issue 35 reads
+    SAMA's App. C.2 rule 4 so), rather than a letter read out of a dump of facts."""
+    junk = text('{"type": "comparison"}')
+    result = run(llm_server, tmp_path, [SHAPES["paper name, native call"], *[junk] * 9, ANSWER])
+    assert result.forced and result.answer == "2 cars" and not result.no_answer
+    last = llm_server.chat_requests[-1]
+    assert [t["function"]["name"] for t in last["tools"]] == ["answer"]
+    assert "turn limit has been reached" in json.dumps(last["messages"])

@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from vidscope.agents import prompts
+from vidscope.agents.answers import read_cited_ranges
 from vidscope.agents.multi_video import answer as answer_tool
 from vidscope.agents.runtime import (
     Answer,
@@ -297,7 +299,7 @@ def run_sama(
         state.prose_replies = 0
         for position, call in enumerate(reply.tool_calls):
             if call.name == answer_tool.name:
-                done = _answer(ctx, state, call, video_ids[0], options, record)
+                done = _answer(ctx, state, call, video_ids, options, record)
                 if done is not None:
                     return done
                 last.append(f"answer: {state.trace[-1].observation}")
@@ -322,10 +324,12 @@ def run_sama(
                 line = resolution.describe()
                 last.append(line)
                 record(TraceStep(index=len(state.trace) + 1, kind="conflict", observation=line))
-    # Turn limit: the planner's own last stated answer, else what the verified facts say; a
-    # best guess with its choice, marked forced.
-    facts = "; ".join(f.describe() for f in memory.all_facts())
-    return forced_answer(state, stated or facts, options)
+    # Turn limit: the planner's own last stated answer, else one more turn in which it must give
+    # its best guess with the answer tool (issue 35 reads SAMA's App. C.2 rule 4 so), never a letter
+    # read out of the facts; without one, no answer (the extractive answer stands in).
+    if stated:
+        return forced_answer(state, stated, options)
+    return _best_guess(ctx, state, question, videos, skills, memory, video_ids, options, record, multi_select)
 
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -347,12 +351,17 @@ def _answer(
     ctx: ToolContext,
     state: LoopState,
     call: ToolCall,
-    default_video: str,
+    video_ids: Sequence[str],
     options: Sequence[str] | None,
     record: StepCallback,
 ) -> Answer | None:
+    """The answer of an ``answer`` call. Citations that do not name their video are resolved (a
+    question about one video) or dropped with the reason; a stated answer is never thrown away
+    for its citations' shape (the real 1.5B planner answered B ten times with video-less ones)."""
+    arguments = dict(call.arguments)
+    arguments["citations"], dropped = _resolved_citations(arguments.get("citations"), video_ids)
     try:
-        values = answer_tool.validate(call.arguments).model_dump()
+        values = answer_tool.validate(arguments).model_dump()
     except ValidationError as exc:
         record(
             TraceStep(
@@ -365,4 +374,71 @@ def _answer(
             )
         )
         return None
-    return finish_answer(ctx, state, call.name, values, default_video, options, record)
+    if dropped:
+        record(
+            TraceStep(
+                index=len(state.trace) + 1,
+                kind="nudge",
+                tool=call.name,
+                observation=f"{dropped} citation(s) dropped: they name no video of the question",
+            )
+        )
+    return finish_answer(ctx, state, call.name, values, video_ids[0], options, record)
+
+
+def _resolved_citations(raw: Any, video_ids: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
+    """The cited moments in the answer tool's shape, each naming one of ``video_ids`` (the only one
+    when the question has one video), and how many were dropped for naming none."""
+    kept: list[dict[str, Any]] = []
+    dropped = 0
+    for item in read_cited_ranges(raw):
+        if isinstance(item, list | tuple) and len(item) == 2:
+            item = {"start": item[0], "end": item[1]}
+        if not isinstance(item, dict):
+            dropped += 1
+            continue
+        video = str(item.get("video_id") or (video_ids[0] if len(video_ids) == 1 else ""))
+        if video not in video_ids:
+            dropped += 1
+            continue
+        kept.append({**item, "video_id": video})
+    return kept, dropped
+
+
+def _best_guess(
+    ctx: ToolContext,
+    state: LoopState,
+    question: str,
+    videos: list[dict[str, object]],
+    skills: str,
+    memory: EvidenceMemory,
+    video_ids: Sequence[str],
+    options: Sequence[str] | None,
+    record: StepCallback,
+    multi_select: bool,
+) -> Answer:
+    """One last turn offering only the answer tool: the planner's best guess from its evidence
+    memory, forced; a reply in words counts too, data does not."""
+    state.messages = _prompt(
+        question,
+        videos,
+        skills,
+        memory,
+        [prompts.FORCED_ANSWER],
+        options,
+        result_tokens=ctx.config.sama_result_tokens,
+        note_tokens=ctx.config.sama_note_tokens,
+        multi_select=multi_select,
+    )
+    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="turn limit reached"))
+    reply = ask_model(ctx, state, [answer_tool.spec()], record)
+    if reply is not None:
+        for call in reply.tool_calls:
+            if call.name == answer_tool.name:
+                done = _answer(ctx, state, call, video_ids, options, record)
+                if done is not None:
+                    done.forced = True
+                    return done
+        if not reply.tool_calls:
+            return forced_answer(state, reply.text, options)
+    return forced_answer(state, None, options)
