@@ -330,9 +330,10 @@ def test_frame_inspect_decodes_short_ranges_from_the_file_and_falls_back_to_stor
         assert len(images) == len(times)
         return times
 
-    # The file is where it was ingested: 6 frames decoded by time inside half a second.
+    # The file is where it was ingested: frames decoded by time from it, but no denser than the
+    # stored 2 fps (DVD inspects a clip through its 2 fps decode), not 6 of the source's 25 fps.
     times = inspect("What number is on the door?")
-    assert len(times) == 6 and all(1.0 <= t <= 1.5 for t in times)
+    assert 1 <= len(times) <= 2 and all(1.0 <= t <= 1.5 for t in times)
     # Moved away: the frames stored at 2 fps during ingestion are used instead.
     video.rename(tmp_path / "moved.mp4")
     times = inspect("Which number does the door show?")

@@ -102,8 +102,11 @@ def test_frame_inspect_looks_at_50_frames_at_720p_stitched_to_the_server_limit(
     llm_server: ScriptedLLMServer, video_store: tuple[Path, Store]
 ) -> None:
     data_dir, store = video_store
-    # A server taking 25 images per request; images sent whole (no backend downscale).
+    # A server taking 25 images per request; images sent whole (no backend downscale). frame_inspect
+    # is never denser than the stored frames (DVD's 2 fps decode): 50 frames need a range long
+    # enough, here a 7-s video stored at 10 fps.
     settings = vlm_settings(data_dir, llm_server, max_images=25, max_image_side=4000)
+    settings.ingest.frame_fps = 10.0
     llm_server.script([text("A grey square, darker over time.")])
     ctx = ToolContext(settings, store, config=AgentConfig(tool_cache=False), registry=dvd_registry())
     outcome = execute_tool(

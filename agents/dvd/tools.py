@@ -289,14 +289,18 @@ def clip_search(
 def _frames_from_video(ctx: ToolContext, record: Any, ranges: list[list[float]]) -> list[dict[str, Any]]:
     """Frames decoded by time from the video file (decord random access), as JPEG.
 
-    Finer than the stored 2 fps frames for short ranges. Empty when the file is no longer where it
-    was ingested (or no longer the same size), so the caller falls back to stored frames.
+    Sharper than the stored frames, and as dense: never more than ``[ingest] frame_fps`` (2) a
+    second, as DVD inspects a clip through its 2 fps decode (a 5-s range gives at most 10 frames;
+    the 50-frame budget only fills on long ranges), not at the source's 30 fps. Empty when the file
+    is no longer where it was ingested (or no longer the same size), so the caller falls back to
+    stored frames.
     """
     path = Path(record.path)
     try:
         if not path.is_file() or path.stat().st_size != record.size_bytes:
             return []
-        times = inspection_times(ranges, frame_budget(ctx), max(record.fps, 1.0))
+        fps = min(max(record.fps, 1.0), ctx.settings.ingest.frame_fps)
+        times = inspection_times(ranges, frame_budget(ctx), fps)
         config = ctx.config
         side = longest_side_for(record.width, record.height, config.frame_short_side, config.frame_max_side)
         images = frames_at(path, times, max_side=side)
@@ -336,7 +340,7 @@ def frame_budget(ctx: ToolContext) -> int:
 
 # v3: 50 frames at 720 px by default (the paper's budget); v4: 720 px on the short side (720p),
 # all 50 frames seen (grids beyond max_images), the "no vision model" note; v5: a structured reply
-# (found, what, when) that says whether the look saw anything
+# (found, what, when) that says whether the look saw anything, frames at the stored 2 fps
 @tool(
     version=5,
     uses_models=("vlm",),
