@@ -155,6 +155,12 @@ class RunSummary(BaseModel):
     latency_p50: float = 0.0
     latency_p95: float = 0.0
     forced: int = Field(0, description="Answers forced at a step limit (or after prose replies).")
+    fallback: int = Field(
+        0, description="Answers where the agent reached none and the extractive answer stood in."
+    )
+    not_perceived: int = Field(
+        0, description="AVI answers whose citations no targeted perception call saw anything at."
+    )
     unparsed: list[str] = Field(
         default_factory=list,
         description="Multiple-choice answers that named no option (scored wrong, counted apart).",
@@ -318,6 +324,8 @@ def summarise(
         summary.latency_p50 = percentile([p.seconds for p in done], 50)
         summary.latency_p95 = percentile([p.seconds for p in done], 95)
         summary.forced = sum(p.forced for p in done)
+        summary.fallback = sum(p.fallback for p in done)
+        summary.not_perceived = sum(p.perceived is False for p in done)
         for level in EVIDENCE_ORDER:
             count = sum(p.evidence.get(level, 0) for p in done)
             if count:
@@ -475,6 +483,16 @@ def report_markdown(summary: RunSummary) -> str:
     ]
     if summary.forced:
         lines.append(f"{summary.forced} answers were forced (step limit or prose replies).")
+    if summary.fallback:
+        lines.append(
+            f"{summary.fallback} answers are the extractive answer standing in: the agent reached "
+            "no answer in words."
+        )
+    if summary.not_perceived:
+        lines.append(
+            f"{summary.not_perceived} AVI answers were not perceived (no targeted look saw anything "
+            "where they point): their citations verify nothing."
+        )
     if summary.unparsed:
         lines.append(
             f"{len(summary.unparsed)} answers named no option the extraction rules could read "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from record import COMMANDS, Run, SimRun, json_result, quality_table, sim_table
+from record import COMMANDS, Run, SimRun, extractive_args, json_result, quality_table, sim_table
 from recorder import RecordingProxy
 
 from vidscope.core.synthetic import narration_wav, text_video
@@ -293,12 +293,16 @@ def runs(library: Library, recorder: RecordingProxy, quality: Quality) -> Callab
                 exchanges=recorder.since(mark),
                 result=json_result(proc.stdout),
             )
-            if name == "eval" and outcome.result is not None:
-                run_dir = outcome.result.get("run_dir")
-                outcome.run_dir = Path(run_dir) if run_dir else None
-                if outcome.run_dir and (outcome.run_dir / "predictions.jsonl").exists():
-                    text = (outcome.run_dir / "predictions.jsonl").read_text()
-                    outcome.predictions = [json.loads(line) for line in text.splitlines() if line.strip()]
+            _read_eval(outcome)
+            if command.gold is not None or name == "eval":
+                # The same question with no model configured: the extractive floor.
+                floor_args = extractive_args(command.args(library))
+                floor_env = {**command.env, "VIDSCOPE_MODELS__PLANNER": ""}
+                plain = library.vidscope(*floor_args, env=floor_env)
+                floor = Run(command, plain.returncode, plain.stdout, plain.stderr, 0.0, [])
+                floor.result = json_result(plain.stdout)
+                _read_eval(floor)
+                outcome.extractive = floor.right()
             done[name] = outcome
             quality.write()
             # What the command printed, to read after a failure (benchmarks/out is ignored by git).
@@ -310,6 +314,17 @@ def runs(library: Library, recorder: RecordingProxy, quality: Quality) -> Callab
         return done[name]
 
     return run
+
+
+def _read_eval(outcome: Run) -> None:
+    """An eval run's directory and predictions, read into ``outcome``."""
+    if outcome.command.name != "eval" or outcome.result is None:
+        return
+    run_dir = outcome.result.get("run_dir")
+    outcome.run_dir = Path(run_dir) if run_dir else None
+    if outcome.run_dir and (outcome.run_dir / "predictions.jsonl").exists():
+        text = (outcome.run_dir / "predictions.jsonl").read_text()
+        outcome.predictions = [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _write_quality(path: Path, done: list[Run], sims: list[SimRun]) -> None:

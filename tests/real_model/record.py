@@ -93,6 +93,14 @@ def json_result(stdout: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def extractive_args(args: list[str]) -> list[str]:
+    """``args`` for the same question answered with no model: an eval gets a run of its own."""
+    out = list(args)
+    if "--run" in out:
+        out[out.index("--run") + 1] += "-extractive"
+    return out
+
+
 def compare_args(lib: Any, agent: str) -> list[str]:
     """``compare`` of the two harbour tours with ``agent``: where is the ticket cheaper?"""
     options = [arg for option in CHEAPER_OPTIONS for arg in ("--options", option)]
@@ -180,6 +188,9 @@ class Run:
     result: dict[str, Any] | None = None
     run_dir: Path | None = None
     predictions: list[dict[str, Any]] = field(default_factory=list)
+    #: (right, judged) of the same command with no model configured: the extractive answer, the
+    #: floor every agent must not fall below.
+    extractive: tuple[int, int] | None = None
 
     @property
     def model_requests(self) -> int:
@@ -227,6 +238,20 @@ class Run:
     def forced(self) -> int:
         return sum(bool(a.get("forced")) for a in self.answers().values())
 
+    def fallbacks(self) -> int:
+        """Answers where the agent reached none and the extractive answer stood in."""
+        return sum(bool(a.get("fallback")) for a in self.answers().values())
+
+    def against_extractive(self) -> str:
+        """Whether the agent beat, matched or fell below the extractive answer on the same
+        questions ("–" where nothing is judged)."""
+        right, judged = self.right()
+        if not judged or self.extractive is None or not self.extractive[1]:
+            return "–"
+        floor = self.extractive[0]
+        verdict = "beat" if right > floor else "matched" if right == floor else "below"
+        return f"{verdict} ({right}/{judged} vs {floor}/{self.extractive[1]})"
+
     def steps(self) -> int:
         return sum(len(trace) for trace in self.questions().values())
 
@@ -248,17 +273,18 @@ def quality_table(runs: list[Run], *, commit: str, date: str, model: str, thread
     if runs:  # a session of simulator jobs only (``-k``) ran no command
         lines += [
             "",
-            "| command | agent | exit | right | steps | model requests | prompt / output tokens | forced "
-            "| seconds |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| command | agent | exit | right | vs extractive | steps | model requests "
+            "| prompt / output tokens | forced | fallback | seconds |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
     for run in runs:
         right, judged = run.right()
         prompt, output = run.tokens()
         lines.append(
             f"| {run.command.name} | {run.command.agent} | {run.returncode} | "
-            f"{f'{right}/{judged}' if judged else '–'} | {run.steps()} | {run.model_requests} | "
-            f"{prompt:,} / {output:,} | {run.forced()} | {run.seconds:.0f} |"
+            f"{f'{right}/{judged}' if judged else '–'} | {run.against_extractive()} | {run.steps()} | "
+            f"{run.model_requests} | {prompt:,} / {output:,} | {run.forced()} | {run.fallbacks()} | "
+            f"{run.seconds:.0f} |"
         )
     return "\n".join(lines) + "\n"
 

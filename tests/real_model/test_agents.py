@@ -98,6 +98,47 @@ def test_citations_carry_honest_evidence_levels(name: str, runs: Callable[[str],
             assert level != "perceived" or citation.get("perceived_by") != "frames", citation
 
 
+#: The tools whose supports are looks: a reply of a model about frames.
+LOOK_TOOLS = {"frame_inspect", "frame_analysis", "visual_query", "video_reader"}
+
+
+@pytest.mark.parametrize("name", _param("negative_looks"))
+def test_no_citation_is_verified_by_a_look_that_saw_nothing(name: str, runs: Callable[[str], Run]) -> None:
+    """Issue 35: a verified citation names the tool calls that found something there, and none of
+    them is a look that found nothing ("Cannot find…", "No lighthouse is visible")."""
+    from vidscope.agents.looks import reports_nothing
+
+    run = runs(name)
+    for question, answer in run.answers().items():
+        for citation in answer.get("citations", []):
+            if not citation.get("verified"):
+                continue
+            support = citation.get("support")
+            if support is None:  # eval predictions keep (video, start, end) only
+                continue
+            assert support, f"{question!r}: verified with no supporting call: {citation}"
+            for found in support:
+                assert found["level"] in {"perceived", "retrieved"}, citation
+                if found["tool"] in LOOK_TOOLS:
+                    assert not reports_nothing(found["found"]), (
+                        f"{question!r}: a negative look verified {citation}"
+                    )
+
+
+@pytest.mark.parametrize("name", _param("no_data_answer"))
+def test_no_data_echo_is_the_answer(name: str, runs: Callable[[str], Run]) -> None:
+    """Issue 35: the answer a user sees is words (or the extractive moment), never a JSON tool
+    result or a ``<video_data>`` block pasted back by the model."""
+    from vidscope.agents.runtime import statement
+
+    run = runs(name)
+    for question, answer in run.answers().items():
+        said = str(answer.get("answer", ""))
+        assert "<video_data>" not in said and statement(said), (
+            f"{question!r}: a data echo as the answer: {said[:300]}"
+        )
+
+
 @pytest.mark.parametrize("name", _param("processes"))
 def test_no_process_is_left_behind(name: str, runs: Callable[[str], Run], library: Any) -> None:
     runs(name)

@@ -37,9 +37,12 @@ def render_step(step: TraceStep, console: Console) -> None:
 
 
 def citation_flag(citation: Citation) -> str:
-    """``verified (perceived)`` / ``unverified (echoed: why)``: the check and the evidence level."""
+    """``verified (perceived: frame_inspect "a red car")`` / ``unverified (echoed: why)``: the check,
+    the evidence level and, when verified, the tool call that found something there and what."""
     if citation.verified:
-        return f"[green]verified[/green] ({citation.evidence})"
+        first = citation.support[0] if citation.support else None
+        found = f": {safe(first.tool)} {safe(repr(first.found[:60]))}" if first else ""
+        return f"[green]verified[/green] ({citation.evidence}{found})"
     return f"[red]unverified[/red] ({citation.evidence}: {safe(citation.note)})"
 
 
@@ -57,6 +60,8 @@ def render_answer(
     from vidscope.core.timecodes import fmt_time
 
     title = "extractive answer" if result.extractive else f"answer ({result.model})"
+    if result.fallback:
+        title = f"extractive answer standing in — the agent reached none ({result.model})"
     if result.agent and result.agent != strategies.default("library" if result.library else "video"):
         known = strategies.STRATEGIES.get(result.agent)  # an API's answer may name another's strategy
         title += f" — {known.title if known else result.agent} agent"

@@ -327,25 +327,28 @@ function momentButton(videoId, start, end, className, ...children) {
   return button;
 }
 
-function levelBadge(level) {
-  return el("span", { className: `level level-${level}`, title: LEVELS[level] || "", text: level });
+function levelBadge(level, support = []) {
+  // The title names the tool calls that found something here, and what (plain text, never markup).
+  const found = support.map((s) => `${s.tool} (call ${s.call}): ${s.found}`);
+  const title = [LEVELS[level] || "", ...found].filter(Boolean).join("\n");
+  return el("span", { className: `level level-${level}`, title, text: level });
 }
 
 const LEVELS = {
-  perceived: "a tool looked at the frames of this moment",
-  retrieved: "a search over what was said, shown or seen returned this moment",
-  echoed: "only the question's own words point here",
+  perceived: "a look at the frames or detections here saw something",
+  retrieved: "a search over what was said, shown or seen found this moment",
+  echoed: "only looks that found nothing, hints, overviews or the model's own ranges point here",
   none: "no tool returned anything here",
 };
 
 // A cited moment: its thumbnail, its range, its evidence level (perceived, retrieved, echoed,
 // none: what the agent's tools actually returned there; only the first two verify it).
-function evidenceButton(videoId, start, end, extraClass = "", label = "", level = "") {
+function evidenceButton(videoId, start, end, extraClass = "", label = "", level = "", support = []) {
   return momentButton(
     videoId, start, end, `evidence ${extraClass}`.trim(),
     el("img", { src: thumbnailUrl(videoId, start), alt: `frame at ${fmtTime(start)}`, loading: "lazy" }),
     el("span", { className: "time", text: `${fmtTime(start)}–${fmtTime(end)}` }),
-    ...(level ? [levelBadge(level)] : []),
+    ...(level ? [levelBadge(level, support)] : []),
     ...(label ? [el("span", { className: "video", text: label })] : []),
   );
 }
@@ -551,9 +554,11 @@ $("#ask-form").addEventListener("submit", async (event) => {
     const result = await streamQuestion("/api/ask/stream", { video: videoId, question, ...(agent ? { agent } : {}) }, (s) => turn.step(s));
     const list = el("div", { className: "evidence-list moments" });
     for (const c of result.citations) {
-      list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", "", c.evidence));
+      list.append(evidenceButton(c.video_id, c.start, c.end, c.verified ? "" : "unverified", "", c.evidence, c.support || []));
     }
-    const kind = result.extractive ? "extractive answer" : `answer (${result.model})`;
+    const kind = result.fallback
+      ? `extractive answer standing in: the agent reached none (${result.model})`
+      : result.extractive ? "extractive answer" : `answer (${result.model})`;
     turn.finish(
       el("p", { className: "answer-text", text: result.answer }),
       ...(result.choice ? [el("p", { text: `Choice ${result.choice}: ${result.choice_text || ""}` })] : []),
@@ -617,9 +622,12 @@ $("#compare-form").addEventListener("submit", async (event) => {
     for (const c of result.citations) {
       list.append(evidenceButton(
         c.video_id, c.start, c.end, c.verified ? "" : "unverified", names[c.video_id] || c.video_id, c.evidence,
+        c.support || [],
       ));
     }
-    const kind = result.extractive ? "extractive answer" : `answer by ${result.agent} (${result.model})`;
+    const kind = result.fallback
+      ? `extractive answer standing in: ${result.agent} reached none (${result.model})`
+      : result.extractive ? "extractive answer" : `answer by ${result.agent} (${result.model})`;
     turn.finish(
       el("p", { className: "answer-text", text: result.answer }),
       ...(result.choice ? [el("p", { text: `Choice ${result.choice}` })] : []),
