@@ -22,6 +22,9 @@ live on two servers with their own sampling::
     reasoning_tokens = 4096                          # added to each call's output limit
     max_tokens_param = "max_completion_tokens"       # OpenAI's reasoning models want this name
 
+OpenAI's reasoning models (o1, o3, o4-mini, gpt-5…, by name) get both by default: 4,096 thinking
+tokens on top of every limit and ``max_completion_tokens``; set them to override.
+
 Sampling: without ``sampling`` the caller's temperature is sent, as always; with it exactly its
 keys are sent (``sampling = {}`` sends none, for servers that reject ``temperature``). What a
 server refuses is learned once and kept for the process per endpoint and model
@@ -129,7 +132,9 @@ DEFAULTS: dict[str, Any] = {
     "retry_base_s": 0.5,  # first backoff delay; doubles per attempt
     "retry_after_max_s": 30.0,  # a longer Retry-After is not waited for; normal backoff applies
     "response_format": True,  # send response_format=json_object when JSON output is asked for
-    "max_tokens_param": "max_tokens",  # OpenAI's newest models want "max_completion_tokens"
+    # OpenAI's reasoning models want "max_completion_tokens" (the default for them: see
+    # reasoning_defaults); None: "max_tokens" for every other model.
+    "max_tokens_param": None,
     "embed_batch": 64,
     "caption_prompt": None,
     "caption_frames": 10,  # every 2 fps frame of a 5 s clip, as DVD sends (before near-duplicates go)
@@ -138,7 +143,9 @@ DEFAULTS: dict[str, Any] = {
     # Reasoning models (see the module docstring).
     "sampling": None,  # a table of sampling parameters sent instead of the caller's temperature
     "reasoning_effort": None,  # "low" | "medium" | "high", for servers/models that take it
-    "reasoning_tokens": 0,  # output tokens added to every limit, for the model's thinking
+    # Output tokens added to every limit, for the model's thinking; None: REASONING_BUDGET for
+    # OpenAI's reasoning models (o1, o3, o4-mini, gpt-5…), else 0 (see reasoning_defaults).
+    "reasoning_tokens": None,
     "extra_body": None,  # a table merged into each request body (server-specific fields)
     # The model's context window in tokens, to tell a full context from an output limit; unset,
     # it is asked of the server (llama.cpp's /props n_ctx, vLLM's /models max_model_len).
@@ -197,6 +204,27 @@ class EndpointTimeout(EndpointError, TimeoutError):
 # ---------------------------------------------------------------------------- options
 
 
+#: OpenAI's reasoning models by name: they think before they answer, in output tokens that count
+#: against the limit, and take ``max_completion_tokens``.
+REASONING_MODEL = re.compile(r"^(?:o\d+(?:-[\w.-]+)?|gpt-5(?:[\w.-]*)?)$", re.IGNORECASE)
+#: The thinking budget such a model gets by default: without it an agent's 384-1024-token limits
+#: are spent on thinking and the reply is cut off before its tool call.
+REASONING_BUDGET = 4096
+
+
+def reasoning_defaults(model: str, opts: dict[str, Any]) -> dict[str, Any]:
+    """``opts`` with the unset reasoning options filled for ``model``: an OpenAI reasoning model
+    gets :data:`REASONING_BUDGET` thinking tokens and ``max_completion_tokens``; any other model
+    none and ``max_tokens``. Set values are kept."""
+    thinks = REASONING_MODEL.match(model.rsplit("/", 1)[-1]) is not None
+    filled = dict(opts)
+    if filled["reasoning_tokens"] is None:
+        filled["reasoning_tokens"] = REASONING_BUDGET if thinks else 0
+    if filled["max_tokens_param"] is None:
+        filled["max_tokens_param"] = "max_completion_tokens" if thinks else "max_tokens"
+    return filled
+
+
 def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
     """Defaults, then the kind's options, then the role's sub-table; unknown keys are an error."""
     merged = dict(DEFAULTS)
@@ -218,7 +246,7 @@ def resolve_options(role: str, options: dict[str, Any]) -> dict[str, Any]:
     for key in ("sampling", "extra_body"):
         if merged[key] is not None and not isinstance(merged[key], dict):
             raise ValueError(f"[models.options.{KIND}] {key} must be a table, got {merged[key]!r}")
-    if int(merged["reasoning_tokens"]) < 0:
+    if merged["reasoning_tokens"] is not None and int(merged["reasoning_tokens"]) < 0:
         raise ValueError(f"[models.options.{KIND}] reasoning_tokens must be >= 0")
     if merged["tool_calling"] not in ("native", "json"):
         raise ValueError(
@@ -616,7 +644,7 @@ class OpenAIChat:
         self.role = role
         self.model = model
         self.name = f"{KIND}:{model}"
-        self.opts = opts
+        self.opts = reasoning_defaults(model, opts)
         self.data_dir = Path(data_dir)
         self.endpoint = endpoint
         self.max_images = int(opts["max_images"])

@@ -74,6 +74,26 @@ def test_configured_sampling_and_reasoning_budget_are_sent(
     assert body["reasoning_effort"] == "high"
 
 
+@pytest.mark.parametrize(
+    ("model", "sent"),
+    [("o4-mini", ("max_completion_tokens", 1024 + 4096)), ("gpt-5", ("max_completion_tokens", 1024 + 4096)),
+     ("qwen2.5-coder-1.5b-instruct", ("max_tokens", 1024)), ("gpt-4o-mini", ("max_tokens", 1024))],
+)  # fmt: skip
+def test_an_openai_reasoning_model_gets_a_thinking_budget_by_default(
+    llm_server: ScriptedLLMServer, tmp_path: Path, model: str, sent: tuple[str, int]
+) -> None:
+    """Issue 35: an o-series planner thinks in output tokens; with the agents' 1024-token limit and
+    no budget its reply was cut off before the call. By name it gets 4096 more and the limit
+    parameter it wants; other models are sent what they were."""
+    llm_server.script([text("Blue.")])
+    opts = {"planner": {"base_url": llm_server.base_url, "retry_base_s": 0.01, "cache": False}}
+    openai_compat.from_spec("planner", model, opts, tmp_path).chat(question(), max_tokens=1024)
+    (body,) = llm_server.chat_requests
+    name, limit = sent
+    other = "max_tokens" if name == "max_completion_tokens" else "max_completion_tokens"
+    assert body[name] == limit and other not in body
+
+
 def test_think_blocks_stay_out_of_the_answer_and_out_of_tool_parsing(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
