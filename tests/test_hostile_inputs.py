@@ -1,20 +1,22 @@
 """Hostile inputs, one surface at a time: each bad input is refused with one clear line, exits
 non-zero and changes nothing already stored or anything outside its destination.
 
-Surfaces: model manifests and downloads (``models pull``), bundles (forged ids, numbers), the HTTP
-API when the model server is down. Everything runs the real code path: the CLI through typer's
-runner, loopback HTTP servers, a real store.
+Surfaces: model manifests and downloads (``models pull``), the HTTP API when the model server is
+down, pictures for search by image (bundles: tests/test_bundle.py). Everything runs the real code
+path: the CLI through typer's runner, loopback HTTP servers, a real store.
 """
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import io
 import json
 import logging
 import os
 import socket
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,11 +25,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from llm_server import dropped, tool_call
+from PIL import Image as PILImage
 from typer.testing import CliRunner, Result
 
 from vidscope.api import create_app
 from vidscope.cli import app
 from vidscope.cli.common import overrides
+from vidscope.core.images import decode_image
 from vidscope.core.settings import ApiSettings, Settings
 from vidscope.models.open_store import open_store
 from vidscope.storage.videos import VideoRecord
@@ -314,3 +318,72 @@ def test_ask_answers_503_when_the_model_server_dies_mid_question(
         assert "disconnected" in ask.json()["detail"].lower(), ask.json()
         assert len(model_failure_logs(caplog)) == 1
     assert len(llm_server.chat_requests) >= 2  # it did die mid-question, after answering once
+
+
+# ---------------------------------------------------------------------------- pictures
+
+
+def png_bomb(path: Path, side: int) -> Path:
+    """A valid black PNG of ``side`` x ``side`` pixels (1 bit each): a few KB of zlib, written
+    without ever holding the picture (12000 a side is 144 Mpx, 432 MB once decoded as RGB)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return len(body).to_bytes(4, "big") + kind + body + zlib.crc32(kind + body).to_bytes(4, "big")
+
+    header = side.to_bytes(4, "big") * 2 + bytes([1, 0, 0, 0, 0])  # 1-bit greyscale
+    rows = zlib.compressobj(9)
+    row = b"\0" * (1 + (side + 7) // 8)  # filter byte, then the row's bits
+    data = b"".join(rows.compress(row) for _ in range(side)) + rows.flush()
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", data) + chunk(b"IEND", b"")
+    path.write_bytes(png)
+    return path
+
+
+@pytest.fixture
+def search_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Path], Result]]:
+    """``vidscope search --image PATH`` over an empty data dir."""
+    overrides.clear()
+    monkeypatch.chdir(tmp_path)
+    data = str(tmp_path / "data")
+    yield lambda path: runner.invoke(app, ["--data-dir", data, "search", "--image", str(path)])
+    overrides.clear()
+
+
+def test_a_picture_is_judged_by_its_header_before_it_is_decoded(
+    tmp_path: Path, search_image: Callable[[Path], Result]
+) -> None:
+    bomb = png_bomb(tmp_path / "bomb.png", 12000)
+    assert bomb.stat().st_size < 100_000
+    with pytest.raises(ValueError, match="12000x12000 pixels .144 Mpx., over the 40 Mpx"):
+        decode_image(bomb.read_bytes())
+    result = search_image(bomb)
+    assert result.exit_code == 2 and "144 Mpx" in one_line(result), result.output
+    assert "Traceback" not in result.output
+    settings = Settings(data_dir=tmp_path / "data")
+    with TestClient(create_app(settings), client=LOOPBACK, base_url="http://127.0.0.1") as http:
+        answer = http.post("/api/search/image", files={"image": ("bomb.png", bomb.read_bytes(), "image/png")})
+        assert answer.status_code == 422 and "144 Mpx" in answer.json()["detail"], answer.text
+    # A large photo is decoded at a reduced scale and handed on at most 1024 pixels a side.
+    photo = io.BytesIO()
+    PILImage.new("RGB", (4000, 3000), (200, 30, 30)).save(photo, format="JPEG")
+    assert decode_image(photo.getvalue()).shape == (768, 1024, 3)
+
+
+def test_search_by_image_reads_only_regular_files(
+    tmp_path: Path, search_image: Callable[[Path], Result]
+) -> None:
+    """Before: ``--image /dev/zero`` read until the kernel killed it; a FIFO hung for ever."""
+    result = search_image(Path("/dev/zero"))
+    assert result.exit_code == 2 and "not a regular file" in one_line(result), result.output
+    fifo = tmp_path / "picture.fifo"
+    os.mkfifo(fifo)
+    outcome: list[Result] = []
+    reader = threading.Thread(target=lambda: outcome.append(search_image(fifo)), daemon=True)
+    reader.start()
+    reader.join(20)
+    if reader.is_alive():  # it hangs: give it a writer so the test process can go on
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(5)
+    assert outcome, "search --image on a FIFO hung"
+    assert outcome[0].exit_code == 2 and "not a regular file" in one_line(outcome[0]), outcome[0].output
+    assert "Traceback" not in outcome[0].output

@@ -122,12 +122,12 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         """Find moments of any ingested video whose frames look like a picture (visual search)."""
         from pathlib import Path
 
-        from vidscope.core.images import decode_image
+        from vidscope.core.images import decode_image, read_image_file
         from vidscope.flows.search_work import LibraryEmpty, VisualSearchOff, run_search_moments_by_image
 
         picture_path = Path(path).expanduser()
         try:
-            picture = decode_image(picture_path.read_bytes())
+            picture = decode_image(read_image_file(picture_path))
             found = run_search_moments_by_image(cfg, picture, k=k, label=picture_path.name)
         except OSError as exc:
             raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from exc

@@ -149,11 +149,11 @@ def _filters(
 def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> None:
     """``vidscope search --image``: the moments whose frames look like the picture at ``path``."""
     from vidscope.agents.mavis.search import LibraryEmpty
-    from vidscope.core.images import decode_image
+    from vidscope.core.images import decode_image, read_image_file
     from vidscope.flows.search_work import VisualSearchOff, run_search_moments_by_image
 
     try:
-        picture = decode_image(path.read_bytes())
+        picture = decode_image(read_image_file(path))
         found = run_search_moments_by_image(settings(), picture, k=k, filters=filters, label=path.name)
     except OSError as exc:
         errors.print(f"[red]cannot read {safe(str(path))}: {safe(exc.strerror or str(exc))}[/red]")

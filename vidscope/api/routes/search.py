@@ -12,6 +12,7 @@ from pydantic import BeforeValidator
 from vidscope.api.models import NOT_BLANK, MomentsResponse, SearchResponse, search_response
 from vidscope.api.routes import guarded_router
 from vidscope.api.state import State
+from vidscope.core.images import MAX_IMAGE_BYTES  # the CLI's and MCP's cap too
 
 router = guarded_router()
 
@@ -133,17 +134,13 @@ def moments(
     return MomentsResponse(**found.model_dump())
 
 
-#: Largest picture accepted for search by image.
-MAX_IMAGE_BYTES = 20 * 1024 * 1024
-
-
 @router.post(
     "/search/image",
     response_model=MomentsResponse,
     responses={
         409: {"description": "The library is empty (no clips ingested yet)."},
         413: {"description": "The picture is larger than 20 MB."},
-        422: {"description": "The upload is not an image."},
+        422: {"description": "The upload is not an image, or has more pixels than search decodes."},
         503: {"description": "Visual search is off (no image-text model, or it cannot be had)."},
     },
     tags=["questions"],
