@@ -9,9 +9,9 @@ tools returned in this conversation.
 The answer comes from the terminal ``finish`` tool. A reply without a tool call is a thought, as in
 DVD's code: the loop records it, reminds the model to call a tool or ``finish`` (or, when the reply
 announces a tool under any spelling, "FrameInspect" included, to call that tool) and goes on; it
-never asks for a final answer before the step limit. Only ``agent.prose_replies`` such replies in a
-row, or the step limit, make the last stated answer the answer, always marked ``forced``; a plan
-("I should confirm it with frame_inspect") is never taken as one. Citations are read in the shapes
+never asks for a final answer before the step limit. Only the step limit (or, when set,
+``agent.prose_replies`` such replies in a row) makes the last stated answer the answer, always
+marked ``forced``; a plan ("I should confirm it with frame_inspect") is never taken as one. Citations are read in the shapes
 models write them (``{start, end}`` objects, ``"0:10-0:15"``); the same invalid call made twice gets
 the exact expected shape back, once. A conversation that no longer fits the model's context loses
 its oldest observations first, then ends in a forced answer.
@@ -420,7 +420,8 @@ def _handle_reply(
             nudge, observation = prompts.TOOL_NUDGE.format(tool=announced), f"announced {announced}"
         else:
             state.stated_answer = statement(text) or state.stated_answer
-            if state.prose_replies >= ctx.config.prose_replies and state.stated_answer:
+            limit = ctx.config.prose_replies
+            if limit is not None and state.prose_replies >= limit and state.stated_answer:
                 record(
                     TraceStep(
                         index=len(state.trace) + 1,
@@ -434,7 +435,9 @@ def _handle_reply(
                 return _final(state, state.stated_answer, [], options, forced=True)
             # A thought: the loop goes on. Each reminder names the turn, so no request repeats the
             # last one word for word (a response cache would otherwise replay the same thought).
-            nudge = prompts.CONTINUE_NUDGE.format(count=state.prose_replies, limit=ctx.config.prose_replies)
+            nudge = prompts.CONTINUE_NUDGE.format(
+                count=state.prose_replies, limit=ctx.config.prose_replies or ctx.config.max_steps
+            )
             observation = "no tool call: a thought; reminded to call a tool or finish"
         state.messages.append(ChatMessage(role="user", content=nudge))
         record(

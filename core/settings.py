@@ -312,9 +312,10 @@ class AgentSettings(BaseModel):
     #: Near-identical tool calls in a row that trigger a nudge.
     loop_repeats: int = Field(default=3, ge=2)
     #: Replies in a row without a tool call after which the last one is taken as the (forced)
-    #: answer. DVD's code treats such a reply as a thought and continues; only the step limit ends
-    #: the loop there. A small bound keeps a model that only talks from using every step.
-    prose_replies: int = Field(default=3, ge=1)
+    #: answer. None (the default), as DVD's code does: such a reply is a thought, the loop goes on,
+    #: and only the step limit ends it. A small bound (3) keeps a model that only talks from using
+    #: every step, at the cost of ending a question a model was still thinking about.
+    prose_replies: int | None = Field(default=None, ge=1)
     #: A citation wider than this (seconds) is never verified: a range that covers much of the
     #: video says nothing about where the answer is (issue 28's cap).
     citation_max_seconds: float = Field(default=30.0, gt=0)

@@ -79,13 +79,25 @@ def test_two_prose_replies_in_a_row_do_not_end_the_question_without_a_tool_call(
     assert reminders[0] != reminders[1]
 
 
-def test_a_model_that_only_talks_ends_forced_with_what_it_said(world) -> None:  # noqa: F811
+def test_a_model_that_only_talks_goes_on_to_the_step_limit_and_ends_forced_with_what_it_said(
+    world,  # noqa: F811
+) -> None:
+    """DVD's code: a reply without an action is a thought and the loop goes on; only the step
+    budget ends it (issue 35: the default). The last thing it said is the forced answer."""
     settings, _, server = world
-    limit = AgentConfig().prose_replies
-    server.script([text(f"My guess {i}: the code is purple elephant.") for i in range(limit)])
-    result = run_ask(settings, VIDEO_ID, QUESTION)
-    assert result.forced and result.answer == f"My guess {limit - 1}: the code is purple elephant."
-    assert len(server.chat_requests) == limit and server.pending == 0
+    steps = 4
+    server.script([text(f"My guess {i}: the code is purple elephant.") for i in range(steps + 1)])
+    result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(max_steps=steps))
+    assert result.forced and result.answer == f"My guess {steps}: the code is purple elephant."
+    assert len(server.chat_requests) == steps + 1 and server.pending == 0  # the steps + the forced turn
+
+
+def test_a_prose_bound_when_set_ends_a_model_that_only_talks_early(world) -> None:  # noqa: F811
+    settings, _, server = world
+    server.script([text(f"My guess {i}: the code is purple elephant.") for i in range(3)])
+    result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(prose_replies=3))
+    assert result.forced and result.answer == "My guess 2: the code is purple elephant."
+    assert len(server.chat_requests) == 3 and server.pending == 0
 
 
 def test_the_plan_sentence_is_never_the_answer(world) -> None:  # noqa: F811

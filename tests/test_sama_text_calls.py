@@ -58,7 +58,7 @@ def street() -> Script:
     return Script(script_id="street", videos=[video])
 
 
-def run(server: ScriptedLLMServer, tmp_path: Path, replies: list[Reply]):  # type: ignore[no-untyped-def]
+def run(server: ScriptedLLMServer, tmp_path: Path, replies: list[Reply], **agent: object):  # type: ignore[no-untyped-def]
     server.script([text('{"type": "reading"}'), *replies])
     options = {"openai": {"base_url": server.base_url, "max_retries": 0, "timeout_s": 30, "cache": False}}
     settings = Settings(
@@ -70,6 +70,7 @@ def run(server: ScriptedLLMServer, tmp_path: Path, replies: list[Reply]):  # typ
             "text_reader": None,
             "options": options,
         },
+        agent=agent,
     )
     ctx = SimContext(
         settings, ScriptSimulator(street()), chat=registry.chat_model(settings), registry=sim_sama_registry()
@@ -120,14 +121,14 @@ def test_a_tool_announced_in_prose_is_asked_for_by_name(
 def test_prose_replies_in_a_row_end_with_the_stated_answer(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
-    """As the single-video loops do: agent.prose_replies (3) thoughts in a row end the loop with
-    the last one stated, marked forced, long before the turn limit."""
+    """As the single-video loops do: with agent.prose_replies set (3), that many thoughts in a row
+    end the loop with the last one stated, marked forced, long before the turn limit."""
     thoughts = [
         text("Probably two cars."),
         text("I think two cars are parked."),
         text("Two cars are parked."),
     ]
-    result = run(llm_server, tmp_path, [*thoughts, ANSWER])
+    result = run(llm_server, tmp_path, [*thoughts, ANSWER], prose_replies=3)
     assert result.forced and result.answer == "Two cars are parked." and result.citations == []
     assert [s.kind for s in result.trace].count("nudge") == 2 and result.trace[-1].kind == "answer"
     assert result.usage.model_calls == len(llm_server.chat_requests) == 4  # the classification + 3
@@ -147,7 +148,7 @@ def test_replies_that_are_only_data_are_no_stated_answer(
     # The classification + the paper's 10 turns + the best-guess turn at the limit.
     assert result.usage.model_calls == 12
 
-    said = run(llm_server, tmp_path, [text("Two cars are parked."), *junk])
+    said = run(llm_server, tmp_path, [text("Two cars are parked."), *junk], prose_replies=3)
     assert said.forced and said.answer == "Two cars are parked."
 
 

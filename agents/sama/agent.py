@@ -263,7 +263,8 @@ def run_sama(
             announced = announced_tool(said, [n for n in names if n != answer_tool.name])
             if announced is None:
                 stated = statement(said) or stated
-            if announced is None and stated and state.prose_replies >= ctx.config.prose_replies:
+            limit = ctx.config.prose_replies
+            if announced is None and stated and limit is not None and state.prose_replies >= limit:
                 record(
                     TraceStep(
                         index=len(state.trace) + 1,
@@ -280,7 +281,8 @@ def run_sama(
                 )
             else:
                 last.append(
-                    f"Your last reply called no tool ({state.prose_replies} of {ctx.config.prose_replies} "
+                    f"Your last reply called no tool ({state.prose_replies} of "
+                    f"{ctx.config.prose_replies or ctx.config.sama_max_turns} "
                     f"in a row): {quote_data(said[:600])}. Call a tool to gather evidence, or call the "
                     "answer tool with the answer and its moments."
                 )
