@@ -168,6 +168,9 @@ class Answer(BaseModel):
     #: what the answer cites. ``False``: the answer rests on captions and hints only, and its
     #: citations are not verified. ``None``: the agent has no such step.
     perceived: bool | None = None
+    #: Steps of the agent's paper protocol this run skipped (AVI: "retrieve skipped", "perception
+    #: skipped"), whatever the model did; empty when it held.
+    skipped: list[str] = Field(default_factory=list)
     trace: list[TraceStep] = Field(default_factory=list)
     usage: UsageTotals = Field(default_factory=UsageTotals)
 
@@ -209,6 +212,10 @@ class AskResult(BaseModel):
         None,
         description="AVI: whether a successful targeted perception call covered what the answer cites "
         "(false: captions and hints only, citations not verified); null for agents without that step.",
+    )
+    skipped: list[str] = Field(
+        default_factory=list,
+        description="Steps of the agent's paper protocol the run skipped (AVI: retrieve, perception).",
     )
     model: str | None = None
     agent: str | None = Field(

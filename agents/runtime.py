@@ -11,10 +11,12 @@ DVD's code: the loop records it, reminds the model to call a tool or ``finish`` 
 announces a tool under any spelling, "FrameInspect" included, to call that tool) and goes on; it
 never asks for a final answer before the step limit. Only the step limit (or, when set,
 ``agent.prose_replies`` such replies in a row) makes the last stated answer the answer, always
-marked ``forced``; a plan ("I should confirm it with frame_inspect") is never taken as one. Citations are read in the shapes
-models write them (``{start, end}`` objects, ``"0:10-0:15"``); the same invalid call made twice gets
-the exact expected shape back, once. A conversation that no longer fits the model's context loses
-its oldest observations first, then ends in a forced answer.
+marked ``forced``; a plan ("I should confirm it with frame_inspect") is never taken as one.
+Citations are read in the shapes models write them (``{start, end}`` objects, ``"0:10-0:15"``);
+the same invalid call made twice gets the exact expected shape back, once. A conversation that no
+longer fits the model's context loses its oldest observations first, then ends in a forced
+answer. Citations are checked by :mod:`vidscope.agents.citations`; a run that ends with no answer
+in words is marked ``no_answer`` (the strategies put the extractive answer in its place).
 """
 
 from __future__ import annotations

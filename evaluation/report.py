@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,9 @@ class RunSummary(BaseModel):
     )
     not_perceived: int = Field(
         0, description="AVI answers whose citations no targeted perception call saw anything at."
+    )
+    skipped: dict[str, int] = Field(
+        default_factory=dict, description="Runs per protocol step they skipped (AVI: retrieve, perception)."
     )
     unparsed: list[str] = Field(
         default_factory=list,
@@ -326,6 +330,7 @@ def summarise(
         summary.forced = sum(p.forced for p in done)
         summary.fallback = sum(p.fallback for p in done)
         summary.not_perceived = sum(p.perceived is False for p in done)
+        summary.skipped = dict(Counter(step for p in done for step in p.skipped))
         for level in EVIDENCE_ORDER:
             count = sum(p.evidence.get(level, 0) for p in done)
             if count:
@@ -488,6 +493,9 @@ def report_markdown(summary: RunSummary) -> str:
             f"{summary.fallback} answers are the extractive answer standing in: the agent reached "
             "no answer in words."
         )
+    if summary.skipped:
+        steps = ", ".join(f"{step} {n}" for step, n in sorted(summary.skipped.items()))
+        lines.append(f"Runs that skipped a step of their paper's protocol: {steps}.")
     if summary.not_perceived:
         lines.append(
             f"{summary.not_perceived} AVI answers were not perceived (no targeted look saw anything "

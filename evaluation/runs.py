@@ -93,12 +93,19 @@ class Prediction(BaseModel):
         False, description="The agent reached no answer in words: the extractive answer stood in."
     )
     perceived: bool | None = Field(None, description="AVI: the answer's citations were perceived.")
+    skipped: list[str] = Field(
+        default_factory=list, description="Steps of the agent's paper protocol the run skipped (AVI)."
+    )
     evidence: dict[str, int] = Field(
         default_factory=dict,
         description="The answer's citations per evidence level (perceived, retrieved, …).",
     )
     citations: list[tuple[str, float, float]] = Field(
         default_factory=list, description="The answer's cited ranges: (store video id, start, end)."
+    )
+    support: list[list[str]] = Field(
+        default_factory=list,
+        description="Per citation, the tool calls that found something there and what (empty: none).",
     )
     trace: str | None = Field(None, description="The answer's trace file, relative to the run directory.")
 

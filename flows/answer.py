@@ -179,6 +179,7 @@ def _result(
         forced=answer.forced,
         fallback=answer.fallback,
         perceived=answer.perceived,
+        skipped=answer.skipped,
         model=model,
         seconds=round(seconds, 3),
         trace=answer.trace,

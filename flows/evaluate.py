@@ -538,6 +538,10 @@ def answer_question(
                 forced=answer.forced,
                 fallback=answer.fallback,
                 perceived=answer.perceived,
+                skipped=answer.skipped,
+                support=[
+                    [f"{s.tool} (call {s.call}): {s.found}" for s in c.support] for c in answer.citations
+                ],
                 evidence=dict(Counter(c.evidence for c in answer.citations)),
                 citations=[(c.video_id, c.start, c.end) for c in answer.citations],
             )

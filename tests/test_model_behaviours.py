@@ -347,6 +347,8 @@ def test_avi_answers_from_captions_without_perceiving_are_marked(world) -> None:
     result = run_ask(settings, VIDEO_ID, QUESTION, agent="avi")
     assert result.perceived is False and result.answer == FACT
     assert all(not c.verified for c in result.citations) and result.unverified_citations == 1
+    # Issue 35: the answer says which step of AVI's protocol the run skipped.
+    assert result.skipped == ["perception skipped"]
 
 
 def test_avi_a_perception_call_that_fails_does_not_count(world) -> None:  # noqa: F811

@@ -665,6 +665,14 @@ class _AviRun:
             forced=forced or not said,
             no_answer=not said,
             perceived=perceived,
+            skipped=[
+                step
+                for step, done in (
+                    ("retrieve skipped", self.retrieve_calls),
+                    ("perception skipped", self.perception_calls),
+                )
+                if not done
+            ],
         )
 
     def _interval(self, raw: Any, answer: str, citations: list[Citation]) -> Citation | None:
