@@ -183,6 +183,7 @@ def test_the_report_counts_forced_answers_and_citations_by_evidence_level() -> N
         "q2": Prediction(
             question_id="q2", kind="multiple_choice", video_ids=["v"], answer="B", choice="B", forced=True,
             evidence={"perceived": 1, "none": 1}, fallback=True, perceived=False,
+            skipped=["perception skipped"],
         ),
     }  # fmt: skip
     spec = RunSpec(
@@ -198,6 +199,7 @@ def test_the_report_counts_forced_answers_and_citations_by_evidence_level() -> N
     # Issue 35: the extractive answer standing in, and AVI answers not perceived, are counted.
     assert (summary.fallback, summary.not_perceived) == (1, 1)
     assert "1 answers are the extractive answer standing in" in report and "1 AVI answers were not" in report
+    assert "skipped a step of their paper's protocol: perception skipped 1" in report
 
 
 def test_unparsed_answers_are_counted_apart_from_wrong_and_missing_ones() -> None:
