@@ -132,8 +132,8 @@ def _times(value: object) -> tuple[float, ...]:
 def read_look(text: str | None) -> Look:
     """The reply of a frame tool's vision model, read: structured when it followed
     :data:`~vidscope.agents.prompts.LOOK_FORMAT` (a ``found`` field), else by
-    :func:`reports_nothing`. A structured reply
-    that says ``found: true`` while its words say the thing is absent is read as found nothing."""
+    :func:`reports_nothing`. A structured reply that says ``found: true`` while its words say the
+    thing is absent is read as found nothing."""
     raw = (text or "").strip()
     match = _OBJECT.search(raw)
     if match is not None:
