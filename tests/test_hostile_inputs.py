@@ -2,8 +2,8 @@
 non-zero and changes nothing already stored or anything outside its destination.
 
 Surfaces: model manifests and downloads (``models pull``), the HTTP API when the model server is
-down, pictures for search by image (bundles: tests/test_bundle.py). Everything runs the real code
-path: the CLI through typer's runner, loopback HTTP servers, a real store.
+down, pictures for search by image, request headers (bundles: tests/test_bundle.py). Everything
+runs the real code path: the CLI through typer's runner, loopback HTTP servers, a real store.
 """
 
 from __future__ import annotations
@@ -387,3 +387,23 @@ def test_search_by_image_reads_only_regular_files(
     assert outcome, "search --image on a FIFO hung"
     assert outcome[0].exit_code == 2 and "not a regular file" in one_line(outcome[0]), outcome[0].output
     assert "Traceback" not in outcome[0].output
+
+
+# ---------------------------------------------------------------------------- headers
+
+
+def test_a_host_header_that_only_starts_like_loopback_is_refused(tmp_path: Path) -> None:
+    """Before: ``Host: 127.0.0.1:80@evil.example`` was read as 127.0.0.1 (split at the first
+    colon) and answered by an API without a token, which answers only loopback names."""
+    settings = Settings(data_dir=tmp_path / "data")
+    with TestClient(create_app(settings), client=LOOPBACK, base_url="http://127.0.0.1") as http:
+        assert http.get("/api/videos").status_code == 200
+        for host in (
+            "127.0.0.1:80@evil.example",
+            "[::1]:80@evil.example",
+            "localhost:80 evil.example",
+            "::1",
+        ):
+            refused = http.get("/api/videos", headers={"Host": host})
+            assert refused.status_code == 403, (host, refused.text)
+            assert "is not a host name and port" in refused.json()["detail"], host

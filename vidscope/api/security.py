@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -26,13 +27,19 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def host_name(header: str) -> str:
-    """The name in a ``Host`` header, without its port: ``[::1]:8000`` → ``::1``."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    name, _, _port = header.partition(":") if header.count(":") == 1 else (header, "", "")
-    return name.rstrip(".")
+#: A ``Host`` header as RFC 9110 has it: a name or an IPv4 address, or an IPv6 address in
+#: brackets, then an optional port of digits. Nothing else (no ``user@``, no spaces, no path).
+_HOST_HEADER = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+))(?::\d{0,5})?")
+
+
+def host_name(header: str) -> str | None:
+    """The name in a ``Host`` header, without its port: ``[::1]:8000`` → ``::1``; None when the
+    header is not a host and port alone. ``127.0.0.1:80@evil.example`` is None, not ``127.0.0.1``:
+    a lenient split at the first colon would read a name the request was not addressed to."""
+    match = _HOST_HEADER.fullmatch(header.strip().lower())
+    if match is None:
+        return None
+    return match["v6"] or match["name"].rstrip(".")
 
 
 def session_value(token: str) -> str:
@@ -53,7 +60,7 @@ class TokenAuth:
 
     def __init__(self, token: str | None, hosts: list[str] | None = None) -> None:
         self.token = token
-        self.hosts = {host_name(h) for h in hosts or []}
+        self.hosts = {name for name in map(host_name, hosts or []) if name}
 
     def check_token(self, candidate: str) -> bool:
         """Constant-time comparison of ``candidate`` with the configured token."""
@@ -67,7 +74,14 @@ class TokenAuth:
                     status.HTTP_403_FORBIDDEN,
                     "this API has no token configured, so it only serves loopback clients",
                 )
-            host = host_name(request.headers.get("host", ""))
+            header = request.headers.get("host", "")
+            host = host_name(header)
+            if host is None:
+                raise HTTPException(
+                    status.HTTP_403_FORBIDDEN,
+                    f"this API has no token configured, so it only answers requests addressed to "
+                    f"localhost or 127.0.0.1, and Host {header[:100]!r} is not a host name and port",
+                )
             if not (is_loopback(host) or host in self.hosts):
                 raise HTTPException(
                     status.HTTP_403_FORBIDDEN,
