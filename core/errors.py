@@ -6,6 +6,11 @@ subclasses, so code written before this module existed (``except RuntimeError``)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class VidscopeError(Exception):
     """An expected failure with a one-line message for the user."""
@@ -18,6 +23,23 @@ def install_extra(extra: str) -> str:
     everywhere: ``pip install 'vidscope[yolo]'``.
     """
     return f"pip install 'vidscope[{extra}]'"
+
+
+def invalid_fields(exc: ValidationError, most: int = 3) -> str:
+    """A pydantic validation error as one line: ``api.token: [api] token is blank; …``.
+
+    Pydantic's own text is a block per field (the model's name, the value, a documentation link),
+    which reads as a crash; the user needs the field and the reason. The value is left out: it may
+    be a secret (a token) or megabytes long.
+    """
+    problems = exc.errors(include_url=False, include_input=False)
+    parts = []
+    for problem in problems[:most]:
+        where = ".".join(str(part) for part in problem["loc"])
+        reason = problem["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+        parts.append(f"{where}: {reason}" if where else reason)
+    more = len(problems) - most
+    return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
 class BackendUnavailable(VidscopeError, RuntimeError):

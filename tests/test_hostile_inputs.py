@@ -389,6 +389,32 @@ def test_search_by_image_reads_only_regular_files(
     assert "Traceback" not in outcome[0].output
 
 
+# ---------------------------------------------------------------------------- configuration
+
+
+def test_a_blank_api_token_is_one_line_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: pydantic's block (model name, value, a documentation link) over five lines."""
+    overrides.clear()
+    monkeypatch.chdir(tmp_path)
+    data = str(tmp_path / "data")
+    from_env = runner.invoke(app, ["--data-dir", data, "videos"], env={"VIDSCOPE_API__TOKEN": ""})
+    toml = tmp_path / "vidscope.toml"
+    toml.write_text('[api]\ntoken = "  "\nport = "x"\n', encoding="utf-8")
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(toml))
+    from_file = runner.invoke(app, ["--data-dir", data, "videos"])
+    for result in (from_env, from_file):
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1, result.output
+        assert result.output.startswith("invalid configuration: ")
+        assert "api.token: [api] token is blank; set a real token" in result.output
+        assert "pydantic" not in result.output and "input_value" not in result.output
+    assert "api.port: Input should be a valid integer" in from_file.output
+    assert not (tmp_path / "data").exists()
+    overrides.clear()
+
+
 # ---------------------------------------------------------------------------- headers
 
 

@@ -142,10 +142,12 @@ def settings() -> Settings:
     """The settings for this invocation (file + environment + command-line overrides)."""
     from pydantic import ValidationError
 
+    from vidscope.core.errors import invalid_fields
+
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        errors.print(f"[red]invalid configuration:[/red] {safe(exc)}")
+        errors.print(f"[red]invalid configuration:[/red] {safe(invalid_fields(exc))}", soft_wrap=True)
         raise typer.Exit(2) from exc
 
 
