@@ -21,8 +21,13 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
 
 from vidscope.agents.answers import Support
+from vidscope.agents.tools import ToolResult
+from vidscope.models.protocols.chat import Usage
 
 #: Phrases that say a look found nothing, refused, or that the thing asked about is absent. Read
 #: on lower-cased text. English first, then the languages a multilingual vision model answers in
@@ -196,3 +201,47 @@ def look_support(
         Support(video_id=video_id, start=a, end=b, level="perceived", found=said, localized=False)
         for a, b in ranges
     ]
+
+
+class FrameLook(ToolResult):
+    """A vision model's answer about frames of some time ranges (``frame_inspect``,
+    ``frame_analysis``): what it said, the frames it saw, whether it saw what was asked, and so
+    what it supports. Subclasses name their looked ranges (:meth:`looked`)."""
+
+    video_id: str
+    question: str
+    answer: str
+    frame_times: list[float]
+    usage: Usage | None = None
+    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
+    #: and nothing was perceived.
+    no_vision: bool = False
+    #: Whether the model saw what was asked (its structured reply); ``None``: read from ``answer``
+    #: (:func:`read_look`).
+    found: bool | None = None
+    #: The frame times the model said show it (empty: it did not say).
+    seen_at: list[float] = Field(default_factory=list)
+
+    def looked(self) -> list[list[float]]:
+        """The time ranges the frames were taken from."""
+        raise NotImplementedError
+
+    def support(self) -> list[Support]:
+        # A look supports where it saw something; a look that found nothing only echoes its ranges.
+        if self.no_vision or not self.frame_times:
+            return []
+        return look_support(
+            self.video_id,
+            self.looked(),
+            found=self.found if self.found is not None else read_look(self.answer).found,
+            what=self.answer,
+            seen_at=self.seen_at,
+        )
+
+    def model_usage(self) -> Usage | None:
+        return self.usage
+
+    def for_model(self) -> dict[str, Any]:
+        if self.no_vision:  # nothing was looked at: only the note matters to the model
+            return {"video_id": self.video_id, "no_vision": True, "note": self.answer}
+        return self.model_dump(mode="json", exclude={"usage"})

@@ -18,7 +18,7 @@ from vidscope.agents.grounding import (
     refine_edge,
     smooth,
 )
-from vidscope.agents.looks import look_support, read_look, times_inside
+from vidscope.agents.looks import FrameLook, read_look, times_inside
 from vidscope.agents.perception import (
     TimeRange,
     checked_range,
@@ -32,7 +32,6 @@ from vidscope.core.errors import BackendUnavailable, ImagesNotSupported
 from vidscope.core.images import encode_jpeg
 from vidscope.core.lexicon import canonical_form
 from vidscope.models import registry
-from vidscope.models.protocols.chat import Usage
 from vidscope.storage.videos import VideoRecord
 from vidscope.tasks.ocr import SAME_FRAME_DIFF, TextTracker, thumbnail
 
@@ -447,48 +446,18 @@ def boundary_detect(
     )
 
 
-class FrameAnalysisResult(ToolResult):
+class FrameAnalysisResult(FrameLook):
     """A vision-language model's answer about the frames of some time ranges."""
 
-    video_id: str
-    question: str
-    answer: str
     time_ranges: list[list[float]]
-    frame_times: list[float]
-    usage: Usage | None = None
-    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
-    #: and nothing was perceived.
-    no_vision: bool = False
-    #: Whether the model saw what was asked; ``None``: read from ``answer``
-    #: (:func:`~vidscope.agents.looks.read_look`).
-    found: bool | None = None
-    #: The frame times the model said show it (empty: it did not say).
-    seen_at: list[float] = Field(default_factory=list)
 
-    def support(self) -> list[Support]:
-        # A look supports where it saw something; a look that found nothing only echoes its ranges.
-        if self.no_vision or not self.frame_times:
-            return []
-        return look_support(
-            self.video_id,
-            self.time_ranges,
-            found=self.found if self.found is not None else read_look(self.answer).found,
-            what=self.answer,
-            seen_at=self.seen_at,
-        )
+    def looked(self) -> list[list[float]]:
+        return self.time_ranges
 
     def summary(self) -> str:
         if self.no_vision:
             return self.answer
         return f"{len(self.frame_times)} frames analysed: {self.answer[:80]}"
-
-    def model_usage(self) -> Usage | None:
-        return self.usage
-
-    def for_model(self) -> dict[str, Any]:
-        if self.no_vision:  # nothing was looked at: only the note matters to the model
-            return {"video_id": self.video_id, "no_vision": True, "note": self.answer}
-        return self.model_dump(mode="json", exclude={"usage"})
 
 
 def _shares(ranges: list[tuple[float, float]], budget: int) -> list[int]:

@@ -24,7 +24,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, Field
 
 from vidscope.agents import prompts
-from vidscope.agents.answers import Support, read_cited_ranges
+from vidscope.agents.answers import read_cited_ranges
 from vidscope.agents.evidence import (
     ClipSearchResult,
     ask_about_frames,
@@ -34,7 +34,7 @@ from vidscope.agents.evidence import (
     sample_evenly,
     search_clips,
 )
-from vidscope.agents.looks import look_support, read_look, times_inside
+from vidscope.agents.looks import FrameLook, read_look, times_inside
 from vidscope.agents.tools import (
     ToolContext,
     ToolError,
@@ -111,48 +111,18 @@ class BrowseResult(ToolResult):
         return data
 
 
-class FrameInspectResult(ToolResult):
+class FrameInspectResult(FrameLook):
     """The vision-language model's answer about frames taken from some time ranges."""
 
-    video_id: str
-    question: str
-    answer: str
-    frame_times: list[float]
     ranges: list[list[float]]
-    usage: Usage | None = None
-    #: No model could look at frames (none configured, or it refused images): ``answer`` says so,
-    #: and nothing was perceived.
-    no_vision: bool = False
-    #: Whether the model saw what was asked (its structured reply); ``None``: read from ``answer``
-    #: (:func:`~vidscope.agents.looks.read_look`).
-    found: bool | None = None
-    #: The frame times the model said show it (empty: it did not say).
-    seen_at: list[float] = Field(default_factory=list)
 
-    def support(self) -> list[Support]:
-        # A look supports where it saw something; a look that found nothing only echoes its ranges.
-        if self.no_vision or not self.frame_times:
-            return []
-        return look_support(
-            self.video_id,
-            self.ranges,
-            found=self.found if self.found is not None else read_look(self.answer).found,
-            what=self.answer,
-            seen_at=self.seen_at,
-        )
+    def looked(self) -> list[list[float]]:
+        return self.ranges
 
     def summary(self) -> str:
         if self.no_vision:
             return self.answer
         return f"{len(self.frame_times)} frames inspected: {self.answer[:80]}"
-
-    def model_usage(self) -> Usage | None:
-        return self.usage
-
-    def for_model(self) -> dict[str, Any]:
-        if self.no_vision:  # nothing was looked at: only the note matters to the model
-            return {"video_id": self.video_id, "no_vision": True, "note": self.answer}
-        return self.model_dump(mode="json", exclude={"usage"})
 
 
 class FinishResult(ToolResult):
