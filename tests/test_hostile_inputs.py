@@ -389,6 +389,37 @@ def test_search_by_image_reads_only_regular_files(
     assert "Traceback" not in outcome[0].output
 
 
+def test_search_json_reports_what_it_refuses_as_a_json_object(
+    tmp_path: Path, search_image: Callable[[Path], Result]
+) -> None:
+    """Before: ``search --moments --json --video UNKNOWN`` printed the reason as text, no JSON."""
+    data = str(tmp_path / "data")
+    for args in (
+        ["--moments", "--json", "--video", "nope", "a dog"],
+        ["--json", "--image", "/dev/zero", "--video", "nope"],
+        ["--json", "--image", "/dev/zero"],
+        ["--moments", "--json", "a dog"],
+    ):
+        result = runner.invoke(app, ["--data-dir", data, "search", *args])
+        assert result.exit_code in (1, 2), (args, result.output)
+        reply = json.loads(result.stdout)
+        assert set(reply) == {"error", "type"} and "\n" not in reply["error"], (args, reply)
+        assert "Traceback" not in result.output
+    assert reply == {
+        "error": "the library is empty: no clips have been ingested yet (vidscope ingest)",
+        "type": "LibraryEmpty",
+    }
+    result = runner.invoke(app, ["--data-dir", data, "search", "--moments", "--json", "--video", "nope", "x"])
+    assert json.loads(result.stdout) == {
+        "error": "no ingested video matches 'nope' (see `vidscope videos`)",
+        "type": "VideoNotFound",
+    }
+    # Without --json the same refusal is one line of text, on stderr.
+    result = runner.invoke(app, ["--data-dir", data, "search", "--moments", "--video", "nope", "x"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert one_line(result) == "no ingested video matches 'nope' (see `vidscope videos`)"
+
+
 # ---------------------------------------------------------------------------- configuration
 
 

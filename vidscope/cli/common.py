@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -158,16 +158,33 @@ def store() -> Store:
     return open_store(settings())
 
 
-def find(ref: str) -> tuple[Store, VideoRecord]:
-    """The store and the video ``ref`` names (id prefix, path or file name); exit 1 if none."""
+def find(ref: str, as_json: bool = False) -> tuple[Store, VideoRecord]:
+    """The store and the video ``ref`` names (id prefix, path or file name); exit 1 if none (with
+    ``as_json``, after a JSON error object, see :func:`refuse`)."""
     from vidscope.storage.videos import VideoNotFound, find_video
 
     opened = store()
     try:
         return opened, find_video(opened, ref)
     except VideoNotFound as exc:
-        errors.print(f"[red]{safe(exc)}[/red]", soft_wrap=True)
-        raise typer.Exit(1) from exc
+        refuse(exc, 1, as_json)
+
+
+def refuse(
+    exc: BaseException, code: int, as_json: bool, *, style: str = "red", reason: str | None = None
+) -> NoReturn:
+    """Refuse what was asked (an unknown video, a bad picture, nothing to search yet) and exit
+    with ``code``: one line on stderr, or for ``--json`` one JSON object on stdout shaped as
+    :func:`report_failure`'s (``error``, ``type``; no ``log``: nothing went to it), so a script
+    reading the output gets JSON whatever happens. ``reason`` words it instead of ``exc``."""
+    import json
+
+    line = " ".join((str(exc) if reason is None else reason).split()) or type(exc).__name__
+    if as_json:
+        print(json.dumps({"error": line, "type": type(exc).__name__}))
+    else:
+        errors.print(f"[{style}]{safe(line)}[/{style}]", soft_wrap=True)
+    raise typer.Exit(code) from exc
 
 
 def log_file() -> Path:

@@ -15,7 +15,7 @@ from vidscope.cli.common import (
     find,
     query_runs_in_prefect,
     quiet_prefect,
-    safe,
+    refuse,
     settings,
 )
 from vidscope.cli.render import render_moments, render_search
@@ -103,7 +103,7 @@ def search(
         if query:
             errors.print("[red]give a query or --image, not both[/red]")
             raise typer.Exit(2)
-        _search_image(image, k or 10, _filters(videos, start, end, since, until), as_json)
+        _search_image(image, k or 10, _filters(videos, start, end, since, until, as_json), as_json)
         return
     if not query:
         errors.print("[red]give a query (or --image PICTURE)[/red]")
@@ -116,7 +116,7 @@ def search(
                 settings(),
                 query,
                 k=k or 10,
-                filters=_filters(videos, start, end, since, until),
+                filters=_filters(videos, start, end, since, until, as_json),
                 show_all=show_all,
             )
             render_moments(found, console, as_json)
@@ -125,11 +125,9 @@ def search(
 
         result = run_search(settings(), query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:
-        errors.print(f"[yellow]{safe(str(exc))}[/yellow]")
-        raise typer.Exit(1) from exc
+        refuse(exc, 1, as_json, style="yellow")
     except ValueError as exc:
-        errors.print(f"[red]{safe(str(exc))}[/red]")
-        raise typer.Exit(2) from exc
+        refuse(exc, 2, as_json)
     render_search(result, console, as_json, show_dropped)
 
 
@@ -139,10 +137,11 @@ def _filters(
     end: float | None,
     since: datetime | None,
     until: datetime | None,
+    as_json: bool,
 ) -> MomentFilters:
     from vidscope.agents.moments import MomentFilters
 
-    ids = [find(ref)[1].video_id for ref in videos] if videos else None
+    ids = [find(ref, as_json)[1].video_id for ref in videos] if videos else None
     return MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
 
 
@@ -156,12 +155,9 @@ def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> 
         picture = decode_image(read_image_file(path))
         found = run_search_moments_by_image(settings(), picture, k=k, filters=filters, label=path.name)
     except OSError as exc:
-        errors.print(f"[red]cannot read {safe(str(path))}: {safe(exc.strerror or str(exc))}[/red]")
-        raise typer.Exit(2) from exc
+        refuse(exc, 2, as_json, reason=f"cannot read {path}: {exc.strerror or exc}")
     except ValueError as exc:
-        errors.print(f"[red]{safe(str(path))}: {safe(str(exc))}[/red]")
-        raise typer.Exit(2) from exc
+        refuse(exc, 2, as_json, reason=f"{path}: {exc}")
     except (LibraryEmpty, VisualSearchOff) as exc:
-        errors.print(f"[yellow]{safe(str(exc))}[/yellow]")
-        raise typer.Exit(1) from exc
+        refuse(exc, 1, as_json, style="yellow")
     render_moments(found, console, as_json)
