@@ -1,9 +1,15 @@
-"""Test-wide setup: offline, telemetry off, a private Prefect home, and shared fixtures."""
+"""Test-wide setup: offline, telemetry off, a private Prefect home, shared fixtures, and the default
+suite's time budget."""
 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
+import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,7 +35,8 @@ os.environ.update(
     }
 )
 os.environ.pop("PREFECT_API_URL")
-_KEEP = {"VIDSCOPE_CONFIG", "VIDSCOPE_MODEL_FETCH"}
+# VIDSCOPE_TEST_BUDGET_S is the suite's own knob (see the budget below), not a setting.
+_KEEP = {"VIDSCOPE_CONFIG", "VIDSCOPE_MODEL_FETCH", "VIDSCOPE_TEST_BUDGET_S"}
 # The real-model tier's own knobs (VIDSCOPE_REAL_MODEL_DIR, ..._THREADS) are no settings: they stay,
 # or the tier re-assembles its model under the repo whatever directory it was told.
 for _key in [
@@ -89,3 +96,170 @@ def _tests_leave_the_working_tree_alone():
     if before is not None and after is not None:
         new = sorted(after - before)
         assert not new, f"tests wrote files into the working tree: {new[:10]}"
+
+
+# ---------------------------------------------------------------------------- isolation between tests
+
+
+@pytest.fixture(autouse=True)
+def _process_state_is_put_back() -> Iterator[None]:
+    """What a CLI command invoked in-process leaves behind does not reach the next test: the
+    ``--config`` option sets ``VIDSCOPE_CONFIG`` for the process and ``--data-dir`` fills the CLI's
+    overrides. Without this, a test's outcome depends on which tests ran before it in the same
+    process (it did under pytest-xdist, whose workers run the files in another order)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("VIDSCOPE_")}
+    yield
+    for key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k not in before]:
+        del os.environ[key]
+    os.environ.update(before)
+    common = sys.modules.get("vidscope.cli.common")
+    if common is not None:
+        common.overrides.clear()
+
+
+def _harness_threads_are_not_the_programs() -> None:
+    """Under pytest-xdist the worker talks to the controller through execnet, whose I/O thread is
+    started with ``_thread`` and runs Python: exactly what ``core.exits`` waits for at exit (it
+    cannot tell it from LanceDB's workers). The threads present when the worker starts are the
+    harness's, not the code under test's, so the exit logic is shown the process as it would be
+    without the harness."""
+    from vidscope.core import exits
+
+    harness = set(exits.native_threads_in_python())
+    if not harness:
+        return
+    program_threads = exits.native_threads_in_python
+
+    def native_threads_in_python() -> list[int]:
+        return [ident for ident in program_threads() if ident not in harness]
+
+    native_threads_in_python.__doc__ = program_threads.__doc__
+    exits.native_threads_in_python = native_threads_in_python  # type: ignore[assignment]
+
+
+# ---------------------------------------------------------------------------- shared stores
+
+
+_STORED: dict[tuple[object, ...], Path] = {}
+
+
+def stored_copy(key: tuple[object, ...], data_dir: Path, build: Callable[[Path], object]) -> bool:
+    """Give ``data_dir`` a copy of what ``build(dir)`` writes, building it once per test process.
+
+    A store built or ingested by many tests costs one build per run instead of one per test; each
+    test gets its own copy, so it may change it freely (a data dir of a few small LanceDB tables
+    copies in milliseconds). ``key`` names everything the build depends on other than the
+    directory. Returns True when ``data_dir`` was copied from an earlier build (the caller then puts
+    right whatever the build recorded about its own directory, such as absolute paths), False when
+    ``data_dir`` itself was just built.
+    """
+    template = _STORED.get(key)
+    if template is None:
+        build(data_dir)
+        template = Path(tempfile.mkdtemp(prefix="vidscope-test-store-", dir=_PREFECT_HOME)) / "data"
+        shutil.copytree(data_dir, template, symlinks=True)
+        _STORED[key] = template
+        return False
+    shutil.copytree(template, data_dir, symlinks=True, dirs_exist_ok=True)
+    return True
+
+
+# ---------------------------------------------------------------------------- the suite's budget
+#
+# The README's test command (the default suite: slow and real-model tests deselected) has a wall
+# time budget, `suite_budget_seconds` in pyproject's [tool.pytest.ini_options], or the
+# VIDSCOPE_TEST_BUDGET_S environment variable (0 turns the check off). When the whole default suite
+# ran and took longer, the run fails and names its slowest tests: the budget is kept by the change
+# that would break it. A subset (paths, -k, -m, --lf, --deselect, ...) is never judged.
+
+_BUDGET_ENV = "VIDSCOPE_TEST_BUDGET_S"
+_SESSION: dict[str, float] = {}
+_TEST_SECONDS: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "suite_budget_seconds",
+        f"wall-time budget of the whole default suite in seconds; 0 = none ({_BUDGET_ENV} overrides)",
+        default="0",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker
+        _harness_threads_are_not_the_programs()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION["start"] = time.monotonic()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Under pytest-xdist the controller receives every worker's reports here.
+    _TEST_SECONDS[report.nodeid] = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def _suite_budget(config: pytest.Config) -> float:
+    raw = os.environ.get(_BUDGET_ENV) or str(config.getini("suite_budget_seconds"))
+    try:
+        return float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"suite budget {raw!r} is not a number of seconds") from None
+
+
+def _default_marks(config: pytest.Config) -> str | None:
+    """The ``-m`` expression of the ini file's addopts: what the README's command selects."""
+    words = shlex.split(" ".join(config.getini("addopts")))
+    for i, word in enumerate(words[:-1]):
+        if word == "-m":
+            return words[i + 1]
+    return None
+
+
+def _whole_default_suite(config: pytest.Config) -> bool:
+    """True when this run selected the default suite and nothing less (or more)."""
+    option = config.option
+    return (
+        config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        and (option.markexpr or None) == _default_marks(config)
+        and not option.keyword
+        and not option.deselect
+        and not option.ignore
+        and not option.ignore_glob
+        and not getattr(option, "lf", False)
+        and not getattr(option, "stepwise", False)
+        and not option.collectonly
+        and not option.maxfail
+    )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or "start" not in _SESSION:
+        return
+    budget = _suite_budget(config)
+    if budget <= 0 or exitstatus == pytest.ExitCode.INTERRUPTED or not _whole_default_suite(config):
+        return
+    wall = time.monotonic() - _SESSION["start"]
+    _SESSION["wall"], _SESSION["budget"] = wall, budget
+    if wall > budget and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: pytest.Config) -> None:
+    if "wall" not in _SESSION:
+        return
+    wall, budget = _SESSION["wall"], _SESSION["budget"]
+    write = terminalreporter.write_line  # type: ignore[attr-defined]
+    if wall <= budget:
+        write(f"default suite: {wall:.0f} s of its {budget:.0f} s budget ({len(_TEST_SECONDS)} tests)")
+        return
+    terminalreporter.section("default suite over its time budget", sep="=", red=True, bold=True)  # type: ignore[attr-defined]
+    write(
+        f"The default suite took {wall:.0f} s, over its budget of {budget:.0f} s "
+        f"(suite_budget_seconds in pyproject.toml, or {_BUDGET_ENV}). Make the slow tests cheaper "
+        "(share expensive fixtures: tests/conftest.py), or move a test that is inherently "
+        "multi-minute to -m slow. Slowest tests (setup + call + teardown):"
+    )
+    for nodeid, seconds in sorted(_TEST_SECONDS.items(), key=lambda item: -item[1])[:15]:
+        write(f"  {seconds:7.2f} s  {nodeid}")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Annotated
 
 import pytest
+from conftest import stored_copy
 from PIL import Image
 
 from vidscope.agents.dvd.tools import (
@@ -36,6 +37,7 @@ from vidscope.agents.tools import (
     execute_tool,
     tool,
 )
+from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
 from vidscope.models import registry
 from vidscope.models.json_tools import find_tool_call
@@ -83,7 +85,25 @@ def _jpeg(shade: int) -> bytes:
 
 
 def build_store(settings: Settings) -> Store:
-    """A store with one ingested-looking video (videos, clips, frames, transcript, OCR, ledger)."""
+    """A store with one ingested-looking video (videos, clips, frames, transcript, OCR, ledger).
+
+    Built once per test process for each text embedder and copied into ``settings.data_dir``
+    (conftest's ``stored_copy``): many tests start from it, and a build costs about a second."""
+    from vidscope.models.open_store import open_store
+
+    built: list[Store] = []
+    spec = registry.effective_spec(settings, "text_embedder")
+    key = ("agent-runtime store", spec, stable_hash(registry.backend_options(settings, spec)))
+    if not stored_copy(key, Path(settings.data_dir), lambda _: built.append(_fill_store(settings))):
+        return built[0]
+    store = open_store(settings)
+    # The copy's one record of where it was built: the video's path (tests put a file there).
+    [video] = store.rows(store.videos, video_id=VIDEO_ID).to_pylist()
+    store.upsert(store.videos, [{**video, "path": str(settings.data_dir / "kitchen.mp4")}])
+    return store
+
+
+def _fill_store(settings: Settings) -> Store:
     from vidscope.models.open_store import open_store
 
     store = open_store(settings)
