@@ -1,7 +1,7 @@
 """The PNG plots of an evaluation report: aggregates only, at fixed sizes.
 
 A run may hold two questions or two thousand; every plot summarises them (accuracy per category
-with its 95 % bootstrap interval and the chance level, a latency histogram with p50/p95, the
+with its 95 % Wilson interval and the chance level, a latency histogram with p50/p95, the
 distributions of steps, tokens and cost per question) and none draws one mark per question, so a
 plot's size depends at most on the number of categories, and that is capped
 (:data:`MAX_CATEGORIES`, the largest categories are kept and the title says so).
@@ -93,7 +93,7 @@ def plot_accuracy(path: Path, summary: RunSummary) -> Path:
         if overall is not None:
             ax.axvline(100 * overall, color="#333333", linestyle="--", linewidth=1, label="overall")
         ax.set_xlim(0, 100)
-        ax.set_xlabel("accuracy % (bars: 95 % bootstrap interval)")
+        ax.set_xlabel("accuracy % (bars: 95 % Wilson interval)")
         # Above the plot, right of the title: never over a bar.
         ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=8, frameon=False)
         if len(groups) > len(shown):

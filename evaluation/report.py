@@ -1,13 +1,19 @@
 """The report of an evaluation run: scores, a Markdown table, PNG plots, and two runs side by side.
 
 Scores use :mod:`vidscope.evaluation.scoring` over the questions the run attempted: every question
-with a prediction, plus those that failed after their retries (scored wrong, or IoU 0, or a miss,
-as the papers count an unanswered question). Questions not attempted yet (a ``--limit``, videos
-missing) are left out and counted. Every accuracy comes with a seeded 95 % bootstrap interval
-(:mod:`vidscope.evaluation.stats`) and, per category, the chance level. ``report.md`` embeds the
-plots of :mod:`vidscope.evaluation.plots` (files next to it) and lists the wrong answers with a
-link to each one's trace. ``summary.json`` holds every number the Markdown shows and each scored
-question's outcome, so :func:`compare_markdown` pairs two runs without re-scoring them.
+with an answer, plus those that failed (no answer: a video that could not be ingested, an agent
+that raised after its retries). A failure is not a wrong answer, and the report keeps them apart:
+every metric is given *strict* (a failed question counts wrong, or IoU 0, or a miss, as the papers
+count an unanswered question) and *over answered questions* (failures left out), side by side with
+the counts, and every question ends with a status (scored, unparsed, unscored, failed, skipped;
+:mod:`vidscope.evaluation.samples`, one ``samples.jsonl`` line each). Questions not attempted yet
+(a ``--limit``, videos missing) are skipped and counted. Every accuracy comes with a 95 % Wilson
+score interval (:mod:`vidscope.evaluation.stats`: it holds for small groups) and, per category, the
+chance level. ``report.md`` embeds the plots of :mod:`vidscope.evaluation.plots` (files next to
+it), lists the wrong answers with a link to each one's trace and the failed questions with their
+stage and error, grouped by cause. ``summary.json`` holds every number the Markdown shows and each
+scored question's outcome, so :func:`compare_markdown` pairs two runs without re-scoring them, over
+the questions both answered, saying how many it left out.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +29,21 @@ from pydantic import BaseModel, Field
 
 from vidscope.evaluation.items import LETTERS, BenchmarkItem
 from vidscope.evaluation.loaders import BENCHMARKS
-from vidscope.evaluation.metrics import RANK_METRICS
+from vidscope.evaluation.metrics import RANK_METRICS, interval_of, order_of, temporal_iou
 from vidscope.evaluation.plots import PLOT_FILES, write_plots
 from vidscope.evaluation.runs import Prediction, RunSpec
+from vidscope.evaluation.samples import (
+    ANSWERED,
+    SAMPLES_FILE,
+    STATUSES,
+    ItemStatus,
+    Sample,
+    sample,
+    seconds_range,
+    write_samples,
+)
 from vidscope.evaluation.scoring import (
     RULE,
-    Accuracy,
     Judge,
     dimension_means,
     is_correct,
@@ -38,7 +53,13 @@ from vidscope.evaluation.scoring import (
     score_retrieval,
     score_rules,
 )
-from vidscope.evaluation.stats import RESAMPLES, SEED, bootstrap_mean, paired_difference, percentile
+from vidscope.evaluation.stats import (
+    ACCURACY_METHOD,
+    PAIRED_METHOD,
+    paired_proportions,
+    percentile,
+    wilson,
+)
 
 __all__ = [
     "PLOT_FILES",
@@ -63,22 +84,30 @@ CELL_CHARS = 160
 
 
 class GroupScore(BaseModel):
-    """Correct out of total for one category, duration group or dimension, with the 95 % bootstrap
-    interval of its accuracy and the accuracy of guessing (the mean of 1/options)."""
+    """Correct out of total for one category, duration group or dimension (or the whole run), with
+    the 95 % Wilson interval of its accuracy; the same over the group's answered questions (its
+    failures left out); and the accuracy of guessing (the mean of 1/options)."""
 
     correct: int
-    total: int
-    accuracy: float
+    total: int = Field(description="Questions scored: answered, unparsed and failed (strict).")
+    accuracy: float = Field(description="Strict: a failed question counts wrong.")
     low: float | None = None
     high: float | None = None
+    answered: int | None = Field(None, description="Questions that got an answer (failures left out).")
+    answered_accuracy: float | None = Field(None, description="correct / answered.")
+    answered_low: float | None = None
+    answered_high: float | None = None
     chance: float | None = None
 
 
 class QuestionScore(BaseModel):
-    """One scored multiple-choice question: right or wrong, and the categories it counts in."""
+    """One multiple-choice question in the run's score: right or wrong, the categories it counts
+    in, and whether it was answered (``scored``, ``unparsed``) or ``failed`` (and where)."""
 
     correct: bool
     categories: list[str] = Field(default_factory=list)
+    status: str = "scored"
+    stage: str | None = None
 
 
 class DimensionScore(BaseModel):
@@ -111,8 +140,19 @@ class RunSummary(BaseModel):
     questions: int = Field(description="Questions the annotation file holds (after the loader's split).")
     ready: int = Field(description="Questions whose videos were all found.")
     answered: int
-    failed: list[str] = Field(default_factory=list)
+    failed: list[str] = Field(default_factory=list, description="Questions with no answer (see failures).")
+    failures: dict[str, str] = Field(
+        default_factory=dict, description="Each failed question's stage and error ('ingest: video …')."
+    )
+    failure_groups: dict[str, int] = Field(
+        default_factory=dict, description="Failed questions per stage and error, most first."
+    )
     not_attempted: int = 0
+    outcomes: dict[str, int] = Field(
+        default_factory=dict,
+        description="Questions per status: scored, unparsed, unscored, failed, skipped "
+        "(:mod:`vidscope.evaluation.samples`).",
+    )
     open_ended: int = Field(0, description="Answered open-ended questions (no automatic score).")
     rule_scores: dict[str, float] = Field(
         default_factory=dict,
@@ -138,10 +178,19 @@ class RunSummary(BaseModel):
     )
     unscored: list[str] = Field(default_factory=list, description="Questions without a gold answer.")
     missing_videos: list[str] = Field(default_factory=list)
-    scores: dict[str, float] = Field(default_factory=dict)
-    accuracy_interval: tuple[float, float] | None = Field(
-        None, description="The 95 % bootstrap interval of the overall accuracy."
+    scores: dict[str, float] = Field(
+        default_factory=dict, description="Strict: over the questions attempted, a failed one counts wrong."
     )
+    answered_scores: dict[str, float] = Field(
+        default_factory=dict, description="The same metrics over the questions that got an answer."
+    )
+    accuracy_interval: tuple[float, float] | None = Field(
+        None, description="The 95 % interval of the overall (strict) accuracy."
+    )
+    overall: GroupScore | None = Field(
+        None, description="Multiple-choice accuracy, strict and over answered questions, with counts."
+    )
+    interval_method: str | None = Field(None, description="How the accuracies' intervals are computed.")
     ranks: dict[str, float] = Field(
         default_factory=dict, description="Retrieval: median and mean rank of the gold video (MdR, MnR)."
     )
@@ -176,6 +225,9 @@ class RunSummary(BaseModel):
         default_factory=dict, description="Scored multiple-choice questions (what eval compare pairs)."
     )
     wrong: list[WrongAnswer] = Field(default_factory=list)
+    samples: list[Sample] = Field(
+        default_factory=list, exclude=True, description="One line per question, for samples.jsonl."
+    )
 
 
 #: The agents' evidence levels, strongest first (``vidscope.agents.answers.EVIDENCE_LEVELS``; the
@@ -183,26 +235,38 @@ class RunSummary(BaseModel):
 EVIDENCE_ORDER = ("perceived", "retrieved", "echoed", "none")
 
 
+def _group_score(members: Sequence[tuple[BenchmarkItem, bool]], failed: Collection[str]) -> GroupScore:
+    """The strict and answered accuracy of ``members`` (item, right), with their Wilson intervals."""
+    correct = sum(right for _, right in members)
+    strict = wilson(correct, len(members))
+    answered = sum(item.question_id not in failed for item, _ in members)
+    over_answered = wilson(correct, answered) if answered else None
+    chance = [1 / len(item.options) for item, _ in members if item.options]
+    return GroupScore(
+        correct=correct,
+        total=len(members),
+        accuracy=strict.value,
+        low=strict.low,
+        high=strict.high,
+        answered=answered,
+        answered_accuracy=over_answered.value if over_answered else None,
+        answered_low=over_answered.low if over_answered else None,
+        answered_high=over_answered.high if over_answered else None,
+        chance=sum(chance) / len(chance) if chance else None,
+    )
+
+
 def _groups(
-    groups: Mapping[str, Accuracy],
     scored: Sequence[tuple[BenchmarkItem, bool]],
-    keys: Any,
+    keys: Callable[[BenchmarkItem], Iterable[str]],
+    failed: Collection[str],
 ) -> dict[str, GroupScore]:
-    """Each group's score with its bootstrap interval and chance level (``keys(item)``: its groups)."""
-    out: dict[str, GroupScore] = {}
-    for name, acc in groups.items():
-        members = [(item, right) for item, right in scored if name in keys(item)]
-        interval = bootstrap_mean([float(right) for _, right in members]) if members else None
-        chance = [1 / len(item.options) for item, _ in members if item.options]
-        out[name] = GroupScore(
-            correct=acc.correct,
-            total=acc.total,
-            accuracy=acc.value,
-            low=interval.low if interval else None,
-            high=interval.high if interval else None,
-            chance=sum(chance) / len(chance) if chance else None,
-        )
-    return out
+    """Each group's score (``keys(item)``: the groups an item counts in), groups sorted by name."""
+    members: dict[str, list[tuple[BenchmarkItem, bool]]] = {}
+    for item, right in scored:
+        for key in keys(item):
+            members.setdefault(key, []).append((item, right))
+    return {name: _group_score(group, failed) for name, group in sorted(members.items())}
 
 
 def _clip(text: str, limit: int = CELL_CHARS) -> str:
@@ -218,22 +282,54 @@ def _option(item: BenchmarkItem, letter: str | None) -> str:
     return f"{letter}. {_clip(item.options[LETTERS.index(letter)], 80)}"
 
 
-def _wrong(item: BenchmarkItem, letter: str | None, prediction: Prediction | None) -> WrongAnswer:
-    names = dict(zip(prediction.video_ids, item.video_ids, strict=False)) if prediction else {}
-    citations = (
-        [f"{names.get(video, video[:12])} {start:g}-{end:g} s" for video, start, end in prediction.citations]
-        if prediction
-        else []
-    )
+def _wrong(item: BenchmarkItem, letter: str | None, prediction: Prediction) -> WrongAnswer:
+    names = dict(zip(prediction.video_ids, item.video_ids, strict=False))
     return WrongAnswer(
         question_id=item.question_id,
         question=_clip(item.question, 300),
         gold=_option(item, item.answer),
         predicted=_option(item, letter),
-        answer=_clip(prediction.answer, 300) if prediction else "(failed after its retries)",
-        citations=citations,
-        trace=prediction.trace if prediction else None,
+        answer=_clip(prediction.answer, 300),
+        citations=[f"{names.get(v, v[:12])} {start:g}-{end:g} s" for v, start, end in prediction.citations],
+        trace=prediction.trace,
     )
+
+
+#: The error of a question listed as failed without one (a caller that only knew it failed).
+FAILED_WITHOUT_ERROR = "failed after its retries"
+
+
+def _failures(
+    ready: Sequence[BenchmarkItem],
+    predictions: Mapping[str, Prediction],
+    failed: Iterable[str] | Mapping[str, str],
+) -> dict[str, tuple[str | None, str]]:
+    """``(stage, error)`` of every ``ready`` question that has no answer: a failed line in the
+    predictions, or one named in ``failed`` (ids, or ids with their error) that was not answered."""
+    named = failed.items() if isinstance(failed, Mapping) else ((q, None) for q in failed)
+    out: dict[str, tuple[str | None, str]] = {
+        q: (p.stage, p.error or FAILED_WITHOUT_ERROR) for q, p in predictions.items() if p.failed
+    }
+    for question, error in named:
+        if question not in predictions:
+            out.setdefault(question, (None, error or FAILED_WITHOUT_ERROR))
+    ready_ids = {i.question_id for i in ready}
+    return {q: v for q, v in sorted(out.items()) if q in ready_ids}
+
+
+def failure_reason(item: BenchmarkItem, stage: str | None, error: str) -> str:
+    """``stage: error`` with the item's own video named generically, so that the questions on
+    every video that failed the same way fall in one group."""
+    for name in item.video_ids:
+        error = error.replace(f"video {name} ", "a video ")
+    return f"{stage}: {error}" if stage else error
+
+
+def _answered_macro(groups: Mapping[str, GroupScore]) -> float | None:
+    """The mean over categories of their accuracy over answered questions (categories with none
+    answered are left out)."""
+    values = [g.answered_accuracy for g in groups.values() if g.answered_accuracy is not None]
+    return sum(values) / len(values) if values else None
 
 
 def summarise(
@@ -241,14 +337,20 @@ def summarise(
     items: Sequence[BenchmarkItem],
     ready: Sequence[BenchmarkItem],
     predictions: Mapping[str, Prediction],
-    failed: Iterable[str],
+    failed: Iterable[str] | Mapping[str, str],
     missing_videos: Sequence[str],
     judge: Judge | None = None,
 ) -> RunSummary:
-    """Score the run's attempted questions (``ready`` items with a prediction or a failure);
-    ``judge`` scores free-form answers that have scoring points (without it they stay unscored)."""
-    failed_ids = sorted(set(failed) - set(predictions))
-    attempted = [i for i in ready if i.question_id in predictions or i.question_id in failed_ids]
+    """Score the run's attempted questions: ``ready`` items (their videos found) with a prediction
+    (answered, or failed with its stage and error) or named in ``failed`` (ids, or id -> error).
+
+    Each metric is given strict (a failed question counts wrong, as the papers count an unanswered
+    one) in ``scores``, and over the answered questions only in ``answered_scores``; every question
+    of ``items`` ends with a status (``summary.outcomes``, ``summary.samples``). ``judge`` scores
+    free-form answers that have scoring points (without it they stay unscored)."""
+    failures = _failures(ready, predictions, failed)
+    answers = {q: p for q, p in predictions.items() if not p.failed}
+    attempted = [i for i in ready if i.question_id in answers or i.question_id in failures]
     summary = RunSummary(
         run=spec.name,
         benchmark=spec.benchmark,
@@ -257,67 +359,114 @@ def summarise(
         models=spec.models,
         questions=len(items),
         ready=len(ready),
-        answered=sum(i.question_id in predictions for i in attempted),
-        failed=failed_ids,
+        answered=sum(i.question_id in answers for i in attempted),
+        failed=list(failures),
         not_attempted=len(ready) - len(attempted),
         missing_videos=list(missing_videos),
+        interval_method=ACCURACY_METHOD,
     )
+    responses = {q: p.response for q, p in answers.items()}
+    #: What the scorer read from each answer, and each scored question's score (0-1).
+    parsed: dict[str, str | None] = {}
+    score: dict[str, float] = {}
     choices = [i for i in attempted if i.kind == "multiple_choice"]
     if choices:
-        report = score_choices(
-            choices, {q: p.response for q, p in predictions.items() if p.kind == "multiple_choice"}
-        )
+        report = score_choices(choices, responses)
         scored = [
             (i, is_correct(i, report.chosen[i.question_id]))
             for i in choices
             if i.question_id in report.chosen
         ]
-        summary.scores["accuracy"] = report.overall.value
+        for item, right in scored:
+            parsed[item.question_id] = report.chosen[item.question_id]
+            score[item.question_id] = float(right)
         if scored:
-            overall = bootstrap_mean([float(right) for _, right in scored])
-            summary.accuracy_interval = (overall.low, overall.high)
-        if len(report.by_category) > 1:
-            summary.scores["M-Avg"] = report.macro
-        summary.by_category = _groups(report.by_category, scored, lambda i: i.categories)
+            summary.overall = _group_score(scored, failures)
+            summary.accuracy_interval = (summary.overall.low or 0.0, summary.overall.high or 0.0)
+            summary.scores["accuracy"] = summary.overall.accuracy
+            if summary.overall.answered_accuracy is not None:
+                summary.answered_scores["accuracy"] = summary.overall.answered_accuracy
+        summary.by_category = _groups(scored, lambda i: i.categories, failures)
         summary.by_duration_group = _groups(
-            report.by_duration_group, scored, lambda i: (i.duration_group,) if i.duration_group else ()
+            scored, lambda i: (i.duration_group,) if i.duration_group else (), failures
         )
-        summary.by_dimension = _groups(
-            report.by_dimension, scored, lambda i: (i.dimension,) if i.dimension else ()
-        )
+        summary.by_dimension = _groups(scored, lambda i: (i.dimension,) if i.dimension else (), failures)
+        if len(summary.by_category) > 1:
+            summary.scores["M-Avg"] = report.macro
+            answered_macro = _answered_macro(summary.by_category)
+            if answered_macro is not None:
+                summary.answered_scores["M-Avg"] = answered_macro
         summary.unscored = report.unscored
         summary.per_question = {
-            i.question_id: QuestionScore(correct=right, categories=list(i.categories)) for i, right in scored
+            i.question_id: QuestionScore(
+                correct=right,
+                categories=list(i.categories),
+                status=_status(i.question_id, failures, score, parsed),
+                stage=failures[i.question_id][0] if i.question_id in failures else None,
+            )
+            for i, right in scored
         }
         summary.wrong = [
-            _wrong(i, report.chosen[i.question_id], predictions.get(i.question_id))
+            _wrong(i, report.chosen[i.question_id], answers[i.question_id])
             for i, right in scored
-            if not right
+            if not right and i.question_id in answers
         ]
-        summary.unparsed = report.unparsed
     grounding = [i for i in attempted if i.kind == "grounding" and i.intervals]
     if grounding:
-        intervals = {q: p.interval for q, p in predictions.items() if p.interval is not None}
+        intervals = {q: p.interval for q, p in answers.items() if p.interval is not None}
         summary.scores.update(score_grounding(grounding, intervals))
+        answered_grounding = [i for i in grounding if i.question_id in answers]
+        if answered_grounding:
+            summary.answered_scores.update(score_grounding(answered_grounding, intervals))
+        for item in grounding:
+            predicted = intervals.get(item.question_id)
+            parsed[item.question_id] = seconds_range(predicted)
+            score[item.question_id] = temporal_iou(predicted, item.intervals[0]) if predicted else 0.0
     retrieval = [i for i in attempted if i.kind == "retrieval"]
     if retrieval:
         gallery = len({v for i in ready if i.kind == "retrieval" for v in i.video_ids})
-        ranked = score_retrieval(retrieval, {q: p.ranking for q, p in predictions.items()}, gallery)
+        rankings = {q: p.ranking for q, p in answers.items()}
+        ranked = score_retrieval(retrieval, rankings, gallery)
         summary.ranks = {k: ranked.pop(k) for k in RANK_METRICS}
         summary.scores.update(ranked)
+        answered_retrieval = [i for i in retrieval if i.question_id in answers]
+        if answered_retrieval:
+            again = score_retrieval(answered_retrieval, rankings, gallery)
+            summary.answered_scores.update({k: v for k, v in again.items() if k not in RANK_METRICS})
+        for item in retrieval:
+            top = rankings.get(item.question_id) or []
+            # An empty ranking is an answer ("nothing matches"), not an unreadable one.
+            parsed[item.question_id] = top[0] if top else "(nothing ranked)"
+            score[item.question_id] = float(bool(top) and top[0] in item.video_ids)
     ruled = [i for i in attempted if i.kind == "open_ended" and i.extra.get(RULE)]
     if ruled:
-        rules = score_rules(ruled, {q: p.response for q, p in predictions.items()}, judge)
+        rules = score_rules(ruled, responses, judge)
         summary.rule_scores = rules.by_category
         summary.rule_per_question = rules.per_question
         summary.judge_unscored = rules.unscored
+        for item in ruled:
+            q = item.question_id
+            if q in rules.per_question:
+                score[q] = rules.per_question[q]
+            parsed[q] = _rule_read(item, responses.get(q), rules.judged.get(q))
     spec_of = BENCHMARKS.get(spec.benchmark)
     if spec_of is not None and spec_of.dimension_average == "tasks":
         _task_averages(summary, attempted)
     summary.open_ended = sum(
-        i.kind == "open_ended" and not i.extra.get(RULE) and i.question_id in predictions for i in attempted
+        i.kind == "open_ended" and not i.extra.get(RULE) and i.question_id in answers for i in attempted
     )
-    done = [predictions[i.question_id] for i in attempted if i.question_id in predictions]
+    summary.samples = _samples(items, ready, predictions, failures, missing_videos, parsed, score)
+    summary.outcomes = {status: 0 for status in STATUSES}
+    for line in summary.samples:
+        summary.outcomes[line.status] += 1
+    summary.unparsed = [
+        s.question_id for s in summary.samples if s.status == "unparsed" and s.kind == "multiple_choice"
+    ]
+    by_id = {i.question_id: i for i in ready}
+    summary.failures = {q: f"{stage}: {error}" if stage else error for q, (stage, error) in failures.items()}
+    reasons = Counter(failure_reason(by_id[q], stage, error) for q, (stage, error) in failures.items())
+    summary.failure_groups = dict(reasons.most_common())
+    done = [answers[i.question_id] for i in attempted if i.question_id in answers]
     if done:
         summary.mean_steps = sum(p.steps for p in done) / len(done)
         summary.input_tokens = sum(p.input_tokens for p in done)
@@ -336,6 +485,64 @@ def summarise(
             if count:
                 summary.evidence[level] = count
     return summary
+
+
+def _rule_read(item: BenchmarkItem, said: str | None, judged: tuple[int, int] | None) -> str | None:
+    """What an open question's rule read from its answer: an order, an interval, judged points."""
+    rule = item.extra.get(RULE)
+    if rule == "order":
+        order = order_of(said)
+        return "->".join(str(n) for n in order) if order else None
+    if rule == "interval":
+        return seconds_range(interval_of(said))
+    if rule == "judge" and judged is not None:
+        return f"{judged[0]} of {judged[1]} points"
+    return None
+
+
+def _status(
+    question: str,
+    failures: Mapping[str, tuple[str | None, str]],
+    score: Mapping[str, float],
+    parsed: Mapping[str, str | None],
+) -> ItemStatus:
+    """How an attempted question ended: failed, unscored (nothing to score it against), unparsed
+    (nothing read from its answer) or scored."""
+    if question in failures:
+        return "failed"
+    if question not in score:
+        return "unscored"
+    return "unparsed" if parsed.get(question) is None else "scored"
+
+
+def _samples(
+    items: Sequence[BenchmarkItem],
+    ready: Sequence[BenchmarkItem],
+    predictions: Mapping[str, Prediction],
+    failures: Mapping[str, tuple[str | None, str]],
+    missing_videos: Sequence[str],
+    parsed: Mapping[str, str | None],
+    score: Mapping[str, float],
+) -> list[Sample]:
+    """Every question of ``items`` as its ``samples.jsonl`` line, in the annotation file's order."""
+    ready_ids = {i.question_id for i in ready}
+    missing = set(missing_videos)
+    out: list[Sample] = []
+    for item in items:
+        q = item.question_id
+        prediction = predictions.get(q)
+        if q not in ready_ids:
+            absent = next((v for v in item.video_ids if v in missing), item.video_id)
+            out.append(sample(item, None, "skipped", error=f"video {absent} not found under the root"))
+        elif q in failures:
+            stage, error = failures[q]
+            out.append(sample(item, prediction, "failed", score=score.get(q), stage=stage, error=error))
+        elif prediction is None:
+            out.append(sample(item, None, "skipped", error="not asked yet (--limit)"))
+        else:
+            status = _status(q, failures, score, parsed)
+            out.append(sample(item, prediction, status, parsed=parsed.get(q), score=score.get(q)))
+    return out
 
 
 def _task_averages(summary: RunSummary, attempted: Sequence[BenchmarkItem]) -> None:
@@ -371,10 +578,12 @@ def cell(text: str) -> str:
     return _MARKUP.sub(r"\\\1", text)
 
 
+def _span(low: float | None, high: float | None) -> str:
+    return "—" if low is None or high is None else f"{_pct(low)}–{_pct(high)}"
+
+
 def _interval(group: GroupScore) -> str:
-    if group.low is None or group.high is None:
-        return "—"
-    return f"{_pct(group.low)}–{_pct(group.high)}"
+    return _span(group.low, group.high)
 
 
 def _group_table(title: str, groups: Mapping[str, GroupScore]) -> list[str]:
@@ -384,14 +593,18 @@ def _group_table(title: str, groups: Mapping[str, GroupScore]) -> list[str]:
         "",
         f"### {title}",
         "",
-        "| group | correct | total | accuracy % | 95 % interval | chance % |",
-        "|---|---|---|---|---|---|",
+        "| group | correct | total | accuracy % | 95 % interval | answered | over answered % "
+        "| 95 % interval | chance % |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| {cell(k)} | {g.correct} | {g.total} | {_pct(g.accuracy)} | {_interval(g)} | "
-        f"{'—' if g.chance is None else _pct(g.chance)} |"
-        for k, g in groups.items()
-    ]
+    for k, g in groups.items():
+        answered = "—" if g.answered is None else str(g.answered)
+        over = "—" if g.answered_accuracy is None else _pct(g.answered_accuracy)
+        lines.append(
+            f"| {cell(k)} | {g.correct} | {g.total} | {_pct(g.accuracy)} | {_interval(g)} | {answered} | "
+            f"{over} | {_span(g.answered_low, g.answered_high)} | "
+            f"{'—' if g.chance is None else _pct(g.chance)} |"
+        )
     return lines
 
 
@@ -449,18 +662,34 @@ def report_markdown(summary: RunSummary) -> str:
         f"Questions {summary.questions}, videos found for {summary.ready}, answered {summary.answered}, "
         f"failed {len(summary.failed)}, not attempted yet {summary.not_attempted}.",
         "",
-        "| metric | value % | 95 % interval |",
-        "|---|---|---|",
+        _outcome_line(summary),
+        "",
+        "| metric | strict % | 95 % interval | over answered % | 95 % interval |",
+        "|---|---|---|---|---|",
     ]
+    overall = summary.overall
     for name, value in summary.scores.items():
-        interval = "—"
-        if name == "accuracy" and summary.accuracy_interval is not None:
-            low, high = summary.accuracy_interval
-            interval = f"{_pct(low)}–{_pct(high)}"
-        lines.append(f"| {cell(name)} | {_pct(value)} | {interval} |")
+        strict = answered = "—"
+        if name == "accuracy" and overall is not None:
+            strict = _interval(overall)
+            answered = _span(overall.answered_low, overall.answered_high)
+        over = summary.answered_scores.get(name)
+        over_text = "—" if over is None else _pct(over)
+        lines.append(f"| {cell(name)} | {_pct(value)} | {strict} | {over_text} | {answered} |")
+    if overall is not None:
+        lines += [
+            "",
+            f"Strict figures count a failed question wrong (accuracy: {overall.correct} right of "
+            f"{overall.total}); figures over answered questions leave failures out ({overall.correct} "
+            f"of {overall.answered}). An answer naming no option counts wrong in both.",
+        ]
     lines += [
         "",
-        f"Intervals: percentile bootstrap over the scored questions ({RESAMPLES} resamples, seed {SEED}).",
+        f"Intervals: {ACCURACY_METHOD} (95 %) for every accuracy; it holds for small groups (3 right "
+        "of 3 is 43.9–100.0, not 100.0–100.0). Other metrics are given without an interval.",
+        "",
+        f"Every question's record (question, options, gold, response, the choice read, score, status, "
+        f"error, trace): `{SAMPLES_FILE}`.",
         "",
         f"![accuracy per category]({PLOT_FILES[0]})",
         "",
@@ -524,8 +753,7 @@ def report_markdown(summary: RunSummary) -> str:
     if summary.unscored:
         lines.append(f"{len(summary.unscored)} questions have no gold answer and are not scored.")
     lines += _wrong_table(summary)
-    if summary.failed:
-        lines += ["", "**Failed** (scored wrong): " + ", ".join(cell(q) for q in summary.failed[:50])]
+    lines += _failed_lines(summary)
     if summary.missing_videos:
         shown = ", ".join(cell(v) for v in summary.missing_videos[:50])
         more = len(summary.missing_videos) - 50
@@ -535,13 +763,51 @@ def report_markdown(summary: RunSummary) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _outcome_line(summary: RunSummary) -> str:
+    """How every question ended, in one line."""
+    counts = summary.outcomes
+    if not counts:
+        return ""
+    return (
+        f"Outcomes: scored {counts.get('scored', 0)}, unparsed {counts.get('unparsed', 0)} (answered, "
+        f"nothing read), unscored {counts.get('unscored', 0)} (nothing to score against), failed "
+        f"{counts.get('failed', 0)}, skipped {counts.get('skipped', 0)} (video missing or not asked yet)."
+    )
+
+
+#: At most this many failed questions are named in ``report.md`` (``summary.json`` has them all).
+FAILED_ROWS = 50
+
+
+def _failed_lines(summary: RunSummary) -> list[str]:
+    if not summary.failed:
+        return []
+    attempted = len(summary.failed) + summary.answered
+    groups = "; ".join(f"{n} × {cell(reason)}" for reason, n in summary.failure_groups.items())
+    lines = [
+        "",
+        f"## Failed ({len(summary.failed)} of {attempted} attempted)",
+        "",
+        "No answer came back: counted wrong in the strict figures, left out of those over answered "
+        f"questions. By cause: {groups}.",
+        "",
+    ]
+    for question in summary.failed[:FAILED_ROWS]:
+        lines.append(f"- {cell(question)}: {cell(summary.failures.get(question, ''))}")
+    if len(summary.failed) > FAILED_ROWS:
+        lines += ["", f"{len(summary.failed) - FAILED_ROWS} more in `{SUMMARY_FILE}` (`failures`)."]
+    return lines
+
+
 def write_report(run_dir: Path, summary: RunSummary, predictions: Sequence[Prediction]) -> list[Path]:
-    """Write ``summary.json``, ``report.md`` and the plots into ``run_dir``; returns the files."""
+    """Write ``summary.json``, ``report.md``, the plots and (when the summary has them, as
+    :func:`summarise` gives them) ``samples.jsonl`` into ``run_dir``; returns the files."""
     run_dir = Path(run_dir)
-    plots = write_plots(run_dir, summary, predictions)
+    plots = write_plots(run_dir, summary, [p for p in predictions if not p.failed])
     (run_dir / SUMMARY_FILE).write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (run_dir / REPORT_FILE).write_text(report_markdown(summary), encoding="utf-8")
-    return [run_dir / SUMMARY_FILE, run_dir / REPORT_FILE, *plots]
+    samples = [write_samples(run_dir, summary.samples)] if summary.samples else []
+    return [run_dir / SUMMARY_FILE, run_dir / REPORT_FILE, *samples, *plots]
 
 
 def read_summary(run_dir: Path) -> RunSummary:
@@ -553,12 +819,12 @@ def read_summary(run_dir: Path) -> RunSummary:
 
 
 def _paired(a: RunSummary, b: RunSummary, ids: Sequence[str]) -> str:
-    """``| n | A % | B % | B − A | interval |`` cells over the questions ``ids`` both runs scored."""
+    """``| n | A % | B % | B − A | interval |`` cells over the questions ``ids`` both runs answered."""
     if not ids:
         return "| 0 | — | — | — | — |"
-    xs = [float(a.per_question[q].correct) for q in ids]
-    ys = [float(b.per_question[q].correct) for q in ids]
-    diff = paired_difference(xs, ys)
+    xs = [a.per_question[q].correct for q in ids]
+    ys = [b.per_question[q].correct for q in ids]
+    diff = paired_proportions(xs, ys)
     return (
         f"| {len(ids)} | {_pct(sum(xs) / len(xs))} | {_pct(sum(ys) / len(ys))} | "
         f"{100 * diff.value:+.1f} | {100 * diff.low:+.1f} to {100 * diff.high:+.1f} |"
@@ -570,29 +836,108 @@ def _label(summary: RunSummary) -> str:
     return cell(f"{summary.run}: {summary.agent}{ablations}")
 
 
+def _answered_ids(summary: RunSummary) -> set[str]:
+    """The multiple-choice questions the run answered (failed ones left out; a summary written
+    before statuses were recorded names its failures in ``failed``)."""
+    failed = set(summary.failed)
+    return {q for q, s in summary.per_question.items() if s.status in ANSWERED and q not in failed}
+
+
+class LeftOut(BaseModel):
+    """The questions a comparison of two runs leaves out, and why."""
+
+    failed_in_a: list[str] = Field(default_factory=list)
+    failed_in_b: list[str] = Field(default_factory=list)
+    failed_in_both: list[str] = Field(default_factory=list)
+    one_run_only: list[str] = Field(
+        default_factory=list, description="Scored by one run and not attempted (or not held) by the other."
+    )
+    stages_a: dict[str, int] = Field(default_factory=dict, description="A's failures per stage.")
+    stages_b: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        """Questions left out."""
+        return (
+            len(self.failed_in_a) + len(self.failed_in_b) + len(self.failed_in_both) + len(self.one_run_only)
+        )
+
+
+def _stages(summary: RunSummary, ids: Iterable[str]) -> dict[str, int]:
+    counts = Counter(
+        (summary.per_question[q].stage if q in summary.per_question else None) or "unknown stage" for q in ids
+    )
+    return dict(counts.most_common())
+
+
+def left_out(a: RunSummary, b: RunSummary) -> LeftOut:
+    """Which of the two runs' scored questions a comparison leaves out: every question one of them
+    did not answer (failed in A, in B, in both), or only one of them scored."""
+    answered_a, answered_b = _answered_ids(a), _answered_ids(b)
+    out = LeftOut()
+    for q in sorted(set(a.per_question) | set(b.per_question)):
+        in_a, in_b = q in a.per_question, q in b.per_question
+        ok_a, ok_b = q in answered_a, q in answered_b
+        if ok_a and ok_b:
+            continue
+        if not (in_a and in_b):
+            out.one_run_only.append(q)
+        elif not ok_a and not ok_b:
+            out.failed_in_both.append(q)
+        elif not ok_a:
+            out.failed_in_a.append(q)
+        else:
+            out.failed_in_b.append(q)
+    out.stages_a = _stages(a, out.failed_in_a + out.failed_in_both)
+    out.stages_b = _stages(b, out.failed_in_b + out.failed_in_both)
+    return out
+
+
+def left_out_line(a: RunSummary, b: RunSummary) -> str | None:
+    """One line saying how many questions a comparison leaves out and why (None: none)."""
+    gone = left_out(a, b)
+    if not gone.total:
+        return None
+
+    def why(stages: Mapping[str, int]) -> str:
+        return f" ({', '.join(f'{stage} {n}' for stage, n in stages.items())})" if stages else ""
+
+    return (
+        f"left out {gone.total} questions not answered by both runs: failed in A "
+        f"{len(gone.failed_in_a)}, failed in B {len(gone.failed_in_b)}, failed in both "
+        f"{len(gone.failed_in_both)}; A's failures by stage{why(gone.stages_a) or ' (none)'}, B's"
+        f"{why(gone.stages_b) or ' (none)'}; scored by only one run {len(gone.one_run_only)}"
+    )
+
+
 def compare_markdown(a: RunSummary, b: RunSummary) -> str:
-    """Two runs side by side as Markdown: accuracy over the questions both scored, overall and per
-    category, each with B − A in points and its paired bootstrap 95 % interval; then each run's
-    usage. Raises ``ValueError`` (one line) when the runs share no scored question."""
+    """Two runs side by side as Markdown: accuracy over the questions both answered, overall and
+    per category, each with B − A in points and its 95 % interval for paired proportions; first,
+    loudly, how many questions were left out and why (failed in A, in B, scored by one run only);
+    then each run's usage. Raises ``ValueError`` (one line) when no question was answered by both."""
     for run in (a, b):
         if not run.per_question:
             raise ValueError(
                 f"run {run.run} has no per-question scores (no multiple-choice questions scored, or "
                 "a report from before they were recorded: run its eval command again)"
             )
-    shared = [q for q in a.per_question if q in b.per_question]
+    answered_b = _answered_ids(b)
+    shared = [q for q in a.per_question if q in _answered_ids(a) and q in answered_b]
+    gone = left_out_line(a, b)
     if not shared:
         raise ValueError(
-            f"runs {a.run} and {b.run} share no scored question ({a.benchmark}: {len(a.per_question)}, "
-            f"{b.benchmark}: {len(b.per_question)})"
+            f"runs {a.run} and {b.run} share no scored question that both answered ({a.benchmark}: "
+            f"{len(a.per_question)} scored, {len(_answered_ids(a))} answered; {b.benchmark}: "
+            f"{len(b.per_question)} scored, {len(answered_b)} answered)"
         )
     categories = sorted({c for q in shared for c in a.per_question[q].categories})
-    lines = [
-        f"# {cell(a.benchmark)}: A = {_label(a)} · B = {_label(b)}",
-        "",
-        f"Questions both runs scored: {len(shared)} (A scored {len(a.per_question)}, "
-        f"B {len(b.per_question)}). B − A in points, with a paired bootstrap 95 % interval "
-        f"({RESAMPLES} resamples of the shared questions, seed {SEED}).",
+    lines = [f"# {cell(a.benchmark)}: A = {_label(a)} · B = {_label(b)}", ""]
+    if gone:
+        lines += [f"**Warning: {cell(gone)}.** The figures below leave them out.", ""]
+    lines += [
+        f"Questions both runs answered: {len(shared)} (A scored {len(a.per_question)}, "
+        f"B {len(b.per_question)}). B − A in points, with a 95 % interval: {PAIRED_METHOD}, over the "
+        "questions both answered (it holds for small groups).",
         "",
         "| category | n | A % | B % | B − A | 95 % interval |",
         "|---|---|---|---|---|---|",

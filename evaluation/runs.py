@@ -6,8 +6,13 @@ A run directory (``<data dir>/eval/<run name>/``) holds:
   annotation file, video root, agent, options, protocol, models with their options, settings; see
   :mod:`vidscope.evaluation.identity`), the vidscope version and commit, the machine, and when
   each session started and ended;
-* ``predictions.jsonl``: one :class:`Prediction` per finished question, appended as each finishes.
-  It is the record a resumed run reads: a question with a line here is never asked again;
+* ``predictions.jsonl``: one :class:`Prediction` per finished question, appended as each finishes:
+  answered, or failed with the stage and the error (its video could not be ingested, the agent
+  raised after its retries). It is the record a resumed run reads: an answered question is never
+  asked again, a failed one is (its new line replaces the old). Lines written before statuses were
+  recorded read as answered (failures were not written then);
+* ``samples.jsonl``: one line per question of the benchmark with everything a reviewer needs
+  (written with the report; :mod:`vidscope.evaluation.samples`);
 * ``videos.json``: the benchmark's video names mapped to the files and store ids they resolved to;
 * ``traces/``: one JSON file per answered question (the agent's whole answer: steps, citations);
 * the report (``report.md``, ``summary.json``, PNG plots) written by :mod:`vidscope.evaluation.report`.
@@ -20,17 +25,22 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from vidscope.evaluation.items import ItemKind
+from vidscope.evaluation.items import BenchmarkItem, ItemKind
 
 SPEC_FILE = "run.json"
 PREDICTIONS_FILE = "predictions.jsonl"
 VIDEOS_FILE = "videos.json"
 
 _append_lock = threading.Lock()
+
+#: How a question ended when it was asked: answered (an answer came back, readable or not), or
+#: failed (no answer: its video could not be ingested, a segment could not be cut, the agent
+#: raised after its retries).
+PredictionStatus = Literal["answered", "failed"]
 
 
 class RunError(ValueError):
@@ -108,6 +118,18 @@ class Prediction(BaseModel):
         description="Per citation, the tool calls that found something there and what (empty: none).",
     )
     trace: str | None = Field(None, description="The answer's trace file, relative to the run directory.")
+    status: PredictionStatus = Field(
+        "answered", description="answered, or failed (no answer; asked again when the run resumes)."
+    )
+    stage: str | None = Field(
+        None, description="Where a failed question failed: ingest, segment (cutting its clips), answer."
+    )
+    error: str | None = Field(None, description="Why it failed, in one line.")
+
+    @property
+    def failed(self) -> bool:
+        """The question has no answer: it failed before or while it was asked."""
+        return self.status == "failed"
 
     @property
     def response(self) -> str:
@@ -159,8 +181,22 @@ def save_spec(run_dir: Path, spec: RunSpec) -> None:
     temporary.replace(path)
 
 
+def failed_prediction(item: BenchmarkItem, stage: str, error: str) -> Prediction:
+    """The line recording that ``item`` got no answer: where (``stage``) and why (``error``)."""
+    return Prediction(
+        question_id=item.question_id,
+        kind=item.kind,
+        video_ids=[],
+        answer="",
+        status="failed",
+        stage=stage,
+        error=(error.splitlines() or ["unknown error"])[0][:500],
+    )
+
+
 def read_predictions(run_dir: Path) -> dict[str, Prediction]:
-    """Finished questions by id. A torn last line (the process died mid-write) is ignored."""
+    """Finished questions by id, answered or failed (the last line of a question wins). A torn last
+    line (the process died mid-write) is ignored."""
     path = Path(run_dir) / PREDICTIONS_FILE
     found: dict[str, Prediction] = {}
     if not path.is_file():

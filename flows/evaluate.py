@@ -7,12 +7,15 @@ One run lives in a run directory (:mod:`vidscope.evaluation.runs`). The flow:
    ``segments/`` folder (:mod:`vidscope.evaluation.segments`) and is asked about those clips;
 2. ingests the videos that are not in the store yet, one Prefect task per video (the same
    ``ingest_one`` task ``vidscope ingest`` fans out; the ledger skips whatever is current);
-3. answers every question that has no line in ``predictions.jsonl`` yet, each as its own Prefect
+3. answers every question that has no answer in ``predictions.jsonl`` yet, each as its own Prefect
    task: retried on failure, cached (keyed on the run, the question and the store version of its
    videos), at most ``concurrency`` at once; each answer is appended the moment it finishes, so an
-   interrupted run resumes without asking a finished question again;
-4. scores what was attempted and writes ``summary.json``, ``report.md`` and the PNG plots, and
-   publishes the report as a Prefect artifact.
+   interrupted run resumes without asking a finished question again. A question that gets no
+   answer (its video failed ingestion, its clip could not be cut, the agent raised after its
+   retries) is appended as failed, with the stage and the error, and asked again on resume;
+4. scores what was attempted and writes ``summary.json``, ``report.md``, ``samples.jsonl`` and
+   the PNG plots, and publishes the report as a Prefect artifact. :func:`run_evaluate` then says
+   whether more than ``max_failed`` of the attempted questions failed (the CLI exits 1).
 
 Multiple-choice, open-ended and grounding items go to the chosen strategy (any of
 :mod:`vidscope.agents.strategies`, asked as :mod:`vidscope.flows.eval_agents` words it);
@@ -63,6 +66,7 @@ from vidscope.evaluation.runs import (
     RunError,
     RunSpec,
     append_prediction,
+    failed_prediction,
     read_predictions,
     read_spec,
     read_videos,
@@ -85,10 +89,14 @@ from vidscope.storage import Store
 from vidscope.tasks.stage import STATUS_UNAVAILABLE, is_current, ledger_rows
 from vidscope.tasks.stages import stages
 
-__all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate"]
+__all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate", "too_many_failed"]
 
 #: Prefect retries of one question (a model timeout, a dropped connection) before it counts as failed.
 QUESTION_RETRIES = 2
+#: The share of attempted questions that may fail before a run is reported as failed (exit 1):
+#: above it the numbers say more about the setup (videos that do not decode, a model server that
+#: is down) than about the agent. ``--max-failed`` sets it; 1 never fails a run for this.
+MAX_FAILED = 0.2
 #: Where runs live, under the data dir.
 RUNS_FOLDER = "eval"
 #: A run's name is one folder under ``<data dir>/eval``: no separators, no ``..``, no hidden names.
@@ -118,6 +126,9 @@ class EvalOutcome(BaseModel):
     missing_videos: list[str] = Field(default_factory=list)
     files: list[str] = Field(default_factory=list)
     nothing_scored: str | None = Field(None, description="Why no score came out, when none did.")
+    too_many_failed: str | None = Field(
+        None, description="More than the allowed share of questions failed: how many, and why (one line)."
+    )
 
 
 # The progress callback cannot be a flow parameter (Prefect serialises those): a context variable.
@@ -575,7 +586,8 @@ def evaluate(
     lookup = locate_videos(items, spec.root, BENCHMARKS[spec.benchmark].aliases)
     ready = lookup.items_ready(items)
     chosen = ready[:limit] if limit is not None else ready
-    done = read_predictions(run_dir)
+    # Failed questions are asked again: only answers are done.
+    done = {q: p for q, p in read_predictions(run_dir).items() if not p.failed}
     # CrossVid PSS: each segment becomes a clip of its own, asked about as one of the item's videos.
     clips = cut_segments([i for i in chosen if i.question_id not in done], lookup.found, run_dir / SEGMENTS)
     lookup.found.update(clips.found)
@@ -589,7 +601,16 @@ def evaluate(
     ingested, ingest_failures = _ingest_missing(store, settings, lookup.found, ids)
     ingest_failures.update(hash_errors)
 
-    failures: dict[str, str] = dict(clips.failures)
+    failures: dict[str, str] = {}
+    by_id = {i.question_id: i for i in chosen}
+
+    def fail(item: BenchmarkItem, stage: str, error: str) -> None:
+        """Record that ``item`` got no answer: in the outcome, and as a failed line of the run."""
+        failures[item.question_id] = error
+        append_prediction(run_dir, failed_prediction(item, stage, error))
+
+    for question_id, error in clips.failures.items():
+        fail(by_id[question_id], "segment", error)
     names = {video_id: name for name, video_id in ids.items() if name not in ingest_failures}
     futures: dict[PrefectFuture[Prediction], BenchmarkItem] = {}
     question = answer_question.with_options(
@@ -598,9 +619,7 @@ def evaluate(
     for item in with_subtitles(todo, lookup):
         broken = [name for name in item.video_ids if name in ingest_failures]
         if broken:
-            failures[item.question_id] = (
-                f"video {broken[0]} could not be ingested: {ingest_failures[broken[0]]}"
-            )
+            fail(item, "ingest", f"video {broken[0]} could not be ingested: {ingest_failures[broken[0]]}")
             continue
         video_ids = [ids[name] for name in item.video_ids]
         versions = [store.video_version(v) for v in video_ids]
@@ -624,7 +643,7 @@ def evaluate(
         try:
             prediction = future.result()
         except Exception as exc:  # noqa: BLE001 - a question that failed its retries is reported
-            failures[item.question_id] = (str(exc).splitlines() or [type(exc).__name__])[0]
+            fail(item, "answer", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}".rstrip(": "))
         else:
             append_prediction(run_dir, prediction)
             answered.append(item.question_id)
@@ -699,6 +718,27 @@ def _publish(summary: RunSummary) -> None:
         publish_table(f"{key}-categories", rows, f"accuracy per category, run {summary.run}")
 
 
+#: Failure causes named in the one line of :func:`too_many_failed` (the rest are counted).
+CAUSES_SHOWN = 3
+
+
+def too_many_failed(summary: RunSummary, max_failed: float = MAX_FAILED) -> str | None:
+    """One line when more than ``max_failed`` (a share, 0-1) of the run's attempted questions
+    failed: how many, of how many, and why (grouped by stage and error, most first); else None."""
+    failed = len(summary.failed)
+    attempted = failed + summary.answered
+    if not failed or failed <= max_failed * attempted:
+        return None
+    causes = list(summary.failure_groups.items())
+    why = "; ".join(f"{n} × {reason}" for reason, n in causes[:CAUSES_SHOWN])
+    if len(causes) > CAUSES_SHOWN:
+        why += f"; and {len(causes) - CAUSES_SHOWN} more causes (report.md)"
+    return (
+        f"{failed} of {attempted} questions failed ({100 * failed / attempted:.0f} %, more than "
+        f"--max-failed {100 * max_failed:g} %): {why}"
+    )
+
+
 def run_evaluate(
     settings: Settings,
     run_dir: Path,
@@ -706,18 +746,24 @@ def run_evaluate(
     limit: int | None = None,
     concurrency: int = 2,
     retries: int = QUESTION_RETRIES,
+    max_failed: float = MAX_FAILED,
     on_progress: Callable[[EvalProgress], None] | None = None,
 ) -> EvalOutcome:
     """Run the ``evaluate`` flow with at most ``concurrency`` questions (and videos) at once;
-    ``on_progress`` sees each video ingested and each question answered."""
+    ``on_progress`` sees each video ingested and each question answered. The outcome's
+    ``too_many_failed`` says when more than ``max_failed`` of the attempted questions failed."""
     disable_telemetry()
     if limit is not None and limit < 1:
         raise ValueError("--limit must be at least 1")
     if concurrency < 1:
         raise ValueError("--concurrency must be at least 1")
+    if not 0 <= max_failed <= 1:
+        raise ValueError(f"--max-failed is a share of the questions, from 0 to 1 (got {max_failed:g})")
     token = _on_progress.set(on_progress)
     try:
         runner: Any = ThreadPoolTaskRunner(max_workers=concurrency)
-        return evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
+        outcome = evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
     finally:
         _on_progress.reset(token)
+    outcome.too_many_failed = too_many_failed(outcome.summary, max_failed)
+    return outcome

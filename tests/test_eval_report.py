@@ -33,8 +33,9 @@ from vidscope.evaluation.report import (
     summarise,
     write_report,
 )
-from vidscope.evaluation.runs import Prediction, RunSpec, read_spec
-from vidscope.evaluation.stats import bootstrap_mean, paired_difference
+from vidscope.evaluation.runs import PREDICTIONS_FILE, Prediction, RunSpec, read_predictions, read_spec
+from vidscope.evaluation.samples import read_samples
+from vidscope.evaluation.stats import bootstrap_mean, paired_difference, paired_proportions, wilson
 from vidscope.flows.eval_agents import answer_item, request_of
 from vidscope.models import registry
 
@@ -126,7 +127,7 @@ def test_plots_have_a_fixed_size_whatever_the_number_of_questions(tmp_path: Path
             assert 300 <= image.width <= 1200 and 250 <= image.height <= 1000, (name, image.size)
 
 
-def test_accuracy_comes_with_a_seeded_bootstrap_interval_and_the_chance_level(tmp_path: Path) -> None:
+def test_accuracy_comes_with_a_wilson_interval_and_the_chance_level(tmp_path: Path) -> None:
     run_dir = write_run(tmp_path, "run", 400, 0.5)
     summary = read_summary(run_dir)
     low, high = summary.accuracy_interval or (0, 0)
@@ -134,14 +135,14 @@ def test_accuracy_comes_with_a_seeded_bootstrap_interval_and_the_chance_level(tm
     # 400 coin flips: the 95 % interval is about ±4.9 points around the accuracy.
     assert low < accuracy < high and 0.07 < high - low < 0.13
     again = write_run(tmp_path, "again", 400, 0.5)
-    assert read_summary(again).accuracy_interval == summary.accuracy_interval  # seeded
+    assert read_summary(again).accuracy_interval == summary.accuracy_interval  # no randomness
     for name, group in summary.by_category.items():
         # Even items have 5 options, odd ones 4: count and needle (even) 1/5, order and plot 1/4.
         assert group.chance == pytest.approx(0.2 if name in ("count", "needle") else 0.25)
         assert group.low is not None and group.high is not None
         assert group.low <= group.accuracy <= group.high
     table = (run_dir / REPORT_FILE).read_text()
-    assert "| count | " in table and "| 20.0 |" in table and "1000 resamples, seed 0" in table
+    assert "| count | " in table and "| 20.0 |" in table and "Intervals: Wilson score interval" in table
 
 
 def test_bootstrap_intervals_narrow_with_more_questions_and_pair_runs() -> None:
@@ -156,17 +157,138 @@ def test_bootstrap_intervals_narrow_with_more_questions_and_pair_runs() -> None:
         paired_difference([1.0], [1.0, 0.0])
 
 
+def test_accuracy_intervals_hold_for_small_groups(tmp_path: Path) -> None:
+    """Issue 37: a percentile bootstrap gave 3/3 as 100.0-100.0 and 0/6 as 0.0-0.0."""
+    assert (wilson(3, 3).low, wilson(3, 3).high) == pytest.approx((0.4385, 1.0), abs=1e-4)
+    assert (wilson(0, 6).low, wilson(0, 6).high) == pytest.approx((0.0, 0.3903), abs=1e-4)
+    assert (wilson(50, 100).low, wilson(50, 100).high) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    chosen = items(9)
+    # Three "count" questions all right (q0, q4, q8), the six others all wrong.
+    answers = predictions(chosen, 0.0)
+    for q in ("q0", "q4", "q8"):
+        right = next(i for i in chosen if i.question_id == q).answer
+        answers[q] = answers[q].model_copy(update={"choice": right, "answer": f"({right})"})
+    summary = summarise(spec("small"), chosen, chosen, answers, [], [])
+    count = summary.by_category["count"]
+    assert (count.correct, count.total) == (3, 3) and count.low == pytest.approx(0.4385, abs=1e-4)
+    write_report(tmp_path, summary, list(answers.values()))
+    report = (tmp_path / REPORT_FILE).read_text()
+    assert "| count | 3 | 3 | 100.0 | 43.9–100.0 | 3 | 100.0 | 43.9–100.0 |" in report
+    assert "| accuracy | 33.3 | 12.1–64.6 | 33.3 | 12.1–64.6 |" in report
+    assert "Intervals: Wilson score interval (95 %)" in report
+
+
+def test_the_paired_interval_does_not_collapse_on_small_groups() -> None:
+    same = paired_proportions([True] * 3, [True] * 3)
+    assert same.value == 0.0 and (same.low, same.high) == pytest.approx((-0.5615, 0.5615), abs=1e-4)
+    better = paired_proportions([False] * 6, [True] * 6)
+    assert better.value == 1.0 and (better.low, better.high) == pytest.approx((0.4480, 1.0), abs=1e-4)
+    # The runs' answers agree: a tighter interval than if they were independent.
+    a = [True] * 12 + [False] * 9 + [True] * 2 + [False]
+    b = [True] * 12 + [True] * 9 + [False] * 2 + [False]
+    paired = paired_proportions(a, b)
+    assert paired.value == pytest.approx(7 / 24) and 0 < paired.low < paired.value < paired.high < 0.55
+    with pytest.raises(ValueError):
+        paired_proportions([True], [True, False])
+
+
+def test_every_question_ends_with_a_status_and_both_figures_per_metric(tmp_path: Path) -> None:
+    """Scored, unparsed, unscored (no gold), failed (with its stage) and skipped (video missing,
+    not asked yet), for multiple-choice and grounding questions alike."""
+
+    def mc(q: str, answer: str | None, video: str = "v.mp4") -> BenchmarkItem:
+        return BenchmarkItem(
+            benchmark="mlvu", question_id=q, kind="multiple_choice", video_ids=(video,), question=f"{q}?",
+            options=("red", "blue"), answer=answer, categories=("c",),
+        )  # fmt: skip
+
+    def grounding(q: str) -> BenchmarkItem:
+        return BenchmarkItem(
+            benchmark="charades_sta", question_id=q, kind="grounding", video_ids=("v.mp4",),
+            question="a person opens a door", intervals=((0.0, 10.0),),
+        )  # fmt: skip
+
+    def said(q: str, kind: str, answer: str, **more: object) -> Prediction:
+        return Prediction(question_id=q, kind=kind, video_ids=["f" * 64], answer=answer, **more)  # type: ignore[arg-type]
+
+    chosen = [
+        mc("right", "A"), mc("garbled", "A"), mc("nogold", None), mc("broken", "A"), mc("later", "A"),
+        grounding("g-right"), grounding("g-none"), grounding("g-failed"),
+    ]  # fmt: skip
+    everything = [*chosen, mc("lost", "A", video="gone.mp4")]
+    answers = {
+        "right": said("right", "multiple_choice", "The answer is (A)."),
+        "garbled": said("garbled", "multiple_choice", "I could not see it."),
+        "nogold": said("nogold", "multiple_choice", "(B)"),
+        "broken": Prediction(
+            question_id="broken", kind="multiple_choice", video_ids=[], answer="", status="failed",
+            stage="answer", error="APIConnectionError: connection refused",
+        ),
+        "g-right": said("g-right", "grounding", "0-10", interval=(0.0, 10.0)),
+        "g-none": said("g-none", "grounding", "I cannot tell when."),
+    }  # fmt: skip
+    failed = {"g-failed": "video v.mp4 could not be ingested: probe: bad"}
+    # "lost" is not ready (its video is missing); "later" is ready but was never asked.
+    summary = summarise(spec("mixed"), everything, chosen, answers, failed, ["gone.mp4"])
+    statuses = {s.question_id: s.status for s in summary.samples}
+    assert statuses == {
+        "right": "scored", "garbled": "unparsed", "nogold": "unscored", "broken": "failed",
+        "later": "skipped", "g-right": "scored", "g-none": "unparsed", "g-failed": "failed",
+        "lost": "skipped",
+    }  # fmt: skip
+    assert summary.outcomes == {"scored": 2, "unparsed": 2, "unscored": 1, "failed": 2, "skipped": 2}
+    # Multiple choice: right, garbled (wrong) and broken (failed) are scored; nogold has no gold.
+    assert summary.scores["accuracy"] == pytest.approx(1 / 3)  # strict: the failure counts wrong
+    assert summary.answered_scores["accuracy"] == pytest.approx(1 / 2)  # over right and garbled
+    # Grounding: IoU 1, 0 (no interval read), 0 (failed) strict; 1 and 0 over the answered.
+    assert summary.scores["mIoU"] == pytest.approx(1 / 3)
+    assert summary.answered_scores["mIoU"] == pytest.approx(1 / 2)
+    assert summary.failures == {
+        "broken": "answer: APIConnectionError: connection refused",
+        "g-failed": "video v.mp4 could not be ingested: probe: bad",
+    }
+    assert summary.unparsed == ["garbled"]
+    write_report(tmp_path, summary, list(answers.values()))
+    samples = {s.question_id: s for s in read_samples(tmp_path)}
+    assert samples["lost"].error == "video gone.mp4 not found under the root"
+    assert samples["later"].error == "not asked yet (--limit)"
+    assert samples["g-right"].parsed == "0-10" and samples["g-right"].gold == "0-10"
+    assert samples["broken"].stage == "answer" and samples["broken"].response is None
+    assert samples["garbled"].response == "I could not see it." and samples["garbled"].parsed is None
+    assert samples["garbled"].score == 0.0 and samples["nogold"].score is None
+
+
+def test_run_files_written_before_statuses_stay_readable(tmp_path: Path) -> None:
+    # A predictions line from before: no status, stage or error. It reads as answered.
+    old_line = {"question_id": "q0", "kind": "multiple_choice", "video_ids": ["f" * 64], "answer": "(A)"}
+    (tmp_path / PREDICTIONS_FILE).write_text(json.dumps(old_line) + "\n")
+    (old,) = read_predictions(tmp_path).values()
+    assert old.status == "answered" and not old.failed and old.error is None
+    # A summary from before: its failures were scored wrong in per_question and named in
+    # `failed`; compare leaves them out all the same.
+    a = read_summary(write_run(tmp_path, "a", 8, 0.5))
+    b = read_summary(write_run(tmp_path, "b", 8, 0.5, seed=2))
+    dumped = a.model_dump(exclude={"outcomes", "failures", "failure_groups", "answered_scores", "overall"})
+    for question in dumped["per_question"].values():
+        del question["status"], question["stage"]
+    dumped["failed"] = ["q0", "q1"]
+    (tmp_path / "a" / SUMMARY_FILE).write_text(json.dumps(dumped))
+    text_ = compare_markdown(read_summary(tmp_path / "a"), b)
+    assert "left out 2 questions not answered by both runs: failed in A 2, failed in B 0" in text_
+    assert "| **all** | 6 |" in text_
+
+
 def test_wrong_answers_are_listed_with_gold_prediction_citations_and_trace(tmp_path: Path) -> None:
     chosen = items(3)
     chosen[0] = chosen[0].model_copy(update={"question": "Is <b>this</b> | a [link](http://x) *bold*?"})
     answers = predictions(chosen, 0.0)  # every answer wrong
     answers["q0"].trace = "traces/q0.json"
     summary = summarise(spec("run"), chosen, chosen, answers, ["q2"], [])
-    del answers["q2"]  # q2 failed after its retries: scored wrong, listed without a trace
+    del answers["q2"]  # q2 failed after its retries: no answer, so not a wrong one (issue 37)
     summary = summarise(spec("run"), chosen, chosen, answers, ["q2"], [])
     write_report(tmp_path, summary, list(answers.values()))
     report = (tmp_path / REPORT_FILE).read_text()
-    assert "## Wrong answers (3)" in report
+    assert "## Wrong answers (2)" in report and "| q2" not in report
     row = next(line for line in report.splitlines() if line.startswith("| q0"))
     gold = f"{chosen[0].answer}. option {LETTERS.index(chosen[0].answer or 'A')}"
     assert gold in row and "[trace](traces/q0.json)" in row
@@ -174,7 +296,7 @@ def test_wrong_answers_are_listed_with_gold_prediction_citations_and_trace(tmp_p
     # Text from the benchmark is data: no HTML, no link, no table break, no emphasis.
     assert "<b>" not in row and "&lt;b>" in row and "\\[link\\]" in row and "\\*bold\\*" in row
     assert row.count(" | ") == 5
-    assert "(failed after its retries)" in report
+    assert "## Failed (1 of 3 attempted)" in report and "- q2: failed after its retries" in report
 
 
 # ============================================================================ eval compare

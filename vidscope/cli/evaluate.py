@@ -3,8 +3,11 @@
 ``vidscope eval BENCHMARK --root DIR --agent dvd`` evaluates; repeating the command resumes the
 same run (questions already in its ``predictions.jsonl`` are not asked again).
 ``vidscope eval compare RUN_A RUN_B`` compares two finished runs (run names or directories) as
-Markdown: accuracy per category, the difference and its paired bootstrap interval.
+Markdown over the questions both answered: accuracy per category, the difference and its paired
+interval, and a warning line (also on stderr) naming how many questions it left out and why.
 ``--ablation avi:no-review`` (repeatable, or comma-separated) switches a part of the agent off.
+A run where more than ``--max-failed`` (default 0.2) of the attempted questions failed exits 1
+with one line saying how many failed and why.
 """
 
 from __future__ import annotations
@@ -104,6 +107,16 @@ def evaluate_command(
     run: Annotated[str | None, typer.Option("--run", help="Name of the run (default: derived).")] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Questions at once.")] = 2,
     retries: Annotated[int, typer.Option("--retries", min=0, help="Retries of a failing question.")] = 2,
+    max_failed: Annotated[
+        float,
+        typer.Option(
+            "--max-failed",
+            min=0.0,
+            max=1.0,
+            help="Exit 1 when more than this share of the attempted questions failed (their video "
+            "failed ingestion, the agent raised); 1 never does.",
+        ),
+    ] = 0.2,  # flows.evaluate.MAX_FAILED, written out: the CLI imports no flow until it runs one
     ablation: Annotated[
         list[str] | None,
         typer.Option(
@@ -169,7 +182,13 @@ def evaluate_command(
 
         try:
             outcome = run_evaluate(
-                cfg, run_dir, limit=limit, concurrency=concurrency, retries=retries, on_progress=on_progress
+                cfg,
+                run_dir,
+                limit=limit,
+                concurrency=concurrency,
+                retries=retries,
+                max_failed=max_failed,
+                on_progress=on_progress,
             )
         except ValueError as exc:
             raise _fail(str(exc).splitlines()[0]) from exc
@@ -179,6 +198,8 @@ def evaluate_command(
         _print_outcome(outcome)
     if outcome.nothing_scored:
         raise _fail(f"nothing was scored: {outcome.nothing_scored}", 1)
+    if outcome.too_many_failed:
+        raise _fail(outcome.too_many_failed, 1)
 
 
 def _print_outcome(outcome: EvalOutcome) -> None:
@@ -187,8 +208,24 @@ def _print_outcome(outcome: EvalOutcome) -> None:
     table = Table(title=safe(f"{s.benchmark} · {s.agent}{ablations} · {s.run}"))
     table.add_column("metric")
     table.add_column("value", justify="right")
+    if s.overall is not None:
+        g = s.overall
+        table.add_row(
+            "accuracy, strict (failures wrong)",
+            f"{100 * g.accuracy:.1f} % ({g.correct}/{g.total}) [{_span(g.low, g.high)}]",
+        )
+        if g.answered_accuracy is not None:
+            table.add_row(
+                "accuracy over answered",
+                f"{100 * g.answered_accuracy:.1f} % ({g.correct}/{g.answered}) "
+                f"[{_span(g.answered_low, g.answered_high)}]",
+            )
     for name, value in s.scores.items():
-        table.add_row(safe(name), f"{100 * value:.1f} %")
+        if name == "accuracy" and s.overall is not None:
+            continue
+        over = s.answered_scores.get(name)
+        answered = "" if over is None or over == value else f" (answered: {100 * over:.1f} %)"
+        table.add_row(safe(name), f"{100 * value:.1f} %{answered}")
     for name, rank in s.ranks.items():
         table.add_row(safe(name), f"{rank:g}")
     for name, group in s.by_category.items():
@@ -198,7 +235,10 @@ def _print_outcome(outcome: EvalOutcome) -> None:
     for name, dimension in s.dimension_scores.items():
         table.add_row(safe(name), f"{100 * dimension.score:.1f} (mean of its tasks)")
     table.add_row("answered", f"{s.answered} ({len(outcome.answered_now)} now, {outcome.reused} earlier)")
+    table.add_row("failed", str(len(s.failed)))
     table.add_row("not attempted yet", str(s.not_attempted))
+    if s.outcomes:
+        table.add_row("outcomes", " · ".join(f"{status} {n}" for status, n in s.outcomes.items()))
     if s.unparsed:
         table.add_row("answers naming no option", str(len(s.unparsed)))
     if s.forced:
@@ -218,9 +258,13 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         )
     for name, error in outcome.ingest_failures.items():
         console.print(f"[red]could not ingest[/red] {safe(name)}: {safe(error)}")
-    for question, error in outcome.failures.items():
-        console.print(f"[red]failed[/red] {safe(question)}: {safe(error)}")
-    console.print(f"report: {safe(outcome.run_dir)}/report.md")
+    for reason, n in s.failure_groups.items():
+        console.print(f"[red]failed[/red] {n} × {safe(reason)}")
+    console.print(f"report: {safe(outcome.run_dir)}/report.md · every question: samples.jsonl")
+
+
+def _span(low: float | None, high: float | None) -> str:
+    return "—" if low is None or high is None else f"{100 * low:.1f}–{100 * high:.1f}"
 
 
 def _run_dir(ref: str) -> Path:
@@ -236,12 +280,15 @@ def _run_dir(ref: str) -> Path:
 
 
 def _compare(ref_a: str, ref_b: str) -> None:
-    from vidscope.evaluation.report import compare_markdown, read_summary
+    from vidscope.evaluation.report import compare_markdown, left_out_line, read_summary
 
     try:
         a, b = read_summary(_run_dir(ref_a)), read_summary(_run_dir(ref_b))
         text = compare_markdown(a, b)
     except (FileNotFoundError, ValueError) as exc:
         raise _fail(str(exc).splitlines()[0], 1) from exc
+    gone = left_out_line(a, b)
+    if gone:  # said in the Markdown too; here where a terminal user cannot miss it
+        errors.print(f"[yellow]warning: {safe(gone)}[/yellow]", soft_wrap=True)
     # Markdown as written (its cells are escaped by compare_markdown), not Rich markup.
     console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
