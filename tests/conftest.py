@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -135,33 +134,6 @@ def _harness_threads_are_not_the_programs() -> None:
 
     native_threads_in_python.__doc__ = program_threads.__doc__
     exits.native_threads_in_python = native_threads_in_python  # type: ignore[assignment]
-
-
-# ---------------------------------------------------------------------------- shared stores
-
-
-_STORED: dict[tuple[object, ...], Path] = {}
-
-
-def stored_copy(key: tuple[object, ...], data_dir: Path, build: Callable[[Path], object]) -> bool:
-    """Give ``data_dir`` a copy of what ``build(dir)`` writes, building it once per test process.
-
-    A store built or ingested by many tests costs one build per run instead of one per test; each
-    test gets its own copy, so it may change it freely (a data dir of a few small LanceDB tables
-    copies in milliseconds). ``key`` names everything the build depends on other than the
-    directory. Returns True when ``data_dir`` was copied from an earlier build (the caller then puts
-    right whatever the build recorded about its own directory, such as absolute paths), False when
-    ``data_dir`` itself was just built.
-    """
-    template = _STORED.get(key)
-    if template is None:
-        build(data_dir)
-        template = Path(tempfile.mkdtemp(prefix="vidscope-test-store-", dir=_PREFECT_HOME)) / "data"
-        shutil.copytree(data_dir, template, symlinks=True)
-        _STORED[key] = template
-        return False
-    shutil.copytree(template, data_dir, symlinks=True, dirs_exist_ok=True)
-    return True
 
 
 # ---------------------------------------------------------------------------- the suite's budget

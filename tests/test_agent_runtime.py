@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import pytest
-from conftest import stored_copy
 from PIL import Image
+from stores import stored_copy
 
 from vidscope.agents.dvd.tools import (
     BrowseResult,
