@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import json_repair
 from pydantic import ValidationError
 
 from vidscope.agents import prompts
@@ -526,12 +527,16 @@ def statement(text: str | None) -> str:
         try:
             value, end = decoder.raw_decode(words, opening)
         except ValueError:
-            value, end = None, opening + 1
+            # A broken answer call runs to the end of the reply ({"name": "answer", "arguments":
+            # The ferry… — what the real 1.5B SAMA planner wrote at its limit); else it is text.
+            value, end = _broken_call(words[opening:]), len(words)
+            if value is None:
+                value, end = None, opening + 1
         # Objects (and lists of them) are data; a range written in words ("[10, 15]") is not; an
-        # object with an answer in words ({"answer": "Pier 7"}) states that answer.
-        said = value.get("answer") if isinstance(value, dict) else None
-        if isinstance(said, str) and said.strip():
-            kept.append(f"{words[at:opening]}{said.strip()}")
+        # object with an answer in words ({"answer": "Pier 7"}, an answer call) states that answer.
+        said = _answer_in(value)
+        if said:
+            kept.append(f"{words[at:opening]}{said}")
         elif isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
             kept.append(words[at:opening])
             removed = True
@@ -544,6 +549,34 @@ def statement(text: str | None) -> str:
     if removed and (len(_WORD.findall(left)) < _WORDS_BESIDE_DATA or left.endswith(":")):
         return ""
     return left if re.search(r"[^\W_]", left) else ""
+
+
+#: The names of the tools that end a run with an answer (DVD's finish, SAMA's and AgentCVR's answer).
+ANSWER_TOOLS = ("finish", "answer")
+
+
+def _answer_in(value: object) -> str | None:
+    """The answer in words an object states: its ``answer``, or its call's (``{"name": "answer",
+    "arguments": {"answer": …}}``, or arguments that are the answer itself)."""
+    if not isinstance(value, dict):
+        return None
+    arguments = value.get("arguments", value.get("parameters"))
+    inner = arguments.get("answer") if isinstance(arguments, dict) else arguments
+    for said in (value.get("answer"), inner if value.get("name") in ANSWER_TOOLS else None):
+        if isinstance(said, str) and said.strip():
+            return said.strip()
+    return None
+
+
+def _broken_call(text: str) -> dict[str, Any] | None:
+    """``text`` (from an opening brace to the end of a reply) repaired into a call or an answer
+    object, when that is what it is; None for anything else ("{not json} but words")."""
+    if not text.startswith("{"):
+        return None
+    repaired = json_repair.loads(text, skip_json_loads=True)
+    if isinstance(repaired, dict) and ({"name", "answer"} & set(repaired)):
+        return repaired
+    return None
 
 
 def announced_tool(text: str, tools: Sequence[str]) -> str | None:

@@ -162,6 +162,10 @@ def test_statement_keeps_words_and_drops_data() -> None:
     # A tool result pasted back, with a lead-in (the real 1.5B DVD planner's forced answer): data.
     assert statement('Here is the result: {"clips": [{"start": 35.0, "end": 40.0}]}') == ""
     assert statement('```json\n{"answer": "2 cars", "citations": []}\n```') == "2 cars"
+    # The real 1.5B SAMA planner's best guess at the limit: a broken answer call; its words stand.
+    broken = '{"name": "answer", "arguments": The ferry ticket is cheaper at the harbour tour.'
+    assert statement(broken) == "The ferry ticket is cheaper at the harbour tour."
+    assert statement('{"name": "clip_search", "arguments": {"query": "ferry"}}') == ""  # a call, not words
     assert statement("The ticket is cheaper at the river port. <video_data>{}</video_data>") == (
         "The ticket is cheaper at the river port."
     )
