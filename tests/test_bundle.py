@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from media import text_video
+from processes import MB, run_vidscope
 from typer.testing import CliRunner
 
 from vidscope.cli import app
@@ -461,3 +462,35 @@ def test_import_refuses_a_list_bomb_from_the_parquet_metadata_before_decoding(at
     # Allowed that many items, it must still fit the byte budget, also judged from the metadata.
     env = {"VIDSCOPE_BUNDLE__MAX_LIST_ITEMS": str(items), "VIDSCOPE_BUNDLE__MAX_BYTES": str(50_000_000)}
     refused(attack.run("import", str(attack.bundle), env=env), "subjects.parquet", "bundle.max_bytes")
+
+
+def test_a_list_bomb_costs_its_import_under_500_mb(attack) -> None:
+    """Peak memory of ``vidscope import`` (a process of its own) on 40 M list items in 40 rows, a
+    few hundred KB of Parquet: 1.3 GB peak before the metadata check, refused under 500 MB now."""
+    spec = Store(attack.data).subjects
+    items, rows = 1_000_000, 40
+    span = spec.schema.field("spans").type.value_type
+    values = pa.StructArray.from_arrays(
+        [pa.repeat(pa.scalar(1.0), items), pa.repeat(pa.scalar(2.0), items)], fields=list(span)
+    )
+    spans = pa.ListArray.from_arrays(pa.array([0, items], pa.int32()), values)
+    path = attack.bundle / "subjects.parquet"
+    with pq.ParquetWriter(path, spec.schema, compression="zstd") as writer:
+        for index in range(rows):
+            row: dict[str, list[Any]] = {name: [None] for name in spec.schema.names}
+            row.update(video_id=[attack.first], subject_index=[index], name=["a"])
+            columns = [
+                spans if name == "spans" else pa.array(row[name], spec.schema.field(name).type)
+                for name in spec.schema.names
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=spec.schema))
+    assert path.stat().st_size < 2_000_000
+    counts = json.loads((attack.bundle / MANIFEST).read_text())["tables"]
+    edit_manifest(attack.bundle, tables={**counts, "subjects": rows})
+    before = store_digest(attack.data)
+
+    ran = run_vidscope(attack.data.parent, "--data-dir", str(attack.data), "import", str(attack.bundle))
+
+    assert ran.returncode == 1 and "bundle.max_list_items" in ran.stderr, ran.stderr
+    assert ran.peak_bytes < 500 * MB, f"peak {ran.peak_bytes / MB:.0f} MB"
+    assert store_digest(attack.data) == before

@@ -16,10 +16,7 @@ import io
 import json
 import logging
 import os
-import resource
 import socket
-import subprocess
-import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterator
@@ -31,6 +28,7 @@ import pytest
 from fastapi.testclient import TestClient
 from llm_server import dropped, tool_call
 from PIL import Image as PILImage
+from processes import MB, run_vidscope
 from typer.testing import CliRunner, Result
 
 from vidscope.api import create_app
@@ -365,6 +363,10 @@ def test_a_picture_is_judged_by_its_header_before_it_is_decoded(
     result = search_image(bomb)
     assert result.exit_code == 2 and "144 Mpx" in one_line(result), result.output
     assert "Traceback" not in result.output
+    # The whole command, in a process of its own, stays under the cap (before: 1.6 GB peak).
+    alone = run_vidscope(tmp_path, "--data-dir", str(tmp_path / "data"), "search", "--image", str(bomb))
+    assert alone.returncode == 2 and "144 Mpx" in alone.stderr, alone.stderr
+    assert alone.peak_bytes < 500 * MB, f"peak {alone.peak_bytes / MB:.0f} MB"
     settings = Settings(data_dir=tmp_path / "data")
     with TestClient(create_app(settings), client=LOOPBACK, base_url="http://127.0.0.1") as http:
         answer = http.post("/api/search/image", files={"image": ("bomb.png", bomb.read_bytes(), "image/png")})
@@ -429,27 +431,6 @@ def test_search_json_reports_what_it_refuses_as_a_json_object(
 # ---------------------------------------------------------------------------- a full disk
 
 
-def vidscope_process(
-    cwd: Path, *args: str, env: dict[str, str] | None = None, file_size_limit: int | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``vidscope ARGS`` in a process of its own (its real stderr, its own resource limits)."""
-
-    def limit() -> None:  # Python ignores SIGXFSZ: a write over the limit fails with EFBIG
-        if file_size_limit is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
-
-    return subprocess.run(
-        [sys.executable, "-m", "vidscope.cli", *args],
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-        preexec_fn=limit,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
 def test_a_log_file_on_a_full_disk_is_one_line_not_logging_tracebacks(tmp_path: Path) -> None:
     """Before: Python's "--- Logging error ---" traceback for each record the log could not take
@@ -457,7 +438,7 @@ def test_a_log_file_on_a_full_disk_is_one_line_not_logging_tracebacks(tmp_path: 
     logs = tmp_path / "data" / "logs"
     logs.mkdir(parents=True)
     (logs / "vidscope.log").symlink_to("/dev/full")
-    result = vidscope_process(tmp_path, "--data-dir", str(tmp_path / "data"), "ask", "--json", "nope", "what")
+    result = run_vidscope(tmp_path, "--data-dir", str(tmp_path / "data"), "ask", "--json", "nope", "what")
     assert result.returncode == 1, result.stderr
     assert json.loads(result.stdout)["type"] == "VideoNotFound"
     assert result.stderr.splitlines() == [
@@ -478,7 +459,7 @@ def whisper_base_installed() -> bool:
 def test_the_speech_model_says_it_needs_room_in_the_data_dir(tmp_path: Path) -> None:
     """Before: "speech: [Errno 28] No space left on device". The embedded Whisper (148 MB) is
     copied into the data dir on first use; a file size limit of 8 MB stops the copy for real."""
-    result = vidscope_process(
+    result = run_vidscope(
         tmp_path,
         "--data-dir",
         str(tmp_path / "data"),
