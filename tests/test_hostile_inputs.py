@@ -34,6 +34,7 @@ from typer.testing import CliRunner, Result
 from vidscope.api import create_app
 from vidscope.cli import app
 from vidscope.cli.common import overrides
+from vidscope.core import images
 from vidscope.core.images import decode_image
 from vidscope.core.settings import ApiSettings, Settings
 from vidscope.models.open_store import open_store
@@ -375,6 +376,47 @@ def test_a_picture_is_judged_by_its_header_before_it_is_decoded(
     photo = io.BytesIO()
     PILImage.new("RGB", (4000, 3000), (200, 30, 30)).save(photo, format="JPEG")
     assert decode_image(photo.getvalue()).shape == (768, 1024, 3)
+
+
+def test_at_most_two_pictures_are_decoded_at_once_and_a_third_waits(tmp_path: Path) -> None:
+    """Before 85f986c: no limit, 3 parallel POST /api/search/image took the API to 5.6 GB. The
+    probe is the limit's own semaphore: holding its slots is what two decodes in progress do."""
+    photo = io.BytesIO()
+    PILImage.new("RGB", (64, 48), (10, 200, 10)).save(photo, format="PNG")
+    bomb = png_bomb(tmp_path / "bomb.png", 7000).read_bytes()  # 49 Mpx, over the 40 Mpx decoded
+    assert images.DECODES_AT_ONCE == 2
+    held = 0
+
+    def hold() -> None:  # what a decode in progress does
+        nonlocal held
+        assert images._decoding.acquire(timeout=5)
+        held += 1
+
+    def finish() -> None:
+        nonlocal held
+        held -= 1
+        images._decoding.release()
+
+    decoded: list[tuple[int, ...]] = []
+    third = threading.Thread(target=lambda: decoded.append(decode_image(photo.getvalue()).shape))
+    try:
+        hold()  # one decode in progress: another goes ahead
+        assert decode_image(photo.getvalue()).shape == (48, 64, 3)
+        hold()  # two in progress: a third waits its turn
+        third.start()
+        third.join(0.5)
+        assert third.is_alive() and not decoded, "a third picture was decoded beside two others"
+        # A picture refused from its header takes no turn: refused at once, while the third waits.
+        with pytest.raises(ValueError, match="49 Mpx"):
+            decode_image(bomb)
+        finish()  # one of the two ends: the third goes ahead
+        third.join(10)
+        assert decoded == [(48, 64, 3)]
+    finally:
+        while held:
+            finish()
+        if third.is_alive():
+            third.join(10)
 
 
 def test_search_by_image_reads_only_regular_files(
