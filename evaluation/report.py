@@ -25,8 +25,9 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from vidscope.core.errors import invalid_fields
 from vidscope.evaluation.items import LETTERS, BenchmarkItem
 from vidscope.evaluation.loaders import BENCHMARKS
 from vidscope.evaluation.metrics import RANK_METRICS, interval_of, order_of, temporal_iou
@@ -321,7 +322,7 @@ def failure_reason(item: BenchmarkItem, stage: str | None, error: str) -> str:
     """``stage: error`` with the item's own video named generically, so that the questions on
     every video that failed the same way fall in one group."""
     for name in item.video_ids:
-        error = error.replace(f"video {name} ", "a video ")
+        error = error.replace(f"the video {name} ", "the video ").replace(f"video {name} ", "a video ")
     return f"{stage}: {error}" if stage else error
 
 
@@ -815,7 +816,19 @@ def read_summary(run_dir: Path) -> RunSummary:
     path = Path(run_dir) / SUMMARY_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} has no {SUMMARY_FILE}; is it an evaluation run?")
-    return RunSummary.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    # Whatever is wrong with the file, the one line names it (JSON's and pydantic's own messages
+    # name neither the file nor, for pydantic, anything on their first line).
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(f"{path} is not the JSON of a run summary ({reason})") from exc
+    try:
+        return RunSummary.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"{path} is not a run summary vidscope reads ({invalid_fields(exc, 2)})") from exc
 
 
 def _paired(a: RunSummary, b: RunSummary, ids: Sequence[str]) -> str:

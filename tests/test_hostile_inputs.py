@@ -556,6 +556,38 @@ def test_a_blank_api_token_is_one_line_naming_the_setting(
     overrides.clear()
 
 
+# ---------------------------------------------------------------------------- evaluation runs
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{not json", "is not the JSON of a run summary (Expecting property name"),
+        (b"\xff\xfe", "is not the JSON of a run summary ('utf-8' codec can't decode"),
+        (b"[" * 100_000 + b"]" * 100_000, "is not the JSON of a run summary (maximum recursion depth"),
+        (b"{}", "is not a run summary vidscope reads (run: Field required; benchmark: Field required"),
+        (b'{"run": 3}', "is not a run summary vidscope reads (run: Input should be a valid string"),
+    ],
+)
+def test_eval_compare_names_the_summary_it_cannot_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes, says: str
+) -> None:
+    """Before: "Expecting value: line 1 column 1 (char 0)" or "6 validation errors for
+    RunSummary", and no word of which file."""
+    overrides.clear()
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run-a"
+    run.mkdir()
+    summary = run / "summary.json"
+    summary.write_bytes(content)
+    result = runner.invoke(app, ["--data-dir", str(tmp_path / "data"), "eval", "compare", str(run), str(run)])
+    overrides.clear()
+    assert result.exit_code == 1, result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert one_line(result).startswith(f"{summary} {says}"), result.output
+    assert summary.read_bytes() == content
+
+
 # ---------------------------------------------------------------------------- headers
 
 
