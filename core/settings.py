@@ -106,6 +106,9 @@ class IngestSettings(BaseModel):
         "otherwise each of them is looked at. Text shown more briefly, between two probes that "
         "agree, can be missed. 0 looks at every sampled frame.",
     )
+    chapter_min_seconds: float = Field(
+        10.0, gt=0, description="Shortest chapter the chapters stage makes (YouTube's minimum is 10 s)."
+    )
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from vidscope.core.hashing import stable_hash
+from vidscope.storage.chapters import CHAPTERS
 from vidscope.storage.clips import clip_videos_spec, clips_spec
 from vidscope.storage.detections import DETECTIONS
 from vidscope.storage.frames import frames_spec
@@ -108,6 +109,7 @@ class Store:
         self.video_parses = video_parses_spec(text_dim)
         self.concept_index = CONCEPT_INDEX
         self.concepts = concepts_spec(text_dim)
+        self.chapters = CHAPTERS
         self.ledger = LEDGER
         self._connection: Any = None
         self._lock = threading.Lock()
@@ -178,6 +180,7 @@ class Store:
             self.graph_supernodes,
             self.video_parses,
             self.concept_index,
+            self.chapters,
             self.ledger,
         )
 

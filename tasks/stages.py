@@ -39,6 +39,7 @@ STAGES: list[tuple[str, str | Stage]] = [
     ("embed", "vidscope.tasks.embed:EMBED"),
     ("frame_embed", "vidscope.tasks.frame_embed:FRAME_EMBED"),
     ("clip_embed", "vidscope.tasks.clip_embed:CLIP_EMBED"),
+    ("chapters", "vidscope.tasks.chapters:CHAPTERS"),
 ]
 
 

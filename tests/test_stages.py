@@ -30,7 +30,7 @@ def test_the_registered_names_are_the_declarations_in_a_valid_order() -> None:
     declared = registry.stages()
     assert tuple(s.name for s in declared) == registry.stage_names()
     assert registry.stage_names()[:3] == ("probe", "segment", "frames")
-    assert registry.stage_names()[-1] == "clip_embed"
+    assert registry.stage_names()[-1] == "chapters"
 
 
 def test_a_stage_registered_before_what_it_needs_or_under_another_name_is_refused(
