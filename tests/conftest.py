@@ -4,7 +4,6 @@ suite's time budget."""
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -181,7 +180,7 @@ def _suite_budget(config: pytest.Config) -> float:
 
 def _default_marks(config: pytest.Config) -> str | None:
     """The ``-m`` expression of the ini file's addopts: what the README's command selects."""
-    words = shlex.split(" ".join(config.getini("addopts")))
+    words = list(config.getini("addopts"))  # already split as a shell would
     for i, word in enumerate(words[:-1]):
         if word == "-m":
             return words[i + 1]
@@ -228,9 +227,9 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
         return
     terminalreporter.section("default suite over its time budget", sep="=", red=True, bold=True)  # type: ignore[attr-defined]
     write(
-        f"The default suite took {wall:.0f} s, over its budget of {budget:.0f} s "
+        f"The default suite took {wall:.1f} s, over its budget of {budget:.0f} s "
         f"(suite_budget_seconds in pyproject.toml, or {_BUDGET_ENV}). Make the slow tests cheaper "
-        "(share expensive fixtures: tests/conftest.py), or move a test that is inherently "
+        "(build expensive stores once: tests/stores.py), or move a test that is inherently "
         "multi-minute to -m slow. Slowest tests (setup + call + teardown):"
     )
     for nodeid, seconds in sorted(_TEST_SECONDS.items(), key=lambda item: -item[1])[:15]:
