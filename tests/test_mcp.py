@@ -71,7 +71,7 @@ def test_other_agents_can_list_the_tools_ask_and_search(library: Library, tmp_pa
     result = anyio.run(converse, server_parameters(library, tmp_path))
 
     tools = {tool.name: tool for tool in result["tools"]}
-    assert set(tools) == {"ask", "search", "search_moments", "search_by_image"}
+    assert set(tools) == {"ask", "search", "search_moments", "search_by_image", "summarize"}
     assert result["by_image"].is_error and "/no/such/picture.png" in result["by_image"].content[0].text
     ask_schema = tools["ask"].input_schema
     assert set(ask_schema["required"]) == {"video", "question"}

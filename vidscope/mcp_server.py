@@ -17,12 +17,14 @@ from vidscope.agents import strategies
 from vidscope.api.models import MomentsResponse, SearchResponse, search_response
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.flows.ask import AskResult
+from vidscope.flows.summarize import VideoOverview
 
 INSTRUCTIONS = (
     "vidscope answers questions about, and searches, a library of videos that were ingested "
     "beforehand. `ask` answers about one video and cites time ranges (seconds) as evidence; "
     "`search` finds the videos (and moments) across the library that match a description; "
-    "`search_moments` finds moments of any video where something is said, shown or seen."
+    "`search_moments` finds moments of any video where something is said, shown or seen; "
+    "`summarize` says what one video is about (summary, chapters, highlights)."
 )
 
 
@@ -134,6 +136,22 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         except (LibraryEmpty, VisualSearchOff, ValueError) as exc:
             raise ToolError(str(exc)) from exc
         return MomentsResponse(**found.model_dump())
+
+    @server.tool()
+    def summarize(
+        video: Annotated[str, Field(description="Video id (or 6+ character prefix) or file name.")],
+    ) -> VideoOverview:
+        """What one ingested video is about: its summary, chapters (start, end, title, summary) and
+        highlights, in the video's own words (made at ingestion; no model needed)."""
+        from vidscope.flows.summarize import NotSummarized, read_summary
+        from vidscope.models.open_store import open_store
+        from vidscope.storage.videos import VideoNotFound, find_video
+
+        store = open_store(cfg)
+        try:
+            return read_summary(store, find_video(store, video))
+        except (VideoNotFound, NotSummarized) as exc:
+            raise ToolError(str(exc)) from exc
 
     return server
 

@@ -21,6 +21,7 @@ from vidscope.api.models import StageState, VideoDetail, VideoSummary
 from vidscope.api.routes import guarded_router
 from vidscope.api.security import VideoRoots
 from vidscope.api.state import State
+from vidscope.flows.summarize import VideoOverview
 
 if TYPE_CHECKING:
     from vidscope.storage import Store
@@ -183,3 +184,21 @@ def stream(video_id: VideoId, state: State) -> FileResponse:
 
 
 router.add_api_route("/videos/{video_id}/stream", stream, methods=["HEAD"], include_in_schema=False)
+
+
+@router.get(
+    "/videos/{video_id}/summary",
+    response_model=VideoOverview,
+    responses={404: {"description": "No such video, or it is not summarised yet (the reason in detail)."}},
+    tags=["library"],
+)
+def summary(video_id: VideoId, state: State) -> VideoOverview:
+    """The video's summary, chapters and highlights, made at ingestion (the ``chapters`` stage)."""
+    from vidscope.flows.summarize import NotSummarized, read_summary
+    from vidscope.storage.videos import VideoNotFound, find_video
+
+    store = state.store()
+    try:
+        return read_summary(store, find_video(store, video_id))
+    except (VideoNotFound, NotSummarized) as exc:
+        raise HTTPException(404, str(exc)) from exc

@@ -1,0 +1,206 @@
+"""Summaries, chapters and highlights without a model (the ``chapters`` stage, ``vidscope
+summarize``, ``GET /api/videos/{id}/summary``).
+
+One generated lecture in three parts of 15 s on different subjects (bread, volcanoes, football),
+narrated throughout, with a title slide at the start of the first and the third part, and one
+silent video without text, are ingested once by the real flow (embedded Whisper, OCR and MiniLM).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from media import narration_wav, silent_video, text_video
+from typer.testing import CliRunner
+
+from vidscope.api import create_app
+from vidscope.cli import app
+from vidscope.cli.common import overrides
+from vidscope.core.settings import Settings
+from vidscope.flows.ingest import run_ingest
+from vidscope.flows.summarize import Chapter, VideoOverview, as_markdown, as_webvtt
+from vidscope.models.open_store import open_store
+from vidscope.tasks.chapters import ClipInfo, Sentence, outline
+
+PART_SECONDS = 15.0
+NARRATION = [
+    (0.5, "Welcome to the bread baking lesson. We mix flour, water, yeast and salt into a dough."),
+    (7.5, "Knead the dough for ten minutes, then let the dough rise in a warm bowl."),
+    (15.5, "Now the volcano. A volcano erupts when magma and gas push through the crust."),
+    (22.5, "Lava flows down the volcano slopes and the ash cloud rises high."),
+    (30.5, "Finally the football match. The striker kicks the ball past the goalkeeper."),
+    (37.5, "The referee blows the whistle and the team celebrates the goal."),
+]
+TITLE_SLIDES = [(0.0, 4.0, "BREAD BAKING"), (30.0, 34.0, "FOOTBALL MATCH")]
+#: What each part's title should hold: its slide's text, else one of its own words.
+PART_WORDS = [
+    {"bread"},
+    {"volcano", "lava", "magma", "crust", "erupt", "erupts", "ash", "slope"},
+    {"football"},
+]
+LOOPBACK = {"client": ("127.0.0.1", 50000), "base_url": "http://127.0.0.1"}
+
+
+@dataclass
+class Library:
+    settings: Settings
+    lecture: Path
+    silent: Path
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    root = tmp_path_factory.mktemp("summaries")
+    duration = 3 * PART_SECONDS
+    lecture = text_video(
+        root / "lecture.mp4",
+        duration=duration,
+        fps=10,
+        texts=TITLE_SLIDES,
+        audio=narration_wav(NARRATION, root / "lecture.wav", duration=duration),
+    )
+    silent = silent_video(root / "silent.mp4", duration=8.0, fps=10)
+    settings = Settings(data_dir=root / "data")
+    reports = run_ingest([str(lecture), str(silent)], settings, optimize=False)
+    assert all(r.status == "ok" for r in reports), reports
+    stages = {s.stage: s.status for s in reports[0].stages}
+    if stages["speech"] != "done":
+        pytest.skip(f"speech recognition is {stages['speech']} here (Whisper base not installed)")
+    assert stages["chapters"] == "done", reports[0]
+    return Library(settings, lecture, silent)
+
+
+def cli(library: Library, *args: str) -> tuple[int, str]:
+    overrides.clear()
+    result = CliRunner().invoke(app, ["--data-dir", str(library.settings.data_dir), *args])
+    overrides.clear()
+    assert "Traceback" not in result.output, result.output
+    return result.exit_code, result.output
+
+
+def summary_json(library: Library, video: Path) -> dict[str, Any]:
+    code, output = cli(library, "summarize", video.name, "--json")
+    assert code == 0, output
+    data: dict[str, Any] = json.loads(output)
+    return data
+
+
+def test_chapters_start_within_3_s_of_each_part_and_are_titled_by_its_slide_or_its_words(
+    library: Library,
+) -> None:
+    chapters = summary_json(library, library.lecture)["chapters"]
+    assert len(chapters) == 3, chapters
+    for i, chapter in enumerate(chapters):
+        assert abs(chapter["start"] - i * PART_SECONDS) <= 3.0, chapters
+        assert any(word in chapter["title"].lower() for word in PART_WORDS[i]), chapters
+    assert chapters[0]["title"] == "BREAD BAKING" and chapters[2]["title"] == "FOOTBALL MATCH"
+    assert chapters[-1]["end"] == pytest.approx(3 * PART_SECONDS, abs=0.1)
+    assert all(a["end"] == b["start"] for a, b in zip(chapters, chapters[1:], strict=False))
+
+
+def test_json_has_the_summary_chapters_and_highlights_in_the_videos_own_words(library: Library) -> None:
+    data = summary_json(library, library.lecture)
+    assert {"summary", "chapters", "highlights"} <= set(data)
+    assert all({"start", "end", "title", "summary"} <= set(c) for c in data["chapters"])
+    assert data["highlights"] and all({"start", "end", "text"} <= set(h) for h in data["highlights"])
+    store = open_store(library.settings)
+    said = " ".join(
+        " ".join(r["text"].split())
+        for r in store.rows(store.transcripts, video_id=data["video_id"]).to_pylist()
+    )
+    for chapter in data["chapters"]:
+        assert chapter["summary"] and chapter["summary"] in said, (chapter, said)
+    assert data["summary"] and all(c["summary"].split(". ")[0] in data["summary"] for c in data["chapters"])
+    for highlight in data["highlights"]:
+        assert highlight["text"] in said and highlight["start"] < highlight["end"]
+    # The HTTP API gives the same document.
+    with TestClient(create_app(library.settings), **LOOPBACK) as http:  # type: ignore[arg-type]
+        response = http.get(f"/api/videos/{data['video_id'][:12]}/summary")
+    assert response.status_code == 200, response.text
+    assert response.json() == data
+
+
+def test_md_lists_0_00_title_lines_and_vtt_is_webvtt_chapters(library: Library) -> None:
+    code, md = cli(library, "summarize", library.lecture.name, "--format", "md")
+    assert code == 0, md
+    lines = md.splitlines()
+    assert len(lines) == 3 and lines[0] == "0:00 BREAD BAKING", md
+    assert all(re.fullmatch(r"\d+:\d\d \S.*", line) for line in lines), md
+    code, vtt = cli(library, "summarize", library.lecture.name, "--format", "vtt")
+    assert code == 0, vtt
+    assert vtt.startswith("WEBVTT\n\n1\n00:00:00.000 --> 00:00:")
+    cues = re.findall(r"^(\d\d:\d\d:\d\d\.\d{3}) --> (\d\d:\d\d:\d\d\.\d{3})\n(.+)$", vtt, re.M)
+    assert [title for _, _, title in cues] == [line.split(" ", 1)[1] for line in lines]
+    code, table = cli(library, "summarize", library.lecture.name)
+    assert code == 0 and "FOOTBALL MATCH" in table and "highlights" in table
+
+
+def test_a_silent_video_without_text_is_one_chapter_that_says_why(library: Library) -> None:
+    data = summary_json(library, library.silent)
+    assert [(c["start"], c["end"]) for c in data["chapters"]] == [(0.0, pytest.approx(8.0, abs=0.2))]
+    assert data["summary"] == "" and data["highlights"] == [] and data["chapters"][0]["summary"] == ""
+    assert "no audio track" in data["note"] and "no on-screen text" in data["note"], data["note"]
+
+
+def test_reingest_is_up_to_date_and_a_video_not_summarised_says_so_in_one_line(library: Library) -> None:
+    code, output = cli(library, "ingest", str(library.lecture))
+    assert code == 0 and "1 up to date" in output, output
+    store = open_store(library.settings)
+    video_id = summary_json(library, library.silent)["video_id"]
+    store.replace_video_rows(store.chapters, video_id, [])
+    store.delete_rows(store.ledger, f"video_id = '{video_id}' AND stage = 'chapters'")
+    code, output = cli(library, "summarize", library.silent.name)
+    assert code == 1 and "not summarised yet" in output and len(output.strip().splitlines()) == 1, output
+    with TestClient(create_app(library.settings), **LOOPBACK) as http:  # type: ignore[arg-type]
+        assert http.get(f"/api/videos/{video_id}/summary").status_code == 404
+    (report,) = run_ingest([str(library.silent)], library.settings, optimize=False)
+    ran = [s.stage for s in report.stages if s.status not in ("cached", "skipped")]
+    assert ran == ["chapters"], report.stages
+    assert len(summary_json(library, library.silent)["chapters"]) == 1
+
+
+def test_text_from_the_video_is_plain_text_in_every_format() -> None:
+    title = "<b>Tom & Jerry</b> --> [red]\nnext"
+    overview = VideoOverview(
+        video_id="v" * 64,
+        file="x.mp4",
+        summary="",
+        chapters=[Chapter(start=0.0, end=75.5, title=title, summary="")],
+        highlights=[],
+    )
+    assert as_markdown(overview) == "0:00 <b>Tom & Jerry</b> --> [red] next\n"
+    assert as_webvtt(overview).splitlines()[4] == "&lt;b&gt;Tom &amp; Jerry&lt;/b&gt; --&gt; [red] next"
+    # ... and the stage stores what was said as it was said: no escaping on the way in.
+    said = "[bold]Hi[/bold] <i>there</i> & the ferry"
+    clips = [ClipInfo(0, 0.0, 5.0, speech=said)]
+    made = outline(5.0, clips, [Sentence(0.0, 4.0, said)], [], clip_seconds=5.0, min_seconds=10.0)
+    assert made.chapters[0].text == said and made.highlights[0].text == said
+
+
+def test_words_alone_find_the_parts_and_no_chapter_is_shorter_than_the_minimum() -> None:
+    topics = [
+        "flour dough yeast bread oven loaf",
+        "volcano lava magma crust eruption ash",
+        "football striker goalkeeper referee goal whistle",
+    ]
+    clips = [
+        ClipInfo(
+            i,
+            5.0 * i,
+            5.0 * (i + 1),
+            speech=" ".join(topics[i // 3].split()[i % 3 :: 2]) + " " + topics[i // 3],
+        )
+        for i in range(9)
+    ]
+    made = outline(45.0, clips, [], [], clip_seconds=5.0, min_seconds=10.0)
+    assert [c.start for c in made.chapters] == [0.0, 15.0, 30.0]
+    assert [c.why for c in made.chapters] == ["distinctive words"] * 3
+    # 15 s parts cannot be 20 s chapters: no cut leaves both sides that long.
+    longer = outline(45.0, clips, [], [], clip_seconds=5.0, min_seconds=20.0)
+    assert [(c.start, c.end) for c in longer.chapters] == [(0.0, 45.0)]
