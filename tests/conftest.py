@@ -99,17 +99,22 @@ def _tests_leave_the_working_tree_alone():
 # ---------------------------------------------------------------------------- isolation between tests
 
 
+#: The suite's own VIDSCOPE_* environment, as set above: every test ends with it put back.
+_BASE_ENVIRONMENT = {k: v for k, v in os.environ.items() if k.startswith("VIDSCOPE_")}
+
+
 @pytest.fixture(autouse=True)
 def _process_state_is_put_back() -> Iterator[None]:
     """What a CLI command invoked in-process leaves behind does not reach the next test: the
     ``--config`` option sets ``VIDSCOPE_CONFIG`` for the process and ``--data-dir`` fills the CLI's
-    overrides. Without this, a test's outcome depends on which tests ran before it in the same
-    process (it did under pytest-xdist, whose workers run the files in another order)."""
-    before = {k: v for k, v in os.environ.items() if k.startswith("VIDSCOPE_")}
+    overrides. Both are put back as the suite set them after each test, also when a module-scoped
+    fixture invoked the command (a config with ``text_reader = ""`` left that way turned OCR off
+    for every later test of the process). A wider fixture cannot hand its tests a VIDSCOPE_*
+    variable: it passes settings or a config path instead."""
     yield
-    for key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k not in before]:
+    for key in [k for k in os.environ if k.startswith("VIDSCOPE_") and k not in _BASE_ENVIRONMENT]:
         del os.environ[key]
-    os.environ.update(before)
+    os.environ.update(_BASE_ENVIRONMENT)
     common = sys.modules.get("vidscope.cli.common")
     if common is not None:
         common.overrides.clear()
