@@ -12,7 +12,8 @@ dir=${VIDSCOPE_REAL_MODEL_DIR:-.real-model}
 # Download and verify once here, so that a broken download fails before any test starts.
 .venv/bin/python -m tests.real_model.llama_server prepare "$dir" >/dev/null
 set +e
-.venv/bin/python -m pytest tests/real_model -m real_model -p no:cacheprovider "$@"
+# One process (-n 0): the tier shares one llama.cpp server and its 2 threads between the tests.
+.venv/bin/python -m pytest tests/real_model -m real_model -n 0 -p no:cacheprovider "$@"
 status=$?
 set -e
 if [ "$record" = 1 ] && [ -f benchmarks/out/real_model.md ]; then

@@ -161,6 +161,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """Two processes (addopts' ``-n 2``) are for the default suite: a run selecting other marks
+    (``-m slow``, the real-model tier with its one llama.cpp server) or asking for ``--pdb`` runs
+    in one process, as before. Runs before pytest-xdist reads the option."""
+    if getattr(config.option, "numprocesses", None) and (
+        (config.option.markexpr or None) != _default_marks(config) or config.getoption("usepdb", False)
+    ):
+        config.option.numprocesses = 0
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config, "workerinput"):  # a pytest-xdist worker
         _harness_threads_are_not_the_programs()
