@@ -94,10 +94,13 @@ def json_result(stdout: str) -> dict[str, Any] | None:
 
 
 def extractive_args(args: list[str]) -> list[str]:
-    """``args`` for the same question answered with no model: an eval gets a run of its own."""
+    """``args`` for the same question answered with no model: an eval gets a run of its own and
+    asks for the extractive strategy by name (``eval`` refuses a planner strategy without one)."""
     out = list(args)
     if "--run" in out:
         out[out.index("--run") + 1] += "-extractive"
+        if "--agent" in out:
+            out[out.index("--agent") + 1] = "extractive"
     return out
 
 
@@ -211,7 +214,8 @@ class Run:
         if not isinstance(path, str) or self.run_dir is None:
             return prediction
         whole = json.loads((Path(self.run_dir) / path).read_text(encoding="utf-8"))
-        return {**prediction, "trace": whole.get("trace", [])}
+        # The whole answer's citations are objects (level, support); the prediction's are tuples.
+        return {**prediction, "trace": whole.get("trace", []), "citations": whole.get("citations", [])}
 
     def questions(self) -> dict[str, list[dict[str, Any]]]:
         """Each question's trace. Eval predictions keep no trace: their tool-call count stands in."""
