@@ -206,6 +206,20 @@ def run_sama(
     videos = describe_videos(ctx, video_ids)
     last: list[str] = []
 
+    def prompt(lines: list[str]) -> list[ChatMessage]:
+        """The planner's request: question, skills and evidence memory, then ``lines``."""
+        return _prompt(
+            question,
+            videos,
+            skills,
+            memory,
+            lines,
+            options,
+            result_tokens=ctx.config.sama_result_tokens,
+            note_tokens=ctx.config.sama_note_tokens,
+            multi_select=multi_select,
+        )
+
     def reread(fact: Fact, start: float, end: float) -> list[Fact]:
         arguments = {
             "video_id": fact.video_id,
@@ -237,17 +251,7 @@ def run_sama(
         # The turn number makes each request differ from the last, so a reply that did not advance
         # the loop is never replayed from the response cache within this conversation.
         header = f"Turn {turn} of {ctx.config.sama_max_turns}."
-        state.messages = _prompt(
-            question,
-            videos,
-            skills,
-            memory,
-            [header, *last],
-            options,
-            result_tokens=ctx.config.sama_result_tokens,
-            note_tokens=ctx.config.sama_note_tokens,
-            multi_select=multi_select,
-        )
+        state.messages = prompt([header, *last])
         memory.settle()  # the latest results were shown in full; from now on they are notes
         last = []
         reply = ask_model(ctx, state, specs, record)
@@ -331,7 +335,8 @@ def run_sama(
     # read out of the facts; without one, no answer (the extractive answer stands in).
     if stated:
         return forced_answer(state, stated, options)
-    return _best_guess(ctx, state, question, videos, skills, memory, video_ids, options, record, multi_select)
+    state.messages = prompt([prompts.FORCED_ANSWER])
+    return _best_guess(ctx, state, video_ids, options, record)
 
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -410,28 +415,13 @@ def _resolved_citations(raw: Any, video_ids: Sequence[str]) -> tuple[list[dict[s
 def _best_guess(
     ctx: ToolContext,
     state: LoopState,
-    question: str,
-    videos: list[dict[str, object]],
-    skills: str,
-    memory: EvidenceMemory,
     video_ids: Sequence[str],
     options: Sequence[str] | None,
     record: StepCallback,
-    multi_select: bool,
 ) -> Answer:
-    """One last turn offering only the answer tool: the planner's best guess from its evidence
-    memory, forced; a reply in words counts too, data does not."""
-    state.messages = _prompt(
-        question,
-        videos,
-        skills,
-        memory,
-        [prompts.FORCED_ANSWER],
-        options,
-        result_tokens=ctx.config.sama_result_tokens,
-        note_tokens=ctx.config.sama_note_tokens,
-        multi_select=multi_select,
-    )
+    """One last turn (``state.messages`` already asks for it) offering only the answer tool: the
+    planner's best guess from its evidence memory, forced; a reply in words counts too, data does
+    not."""
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="turn limit reached"))
     reply = ask_model(ctx, state, [answer_tool.spec()], record)
     if reply is not None:
