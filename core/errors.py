@@ -43,11 +43,17 @@ def invalid_fields(exc: ValidationError, most: int = 3) -> str:
 
 
 class BackendUnavailable(VidscopeError, RuntimeError):
-    """A model role could not be loaded. The message names the model, what was tried and the fix."""
+    """A model role could not be loaded. The message names the model, what was tried and the fix.
 
-    def __init__(self, role: str, model: str, tried: str, fix: str) -> None:
+    ``brief`` is the short form for the places that report an optional model once per command (an
+    ingest's or a search's closing line, the page): what is missing and the one command that fixes
+    it, no URL. The full message stays for ``vidscope models`` and the log.
+    """
+
+    def __init__(self, role: str, model: str, tried: str, fix: str, brief: str | None = None) -> None:
         self.role, self.model, self.tried, self.fix = role, model, tried, fix
         super().__init__(f"{role}: cannot load '{model}' (tried {tried}). {fix}")
+        self.brief = brief or str(self)
 
 
 class ModelOutputError(VidscopeError, RuntimeError):

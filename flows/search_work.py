@@ -94,7 +94,7 @@ def search_videos(
         image_text = registry.image_text(settings)
     except BackendUnavailable as exc:
         image_text = None
-        notes.append(f"visual search is off ({exc}); captions were compared instead")
+        notes.append(f"visual search is off ({exc.brief}); captions were compared instead")
     video_text = _video_text(settings, notes)
     result = search_library(
         store,
@@ -140,7 +140,7 @@ def _image_text(settings: Settings, notes: list[str]) -> ImageTextEmbedder | Non
     try:
         return registry.image_text(settings)
     except BackendUnavailable as exc:
-        notes.append(f"visual search is off: {exc}")
+        notes.append(f"visual search is off: {exc.brief}")
         return None
 
 
@@ -163,7 +163,7 @@ def find_moments_by_image(
     try:
         model = registry.image_text(settings)
     except BackendUnavailable as exc:
-        raise VisualSearchOff(f"visual search is off: {exc}") from exc
+        raise VisualSearchOff(f"visual search is off: {exc.brief}") from exc
     if model is None:
         raise VisualSearchOff("visual search is off: no image-text model is configured (models.image_text)")
     result = search_moments_by_image(store, image, image_text=model, k=k, filters=filters, label=label)

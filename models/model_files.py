@@ -29,7 +29,9 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 import stat
+import threading
 import tempfile
 import urllib.error
 import urllib.parse
@@ -41,8 +43,12 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 MANIFEST = "vidscope-model.json"
-#: Seconds a hub request may stall before the fetch gives up.
+#: Seconds a hub request may stall before the fetch gives up (once the host answered).
 TIMEOUT = 30.0
+#: Seconds the first contact with a model host may take; a host that does not answer in time is
+#: not tried again by this process (a network that drops packets costs one short wait, not 30 s
+#: per model file and per command).
+REACH_TIMEOUT = 3.0
 #: The largest manifest read (from the network or a directory); real ones are a few KB.
 MAX_MANIFEST_BYTES = 1 << 20
 #: The most bytes taken for a file whose manifest pins no size.
@@ -185,7 +191,45 @@ def cache_root(data_dir: Path) -> Path:
     return Path(data_dir).expanduser() / "models"
 
 
+#: Hosts this process could not reach, with why: tried once, then refused at once.
+_unreachable: dict[tuple[str, int], str] = {}
+_unreachable_lock = threading.Lock()
+
+
+def reach(url: str) -> None:
+    """Raise ``OSError`` at once when ``url``'s host did not answer this process before, or does
+    not accept a connection within :data:`REACH_TIMEOUT` now (remembered for the process)."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        return
+    key = (parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if proxy and not urllib.request.proxy_bypass(parts.hostname):
+        # Through a proxy the first contact is the proxy's, not the model host's.
+        via = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if via.hostname:
+            key = (via.hostname, via.port or (443 if via.scheme == "https" else 80))
+    with _unreachable_lock:
+        known = _unreachable.get(key)
+    if known is not None:
+        raise OSError(known)
+    try:
+        socket.create_connection(key, timeout=REACH_TIMEOUT).close()
+    except OSError as exc:
+        why = f"{key[0]} did not answer ({exc.strerror or exc or 'timed out'})"
+        with _unreachable_lock:
+            _unreachable[key] = why
+        raise OSError(why) from exc
+
+
+def forget_unreachable() -> None:
+    """Let this process try every model host again (after ``models pull`` or in tests)."""
+    with _unreachable_lock:
+        _unreachable.clear()
+
+
 def _get(url: str) -> Any:
+    reach(url)
     request = urllib.request.Request(url, headers={"User-Agent": "vidscope"})
     return urllib.request.urlopen(request, timeout=TIMEOUT)  # noqa: S310 (http(s) URLs from pins)
 

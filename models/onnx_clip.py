@@ -51,8 +51,11 @@ KIND = "onnx-clip"
 #: CI: no data dir then downloads the model); ``vidscope models pull`` still fetches.
 NO_FETCH_VARIABLE = "VIDSCOPE_MODEL_FETCH"
 
-#: Why a model could not be had, per (target, data dir): asked once per process, not per video.
-_failures: dict[tuple[str, str], str] = {}
+#: Why a model could not be had, per (target, data dir): asked once per process, not per video
+#: (the full reason and its brief form).
+_failures: dict[tuple[str, str], tuple[str, str]] = {}
+#: The short line shown once per command when the model is not in the cache and cannot be fetched.
+NOT_DOWNLOADED = "the image-text model is not downloaded (`vidscope models pull`; details: `vidscope models`)"
 #: What loading an onnx-clip model tries, as its "cannot load" line says.
 TRIED = "the data dir's model cache and the model's host"
 _failures_lock = threading.Lock()
@@ -227,7 +230,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         known = _failures.get(key)
     if known is not None:
         # The same line as the first time (it was tried once in this process; not again).
-        raise BackendUnavailable(role, spec, TRIED, known)
+        raise BackendUnavailable(role, spec, TRIED, known[0], brief=known[1])
     try:
         import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
@@ -247,9 +250,17 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
             f"{exc}. On a machine that reaches the model host run `vidscope models pull` (or `vidscope "
             "models pull --to DIR`, then `vidscope models pull --from DIR` here)."
         )
+        brief = NOT_DOWNLOADED if _not_downloaded(exc) else f"the image-text model cannot be loaded: {exc}"
         with _failures_lock:
-            _failures[key] = fix
-        raise BackendUnavailable(role, spec, TRIED, fix) from exc
+            _failures[key] = (fix, brief)
+        raise BackendUnavailable(role, spec, TRIED, fix, brief=brief) from exc
+
+
+def _not_downloaded(exc: BaseException) -> bool:
+    """True when the model is simply absent here and its host could not be reached (the common
+    offline case), not when a file is corrupt or a spec is wrong (those keep their own words)."""
+    text = str(exc)
+    return isinstance(exc, FetchError) and (text.startswith("cannot fetch") or "not in the cache" in text)
 
 
 def pull(
@@ -266,6 +277,7 @@ def pull(
     checked against the same pins). With ``to`` the cached model is then copied there too. Returns
     the manifest and the directory it was copied to last. Raises :class:`FetchError` or ``ValueError``.
     """
+    model_files.forget_unreachable()  # asked for by name: the host gets a full try
     directory = cache_dir(target, options, data_dir)
     if directory is None:
         raise ValueError(f"'{target}' is a local directory: there is nothing to pull")
@@ -299,6 +311,7 @@ def pull(
 
 
 def forget_failures() -> None:
-    """Let the next load try again (after ``vidscope models pull``; tests)."""
+    """Let the next load try again (after ``vidscope models pull``; tests), hosts included."""
     with _failures_lock:
         _failures.clear()
+    model_files.forget_unreachable()

@@ -97,11 +97,11 @@ def visual_model(settings: Settings) -> ImageTextEmbedder:
     try:
         model = registry.image_text(settings)
     except BackendUnavailable as exc:
-        reason = f"visual search is off: {exc}"
+        reason = f"visual search is off: {exc.brief}"
         with _said_lock:
             if reason not in _said:
                 _said.add(reason)
-                log.warning(reason)
+                log.warning("visual search is off: %s", exc)  # the details, once, in the log
         raise StageNotApplicable(reason) from exc
     if model is None:
         raise StageNotApplicable("visual search is off: no image-text model configured (models.image_text)")

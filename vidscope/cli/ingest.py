@@ -350,4 +350,4 @@ def _say_if_visual_search_is_off(cfg: Any) -> None:
     try:
         registry.image_text(cfg)  # already loaded (or refused) by this process's stages: instant
     except BackendUnavailable as exc:
-        errors.print(f"[yellow]visual search is off:[/yellow] {safe(str(exc))}")
+        errors.print(f"[yellow]visual search is off:[/yellow] {safe(exc.brief)}")
