@@ -56,6 +56,12 @@ class BackendUnavailable(VidscopeError, RuntimeError):
         self.brief = brief or str(self)
 
 
+class ModelNotDownloaded(BackendUnavailable):
+    """A model fetched on first use is not in the cache and its host could not be reached: the
+    install works without it (the role is optional until it is pulled), so ``vidscope models``
+    says "not downloaded" and exits 0."""
+
+
 class ModelOutputError(VidscopeError, RuntimeError):
     """A model answered, but not in a form that could be used (after one corrective re-ask)."""
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from vidscope.core.errors import BackendUnavailable
+from vidscope.core.errors import BackendUnavailable, ModelNotDownloaded
 from vidscope.models import model_files
 from vidscope.models.model_files import CARDS, FetchError, Manifest
 from vidscope.models.protocols.image import Image
@@ -230,7 +230,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         known = _failures.get(key)
     if known is not None:
         # The same line as the first time (it was tried once in this process; not again).
-        raise BackendUnavailable(role, spec, TRIED, known[0], brief=known[1])
+        raise _unavailable(role, spec, *known)
     try:
         import onnxruntime  # noqa: F401
         import tokenizers  # noqa: F401
@@ -253,7 +253,12 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         brief = NOT_DOWNLOADED if _not_downloaded(exc) else f"the image-text model cannot be loaded: {exc}"
         with _failures_lock:
             _failures[key] = (fix, brief)
-        raise BackendUnavailable(role, spec, TRIED, fix, brief=brief) from exc
+        raise _unavailable(role, spec, fix, brief) from exc
+
+
+def _unavailable(role: str, spec: str, fix: str, brief: str) -> BackendUnavailable:
+    kind = ModelNotDownloaded if brief == NOT_DOWNLOADED else BackendUnavailable
+    return kind(role, spec, TRIED, fix, brief=brief)
 
 
 def _not_downloaded(exc: BaseException) -> bool:

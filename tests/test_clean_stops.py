@@ -76,7 +76,9 @@ def test_bad_inputs_are_one_line_each_with_no_traceback(tmp_path: Path) -> None:
     # off (the default image-text model cannot be had offline; issue 25), printed once.
     said = " ".join(err.split())  # the terminal wraps the line
     assert said.startswith("visual search is off:") and said.count("visual search is off") == 1, err
-    assert said.endswith("`vidscope models pull --from DIR` here)."), err
+    # Short (issue 41): what is missing and the command that fixes it, no URL; details in `models`.
+    assert said.endswith("(`vidscope models pull`; details: `vidscope models`)"), err
+    assert "https://" not in err, err
     log = data / "logs" / "vidscope.log"
     assert "Traceback" in log.read_text()  # ... they are in the log file, which the lines name
     # The live per-file lines (the failure table at the end repeats the failed files in its own layout).

@@ -298,6 +298,46 @@ def test_fetched_files_are_kept_only_when_they_match_their_pins(tmp_path: Path) 
         model_files.import_from(pinned, tmp_path / "stick", tmp_path / "elsewhere")
 
 
+def test_a_model_host_that_does_not_answer_is_tried_once_per_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41: a network that drops packets costs one short wait per process, not 30 s per model
+    file and per command; the load's line is short and names the fix."""
+    import socket
+    import time
+
+    from vidscope.core.errors import BackendUnavailable
+    from vidscope.models import model_files, onnx_clip
+
+    for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    onnx_clip.forget_failures()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens: the first contact fails
+    url = f"http://127.0.0.1:{port}/model.onnx"
+    with pytest.raises(OSError, match="did not answer"):
+        model_files.reach(url)
+    listening = socket.create_server(("127.0.0.1", port))
+    try:
+        started = time.monotonic()
+        with pytest.raises(OSError, match="did not answer"):  # remembered: not tried again
+            model_files.reach(url)
+        assert time.monotonic() - started < 0.1
+        model_files.forget_unreachable()
+        model_files.reach(url)  # after forgetting (as `models pull` does), tried and reached
+    finally:
+        listening.close()
+        onnx_clip.forget_failures()
+    monkeypatch.setenv(onnx_clip.NO_FETCH_VARIABLE, "0")
+    with pytest.raises(BackendUnavailable) as refused:
+        onnx_clip.from_spec("image_text", "clip-vit-b32-int8", {}, tmp_path / "data")
+    assert refused.value.brief == onnx_clip.NOT_DOWNLOADED and "https://" not in refused.value.brief
+    assert "pull it first" in str(refused.value)  # the details stay in the full message
+    onnx_clip.forget_failures()
+
+
 @pytest.mark.slow
 def test_pull_checks_the_pin_and_carries_the_model_to_an_offline_machine(
     tmp_path: Path, tiny_model: tuple[Path, str], model_server: str
@@ -401,6 +441,8 @@ def test_offline_ingestion_says_once_that_visual_search_is_off(tmp_path: Path) -
     assert ingested.returncode == 0, ingested.stderr
     output = ingested.stdout + ingested.stderr
     assert output.count("visual search is off") == 1, output
+    # One short line (issue 41): no hub URL, the one command that fixes it.
+    assert "https://" not in output and "`vidscope models pull`" in output, output
     found = cli(toml, "search", "--moments", "hello", "--json")
     assert found.returncode == 0 and json.loads(found.stdout)["moments"], found.stderr
     photo = tmp_path / "photo.png"
