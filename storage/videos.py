@@ -67,7 +67,8 @@ class VideoRows(Protocol):
 
 
 def find_video(store: VideoRows, ref: str) -> VideoRecord:
-    """Resolve ``ref`` to a stored video: a full id, an id prefix (6+ chars), a path, or a file name.
+    """Resolve ``ref`` to a stored video: a full id, an id prefix (6+ chars), a path, or a file name
+    with or without its extension (``car-detection`` finds ``car-detection.mp4``).
 
     Raises :class:`VideoNotFound` naming the reference when nothing or more than one video matches.
     """
@@ -85,6 +86,8 @@ def find_video(store: VideoRows, ref: str) -> VideoRecord:
         exact = [r for r in rows if r["video_id"].startswith(ref.lower())]
     if not exact:
         exact = [r for r in rows if r["file_name"] == ref or r["file_name"] == Path(ref).name]
+    if not exact:  # a file name as people say it, without the extension
+        exact = [r for r in rows if Path(r["file_name"]).stem == ref or Path(r["file_name"]).stem == Path(ref).name]
     if not exact:
         raise VideoNotFound(f"no ingested video matches '{ref}' (see `vidscope videos`)")
     if len(exact) > 1:

@@ -168,9 +168,15 @@ def test_find_video_by_id_prefix_path_and_name(store: Store) -> None:
         [
             video_row("abcdef0123", "/videos/a b/ünï.mp4", "ünï.mp4"),
             video_row("abcdef9999", "/videos/other.mp4", "other.mp4"),
+            video_row("abcdef7777", "/videos/talk.mp4", "talk.mp4"),
+            video_row("abcdef8888", "/videos/talk.mkv", "talk.mkv"),
         ],
     )
     assert find_video(store, "abcdef01").video_id == "abcdef0123"
+    assert find_video(store, "other").video_id == "abcdef9999"  # the name people say (issue 41)
+    assert find_video(store, "ünï").video_id == "abcdef0123"
+    with pytest.raises(VideoNotFound, match="several"):  # talk.mp4 and talk.mkv
+        find_video(store, "talk")
     assert find_video(store, "/videos/a b/ünï.mp4").video_id == "abcdef0123"
     assert find_video(store, "other.mp4").video_id == "abcdef9999"
     with pytest.raises(VideoNotFound, match="several"):
