@@ -3,7 +3,10 @@
 A video is *new* when its content hash was not in the store before the run, *changed* when it was
 but some stage had work to do (a failed or missing stage, or a stage whose settings or model
 changed: the ledger knows), and *unchanged* when every stage was already current. The counts and
-one row per video are published as a table artifact of the flow run.
+one row per video are published as a table artifact of the flow run (``nightly-ingest``), and what
+the library gained in the last ``digest_since`` (default a day: the videos ingested, each with its
+summary and chapter titles; :func:`vidscope.flows.summarize.read_digest`) as a Markdown artifact
+(``nightly-digest``) for whoever reads the UI in the morning.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from vidscope.core.settings import Settings, get_settings
 from vidscope.flows.ingest import VideoReport, run_ingest
-from vidscope.flows.runs import publish_table
+from vidscope.flows.runs import publish_markdown, publish_table
+from vidscope.flows.summarize import digest_markdown, parse_since, read_digest
 from vidscope.models.open_store import open_store
 
 log = logging.getLogger(__name__)
@@ -37,6 +41,7 @@ class NightlySummary(BaseModel):
     failed: int = 0
     duplicates: int = 0
     videos: list[dict[str, str]] = Field(default_factory=list)
+    digest_videos: int = Field(0, description="Videos in the published digest's window.")
     reports: list[VideoReport] = Field(default_factory=list)
 
 
@@ -58,9 +63,13 @@ def _run_name() -> str:
 
 
 @flow(name="nightly-ingest", flow_run_name=_run_name, validate_parameters=False, log_prints=False)
-def nightly(folders: list[str] | None = None, settings: Settings | None = None) -> NightlySummary:
-    """Ingest new or changed videos under ``folders`` (default: ``[server] watch_folders``)."""
+def nightly(
+    folders: list[str] | None = None, settings: Settings | None = None, digest_since: str = "1d"
+) -> NightlySummary:
+    """Ingest new or changed videos under ``folders`` (default: ``[server] watch_folders``), then
+    publish the digest of what the library gained in the last ``digest_since`` (1d, 12h, …)."""
     settings = settings or get_settings()
+    window = parse_since(digest_since)  # a bad window fails the run before any work
     wanted = [str(Path(f).expanduser()) for f in (folders or settings.server.watch_folders)]
     present = [f for f in wanted if Path(f).is_dir()]
     summary = NightlySummary(folders=wanted, missing_folders=[f for f in wanted if f not in present])
@@ -80,6 +89,13 @@ def nightly(folders: list[str] | None = None, settings: Settings | None = None) 
             )
             summary.reports.append(report)
     _publish(summary)
+    digest = read_digest(open_store(settings), window)
+    summary.digest_videos = digest.count
+    publish_markdown(
+        "nightly-digest",
+        digest_markdown(digest),
+        f"What the library gained in the last {digest_since}: {digest.count} video(s)",
+    )
     return summary
 
 

@@ -3,12 +3,15 @@
 The ``chapters`` ingestion stage (:mod:`vidscope.tasks.chapters`) writes them into the store;
 :func:`read_summary` reads them back as one :class:`VideoOverview`, and :func:`as_markdown` /
 :func:`as_webvtt` write the chapter list in the two formats people paste or load next to a video.
-No Prefect and no model: reading a summary is a store read.
+:func:`read_digest` lists what the library gained in a window (``vidscope digest``, the nightly
+deployment's Markdown artifact). No Prefect and no model: both are store reads.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
@@ -119,3 +122,114 @@ def as_webvtt(overview: VideoOverview) -> str:
         for i, c in enumerate(overview.chapters, 1)
     ]
     return "WEBVTT\n\n" + "\n".join(cues)
+
+
+# ------------------------------------------------------------------------------------ the digest
+
+#: ``--since`` units: seconds, minutes, hours, days, weeks.
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: The longest window a digest reads back (a typo such as ``9999w`` is refused, not overflowed).
+MAX_SINCE_DAYS = 3660
+
+
+def parse_since(text: str) -> timedelta:
+    """A window such as ``1d``, ``12h``, ``30m``, ``2w`` or ``90s`` (a number and one unit);
+    ``ValueError`` naming what is accepted for anything else."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text or "", re.IGNORECASE)
+    if match is None:
+        raise ValueError(f"--since {text!r} is not a window: a number and a unit, e.g. 1d, 12h, 30m, 2w")
+    seconds = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    if not 0 < seconds <= MAX_SINCE_DAYS * 86400:
+        raise ValueError(f"--since {text!r} must be more than 0 s and at most {MAX_SINCE_DAYS} days")
+    return timedelta(seconds=seconds)
+
+
+class DigestVideo(BaseModel):
+    """One video the library gained: when, how long, its summary and its chapter titles."""
+
+    video_id: str
+    file: str
+    added_at: str = Field(description="When it was ingested (ISO 8601, UTC).")
+    duration: float
+    summary: str
+    chapters: list[str] = Field(description="Its chapter titles, in order.")
+    note: str | None = Field(None, description="Why its overview is thin, or why there is none.")
+
+
+class Digest(BaseModel):
+    """What the library gained in a window: the videos ingested in it, newest first, with counts."""
+
+    since: str = Field(description="Start of the window (ISO 8601, UTC).")
+    until: str
+    videos: list[DigestVideo]
+    count: int = Field(description="Videos ingested in the window.")
+    seconds: float = Field(description="Their total duration.")
+    chapters: int = Field(description="Their chapters in all.")
+    not_summarized: int = Field(description="Of them, videos without a summary yet.")
+    library: int = Field(description="Videos in the whole library.")
+
+
+def read_digest(store: Store, since: timedelta, now: datetime | None = None) -> Digest:
+    """The videos ``store`` gained in the ``since`` before ``now`` (default: now), newest first."""
+    until = now or datetime.now(UTC)
+    start = until - since
+    rows = store.rows(store.videos).to_pylist()
+    fresh = sorted(
+        (r for r in rows if r["added_at"] is not None and start <= r["added_at"] <= until),
+        key=lambda r: (r["added_at"], r["file_name"]),
+        reverse=True,
+    )
+    videos = []
+    for row in fresh:
+        record = VideoRecord(**row)
+        try:
+            overview = read_summary(store, record)
+            summary, titles, note = overview.summary, [c.title for c in overview.chapters], overview.note
+        except NotSummarized as exc:
+            summary, titles, note = "", [], str(exc)
+        videos.append(
+            DigestVideo(
+                video_id=record.video_id,
+                file=record.file_name,
+                added_at=row["added_at"].isoformat(),
+                duration=record.duration,
+                summary=summary,
+                chapters=titles,
+                note=note,
+            )
+        )
+    return Digest(
+        since=start.isoformat(),
+        until=until.isoformat(),
+        videos=videos,
+        count=len(videos),
+        seconds=round(sum(v.duration for v in videos), 3),
+        chapters=sum(len(v.chapters) for v in videos),
+        not_summarized=sum(1 for v in videos if not v.chapters),
+        library=len(rows),
+    )
+
+
+def _md_text(text: str) -> str:
+    """Text from a video inside Markdown: one line, with Markdown's and HTML's markup characters
+    escaped so a title read off the screen shows as the words it is, never as a link or a tag."""
+    return re.sub(r"([\\`*_{}\[\]()#|<>&~])", r"\\\1", _one_line(text))
+
+
+def digest_markdown(digest: Digest) -> str:
+    """The digest as Markdown (the nightly deployment's artifact): counts, then a section per video."""
+    hours = digest.seconds / 3600
+    lines = [
+        f"# What the library gained since {digest.since[:16].replace('T', ' ')} UTC",
+        "",
+        f"{digest.count} video(s), {fmt_time(digest.seconds)} ({hours:.1f} h), {digest.chapters} chapter(s); "
+        f"{digest.not_summarized} not summarised; {digest.library} video(s) in the library.",
+    ]
+    for video in digest.videos:
+        lines += ["", f"## {_md_text(video.file)} ({fmt_time(video.duration)}, {video.video_id[:12]})", ""]
+        if video.summary:
+            lines += [_md_text(video.summary), ""]
+        if video.note:
+            lines += [f"*{_md_text(video.note)}*", ""]
+        lines += [f"{i}. {_md_text(title)}" for i, title in enumerate(video.chapters, 1)]
+    return "\n".join(lines).rstrip() + "\n"

@@ -58,7 +58,9 @@ async def converse(params: StdioServerParameters) -> dict[str, Any]:
                 "search", {"query": "blue ocean", "k": 3}, read_timeout_seconds=180
             )
             by_image = await session.call_tool("search_by_image", {"path": "/no/such/picture.png"})
+            digest = await session.call_tool("digest", {"since": "2w"})
     return {
+        "digest": digest,
         "tools": tools.tools,
         "answer": answer,
         "missing": missing,
@@ -71,7 +73,8 @@ def test_other_agents_can_list_the_tools_ask_and_search(library: Library, tmp_pa
     result = anyio.run(converse, server_parameters(library, tmp_path))
 
     tools = {tool.name: tool for tool in result["tools"]}
-    assert set(tools) == {"ask", "search", "search_moments", "search_by_image", "summarize"}
+    assert set(tools) == {"ask", "search", "search_moments", "search_by_image", "summarize", "digest"}
+    assert library.video_id in [v["video_id"] for v in result["digest"].structured_content["videos"]]
     assert result["by_image"].is_error and "/no/such/picture.png" in result["by_image"].content[0].text
     ask_schema = tools["ask"].input_schema
     assert set(ask_schema["required"]) == {"video", "question"}

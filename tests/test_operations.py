@@ -216,6 +216,11 @@ def test_the_nightly_flow_counts_new_changed_and_unchanged_videos(
     with get_client(sync_client=True) as client:
         last = client.read_flow_run(artifacts[-1].flow_run_id)
     assert last.name.startswith("nightly ") and last.state_type == StateType.COMPLETED
+    # Each run publishes the digest of the last day: both videos, each with its chapter titles.
+    digests = sorted(artifacts_keyed("nightly-digest"), key=lambda a: a.created)
+    assert len(digests) == len(artifacts) and digests[-1].flow_run_id == last.id
+    assert digests[-1].type == "markdown" and third.digest_videos == 2
+    assert "2 video(s)" in digests[-1].data and "## b.mp4" in digests[-1].data and "1. " in digests[-1].data
 
 
 # ---------------------------------------------------------------------------- deployments

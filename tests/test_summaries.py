@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,17 @@ from vidscope.cli import app
 from vidscope.cli.common import overrides
 from vidscope.core.settings import Settings
 from vidscope.flows.ingest import run_ingest
-from vidscope.flows.summarize import Chapter, VideoOverview, as_markdown, as_webvtt
+from vidscope.flows.summarize import (
+    Chapter,
+    Digest,
+    DigestVideo,
+    VideoOverview,
+    as_markdown,
+    as_webvtt,
+    digest_markdown,
+    parse_since,
+    read_digest,
+)
 from vidscope.models.open_store import open_store
 from vidscope.tasks.chapters import ClipInfo, Sentence, outline
 
@@ -204,3 +215,70 @@ def test_words_alone_find_the_parts_and_no_chapter_is_shorter_than_the_minimum()
     # 15 s parts cannot be 20 s chapters: no cut leaves both sides that long.
     longer = outline(45.0, clips, [], [], clip_seconds=5.0, min_seconds=20.0)
     assert [(c.start, c.end) for c in longer.chapters] == [(0.0, 45.0)]
+
+
+# ------------------------------------------------------------------------------------ the digest
+
+
+def test_digest_lists_the_videos_ingested_in_the_window_with_their_summaries_and_chapter_titles(
+    library: Library,
+) -> None:
+    code, output = cli(library, "digest", "--json")
+    assert code == 0, output
+    data = json.loads(output)
+    assert (data["count"], data["library"], data["not_summarized"]) == (2, 2, 0)
+    by_file = {v["file"]: v for v in data["videos"]}
+    lecture = by_file[library.lecture.name]
+    assert lecture["chapters"][0] == "BREAD BAKING" and lecture["chapters"][2] == "FOOTBALL MATCH"
+    assert lecture["summary"] == summary_json(library, library.lecture)["summary"]
+    assert (
+        by_file[library.silent.name]["chapters"] == ["Whole video"]
+        and "no audio" in by_file[library.silent.name]["note"]
+    )
+    assert data["chapters"] == 4 and data["seconds"] == pytest.approx(3 * PART_SECONDS + 8.0, abs=0.5)
+    # The window is the last --since: nothing was ingested more than a day before "now + 2 days".
+    store = open_store(library.settings)
+    later = read_digest(store, parse_since("1d"), now=datetime.now(UTC) + timedelta(days=2))
+    assert (later.count, later.videos, later.library) == (0, [], 2)
+    code, table = cli(library, "digest", "--since", "12h")
+    assert code == 0 and "2 video(s)" in table and "3. FOOTBALL" in table, table
+    # The HTTP API gives the same videos; a bad window is one line (CLI) or a 422 (API).
+    with TestClient(create_app(library.settings), **LOOPBACK) as http:  # type: ignore[arg-type]
+        response = http.get("/api/digest", params={"since": "2d"})
+        bad = http.get("/api/digest", params={"since": "yesterday"})
+    assert response.status_code == 200 and response.json()["videos"] == data["videos"], response.text
+    assert bad.status_code == 422 and "1d, 12h" in bad.text
+    code, output = cli(library, "digest", "--since", "forever")
+    assert code == 2 and len(output.strip().splitlines()) == 1 and "'forever'" in output, output
+
+
+def test_the_digest_markdown_counts_and_escapes_text_from_videos() -> None:
+    digest = Digest(
+        since="2026-11-26T02:00:00+00:00",
+        until="2026-11-27T02:00:00+00:00",
+        videos=[
+            DigestVideo(
+                video_id="a" * 64,
+                file="talk.mp4",
+                added_at="2026-11-27T01:00:00+00:00",
+                duration=95.0,
+                summary="Click [here](http://x) <script>alert(1)</script>",
+                chapters=["<b>Intro</b>", "Results"],
+            )
+        ],
+        count=1,
+        seconds=95.0,
+        chapters=2,
+        not_summarized=0,
+        library=7,
+    )
+    md = digest_markdown(digest)
+    assert md.startswith("# What the library gained since 2026-11-26 02:00 UTC\n")
+    assert "1 video(s), 1:35 (0.0 h), 2 chapter(s); 0 not summarised; 7 video(s) in the library." in md
+    assert "## talk\\.mp4" not in md and "## talk.mp4 (1:35, aaaaaaaaaaaa)" in md
+    assert "Click \\[here\\]\\(http://x\\) \\<script\\>alert\\(1\\)\\</script\\>" in md
+    assert "1. \\<b\\>Intro\\</b\\>\n2. Results\n" in md and "<script>" not in md
+    for bad in ("", "1", "d", "-1d", "0h", "99999w"):
+        with pytest.raises(ValueError, match="--since"):
+            parse_since(bad)
+    assert parse_since("90s") == timedelta(seconds=90) and parse_since("2W") == timedelta(weeks=2)

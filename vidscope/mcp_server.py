@@ -17,14 +17,15 @@ from vidscope.agents import strategies
 from vidscope.api.models import MomentsResponse, SearchResponse, search_response
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.flows.ask import AskResult
-from vidscope.flows.summarize import VideoOverview
+from vidscope.flows.summarize import Digest, VideoOverview
 
 INSTRUCTIONS = (
     "vidscope answers questions about, and searches, a library of videos that were ingested "
     "beforehand. `ask` answers about one video and cites time ranges (seconds) as evidence; "
     "`search` finds the videos (and moments) across the library that match a description; "
     "`search_moments` finds moments of any video where something is said, shown or seen; "
-    "`summarize` says what one video is about (summary, chapters, highlights)."
+    "`summarize` says what one video is about (summary, chapters, highlights); `digest` lists "
+    "what the library gained lately."
 )
 
 
@@ -152,6 +153,21 @@ def build_server(settings: Settings | None = None) -> MCPServer:
             return read_summary(store, find_video(store, video))
         except (VideoNotFound, NotSummarized) as exc:
             raise ToolError(str(exc)) from exc
+
+    @server.tool()
+    def digest(
+        since: Annotated[str, Field(description="The window to look back: 1d, 12h, 30m, 2w …")] = "1d",
+    ) -> Digest:
+        """What the library gained: the videos ingested in the window, newest first, each with its
+        summary and chapter titles, and the counts."""
+        from vidscope.flows.summarize import parse_since, read_digest
+        from vidscope.models.open_store import open_store
+
+        try:
+            window = parse_since(since)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from exc
+        return read_digest(open_store(cfg), window)
 
     return server
 

@@ -6,7 +6,7 @@ Each command group lives in its own module and registers its commands on the app
 
 # Imported for their commands, in the order ``vidscope --help`` lists them.
 from vidscope.cli import ingest, library, ask, compare, models, demo, api, graph, search, server  # noqa: F401, I001
-from vidscope.cli import summarize, evaluate, bundle, train  # noqa: F401, I001
+from vidscope.cli import summarize, digest, evaluate, bundle, train  # noqa: F401, I001
 from vidscope.cli.common import app
 
 __all__ = ["app"]

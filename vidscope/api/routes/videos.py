@@ -21,7 +21,7 @@ from vidscope.api.models import StageState, VideoDetail, VideoSummary
 from vidscope.api.routes import guarded_router
 from vidscope.api.security import VideoRoots
 from vidscope.api.state import State
-from vidscope.flows.summarize import VideoOverview
+from vidscope.flows.summarize import Digest, VideoOverview
 
 if TYPE_CHECKING:
     from vidscope.storage import Store
@@ -202,3 +202,23 @@ def summary(video_id: VideoId, state: State) -> VideoOverview:
         return read_summary(store, find_video(store, video_id))
     except (VideoNotFound, NotSummarized) as exc:
         raise HTTPException(404, str(exc)) from exc
+
+
+@router.get(
+    "/digest",
+    response_model=Digest,
+    responses={422: {"description": "``since`` is not a window such as 1d, 12h or 30m."}},
+    tags=["library"],
+)
+def digest(
+    state: State,
+    since: Annotated[str, Query(max_length=16, description="The window: a number and s, m, h, d, w.")] = "1d",
+) -> Digest:
+    """What the library gained: the videos ingested in the window with their summaries and chapters."""
+    from vidscope.flows.summarize import parse_since, read_digest
+
+    try:
+        window = parse_since(since)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    return read_digest(state.store(), window)
