@@ -94,7 +94,7 @@ def search_videos(
         image_text = registry.image_text(settings)
     except BackendUnavailable as exc:
         image_text = None
-        notes.append(f"visual search is off ({exc.brief}); captions were compared instead")
+        notes.append(f"visual search is off: {exc.brief}. Captions were compared instead")
     video_text = _video_text(settings, notes)
     result = search_library(
         store,

@@ -55,7 +55,7 @@ NO_FETCH_VARIABLE = "VIDSCOPE_MODEL_FETCH"
 #: (the full reason and its brief form).
 _failures: dict[tuple[str, str], tuple[str, str]] = {}
 #: The short line shown once per command when the model is not in the cache and cannot be fetched.
-NOT_DOWNLOADED = "the image-text model is not downloaded (`vidscope models pull`; details: `vidscope models`)"
+NOT_DOWNLOADED = "the image-text model is not downloaded; `vidscope models pull` fetches it"
 #: What loading an onnx-clip model tries, as its "cannot load" line says.
 TRIED = "the data dir's model cache and the model's host"
 _failures_lock = threading.Lock()

@@ -77,7 +77,7 @@ def test_bad_inputs_are_one_line_each_with_no_traceback(tmp_path: Path) -> None:
     said = " ".join(err.split())  # the terminal wraps the line
     assert said.startswith("visual search is off:") and said.count("visual search is off") == 1, err
     # Short (issue 41): what is missing and the command that fixes it, no URL; details in `models`.
-    assert said.endswith("(`vidscope models pull`; details: `vidscope models`)"), err
+    assert said.endswith("not downloaded; `vidscope models pull` fetches it"), err
     assert "https://" not in err, err
     log = data / "logs" / "vidscope.log"
     assert "Traceback" in log.read_text()  # ... they are in the log file, which the lines name

@@ -39,12 +39,28 @@ def test_ingest_inspect_query_and_remove(cli, tmp_path) -> None:
     assert "Traceback" not in result.output
 
     result = cli("videos")
-    assert result.exit_code == 0 and "sign.mp4" in result.output and "1 videos" in result.output
+    assert result.exit_code == 0 and "sign.mp4" in result.output and "1 video " in result.output
 
-    result = cli("status", "sign.mp4")
+    result = cli("status", "sign")  # the file name as people say it, without its extension
     assert result.exit_code == 0
     for stage in ("probe", "segment", "frames", "ocr", "caption", "embed"):
         assert stage in result.output
+
+    # Issue 41: the overview is one compact line per video; --stages gives every stage's state.
+    result = cli("status")
+    assert result.exit_code == 0 and "ready" in result.output and "ocr:done" not in result.output
+    assert "skipped:" in result.output and "frame_embed" in result.output  # what did not run, named
+    result = cli("status", "--stages")
+    assert result.exit_code == 0 and "ocr:done" in result.output
+
+    # Video-level search in words: what was looked for, no pipeline terms unless --explain.
+    result = cli("search", "open daily sign")
+    assert result.exit_code == 0, result.output
+    words = " ".join(result.output.split())
+    assert "looked for" in words and "fusion" not in words and "--explain for how" in words
+    assert "1 videos" not in words and "plan (rules)" not in words
+    result = cli("search", "open daily sign", "--explain")
+    assert result.exit_code == 0 and "fusion" in " ".join(result.output.split())
 
     result = cli("show", "sign.mp4")
     assert result.exit_code == 0 and "OPEN DAILY" in result.output

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from vidscope.cli.common import app, console, errors, find, safe, settings, store
+from vidscope.cli.common import app, console, errors, find, plural, safe, settings, store
 
 
 @app.command("export")
@@ -32,7 +32,7 @@ def export(
         errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     rows = sum(manifest.tables.values())
-    console.print(f"exported {len(manifest.videos)} videos ({rows} rows) to {safe(str(to))}")
+    console.print(f"exported {plural(len(manifest.videos), 'video')} ({rows} rows) to {safe(str(to))}")
 
 
 @app.command("import")
@@ -66,9 +66,9 @@ def import_(
         errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
     replaced = f" ({len(report.replaced)} replaced)" if report.replaced else ""
-    console.print(f"imported {len(report.imported)} videos{replaced} from {safe(str(folder))}")
+    console.print(f"imported {plural(len(report.imported), 'video')}{replaced} from {safe(str(folder))}")
     if report.kept:
         console.print(
-            f"left {len(report.kept)} videos already here alone (e.g. {report.kept[0][:12]}); "
+            f"left {plural(len(report.kept), 'video')} already here alone (e.g. {report.kept[0][:12]}); "
             f"--replace ID overwrites one"
         )

@@ -46,6 +46,11 @@ def visible(text: object) -> str:
     return str(text).translate(_HIDDEN)
 
 
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``count`` and ``word`` in the right number: "1 video", "2 videos", "0 videos"."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
 def safe(text: object) -> str:
     """``text`` (from a video, a file, a model or the user) ready to go inside Rich markup: its
     control characters made visible and its square brackets escaped, so ``[/x]`` prints as is.

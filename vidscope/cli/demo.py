@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from vidscope.cli.common import app, console, errors, registered_command, settings
+from vidscope.cli.common import app, console, errors, plural, registered_command, settings
 
 
 @app.command()
@@ -21,7 +21,7 @@ def demo(
     video = demo_video(cfg.data_dir)
     console.print(f"{video}")
     inputs = [str(video), *[str(p) for p in sample_videos()]]
-    console.rule(f"[bold]2. ingesting {len(inputs)} videos")
+    console.rule(f"[bold]2. ingesting {plural(len(inputs), 'video')}")
     try:
         registered_command("ingest")(inputs)
     except typer.Exit as exc:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import STATUS_STYLE, app, console, errors, find, safe, store, timestamp, visible
+from vidscope.cli.common import STATUS_STYLE, app, console, errors, find, plural, safe, store, timestamp, visible
 
 if TYPE_CHECKING:
     pass
@@ -20,7 +20,7 @@ def videos() -> None:
     """List ingested videos."""
     opened = store()
     rows = opened.rows(opened.videos).to_pylist()
-    table = Table(title=f"{len(rows)} videos")
+    table = Table(title=plural(len(rows), "video"))
     for column in ("id", "file", "duration", "size", "fps", "audio", "clips"):
         table.add_column(column)
     for r in sorted(rows, key=lambda r: r["added_at"]):
@@ -39,8 +39,12 @@ def videos() -> None:
 @app.command()
 def status(
     video: Annotated[str | None, typer.Argument(help="Video id (prefix), path or file name.")] = None,
+    stages: Annotated[
+        bool, typer.Option("--stages", help="The overview with every stage's state per video.")
+    ] = False,
 ) -> None:
-    """Per-stage ingestion status of one video (with errors), or an overview of all."""
+    """Per-stage ingestion status of one video (with errors), or an overview of all: one line per
+    video saying whether it is ready and what was skipped or failed (``--stages`` for every stage)."""
     # The registered names, not the declarations: loading those imports every stage module.
     from vidscope.tasks.stage import ledger_rows
     from vidscope.tasks.stages import stage_names as registered_names
@@ -65,17 +69,34 @@ def status(
             table.add_row(name, f"[{style}]{safe(row['status'])}[/]", rows, seconds, safe(note))
         console.print(table)
         return
-    table = Table(title="stage status (vidscope status VIDEO for details)")
+    table = Table(title="ingestion status (vidscope status VIDEO for one video's stages)")
     table.add_column("video", overflow="fold")
-    table.add_column("stages", overflow="fold")
+    table.add_column("stages" if stages else "state", overflow="fold")
     for row in opened.rows(opened.videos).to_pylist():
         ledger = ledger_rows(opened, row["video_id"])
-        cells = []
-        for name in stage_names:
-            state = ledger.get(name, {}).get("status", "pending")
-            cells.append(f"[{STATUS_STYLE.get(state, 'dim')}]{name}:{state}[/]")
-        table.add_row(f"{row['video_id'][:12]} {safe(row['file_name'])}", " ".join(cells))
+        states = {name: ledger.get(name, {}).get("status", "pending") for name in stage_names}
+        if stages:
+            cell = " ".join(f"[{STATUS_STYLE.get(s, 'dim')}]{n}:{s}[/]" for n, s in states.items())
+        else:
+            cell = _compact_state(states)
+        table.add_row(f"{row['video_id'][:12]} {safe(row['file_name'])}", cell)
     console.print(table)
+
+
+def _compact_state(states: dict[str, str]) -> str:
+    """One video's stages in a few words: "ready" (or "not finished"), then the stages that did not
+    run as done, grouped by state ("skipped: detect, subjects")."""
+    by_state: dict[str, list[str]] = {}
+    for name, state in states.items():
+        if state != "done":
+            by_state.setdefault(state, []).append(name)
+    finished = not any(s in by_state for s in ("pending", "running", "interrupted"))
+    failed = "failed" in by_state
+    head = (
+        "[red]failed[/red]" if failed else "[green]ready[/green]" if finished else "[yellow]not finished[/yellow]"
+    )
+    rest = [f"[{STATUS_STYLE.get(s, 'dim')}]{s}[/]: {', '.join(names)}" for s, names in by_state.items()]
+    return " · ".join([head, *rest])
 
 
 def _ledger_note(details_json: str | None) -> str:

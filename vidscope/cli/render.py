@@ -15,11 +15,11 @@ from rich.panel import Panel
 from rich.table import Table
 
 from vidscope.agents import strategies
-from vidscope.cli.common import safe
+from vidscope.cli.common import plural, safe
 
 if TYPE_CHECKING:
     from vidscope.agents.answers import AskResult, Citation, TraceStep
-    from vidscope.agents.mavis.search import SearchResult
+    from vidscope.agents.mavis.search import SearchHit, SearchResult
     from vidscope.agents.moments import MomentSearch
 
 
@@ -113,27 +113,36 @@ def _render_trace(result: AskResult, console: Console) -> None:
 
 
 def render_search(
-    result: SearchResult, console: Console, as_json: bool = False, show_dropped: bool = False
+    result: SearchResult,
+    console: Console,
+    as_json: bool = False,
+    show_dropped: bool = False,
+    explain: bool = False,
 ) -> None:
-    """Print ``result``: JSON, or the plan, the ranked videos, notes (the dropped with ``show_dropped``)."""
+    """Print ``result``: JSON, or what was looked for, the ranked videos with why each matched, and
+    the notes. The pipeline's own terms (planner, fusion, pool, per-dimension scores, the rerank)
+    show only with ``explain``; the dropped videos with ``show_dropped``."""
     if as_json:
         console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return
-    plan = "; ".join(f"{d}: {safe(i)}" for d, i in result.plan.items())
-    console.print(f"[bold]plan[/bold] ({safe(result.planner)}) {plan}")
+    looked_for = ", ".join(f"{d} {safe(repr(i))}" for d, i in result.plan.items())
+    if explain:
+        plan = "; ".join(f"{d}: {safe(i)}" for d, i in result.plan.items())
+        console.print(f"[bold]plan[/bold] ({safe(result.planner)}) {plan}")
+    elif looked_for:
+        console.print(f"looked for {looked_for}")
     dims = list(result.plan)
-    table = Table(title=f"{len(result.hits)} videos for {safe(result.query)!r}")
-    for column in ("#", "video", "score", *dims, "caption", "moments"):
+    table = Table(title=f"{plural(len(result.hits), 'video')} for {safe(result.query)!r}")
+    columns = ("#", "video", "score", *dims, "caption", "moments") if explain else ("#", "video", "why", "moments")
+    for column in columns:
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(result.hits, 1):
-        table.add_row(
-            str(rank),
-            safe(hit.file_name),
-            f"{hit.score:.3f}",
-            *[f"{hit.scores.get(d, 0.0):.2f}" for d in dims],
-            safe(hit.caption[:80]),
-            ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments),
-        )
+        moments = ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments)
+        if explain:
+            scores = [f"{hit.scores.get(d, 0.0):.2f}" for d in dims]
+            table.add_row(str(rank), safe(hit.file_name), f"{hit.score:.3f}", *scores, safe(hit.caption[:80]), moments)
+        else:
+            table.add_row(str(rank), safe(hit.file_name), _why_it_matched(hit, result.plan), moments)
     if result.hits:
         console.print(table)
     else:
@@ -143,10 +152,32 @@ def render_search(
             console.print(f"  [dim]dropped[/dim] {safe(dropped.file_name)}: {safe(dropped.reason)}")
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {safe(note)}")
-    console.print(
-        f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
-        f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
-    )
+    if explain:
+        console.print(
+            f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
+            f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
+        )
+    else:
+        compared = "pictures" if result.rerank.startswith("image-text") else "descriptions"
+        console.print(
+            f"[dim]{result.seconds:.2f} s · {plural(result.pool_size, 'candidate')} · ranked by "
+            f"comparing their {compared} with the query (--explain for how)[/dim]"
+        )
+
+
+def _why_it_matched(hit: SearchHit, plan: dict[str, str]) -> str:
+    """The parts of the query a video matched best, in words: "object 'car' (strong)", then the
+    caption of the window that matched."""
+    parts = []
+    for dimension, wanted in plan.items():
+        score = hit.scores.get(dimension, 0.0)
+        strength = "strong" if score >= 0.5 else "fair" if score >= 0.3 else "weak"
+        parts.append(f"{dimension} {wanted!r} ({strength})")
+    caption = hit.caption.strip()
+    if caption:
+        parts.append(f"shows: {caption[:80]}")
+    return safe("; ".join(parts))
+
 
 
 def render_moments(result: MomentSearch, console: Console, as_json: bool = False) -> None:

@@ -80,6 +80,14 @@ def search(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
     show_dropped: Annotated[bool, typer.Option("--dropped", help="Also list the dropped videos.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="--videos: show how the ranking was made (the MAVIS plan, per-dimension scores, fusion, "
+            "pool and rerank) instead of the plain summary.",
+        ),
+    ] = False,
     show_all: Annotated[
         bool,
         typer.Option(
@@ -128,7 +136,7 @@ def search(
         refuse(exc, 1, as_json, style="yellow")
     except ValueError as exc:
         refuse(exc, 2, as_json)
-    render_search(result, console, as_json, show_dropped)
+    render_search(result, console, as_json, show_dropped, explain)
 
 
 def _filters(
