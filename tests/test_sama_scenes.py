@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from media import text_video
 
@@ -101,3 +102,88 @@ def test_the_simulated_scene_detector_cuts_where_what_is_shown_changes(tmp_path:
     assert whole.result.scenes == [[0.0, 10.0], [10.0, 20.0], [20.0, 30.0]]
     part = execute_tool(sim, "scene_detector", {"video_id": "v", "t0": 11, "t1": 19})
     assert part.ok and part.result.boundaries == [] and part.result.scenes == [[11.0, 19.0]]
+
+
+# ---------------------------------------------------------------------------- two alike slides
+
+SLIDE_CUT = 10.0
+
+
+def slides_video(path: Path, duration: float = 20.0, fps: int = 5) -> Path:
+    """Two slides of near-identical colours (off-white, dark text) whose text and layout differ:
+    a title slide with three large lines at the top left, then a list of four small lines lower
+    and further right. The cut at 10 s changes the colour histogram by under 0.02 (issue 38: the
+    detector that compared colours and the mean picture difference missed it)."""
+    from fractions import Fraction
+
+    import av
+    from PIL import Image, ImageDraw
+
+    from vidscope.core.synthetic import _font
+
+    def slide(background: tuple[int, int, int], lines: list[str], x: int, y: int, size: int) -> np.ndarray:
+        image = Image.new("RGB", (640, 360), background)
+        draw, font = ImageDraw.Draw(image), _font(size)
+        for i, line in enumerate(lines):
+            draw.text((x, y + int(i * size * 1.4)), line, font=font, fill=(20, 20, 60))
+        return np.asarray(image)
+
+    first = slide((245, 245, 240), ["Quarterly review", "Revenue up 4%", "Costs flat"], 40, 30, 36)
+    second = slide(
+        (240, 244, 246),
+        ["Next steps:", "- hire two engineers", "- open the Lyon office", "- ship v2 in May"],
+        80,
+        120,
+        24,
+    )
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("libx264", rate=fps)
+        stream.width, stream.height, stream.pix_fmt = 640, 360, "yuv420p"
+        stream.options = {"preset": "ultrafast", "crf": "23"}
+        for index in range(int(duration * fps)):
+            frame = av.VideoFrame.from_ndarray(first if index / fps < SLIDE_CUT else second, format="rgb24")
+            frame.pts, frame.time_base = index, Fraction(1, fps)
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path
+
+
+def test_a_cut_between_two_slides_of_alike_colours_is_found(tmp_path: Path) -> None:
+    """The issue's case: a 10 s cut between two slides that differ in text and layout, not in
+    colour. Found within 1 s on the stored frames and on frames read from the file at the
+    paper's ``fps`` argument; a threshold above the change finds nothing, as asked."""
+    from vidscope.agents.sama.tools_scenes import changes
+
+    path = slides_video(tmp_path / "slides.mp4")
+    settings = Settings(data_dir=tmp_path / "data", models=NO_MODELS)
+    (report,) = run_ingest([str(path)], settings)
+    assert report.status == "ok", report
+    ctx = ToolContext(settings, open_store(settings), config=AgentConfig(), registry=sama_registry())
+    video_id = report.video_id
+    for arguments in ({}, {"fps": 4.0}, {"fps": 1.0}):
+        outcome = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 20, **arguments})
+        assert outcome.ok, outcome.error
+        (cut,) = outcome.result.boundaries
+        assert abs(cut.t - SLIDE_CUT) <= 1.0, (arguments, cut)
+        assert outcome.result.fps == arguments.get("fps", 2.0)
+    assert (
+        "video file at 4 fps"
+        in execute_tool(
+            ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 20, "fps": 4.0}
+        ).result.source
+    )
+    strict = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 20, "threshold": 0.9})
+    assert strict.ok and strict.result.boundaries == []
+    # What made the old detector miss it: across the cut the colours barely change.
+    (colour, picture) = changes(_stored_frames(ctx, video_id, (cut.before, cut.after)))[0]
+    assert colour < 0.05 and picture >= 0.15, (colour, picture)
+
+
+def _stored_frames(ctx: ToolContext, video_id: str, times: tuple[float, float]) -> list[np.ndarray]:
+    """The stored frames nearest to ``times``."""
+    from vidscope.core.images import decode_jpeg
+
+    rows = ctx.store.rows(ctx.store.frames, video_id=video_id, columns=["t", "jpeg"]).to_pylist()
+    return [decode_jpeg(min(rows, key=lambda r: abs(r["t"] - t))["jpeg"]) for t in times]

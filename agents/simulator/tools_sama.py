@@ -288,14 +288,34 @@ def temporal_grounding(
 # ============================================================================ scene_detector
 
 
-@simulates(tools_scenes.scene_detector, version=1)
+@simulates(tools_scenes.scene_detector, version=2)
 def scene_detector(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the interval, in seconds."],
     t1: Annotated[float, "End of the interval, in seconds."],
+    fps: Annotated[
+        float,
+        Field(
+            description="Frames compared per second (2: the stored frames; up to 10, read from "
+            "the video file, places a cut more precisely).",
+            gt=0,
+            le=tools_scenes.MAX_FPS,
+        ),
+    ] = tools_scenes.FPS,
+    threshold: Annotated[
+        float,
+        Field(
+            description="How different two consecutive frames must be to count as a cut, in "
+            "[0, 1] (0.15; lower finds subtler cuts and more false ones).",
+            gt=0,
+            le=1,
+        ),
+    ] = tools_scenes.THRESHOLD,
 ) -> ScenesResult:
-    """Simulated scene_detector (the script's scene events begin and end at shot changes)."""
+    """Simulated scene_detector (the script's scene events begin and end at shot changes; a cut
+    is placed half a frame interval either side of its time, the frames at ``fps``; a script's
+    cut is always clear, so ``threshold`` changes nothing)."""
     sim = simulator_of(ctx)
     start, end = sim.check_interval(video_id, t0, t1)
     scenes = sim.events(video_id, start, end, kinds=("scene",))
@@ -313,12 +333,17 @@ def scene_detector(
         t1=end,
         boundaries=[
             SceneBoundary(
-                t=t, before=max(start, round(t - 0.25, 2)), after=min(end, round(t + 0.25, 2)), change=1.0
+                t=t,
+                before=max(start, round(t - 0.5 / fps, 2)),
+                after=min(end, round(t + 0.5 / fps, 2)),
+                change=1.0,
             )
             for t in cuts
         ],
         scenes=[[round(a, 2), round(b, 2)] for a, b in zip(edges, edges[1:], strict=False)],
-        frames_compared=int((end - start) * TRACK_FPS) + 1,
+        frames_compared=int((end - start) * fps) + 1,
+        fps=fps,
+        threshold=threshold,
         source=f"{SOURCE} (scene events)",
     )
 
