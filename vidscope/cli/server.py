@@ -66,10 +66,8 @@ def up(
         errors.print(f"[red]could not start the server:[/red] {exc}")
         raise typer.Exit(1) from exc
     _print_status(state)
-    console.print(
-        f"UI: {state.url}   (flows in this shell report there after "
-        f"[bold]export PREFECT_API_URL={state.url}/api[/bold])"
-    )
+    # vidscope commands find the running server by its pid file; no PREFECT_API_URL to export.
+    console.print(f"UI: {state.url}   (vidscope commands with this data dir report their runs there)")
 
 
 @server_app.command("down")
