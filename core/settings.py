@@ -106,6 +106,13 @@ class IngestSettings(BaseModel):
         "otherwise each of them is looked at. Text shown more briefly, between two probes that "
         "agree, can be missed. 0 looks at every sampled frame.",
     )
+    ocr_clock_seconds: float = Field(
+        10.0,
+        gt=0,
+        description="A text region at a fixed place whose content changes at every look (a burned-in "
+        "clock, a frame counter, a ticker) is read once per this many seconds, and left out of the "
+        "test of whether the frame's other text changed.",
+    )
     chapter_min_seconds: float = Field(
         10.0, gt=0, description="Shortest chapter the chapters stage makes (YouTube's minimum is 10 s)."
     )

@@ -113,6 +113,17 @@ class RapidOcrReader:
             lines.append(TextLine(text=str(text), box=corners, score=float(score)))
         return lines
 
+    def recognise(self, crops: list[np.ndarray]) -> list[tuple[str, float]]:
+        """Per RGB crop holding one line, its text and score (recognition only, no detection)."""
+        found = []
+        for crop in crops:
+            bgr = _bgr(crop)
+            with self._lock:
+                result = self._load()(bgr, use_det=False, use_cls=False, use_rec=True)
+            texts, scores = result.txts or ("",), result.scores or (0.0,)
+            found.append((str(texts[0]), float(scores[0])))
+        return found
+
 
 def _bgr(image: np.ndarray) -> np.ndarray:
     """``image`` (RGB uint8, checked) in the BGR order RapidOCR assumes for a 3-channel array."""

@@ -41,3 +41,13 @@ class TextRegionFinder(Protocol):
         """Boxes (x1,y1,…,x4,y4 in ``image`` pixels) of likely text, detected on ``image``
         scaled to at most ``max_side`` pixels on its longer side (never upscaled)."""
         ...
+
+
+@runtime_checkable
+class LineRecogniser(Protocol):
+    """A reader that can read a crop holding one line without first detecting where text is (the
+    ``ocr`` stage reads a burned-in clock's region this way, far more cheaply than a frame)."""
+
+    def recognise(self, crops: list[Image]) -> list[tuple[str, float]]:
+        """Per crop, the text of its line and the confidence (0-1)."""
+        ...
