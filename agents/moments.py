@@ -103,6 +103,11 @@ class Moment(BaseModel):
         "(text embedder); None when no clip of it has a text vector.",
     )
     text: str = Field(description="What was said or shown in the moment (its caption when neither).")
+    kind: str = Field(
+        "clip",
+        description="'clip': found among the clips; 'chapter': a chapter found by its title and "
+        "summary (vidscope.flows.summarize.chapter_moments), listed after the clip moments.",
+    )
 
 
 class MomentFilters(BaseModel):

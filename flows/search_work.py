@@ -38,6 +38,7 @@ from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.core.timecodes import fmt_time
 from vidscope.flows.runs import publish_markdown, run_query
+from vidscope.flows.summarize import chapter_moments
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.protocols.image import Image
@@ -233,10 +234,11 @@ def find_moments(
     video_text = _video_text(settings, notes)
     bar = settings.search.for_embedder(settings.models.text_embedder).moment_min_relevance
     image_text = _image_text(settings, notes)
+    embedder = _embedder(settings)
     result = search_moments(
         store,
         query,
-        embedder=_embedder(settings),
+        embedder=embedder,
         k=k,
         filters=filters,
         video_text=video_text,
@@ -246,6 +248,18 @@ def find_moments(
         image_text=image_text,
     )
     result.notes = notes + result.notes
+    # Chapters whose title and summary match, as moments of kind "chapter" after the clip moments
+    # (a third of the k places at most).
+    chapters = chapter_moments(
+        store,
+        result.query,
+        embedder.embed,
+        near=result.moments,
+        filters=filters,
+        min_relevance=0 if show_all else bar,
+        k=k // 3,
+    )
+    result.moments = result.moments[: k - len(chapters)] + chapters
     publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
     return result
 

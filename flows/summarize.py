@@ -3,6 +3,7 @@
 The ``chapters`` ingestion stage (:mod:`vidscope.tasks.chapters`) writes them into the store;
 :func:`read_summary` reads them back as one :class:`VideoOverview`, and :func:`as_markdown` /
 :func:`as_webvtt` write the chapter list in the two formats people paste or load next to a video.
+:func:`chapter_moments` finds chapters by their title and summary for ``search --moments``;
 :func:`read_digest` lists what the library gained in a window (``vidscope digest``, the nightly
 deployment's Markdown artifact). No Prefect and no model: both are store reads.
 """
@@ -11,14 +12,20 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from vidscope.core.timecodes import fmt_time
 from vidscope.storage import Store
 from vidscope.storage.chapters import KIND_CHAPTER, KIND_HIGHLIGHT, KIND_SUMMARY
 from vidscope.storage.videos import VideoRecord
+
+if TYPE_CHECKING:
+    from vidscope.agents.moments import Moment, MomentFilters
 
 
 class Chapter(BaseModel):
@@ -233,3 +240,95 @@ def digest_markdown(digest: Digest) -> str:
             lines += [f"*{_md_text(video.note)}*", ""]
         lines += [f"{i}. {_md_text(title)}" for i, title in enumerate(video.chapters, 1)]
     return "\n".join(lines).rstrip() + "\n"
+
+
+# ------------------------------------------------------------------------------------ chapter moments
+
+#: Chapters a moment search embeds at most (the ones sharing most words with the query, then the
+#: ones holding its clip moments): a query pays for ~16 short texts, whatever the library's size.
+CHAPTER_CANDIDATES = 16
+
+
+def chapter_text(title: str, summary: str) -> str:
+    """What a chapter moment says: its title, then its summary."""
+    title, summary = _one_line(title), _one_line(summary)
+    return f"{title} — {summary}" if title and summary else title or summary
+
+
+def chapter_moments(
+    store: Store,
+    query: str,
+    embed: Callable[[Sequence[str]], np.ndarray],
+    *,
+    near: Sequence[Moment] = (),
+    filters: MomentFilters | None = None,
+    min_relevance: float = 0.0,
+    k: int = 3,
+) -> list[Moment]:
+    """The chapters whose title and summary match ``query``, as moments of kind ``chapter`` (best
+    first, at most ``k``, relevance at least ``min_relevance``).
+
+    Candidates are the chapters sharing content words with the query, then those holding one of the
+    ``near`` (clip) moments, at most :data:`CHAPTER_CANDIDATES`; each scores as the cosine of its
+    text and the query in ``embed``'s space (the same relevance clip moments carry). ``filters``
+    restrict them as they restrict clip moments (videos, time range, ingestion dates).
+    """
+    from vidscope.agents.moments import Moment, MomentFilters
+    from vidscope.tasks.topic_tiling import content_words
+
+    filters = filters or MomentFilters()
+    rows = [r for r in store.rows(store.chapters, where=f"kind = '{KIND_CHAPTER}'").to_pylist() if r["title"]]
+    videos = {
+        r["video_id"]: r
+        for r in store.rows(store.videos, columns=["video_id", "file_name", "added_at"]).to_pylist()
+    }
+    rows = [r for r in rows if r["video_id"] in videos and _allowed(r, videos[r["video_id"]], filters)]
+    if not rows:
+        return []
+    asked = set(content_words(query))
+    near_spans = {(m.video_id, m.start) for m in near}
+
+    def overlap(row: dict[str, Any]) -> tuple[int, bool]:
+        words = set(content_words(f"{row['title']} {row['text'] or ''}"))
+        holds = any(v == row["video_id"] and row["start"] <= t < row["end"] for v, t in near_spans)
+        return len(asked & words), holds
+
+    scored = [(overlap(r), r) for r in rows]
+    candidates = [r for key, r in sorted(scored, key=lambda p: (-p[0][0], not p[0][1])) if key[0] or key[1]]
+    candidates = candidates[:CHAPTER_CANDIDATES]
+    if not candidates or k < 1:
+        return []
+    vectors = embed([query, *(chapter_text(r["title"], r["text"] or "") for r in candidates)])
+    similarity = [float(np.asarray(v) @ np.asarray(vectors[0])) for v in vectors[1:]]
+    found = [
+        Moment(
+            video_id=r["video_id"],
+            file=videos[r["video_id"]]["file_name"],
+            start=r["start"],
+            end=r["end"],
+            score=0.0,
+            relevance=min(1.0, max(0.0, s)),
+            text=chapter_text(r["title"], r["text"] or ""),
+            kind="chapter",
+        )
+        for s, r in zip(similarity, candidates, strict=True)
+        if s >= min_relevance
+    ]
+    return sorted(found, key=lambda m: -(m.relevance or 0.0))[:k]
+
+
+def _allowed(row: dict[str, Any], video: dict[str, Any], filters: MomentFilters) -> bool:
+    if filters.videos is not None and row["video_id"] not in filters.videos:
+        return False
+    if filters.start is not None and row["end"] <= filters.start:
+        return False
+    if filters.end is not None and row["start"] >= filters.end:
+        return False
+    added = video["added_at"]
+    if filters.added_after is not None and (added is None or added < _aware(filters.added_after)):
+        return False
+    return not (filters.added_before is not None and (added is None or added >= _aware(filters.added_before)))
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

@@ -88,7 +88,7 @@ def test_facts_said_or_shown_in_one_clip_are_found_at_their_video_and_time(libra
         data = json.loads(output)
         assert set(data) == {"query", "moments", "seconds", "notes", "ranked_by"}
         assert all(
-            set(m) == {"video_id", "file", "start", "end", "score", "relevance", "text"}
+            set(m) == {"video_id", "file", "start", "end", "score", "relevance", "text", "kind"}
             for m in data["moments"]
         )
         best = data["moments"][0]

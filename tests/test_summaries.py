@@ -282,3 +282,22 @@ def test_the_digest_markdown_counts_and_escapes_text_from_videos() -> None:
         with pytest.raises(ValueError, match="--since"):
             parse_since(bad)
     assert parse_since("90s") == timedelta(seconds=90) and parse_since("2W") == timedelta(weeks=2)
+
+
+# ------------------------------------------------------------------------------------ reuse
+
+
+def test_search_moments_finds_a_chapter_by_its_title_and_summary(library: Library) -> None:
+    code, output = cli(library, "search", "--moments", "volcano eruption", "--json")
+    assert code == 0, output
+    moments = json.loads(output)["moments"]
+    chapters = [m for m in moments if m["kind"] == "chapter"]
+    assert chapters and all(m["kind"] == "clip" for m in moments[: len(moments) - len(chapters)]), moments
+    best = chapters[0]
+    assert abs(best["start"] - PART_SECONDS) <= 3.0 and best["file"] == library.lecture.name, best
+    assert "volcano" in best["text"].lower() and best["relevance"] >= 0.3, best
+    # The moment filters hold for chapters too: none of the lecture's after its first 10 s.
+    code, output = cli(library, "search", "--moments", "volcano eruption", "--to", "10", "--all", "--json")
+    assert code == 0, output
+    late = [m for m in json.loads(output)["moments"] if m["kind"] == "chapter" and m["start"] >= 10]
+    assert late == [], late
