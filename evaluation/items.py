@@ -93,6 +93,37 @@ class AnnotationError(ValueError):
     """An annotation file does not have the shape its benchmark's loader expects."""
 
 
+#: ``extra`` key of an item a loader could not use (its one-line reason): a malformed record, or a
+#: task whose inputs are not modelled (CrossVid MSR/MOC). The run skips it and reports why.
+UNUSABLE = "unusable"
+
+
+def unusable_item(
+    benchmark: str,
+    question_id: str,
+    reason: str,
+    categories: tuple[str, ...] = (),
+    dimension: str | None = None,
+) -> BenchmarkItem:
+    """A record that cannot be asked, kept so the run can report it (no videos, never ready)."""
+    return BenchmarkItem(
+        benchmark=benchmark,
+        question_id=question_id,
+        kind="open_ended",
+        video_ids=(),
+        question="",
+        categories=categories,
+        dimension=dimension,
+        extra={UNUSABLE: reason},
+    )
+
+
+def unusable(item: BenchmarkItem) -> str | None:
+    """Why ``item`` cannot be asked (None: it can)."""
+    reason = item.extra.get(UNUSABLE)
+    return str(reason) if reason else None
+
+
 def question_text(value: Any, where: str) -> str:
     """A record's question: text, never ``None`` read as the word "None" (a blank one stays blank:
     MLVU's dev set has one, and the benchmark is scored as released)."""

@@ -28,9 +28,9 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from vidscope.core.errors import invalid_fields
-from vidscope.evaluation.items import LETTERS, BenchmarkItem
-from vidscope.evaluation.loaders import BENCHMARKS
-from vidscope.evaluation.metrics import RANK_METRICS, interval_of, order_of, temporal_iou
+from vidscope.evaluation.items import LETTERS, BenchmarkItem, unusable
+from vidscope.evaluation.loaders import BENCHMARKS, BenchmarkSpec
+from vidscope.evaluation.metrics import RANK_METRICS, temporal_iou
 from vidscope.evaluation.plots import PLOT_FILES, write_plots
 from vidscope.evaluation.runs import Prediction, RunSpec
 from vidscope.evaluation.samples import (
@@ -49,10 +49,13 @@ from vidscope.evaluation.scoring import (
     dimension_means,
     is_correct,
     mean,
+    read_interval,
+    read_order,
     score_choices,
     score_grounding,
     score_retrieval,
     score_rules,
+    task_coverage,
 )
 from vidscope.evaluation.stats import (
     ACCURACY_METHOD,
@@ -172,6 +175,23 @@ class RunSummary(BaseModel):
         default_factory=dict,
         description="Each dimension's score as CrossVid forms it: the mean of its tasks' scores, as "
         "the leaderboard's C.Avg / T.Avg / M.Avg.",
+    )
+    missing_tasks: dict[str, str] = Field(
+        default_factory=dict,
+        description="The benchmark's tasks this run scored no question of, each with why (CrossVid "
+        "MSR/MOC: not modelled); the overall score's name then says how many tasks it averages, "
+        "'O.Avg (8 of 10 tasks)'.",
+    )
+    unusable: dict[str, str] = Field(
+        default_factory=dict,
+        description="Questions the loader could not use (a malformed record, a task not modelled), "
+        "each with its one-line reason; skipped, never asked.",
+    )
+    judge_model: str | None = Field(
+        None, description="The model that judged free-form answers (CrossVid CCQA), as configured."
+    )
+    judge_note: str | None = Field(
+        None, description="Why free-form answers were not judged, or a warning about the judge."
     )
     judge_unscored: list[str] = Field(
         default_factory=list,
@@ -366,6 +386,7 @@ def summarise(
         missing_videos=list(missing_videos),
         interval_method=ACCURACY_METHOD,
     )
+    summary.unusable = {i.question_id: reason for i in items if (reason := unusable(i))}
     responses = {q: p.response for q, p in answers.items()}
     #: What the scorer read from each answer, and each scored question's score (0-1).
     parsed: dict[str, str | None] = {}
@@ -452,7 +473,7 @@ def summarise(
             parsed[q] = _rule_read(item, responses.get(q), rules.judged.get(q))
     spec_of = BENCHMARKS.get(spec.benchmark)
     if spec_of is not None and spec_of.dimension_average == "tasks":
-        _task_averages(summary, attempted)
+        _task_averages(summary, attempted, spec_of, items)
     summary.open_ended = sum(
         i.kind == "open_ended" and not i.extra.get(RULE) and i.question_id in answers for i in attempted
     )
@@ -492,10 +513,10 @@ def _rule_read(item: BenchmarkItem, said: str | None, judged: tuple[int, int] | 
     """What an open question's rule read from its answer: an order, an interval, judged points."""
     rule = item.extra.get(RULE)
     if rule == "order":
-        order = order_of(said)
+        order = read_order(item, said)
         return "->".join(str(n) for n in order) if order else None
     if rule == "interval":
-        return seconds_range(interval_of(said))
+        return seconds_range(read_interval(item, said))
     if rule == "judge" and judged is not None:
         return f"{judged[0]} of {judged[1]} points"
     return None
@@ -532,7 +553,9 @@ def _samples(
     for item in items:
         q = item.question_id
         prediction = predictions.get(q)
-        if q not in ready_ids:
+        if reason := unusable(item):
+            out.append(sample(item, None, "skipped", error=reason))
+        elif q not in ready_ids:
             absent = next((v for v in item.video_ids if v in missing), item.video_id)
             out.append(sample(item, None, "skipped", error=f"video {absent} not found under the root"))
         elif q in failures:
@@ -546,7 +569,12 @@ def _samples(
     return out
 
 
-def _task_averages(summary: RunSummary, attempted: Sequence[BenchmarkItem]) -> None:
+def _task_averages(
+    summary: RunSummary,
+    attempted: Sequence[BenchmarkItem],
+    spec: BenchmarkSpec,
+    items: Sequence[BenchmarkItem],
+) -> None:
     """Task, dimension and overall scores averaged over tasks, as CrossVid's leaderboard forms
     them (README, "Metrics Description"; :func:`~vidscope.evaluation.scoring.dimension_means`):
     a task's score is its accuracy or its rule's mean, a dimension's the mean of its tasks', and
@@ -561,7 +589,9 @@ def _task_averages(summary: RunSummary, attempted: Sequence[BenchmarkItem]) -> N
         dimension: DimensionScore(score=mean(scores.values()), tasks=scores)
         for dimension, scores in dimension_means(tasks, dimension_of).items()
     }
-    summary.scores["O.Avg"] = mean(tasks.values())
+    why = {spec.task_name(c) or c: r for i in items if (r := unusable(i)) for c in i.categories}
+    label, summary.missing_tasks = task_coverage(tasks, spec.tasks, spec.task_name, why)
+    summary.scores[label] = mean(tasks.values())
 
 
 def _pct(value: float) -> str:
@@ -744,6 +774,7 @@ def report_markdown(summary: RunSummary) -> str:
         lines.append(
             f"Open questions scored by their rule (x100; interval: mean IoU, order: exact): {scored}."
         )
+    lines += _coverage_lines(summary)
     if summary.judge_unscored:
         lines.append(
             f"{len(summary.judge_unscored)} free-form answers are not scored: they need an LLM judge "
@@ -762,6 +793,30 @@ def report_markdown(summary: RunSummary) -> str:
         if more > 0:
             lines[-1] += f" and {more} more"
     return "\n".join(lines) + "\n"
+
+
+#: Unusable questions listed one by one in the report (all of them in summary.json).
+UNUSABLE_ROWS = 50
+
+
+def _coverage_lines(summary: RunSummary) -> list[str]:
+    """Who judged, the tasks the overall score leaves out, and the questions never asked because
+    the loader could not use them (one line each)."""
+    lines: list[str] = []
+    if summary.judge_model:
+        lines.append(f"Free-form answers judged by {cell(summary.judge_model)}.")
+    if summary.judge_note:
+        lines.append(f"**Judge:** {cell(summary.judge_note)}")
+    if summary.missing_tasks:
+        lines += ["", f"**Missing tasks** ({len(summary.missing_tasks)}; not in the overall score):", ""]
+        lines += [f"- {cell(task)}: {cell(why)}" for task, why in summary.missing_tasks.items()]
+    if summary.unusable:
+        lines += ["", f"**Not asked** ({len(summary.unusable)} questions the loader could not use):", ""]
+        shown = list(summary.unusable.items())[:UNUSABLE_ROWS]
+        lines += [f"- {cell(q)}: {cell(reason)}" for q, reason in shown]
+        if len(summary.unusable) > UNUSABLE_ROWS:
+            lines.append(f"- and {len(summary.unusable) - UNUSABLE_ROWS} more (summary.json: unusable)")
+    return lines
 
 
 def _outcome_line(summary: RunSummary) -> str:

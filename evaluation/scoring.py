@@ -20,12 +20,23 @@
 * Dimensions averaged over tasks (CrossVid; :func:`dimension_means`): a dimension's score is the
   mean of its tasks' scores (multiple-choice accuracy, or the rule's mean), and the overall score
   the mean over all tasks, as CrossVid's leaderboard forms C.Avg, T.Avg, M.Avg and O.Avg.
+* Strict parsing (CrossVid by default, ``item.extra["parse"] == "strict"``; :func:`strict_reading`):
+  the release's ``eval/*.py`` compare the model's reply with the gold *as strings*
+  (``answer == gold``; BU ``answer == "".join(gold)``; PSS ``"2->3->1->4"`` exactly; FSA
+  ``answer.split(",")`` into two floats, else IoU 0). Strict mode does the same on the agent's
+  response (its choice when it gave one, else its words), after trimming surrounding whitespace and
+  reading the inside of an ``<answer></answer>`` tag (the scripts' "extractable" prompt variant):
+  ``"B"`` is B; ``"B."``, ``"(B)"``, ``"The answer is B"`` choose nothing (unparsed); BU's ``"CA"``
+  is wrong where the gold is ``["A", "C"]``. ``--parse lenient`` reads replies with
+  :mod:`~vidscope.evaluation.answers`' rules and compares letter sets and orders.
 * Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`),
   MdR and MnR (:func:`~vidscope.evaluation.metrics.rank_scores`).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +56,41 @@ from vidscope.evaluation.metrics import (
 
 #: ``item.extra`` key of an item's scoring rule (written by the multi-video loader).
 RULE = "rule"
+#: ``item.extra`` keys of the parse mode (``"strict"``/``"lenient"``) and of a multi-select gold as
+#: the release's script joins it (written by the CrossVid loader).
+PARSE = "parse"
+GOLD_TEXT = "gold_text"
+
+_ANSWER_TAG = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL)
+
+
+def is_strict(item: BenchmarkItem) -> bool:
+    """Whether ``item``'s replies are read as strictly as its release's scripts read them."""
+    return item.extra.get(PARSE) == "strict"
+
+
+def strict_reading(said: str | None) -> str | None:
+    """A reply as the release's scripts compare it: the inside of its first ``<answer>`` tag when it
+    has one (``utils/extract.py``), else the whole reply; trimmed (the scripts do not trim: a
+    reply ending in a newline would be wrong there; we do not count whitespace against an agent)."""
+    if said is None:
+        return None
+    tagged = _ANSWER_TAG.search(said)
+    return (tagged.group(1) if tagged else said).strip()
+
+
+def strict_choice(item: BenchmarkItem, said: str | None) -> str | None:
+    """What a strict reading chose: the reply itself when it is one valid letter (a letter string,
+    or the gold's own form, for a multi-select item); None (unparsed) otherwise."""
+    text = strict_reading(said)
+    if not text:
+        return None
+    valid = LETTERS[: len(item.options)]
+    if item.extra.get(RULE) == "set":
+        if text == item.extra.get(GOLD_TEXT) or all(c in valid for c in text):
+            return text
+        return None
+    return text if len(text) == 1 and text in valid else None
 
 
 @dataclass(frozen=True)
@@ -85,7 +131,11 @@ class ChoiceReport:
 
 def is_correct(item: BenchmarkItem, letter: str | None) -> bool:
     """Whether choosing ``letter`` answers ``item``: its gold letter, or an option with the same text
-    (some releases list a candidate twice, and either copy is the right answer)."""
+    (some releases list a candidate twice, and either copy is the right answer). Strictly read
+    items are right only when ``letter`` is the gold string (a multi-select's joined gold)."""
+    if is_strict(item):
+        gold = item.extra.get(GOLD_TEXT, item.answer) if item.extra.get(RULE) == "set" else item.answer
+        return letter is not None and gold is not None and letter == gold
     if item.extra.get(RULE) == "set":
         return item.answer is not None and set_match(letter_set(letter, len(item.options)), item.answer)
     if letter is None or item.answer is None or letter not in LETTERS[: len(item.options)]:
@@ -122,7 +172,9 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
             unscored.append(item.question_id)
             continue
         said = answers.get(item.question_id)
-        if item.extra.get(RULE) == "set":
+        if is_strict(item):
+            letter = strict_choice(item, said)
+        elif item.extra.get(RULE) == "set":
             letters = letter_set(said, len(item.options))
             letter = "".join(sorted(letters)) if letters else None
         else:
@@ -184,14 +236,45 @@ class RuleReport:
     judged: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
+def _strict_interval(text: str | None) -> Interval | None:
+    """``FSA.py``'s reading: the reply split at its comma into exactly two numbers, else nothing."""
+    parts = (text or "").split(",")
+    if len(parts) != 2:
+        return None
+    try:
+        start, end = float(parts[0]), float(parts[1])
+    except ValueError:
+        return None
+    return (start, end) if math.isfinite(start) and math.isfinite(end) else None
+
+
+def read_order(item: BenchmarkItem, said: str | None) -> tuple[int, ...] | None:
+    """The order an ``order`` item's answer gives (None: none readable); strictly read, only the
+    ``"2->3->1->4"`` form (digits joined by ``->``, as ``PSS.py`` asks for it)."""
+    if is_strict(item):
+        text = strict_reading(said) or ""
+        return order_of(text) if re.fullmatch(r"\d+(?:->\d+)*", text) else None
+    return order_of(said)
+
+
+def read_interval(item: BenchmarkItem, said: str | None) -> Interval | None:
+    """The interval an ``interval`` item's answer gives (None: none readable); strictly read, as
+    ``FSA.py`` reads it: split at its comma into exactly two numbers."""
+    return _strict_interval(strict_reading(said)) if is_strict(item) else interval_of(said)
+
+
 def rule_score(item: BenchmarkItem, said: str | None) -> float:
-    """The score of an ``order`` or ``interval`` item's answer (0 when it cannot be read)."""
+    """The score of an ``order`` or ``interval`` item's answer (0 when it cannot be read). A strict
+    order is right only as the gold's very string (``PSS.py``: ``answer == gold``)."""
     rule = item.extra.get(RULE)
     if rule == "order":
+        order = read_order(item, said)
+        if is_strict(item):
+            return float(order is not None and strict_reading(said) == (item.answer or "").strip())
         gold = order_of(item.answer)
-        return float(gold is not None and order_match(order_of(said), gold))
+        return float(gold is not None and order_match(order, gold))
     if rule == "interval":
-        predicted = interval_of(said)
+        predicted = read_interval(item, said)
         return 0.0 if predicted is None or not item.intervals else temporal_iou(predicted, item.intervals[0])
     raise ValueError(f"{item.question_id}: no automatic rule {rule!r}")
 
@@ -249,3 +332,28 @@ def mean(values: Iterable[float]) -> float:
     """The mean of ``values`` (0 for none)."""
     listed = list(values)
     return sum(listed) / len(listed) if listed else 0.0
+
+
+def task_coverage(
+    scored: Iterable[str],
+    tasks: Sequence[str],
+    name_of: Callable[[str], str | None],
+    why: Mapping[str, str],
+) -> tuple[str, dict[str, str]]:
+    """The overall score's name and the benchmark's tasks it leaves out, each with why.
+
+    ``scored``: the tasks with a score (as the items name them); ``tasks``: every task of the
+    benchmark (CrossVid's ten), named as ``name_of`` names a task; ``why``: a reason per task
+    (the loader's, for a task whose questions it could not use). The name is ``"O.Avg"`` when every
+    task is scored, else ``"O.Avg (8 of 10 tasks)"``: a mean over fewer tasks than the paper's is
+    never silently called the paper's O.Avg."""
+    listed = list(scored)
+    covered = {name_of(t) or t for t in listed}
+    missing = {
+        task: why.get(task, "no question of this task was scored in this run")
+        for task in tasks
+        if task not in covered
+    }
+    if not missing:
+        return "O.Avg", {}
+    return f"O.Avg ({len(listed)} of {len(tasks)} tasks)", missing

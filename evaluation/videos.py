@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vidscope.evaluation.items import BenchmarkItem
+from vidscope.evaluation.items import BenchmarkItem, unusable
 
 #: Extensions tried when a benchmark names a video by id only, in order of preference.
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm", ".avi", ".mov", ".m4v", ".mpg", ".mpeg")
@@ -82,8 +82,8 @@ class VideoLookup:
     subtitles: dict[str, Path] = field(default_factory=dict)
 
     def items_ready(self, items: Iterable[BenchmarkItem]) -> list[BenchmarkItem]:
-        """The items whose every video was found."""
-        return [i for i in items if all(v in self.found for v in i.video_ids)]
+        """The items whose every video was found (an unusable item never is)."""
+        return [i for i in items if not unusable(i) and all(v in self.found for v in i.video_ids)]
 
 
 def locate_videos(

@@ -1,4 +1,4 @@
-"""CrossVid through ``vidscope eval``: PSS's segments as clips, MSR/MOC refused, dimension scores.
+"""CrossVid through ``vidscope eval``: PSS's segments as clips, MSR/MOC missing, dimension scores.
 
 Reference: the CrossVid release (chuntianli666/CrossVid). ``eval/PSS.py`` shows the segments of one
 cooking video as shuffled clips ("Segment 1:", "Segment 2:", ... in the record's order) and
@@ -20,7 +20,6 @@ from typer.testing import CliRunner
 
 from vidscope.cli import app
 from vidscope.cli.common import overrides
-from vidscope.evaluation.items import AnnotationError
 from vidscope.evaluation.loaders import load_benchmark
 from vidscope.tasks.decode import probe
 from vidscope.tasks.probe import content_hash
@@ -165,42 +164,87 @@ def test_malformed_pss_segments_are_one_line(tmp_path: Path) -> None:
         ([[0, 4], [4, 8]], "1->3", "no order of the 2 segments"),
         ("0-4,4-8", "1->2", "at least two"),
     ]
-    for segments, answer, message in bad:
-        path.write_text(json.dumps([{"id": 0, "video": "c.mp4", "segments": segments, "answer": answer}]))
-        with pytest.raises(AnnotationError, match=message) as caught:
-            load_benchmark("crossvid", path)
-        assert len(str(caught.value).splitlines()) == 1
-    path.write_text(json.dumps([{"id": 0, "video": "c.mp4", "segments": [[0, 4], [4, 8]], "answer": "2->1"}]))
-    (item,) = load_benchmark("crossvid", path)
+    # Each bad record is that question skipped with its one line; the good one beside it stays.
+    records = [{"id": n, "video": "c.mp4", "segments": segments, "answer": answer}
+               for n, (segments, answer, _) in enumerate(bad)]  # fmt: skip
+    path.write_text(json.dumps([*records, {"id": "ok", "video": "c.mp4", "segments": [[0, 4], [4, 8]],
+                                           "answer": "2->1"}]))  # fmt: skip
+    *skipped, item = load_benchmark("crossvid", path)
+    for got, (_, _, message) in zip(skipped, bad, strict=True):
+        reason = got.extra["unusable"]
+        assert message in reason and len(reason.splitlines()) == 1 and got.video_ids == ()
     assert item.extra["segments"] == [[0.0, 4.0], [4.0, 8.0]] and item.extra["rule"] == "order"
     assert item.question.startswith("The 2 videos are 2 segments of one video") and "4" not in item.question
 
 
-def test_msr_and_moc_records_are_refused_in_one_line(tmp_path: Path) -> None:
+def test_msr_and_moc_are_reported_missing_and_the_overall_score_says_over_how_many_tasks(
+    tmp_path: Path,
+) -> None:
     """``MSR.py`` / ``MOC.py`` records: a ``vid`` of the UAV views, ``objects`` picked out by
-    ``{A1}``-style placeholders, whose boxes come from ``uav/bbox``; no video file to ingest."""
-    record = {"id": 3, "vid": "0000123", "question": "Is {A1} left of {B2}?", "options": ["A. yes", "B. no"],
-              "objects": [{"id": 7}, {"id": 9}], "answer": "A"}  # fmt: skip
+    ``{A1}``-style placeholders, whose boxes come from ``uav/bbox``; no video file to ingest and no
+    UAV data here to build them against. Their questions are skipped with one line each, the two
+    tasks are reported missing, and the overall score is named for the tasks it averages."""
+    uav = {"vid": "0000123", "question": "Is {A1} left of {B2}?", "options": ["A. yes", "B. no"],
+           "objects": [{"id": 7}, {"id": 9}], "answer": "A"}  # fmt: skip
     for task in ("MSR", "MOC"):
         path = tmp_path / f"{task}.json"
-        path.write_text(json.dumps([record, {**record, "id": 4}]))
-        with pytest.raises(AnnotationError) as caught:
-            load_benchmark("crossvid", path)
-        message = str(caught.value)
-        assert len(message.splitlines()) == 1 and message.startswith(str(path))
-        assert "CrossVid MSR/MOC records need the UAV views and bounding boxes" in message
-        assert message.endswith("not supported")
-    overrides.clear()
-    try:
-        result = runner.invoke(
-            app,
-            ["--data-dir", str(tmp_path / "data"), "eval", "crossvid", "--agent", "extractive",
-             "--root", str(tmp_path), "--annotations", str(tmp_path / "MSR.json")],
-        )  # fmt: skip
-    finally:
-        overrides.clear()
-    assert result.exit_code == 2 and "Traceback" not in result.output
-    assert len(result.output.strip().splitlines()) == 1 and "not supported" in result.output
+        path.write_text(json.dumps([{**uav, "id": 3}, {**uav, "id": 4}]))
+        items = load_benchmark("crossvid", path)
+        assert [i.categories for i in items] == [(task,), (task,)]
+        for item in items:
+            reason = item.extra["unusable"]
+            assert len(reason.splitlines()) == 1 and reason.startswith(f"{path}: {item.question_id}: ")
+            assert "CrossVid MSR/MOC records need the UAV views and bounding boxes" in reason
+            assert reason.endswith("the task is reported missing")
+    # A whole-benchmark file: a BU question answered, an NC one, and the two UAV tasks.
+    records = [
+        {"id": "bu", "task": "BU", "videos": ["a.mp4", "b.mp4"], "question": "Which?",
+         "options": ["A. x", "B. y", "C. z"], "answer": "A, C"},
+        {"id": "nc", "task": "NC", "videos": ["a.mp4", "b.mp4"], "question": "Who?",
+         "options": ["A. x", "B. y"], "answer": "B"},
+        {**uav, "id": "msr", "task": "MSR"},
+        {**uav, "id": "moc", "task": "Multi-view Object Counting"},
+    ]  # fmt: skip
+    summary = _summarised(tmp_path, records, {"bu": "AC", "nc": "B"})
+    assert summary.task_scores == {"BU": 0.0, "NC": 1.0}  # "AC" is not the gold string "A, C"
+    assert "O.Avg" not in summary.scores and summary.scores["O.Avg (2 of 10 tasks)"] == 0.5
+    assert list(summary.missing_tasks) == ["CC", "PEA", "PI", "FSA", "PSS", "MSR", "MOC", "CCQA"]
+    assert "UAV views" in summary.missing_tasks["MSR"] and "UAV views" in summary.missing_tasks["MOC"]
+    assert summary.missing_tasks["CC"] == "no question of this task was scored in this run"
+    assert set(summary.unusable) == {"msr", "moc"} and summary.outcomes["skipped"] == 2
+    skipped = {s.question_id: s for s in summary.samples if s.status == "skipped"}
+    assert "UAV views" in (skipped["msr"].error or "")
+    from vidscope.evaluation.report import report_markdown
+
+    report = report_markdown(summary)
+    assert "| O.Avg (2 of 10 tasks) | 50.0 |" in report
+    assert "**Missing tasks** (8; not in the overall score):" in report
+    assert "- msr: " in report and "**Not asked** (2 questions the loader could not use):" in report
+    as_json = json.loads(summary.model_dump_json())
+    assert as_json["scores"]["O.Avg (2 of 10 tasks)"] == 0.5 and "MSR" in as_json["missing_tasks"]
+
+
+def _summarised(tmp_path: Path, records: list[dict[str, Any]], said: dict[str, str], **options: Any) -> Any:
+    """The summary of a run whose agent said ``said`` (question id -> response) on ``records``."""
+    from vidscope.evaluation.report import summarise
+    from vidscope.evaluation.runs import PREDICTIONS_FILE, RunSpec, read_predictions
+    from vidscope.evaluation.videos import VideoLookup
+
+    annotations = tmp_path / "crossvid.json"
+    annotations.write_text(json.dumps(records))
+    items = load_benchmark("crossvid", annotations, **options)
+    found = {"a.mp4": Path("a"), "b.mp4": Path("b"), "c.mp4": Path("c")}
+    ready = VideoLookup(found=found, missing=[]).items_ready(items)
+    lines = [{"question_id": i.question_id, "kind": i.kind, "video_ids": ["x"], "answer": said[i.question_id]}
+             for i in ready if i.question_id in said]  # fmt: skip
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(exist_ok=True)
+    (run_dir / PREDICTIONS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    spec = RunSpec(
+        name="dims", benchmark="crossvid", annotations=str(annotations), root="/videos", agent="dvd",
+        settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00",
+    )  # fmt: skip
+    return summarise(spec, items, ready, read_predictions(run_dir), [], [])
 
 
 # ---------------------------------------------------------------------------- dimension averages
@@ -247,16 +291,16 @@ def test_dimensions_and_overall_average_their_tasks_as_the_leaderboard_does(tmp_
         "BU": 75.0, "FSA": 33.33, "NC": 0.0, "PI": 100.0, "PSS": 50.0}  # fmt: skip
     dims = {k: round(100 * d.score, 1) for k, d in summary.dimension_scores.items()}
     assert dims == {"Comparative Analysis": 37.5, "Temporal Understanding": 61.1}
-    assert round(100 * summary.scores["O.Avg"], 1) == 51.7
+    assert round(100 * summary.scores["O.Avg (5 of 10 tasks)"], 1) == 51.7
     # The pooled multiple-choice accuracy per dimension stays in summary.json, not in the report.
     assert summary.by_dimension["Comparative Analysis"].accuracy == pytest.approx(0.6)
     report = report_markdown(summary)
     assert "| Comparative Analysis | 37.5 | BU 75.0, NC 0.0 |" in report
     assert "| Temporal Understanding | 61.1 | FSA 33.3, PI 100.0, PSS 50.0 |" in report
-    assert "| O.Avg | 51.7 |" in report and "Accuracy per dimension" not in report
+    assert "| O.Avg (5 of 10 tasks) | 51.7 |" in report and "Accuracy per dimension" not in report
 
     # Benchmarks that pool a dimension over its questions keep the pooled table.
     other = summarise(spec.model_copy(update={"benchmark": "mvx_bench"}), items, items,
                       read_predictions(run_dir), [], [])  # fmt: skip
-    assert other.dimension_scores == {} and "O.Avg" not in other.scores
+    assert other.dimension_scores == {} and not any(k.startswith("O.Avg") for k in other.scores)
     assert "Accuracy per dimension" in report_markdown(other)

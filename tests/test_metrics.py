@@ -48,15 +48,20 @@ def test_recall_at_k() -> None:
 
 
 def _summary(
-    tmp_path: Path, benchmark: str, annotations: Path, lines: list[dict[str, Any]], judge: Any = None
+    tmp_path: Path,
+    benchmark: str,
+    annotations: Path,
+    lines: list[dict[str, Any]],
+    judge: Any = None,
+    **options: Any,
 ) -> Any:
     from vidscope.evaluation.loaders import load_benchmark
     from vidscope.evaluation.report import summarise
     from vidscope.evaluation.runs import PREDICTIONS_FILE, RunSpec, read_predictions
 
-    items = load_benchmark(benchmark, annotations)
+    items = load_benchmark(benchmark, annotations, **options)
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
+    run_dir.mkdir(parents=True)
     (run_dir / PREDICTIONS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
     spec = RunSpec(
         name="fixed", benchmark=benchmark, annotations=str(annotations), root="/videos", agent="dvd",
@@ -240,8 +245,9 @@ def test_crossvid_fsa_reproduces_mean_interval_iou(tmp_path: Path) -> None:
 def test_crossvid_pss_reproduces_exact_order_accuracy(tmp_path: Path) -> None:
     """``PSS.py``: ``correct = answer == gold`` with gold an order such as "2->3->1->4"; the figure
     is correct / answered. Gold 2->3->1->4 x3, 1->2->3 x1: "2->3->1->4" right, "2->3->4->1" wrong,
-    "2 -> 3 -> 1 -> 4" (the same order, spaced: counted right here, the reference's string
-    comparison would not), "3->2->1" wrong → 2/4 = 50.0."""
+    "2 -> 3 -> 1 -> 4" (the same order, spaced: wrong in the reference's string comparison, so
+    wrong under the default strict parsing, right with --parse lenient), "3->2->1" wrong → strict
+    1/4 = 25.0 (the reference's figure), lenient 2/4 = 50.0."""
     golds = ["2->3->1->4", "2->3->1->4", "2->3->1->4", "1->2->3"]
     records = [{"id": n, "video": "cook/x.mp4",
                 "segments": {str(k): [5 * k, 5 * k + 4] for k in range(len(gold.split("->")))},
@@ -249,7 +255,12 @@ def test_crossvid_pss_reproduces_exact_order_accuracy(tmp_path: Path) -> None:
                for n, gold in enumerate(golds)]  # fmt: skip
     answers = {"0": "2->3->1->4", "1": "2->3->4->1", "2": "2 -> 3 -> 1 -> 4", "3": "3->2->1"}
     summary = _crossvid(tmp_path, "PSS", records, answers)
-    assert summary.rule_scores == {"PSS": pytest.approx(0.5)}
+    assert summary.rule_scores == {"PSS": pytest.approx(0.25)}
+    assert summary.samples[2].parsed is None and summary.samples[2].status == "unparsed"
+    lenient = _summary(tmp_path / "lenient", "crossvid", tmp_path / "PSS.json",
+                       [{"question_id": q, "kind": "open_ended", "video_ids": ["a"], "answer": a}
+                        for q, a in answers.items()], parse="lenient")  # fmt: skip
+    assert lenient.rule_scores == {"PSS": pytest.approx(0.5)}
     from vidscope.evaluation.videos import VideoLookup
     from vidscope.flows.evaluate import _why_nothing_scored
 

@@ -49,6 +49,11 @@ class BenchmarkSpec:
     #: How a dimension's score is formed: pooled over its questions, or the mean of its tasks'
     #: scores (CrossVid's leaderboard; the overall score is then the mean over tasks too).
     dimension_average: Literal["questions", "tasks"] = "questions"
+    #: Every task of the benchmark, when its overall score is a mean over tasks (CrossVid's ten):
+    #: a run that scores fewer labels its overall score with how many it covers.
+    tasks: tuple[str, ...] = ()
+    #: A task as the items name it → its name in ``tasks`` (None: not one of them).
+    task_name: Callable[[str], str | None] = lambda task: task  # noqa: E731 - a default, per instance
 
 
 BENCHMARKS: dict[str, BenchmarkSpec] = {
@@ -145,6 +150,8 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             # AgentCVR's audio sub-agent reads the transcripts.
             Protocol(transcripts=True, answer=LETTER, published="42.0 accuracy (AgentCVR)"),
             dimension_average=crossvid.DIMENSION_AVERAGE,
+            tasks=crossvid.TASKS,
+            task_name=crossvid.task_abbreviation,
         ),
     )
 }

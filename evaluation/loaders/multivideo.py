@@ -29,8 +29,10 @@ segments' times are never put in the question: they would give the order away. F
 :class:`AnnotationError`.
 
 MSR and MOC records (``vid``, ``objects``, ``{A1}``-style object placeholders) need the UAV frame
-folders and bounding-box files the release's scripts read, which are not modelled here: a file
-holding one is refused in one line (:data:`UAV_REFUSAL`).
+folders and bounding-box files the release's scripts read, which are not modelled here (and no
+CrossVid data is at hand to build them against): with ``skip_bad`` (CrossVid) such a record is an
+unusable item whose reason is :data:`UAV_REFUSAL`, skipped by the run and its task reported
+missing; otherwise the file is refused in one line.
 
 A video's role (MVX-Bench's reference and candidate videos) is read from a video object's
 ``role`` field, or from ``reference_video`` / ``candidate_videos`` fields of the record; the roles
@@ -39,6 +41,7 @@ are kept in ``extra["roles"]`` (one per video, in order) for the agents' request
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,7 @@ from vidscope.evaluation.items import (
     question_text,
     read_records,
     unique_ids,
+    unusable_item,
 )
 from vidscope.evaluation.metrics import order_of
 
@@ -152,10 +156,12 @@ def _question(record: dict[str, Any], where: str, segments: list[list[float]] | 
     return question_text(record.get("question"), where)
 
 
-#: What MSR/MOC records (``vid``, ``objects``, ``{A1}`` placeholders) need and we do not read.
+#: Why MSR/MOC records (``vid``, ``objects``, ``{A1}`` placeholders) are not asked: what they need
+#: is not modelled, so such a record is an unusable item and its task is reported missing.
 UAV_REFUSAL = (
     "CrossVid MSR/MOC records need the UAV views and bounding boxes (uav/frames/<view>/<vid>-<view> "
-    "frame folders, uav/bbox/<view>/<vid>.json boxes put in the prompt); not supported"
+    "frame folders, uav/bbox/<view>/<vid>.json boxes put in the prompt), which are not modelled here: "
+    "the task is reported missing"
 )
 
 
@@ -168,64 +174,128 @@ def load_records(
     benchmark: str,
     dimension_of: Callable[[dict[str, Any], str], str | None],
     default_task: str | None = None,
+    *,
+    skip_bad: bool = False,
+    multi_select_tasks: frozenset[str] = frozenset(),
+    extra: dict[str, Any] | None = None,
 ) -> list[BenchmarkItem]:
     """Every record of a multi-video question file as an item of ``benchmark`` (``default_task``:
-    the task of records that name none)."""
+    the task of records that name none).
+
+    ``skip_bad``: a record that cannot be read (or an MSR/MOC record) becomes an *unusable* item
+    (:func:`~vidscope.evaluation.items.unusable_item`: no videos, its reason in one line) that the
+    run skips and reports, instead of refusing the file; a file that is no list of records, or
+    repeats an id, is still refused. ``multi_select_tasks``: tasks (lower case) whose gold is a
+    set of letters even when written as one string (``"AC"``, ``"A, C"``). ``extra``: added to
+    every item's ``extra`` (the parse mode)."""
     items = []
     for n, record in enumerate(read_records(Path(path))):
         qid = str(first(record, ID_FIELDS, f"{path}[{n}]", default=n))
         where = f"{path}: {qid}"
-        if _is_uav(record):
-            raise AnnotationError(f"{path}: {UAV_REFUSAL}")
-        segments = segments_of(record[SEGMENTS], where) if record.get(SEGMENTS) is not None else None
         task = str(first(record, TASK_FIELDS, where, default="")) or default_task
-        raw_options = first(record, OPTION_FIELDS, where, default=None)
-        options = options_of(raw_options, where) if raw_options else ()
-        raw_answer = first(record, ANSWER_FIELDS, where, default=None)
-        extra: dict[str, Any] = {}
-        intervals: tuple[tuple[float, float], ...] = ()
-        if options and isinstance(raw_answer, list):
-            letters = sorted({choice_answer(a, options, where) for a in raw_answer})
-            if not letters:
-                raise AnnotationError(f"{where}: the list of answers is empty")
-            answer: str | None = "".join(letters)
-            extra[RULE] = "set"
-        elif options:
-            answer = choice_answer(raw_answer, options, where) if raw_answer is not None else None
-        elif _numbers(raw_answer) and len(raw_answer) == 2:
-            intervals = ((float(raw_answer[0]), float(raw_answer[1])),)
-            answer = f"{raw_answer[0]:g},{raw_answer[1]:g}"
-            extra[RULE] = "interval"
-        else:
-            answer = str(raw_answer) if raw_answer is not None else None
-            if answer is not None and (segments is not None or (order_of(answer) and "->" in answer)):
-                extra[RULE] = "order"
-            elif record.get("scoring_points"):
-                extra[RULE] = "judge"
-                extra["scoring_points"] = record["scoring_points"]
-        video_ids = videos_of(record, where)
-        if segments is not None:
-            if len(video_ids) != 1:
-                raise AnnotationError(f"{where}: segments are cut from one video, not {len(video_ids)}")
-            if extra.get(RULE) == "order":
-                _check_order(answer, len(segments), where)
-            extra[SEGMENTS] = segments
-        roles = roles_of(record, len(video_ids))
-        if roles:
-            extra[ROLES] = list(roles)
-        items.append(
-            BenchmarkItem(
-                benchmark=benchmark,
-                question_id=qid,
-                kind="multiple_choice" if options else "open_ended",
-                video_ids=video_ids,
-                question=_question(record, where, segments),
-                options=options,
-                answer=answer,
-                categories=(task,) if task else (),
-                dimension=dimension_of(record, task or ""),
-                intervals=intervals,
-                extra=extra,
-            )
-        )
+        try:
+            if _is_uav(record):
+                raise AnnotationError(f"{where}: {UAV_REFUSAL}")
+            item = _item(record, benchmark, qid, where, task, dimension_of, multi_select_tasks)
+        except AnnotationError as exc:
+            if not skip_bad:
+                raise
+            reason = str(exc).splitlines()[0] if str(exc) else "unreadable record"
+            categories = (task,) if task else ()
+            item = unusable_item(benchmark, qid, reason, categories, dimension_of(record, task or ""))
+        if extra:
+            item = item.model_copy(update={"extra": {**item.extra, **extra}})
+        items.append(item)
     return list(unique_ids(items))
+
+
+def _item(
+    record: dict[str, Any],
+    benchmark: str,
+    qid: str,
+    where: str,
+    task: str | None,
+    dimension_of: Callable[[dict[str, Any], str], str | None],
+    multi_select_tasks: frozenset[str],
+) -> BenchmarkItem:
+    """One readable record as an item (an :class:`AnnotationError` says what is wrong with it)."""
+    segments = segments_of(record[SEGMENTS], where) if record.get(SEGMENTS) is not None else None
+    raw_options = first(record, OPTION_FIELDS, where, default=None)
+    options = options_of(raw_options, where) if raw_options else ()
+    raw_answer = first(record, ANSWER_FIELDS, where, default=None)
+    extra: dict[str, Any] = {}
+    intervals: tuple[tuple[float, float], ...] = ()
+    multi = (task or "").strip().lower() in multi_select_tasks
+    if options and (isinstance(raw_answer, list) or (multi and raw_answer is not None)):
+        answer: str | None = "".join(gold_letters(raw_answer, options, where))
+        extra[RULE] = "set"
+        # The release's BU script compares the reply with "".join(answer): "AC" for ["A", "C"],
+        # and a gold written "A, C" as that very string.
+        joined = "".join(str(a) for a in raw_answer) if isinstance(raw_answer, list) else str(raw_answer)
+        extra[GOLD_TEXT] = joined
+    elif options:
+        answer = choice_answer(raw_answer, options, where) if raw_answer is not None else None
+    elif _numbers(raw_answer) and len(raw_answer) == 2:
+        intervals = ((float(raw_answer[0]), float(raw_answer[1])),)
+        answer = f"{raw_answer[0]:g},{raw_answer[1]:g}"
+        extra[RULE] = "interval"
+    else:
+        answer = str(raw_answer) if raw_answer is not None else None
+        if answer is not None and (segments is not None or (order_of(answer) and "->" in answer)):
+            extra[RULE] = "order"
+        elif record.get("scoring_points"):
+            extra[RULE] = "judge"
+            extra["scoring_points"] = record["scoring_points"]
+    video_ids = videos_of(record, where)
+    if segments is not None:
+        if len(video_ids) != 1:
+            raise AnnotationError(f"{where}: segments are cut from one video, not {len(video_ids)}")
+        if extra.get(RULE) == "order":
+            _check_order(answer, len(segments), where)
+        extra[SEGMENTS] = segments
+    roles = roles_of(record, len(video_ids))
+    if roles:
+        extra[ROLES] = list(roles)
+    return BenchmarkItem(
+        benchmark=benchmark,
+        question_id=qid,
+        kind="multiple_choice" if options else "open_ended",
+        video_ids=video_ids,
+        question=_question(record, where, segments),
+        options=options,
+        answer=answer,
+        categories=(task,) if task else (),
+        dimension=dimension_of(record, task or ""),
+        intervals=intervals,
+        extra=extra,
+    )
+
+
+#: ``extra`` key of a multi-select gold as the release's script compares it (``"".join(answer)``).
+GOLD_TEXT = "gold_text"
+_SEPARATORS = re.compile(r"(?:\s*(?:,|;|/|&|\band\b)\s*|\s+)", re.IGNORECASE)
+
+
+def gold_letters(value: Any, options: tuple[str, ...], where: str) -> list[str]:
+    """The sorted letters of a multi-select gold in any form the release's BU script accepts: a
+    list (``["A", "C"]``, ``["C", "A"]``, indices), or one string of letters (``"AC"``, ``"A, C"``,
+    ``"A,C"``, ``"A C"``); an option's text names its letter. A letter beyond the options, or
+    none at all, is an :class:`AnnotationError`."""
+    parts: list[Any] = list(value) if isinstance(value, list | tuple) else [value]
+    letters: set[str] = set()
+    texts = [o.strip() for o in options]
+    for part in parts:
+        if isinstance(part, str) and part.strip() in texts:
+            letters.add(choice_answer(part, options, where))
+            continue
+        if isinstance(part, str):
+            tokens = [t for t in _SEPARATORS.split(part.strip().strip("()[]")) if t]
+            if tokens and all(t.isalpha() and t.isupper() for t in tokens):
+                for token in tokens:
+                    for char in token:
+                        letters.add(choice_answer(char, options, where))
+                continue
+        letters.add(choice_answer(part, options, where))
+    if not letters:
+        raise AnnotationError(f"{where}: the list of answers is empty")
+    return sorted(letters)
