@@ -127,6 +127,8 @@ class UsageTotals(BaseModel):
     model_calls: int = 0
     model_http_calls: int = 0
     input_tokens: int = 0
+    #: Of ``input_tokens``, those the server reused from its prompt cache (not processed again).
+    cached_input_tokens: int = 0
     output_tokens: int = 0
     images: int = 0
     tool_calls: int = 0
@@ -142,6 +144,7 @@ class UsageTotals(BaseModel):
         self.model_calls += 1
         self.model_http_calls += 0 if usage.cache_hit else 1
         self.input_tokens += usage.input_tokens
+        self.cached_input_tokens += usage.cached_input_tokens
         self.output_tokens += usage.output_tokens
         self.images += usage.images
 

@@ -111,7 +111,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 KIND = "openai"
-ROLES = ("chat", "planner", "vlm", "captioner", "text_embedder")
+ROLES = ("chat", "planner", "vlm", "captioner", "text_embedder", "judge")
 
 #: Option -> default. ``None`` means "not set".
 DEFAULTS: dict[str, Any] = {
@@ -335,6 +335,7 @@ class _Tally:
 
     requests: int = 0
     input_tokens: int = 0
+    cached_input_tokens: int = 0
     output_tokens: int = 0
 
     def add_usage(self, response: Any) -> None:
@@ -342,6 +343,11 @@ class _Tally:
         if found is not None:
             self.input_tokens += int(getattr(found, "prompt_tokens", 0) or 0)
             self.output_tokens += int(getattr(found, "completion_tokens", 0) or 0)
+            details = getattr(found, "prompt_tokens_details", None)
+            if isinstance(details, dict):  # a server's extra field the client did not type
+                self.cached_input_tokens += int(details.get("cached_tokens") or 0)
+            elif details is not None:
+                self.cached_input_tokens += int(getattr(details, "cached_tokens", 0) or 0)
 
 
 @dataclass
@@ -918,6 +924,7 @@ class OpenAIChat:
         latency = time.monotonic() - started
         reply.usage = Usage(
             input_tokens=tally.input_tokens,
+            cached_input_tokens=tally.cached_input_tokens,
             output_tokens=tally.output_tokens,
             images=n_images,
             latency_s=latency,

@@ -206,6 +206,9 @@ class ScriptedLLMServer:
         self.n_ctx: int | None = None
         self.report_n_ctx = True
         self.requests: list[Received] = []
+        #: The last chat request's messages (and tools): llama.cpp's one slot keeps its prompt, so
+        #: the next request's leading messages equal to them are reported as cached tokens.
+        self._slot: tuple[list[Any], Any] = ([], None)
         #: Chat completions being answered right now (a reply's ``seconds`` keeps one in flight).
         self.in_flight = 0
         self._queue: deque[Reply] = deque()
@@ -213,6 +216,23 @@ class ScriptedLLMServer:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+
+    def _reused(self, body: dict[str, Any], prompt_tokens: int) -> int:
+        """Prompt tokens a one-slot llama.cpp server would take from its cache for ``body``: those of
+        the leading messages equal to the previous request's (same tools), as its prompt cache
+        reuses the longest common prefix; at most all but one token (llama.cpp evaluates one)."""
+        messages = list(body.get("messages", []))
+        with self._lock:
+            before, tools = self._slot
+            self._slot = (messages, body.get("tools"))
+        if tools != body.get("tools"):
+            return 0  # the tools are rendered into the prompt's start: another prefix
+        common = 0
+        while common < min(len(before), len(messages)) and before[common] == messages[common]:
+            common += 1
+        if not common:
+            return 0
+        return max(0, min(_prompt_tokens({"messages": messages[:common]}), prompt_tokens - 1))
 
     # -------------------------------------------------------------- control
 
@@ -419,6 +439,7 @@ class ScriptedLLMServer:
         prompt_tokens = reply.prompt_tokens
         if prompt_tokens is None:
             prompt_tokens = _prompt_tokens(body)
+        cached_tokens = self._reused(body, prompt_tokens)
         completion_tokens = reply.completion_tokens
         if completion_tokens is None:
             completion_tokens = _words(reply.content or "") + sum(
@@ -445,6 +466,7 @@ class ScriptedLLMServer:
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
+                    "prompt_tokens_details": {"cached_tokens": cached_tokens},
                 },
             },
         )

@@ -82,6 +82,30 @@ def test_tools_run_with_the_models_arguments_and_a_repeat_costs_nothing(world) -
     assert again.usage.tool_calls == 1 and again.usage.tool_cache_hits == 1
 
 
+def test_each_turn_extends_the_last_so_the_servers_prompt_cache_is_reused(world) -> None:
+    """Issue 44: a local server (llama.cpp, one slot) re-reads only what is new when a request
+    starts with the previous one; the turns of a question must therefore only append. What the
+    server reports as cached is counted, shown, and most of a later turn's prompt."""
+    settings, _, server = world
+    server.script(
+        [
+            search("secret code vault"),
+            search("vault code spoken", call_id="call_again"),
+            finish_call("The code is purple elephant.", [ANSWER_RANGE]),
+        ]
+    )
+    answer = run_ask(settings, VIDEO_ID[:8], QUESTION)
+    requests = server.chat_requests
+    assert len(requests) == 3
+    for before, after in zip(requests, requests[1:], strict=False):
+        assert after["messages"][: len(before["messages"])] == before["messages"]  # appended only
+        assert after.get("tools") == before.get("tools")  # the tool list renders first: unchanged
+    assert answer.usage.cached_input_tokens > answer.usage.input_tokens / 3
+    console = Console(record=True, width=200)
+    render_answer(answer, console)
+    assert "from the server's prompt cache" in console.export_text()
+
+
 def test_the_step_limit_forces_a_final_answer(world) -> None:
     settings, _, server = world
     server.script(

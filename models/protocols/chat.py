@@ -44,6 +44,10 @@ class Usage(BaseModel):
     """What one model call cost."""
 
     input_tokens: int = 0
+    #: Of ``input_tokens``, those the server took from its prompt cache instead of processing them
+    #: again (``usage.prompt_tokens_details.cached_tokens``: OpenAI, vLLM, llama.cpp); 0 when the
+    #: server does not say. What a turn really costs a local server is the difference.
+    cached_input_tokens: int = 0
     output_tokens: int = 0
     images: int = 0
     latency_s: float = 0.0

@@ -259,9 +259,11 @@ class Run:
     def steps(self) -> int:
         return sum(len(trace) for trace in self.questions().values())
 
-    def tokens(self) -> tuple[int, int]:
+    def tokens(self) -> tuple[int, int, int]:
+        """Prompt tokens sent, prompt tokens the server processed (not from its cache), output."""
         return (
             sum(e.prompt_tokens for e in self.exchanges),
+            sum(e.prompt_tokens - e.cached_tokens for e in self.exchanges),
             sum(e.completion_tokens for e in self.exchanges),
         )
 
@@ -278,16 +280,16 @@ def quality_table(runs: list[Run], *, commit: str, date: str, model: str, thread
         lines += [
             "",
             "| command | agent | exit | right | vs extractive | steps | model requests "
-            "| prompt / output tokens | forced | fallback | seconds |",
+            "| prompt (processed) / output tokens | forced | fallback | seconds |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
     for run in runs:
         right, judged = run.right()
-        prompt, output = run.tokens()
+        prompt, processed, output = run.tokens()
         lines.append(
             f"| {run.command.name} | {run.command.agent} | {run.returncode} | "
             f"{f'{right}/{judged}' if judged else '–'} | {run.against_extractive()} | {run.steps()} | "
-            f"{run.model_requests} | {prompt:,} / {output:,} | {run.forced()} | {run.fallbacks()} | "
+            f"{run.model_requests} | {prompt:,} ({processed:,}) / {output:,} | {run.forced()} | {run.fallbacks()} | "
             f"{run.seconds:.0f} |"
         )
     return "\n".join(lines) + "\n"

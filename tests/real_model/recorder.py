@@ -26,6 +26,8 @@ class Exchange:
     images: int
     tools: int
     prompt_tokens: int = 0
+    #: Of the prompt tokens, those llama.cpp took from its prompt cache (not processed again).
+    cached_tokens: int = 0
     completion_tokens: int = 0
     refused_images: bool = False
     reply: dict[str, Any] = field(default_factory=dict)
@@ -105,6 +107,7 @@ class RecordingProxy:
             images=_count_images(body),
             tools=len(body.get("tools") or []),
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             refused_images=status >= 400 and "image" in text,
             reply=reply,

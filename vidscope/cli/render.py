@@ -89,7 +89,7 @@ def render_answer(
     u = result.usage
     console.print(
         f"[dim]{result.seconds:.2f}s · model calls {u.model_calls} (HTTP {u.model_http_calls}) · "
-        f"tokens {u.input_tokens}/{u.output_tokens} · tools {u.tool_calls} "
+        f"tokens {u.input_tokens}/{u.output_tokens}{_reused(u.cached_input_tokens)} · tools {u.tool_calls} "
         f"({u.tool_cache_hits} cached)[/dim]"
     )
 
@@ -110,6 +110,11 @@ def _render_trace(result: AskResult, console: Console) -> None:
             cached,
         )
     console.print(table)
+
+
+def _reused(cached: int) -> str:
+    """" (N from the server's prompt cache)" when the server said it reused prompt tokens."""
+    return f" ({cached} from the server's prompt cache)" if cached else ""
 
 
 def render_search(
