@@ -82,11 +82,19 @@ def test_colours_are_compared_by_majority_and_not_for_mixed_instances() -> None:
     # A red and a blue car: no majority colour, so nothing to contradict the reader's "blue".
     memory = EvidenceMemory()
     assert admit(memory, graph(["red", "blue", "red", "blue"], "blue").facts(), reader_sees("red"), 2) == []
-    # Mostly green but the reader says red: a conflict, and the re-read's green is kept.
+    # One scene_graph call never conflicts with itself: its pixels say green, its vision model red
+    # (issue 38: the model's colours were filed under video_reader and re-read against the pixels).
     memory = EvidenceMemory()
     reread = reader_sees("green", kind="colour", measure="")
-    (resolution,) = admit(memory, graph(["green", "green", "olive"], "red").facts(), reread, 2)
+    assert admit(memory, graph(["green", "green", "olive"], "red").facts(), reread, 2) == []
+    assert reread.calls == [] and {f.source for f in memory.all_facts()} == {"scene_graph"}
+    # Mostly green but the reader, in a call of its own, says red: a conflict, the re-read's green
+    # is kept.
+    (resolution,) = admit(
+        memory, [fact("video_reader", "red", kind="colour", subject="car", measure="")], reread, 2
+    )
     assert resolution.kept is not None and resolution.kept.value == "green"
+    assert resolution.kept.source == "scene_graph"
 
 
 def test_times_conflict_only_when_each_tool_could_have_seen_the_other() -> None:
@@ -134,4 +142,4 @@ def test_scene_graph_states_peak_counts_compared_with_the_trackers_peak() -> Non
         "conflict on peak count of person: scene_graph says 3.0, object_tracker says 2.0"
         in resolution.describe()
     )
-    assert resolution.kept is peak
+    assert resolution.kept == peak.model_copy(update={"call": 1})  # the graph's, numbered as its call

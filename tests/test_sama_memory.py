@@ -95,3 +95,21 @@ def test_notes_are_distilled_oldest_first_only_past_their_token_budget() -> None
     assert first["text"] == "60 lines"  # the oldest was distilled to its summary
     assert "painted green in 1990" in last["text"]  # the newest kept whole
     assert tight["b"]["notes"][0]["text"] == "Two boats, one red and one blue."  # type: ignore[index]
+
+
+def test_a_distilled_note_keeps_the_line_that_bears_on_the_question_not_the_first() -> None:
+    """Issue 38: distilled to its summary (a reading's first words), a note lost the line that
+    answered. Past the budget it keeps the summary and the line sharing most words with the
+    question, whole."""
+    memory = EvidenceMemory(question="When was the lighthouse painted green?")
+    reading = (
+        "Boats sail past the quay on a windy morning while gulls circle overhead. " * 20
+        + "The guide says the lighthouse was painted green in 1990."
+    )
+    memory.note("a", "video_reader", reading, summary="16 frames of [0, 30]s: Boats sail past the quay")
+    memory.note("a", "video_reader", "A gull lands.", summary="a gull")
+    memory.settle()
+    first, last = memory.render(estimate_tokens(reading) // 2)["a"]["notes"]  # type: ignore[index]
+    assert first["text"].startswith("16 frames of [0, 30]s: Boats sail past the quay")
+    assert first["text"].endswith("The guide says the lighthouse was painted green in 1990.")
+    assert estimate_tokens(first["text"]) < 60 and last["text"] == "A gull lands."

@@ -39,7 +39,7 @@ from vidscope.agents.runtime import (
     statement,
     tool_step,
 )
-from vidscope.agents.sama.facts import Fact
+from vidscope.agents.sama.facts import REREAD_NOTE, Fact
 from vidscope.agents.sama.memory import EvidenceMemory, admit
 from vidscope.agents.sama.skills import Skill, classify, load_skills
 from vidscope.agents.sama.tools_find import (
@@ -146,9 +146,11 @@ def _reread_question(fact: Fact) -> str:
         ask = f"How many {fact.subject} are visible together at most, in any one frame?"
     elif fact.kind == "colour":
         ask = f"What colour is the {fact.subject} in most frames?"
-    else:
-        ask = f"When does this happen: {fact.subject}?"
-    return f"{ask} Look carefully; state it."
+    else:  # the event's own question, so the re-read's time is of the same event
+        ask = (
+            fact.subject if fact.subject.rstrip().endswith("?") else f"When does this happen: {fact.subject}?"
+        )
+    return f"{ask} {REREAD_NOTE}"
 
 
 def _facts(result: Any) -> list[Fact]:
@@ -176,7 +178,7 @@ def run_sama(
     registry = ctx.registry or sama_registry()
     ctx.registry = registry
     state = LoopState(messages=[], multi_select=multi_select)
-    memory = EvidenceMemory()
+    memory = EvidenceMemory(question=question)
 
     def record(step: TraceStep) -> None:
         state.trace.append(step)

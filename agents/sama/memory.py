@@ -5,7 +5,9 @@ returned; the planner sees this memory instead of the whole conversation. The la
 is shown in full (``latest``, within ``result_tokens``, :func:`within_tokens`); earlier results stay
 as notes, each whole while the notes fit ``memory_tokens`` and distilled to the tool's one-line
 summary, oldest first, once they do not — so a detail (a date, a name, a colour) a tool reported
-is never cut at a fixed number of characters. A new fact
+is never cut at a fixed number of characters. A distilled note keeps, beside the summary, the one
+line of the result that bears most on the question (:func:`best_line`), not its first: the
+summary of a reading is its first words, and the line that answers may come last. A new fact
 that disagrees with a known one about the same subject and time is a conflict: the layer re-reads
 the segment over a narrowed window (:func:`narrowed`) with the vision model until one side is
 confirmed or the re-read budget is spent; only the confirmed value is kept.
@@ -13,12 +15,14 @@ confirmed or the re-read budget is spent; only the confirmed value is kept.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from vidscope.agents.sama.facts import Fact, agree, conflicts
+from vidscope.agents.sama.facts import Fact, agree, conflicts, same_claim
+from vidscope.core.lexicon import keywords
 
 #: Characters per token of the estimate below (English text and JSON average about four for the
 #: BPE tokenizers of the planners we run; the budget is a guard, not an exact count).
@@ -64,11 +68,32 @@ class VideoMemory:
     notes: list[Note] = field(default_factory=list)
 
 
+def best_line(text: str, question: str) -> str:
+    """The line (sentence, or quoted string of a JSON result) of ``text`` sharing the most
+    keywords with ``question``, the earliest on a tie; empty when none shares one."""
+    pieces = [p.strip(' ,:[]{}"') for p in _LINES.split(text)]
+    wanted = set(keywords(question))
+    best, score = "", 0
+    for piece in pieces:
+        hits = len(wanted & set(keywords(piece)))
+        if hits > score:
+            best, score = piece, hits
+    return best
+
+
+#: Where a result's text is split into lines: sentence ends, line breaks and JSON string bounds.
+_LINES = re.compile(r'(?<=[.!?])\s+|\n+|"\s*[,:]\s*"|",\s*|\s*\{\s*"|"\s*\}')
+
+
 @dataclass
 class EvidenceMemory:
     """Verified evidence keyed by video id (what the planner sees)."""
 
     videos: dict[str, VideoMemory] = field(default_factory=dict)
+    #: The question asked (a distilled note keeps the line that bears most on it).
+    question: str = ""
+    #: Tool calls whose facts were admitted so far (numbers each call's facts).
+    calls: int = 0
 
     def of(self, video_id: str) -> VideoMemory:
         """The memory of one video (created empty)."""
@@ -93,10 +118,10 @@ class EvidenceMemory:
         self.of(video_id).notes.append(note)
 
     def keep(self, fact: Fact) -> None:
-        """Keep ``fact``, replacing an agreeing one with the same key and interval."""
+        """Keep ``fact``, replacing an agreeing one of the same claim and interval."""
         memory = self.of(fact.video_id)
         memory.facts = [
-            f for f in memory.facts if not (f.key() == fact.key() and f.overlaps(fact) and agree(f, fact))
+            f for f in memory.facts if not (same_claim(f, fact) and f.overlaps(fact) and agree(f, fact))
         ]
         memory.facts.append(fact)
 
@@ -135,8 +160,11 @@ class EvidenceMemory:
         def shown(video_id: str, i: int, n: Note) -> dict[str, object]:
             if n.fresh:
                 text = n.text if share is None else within_tokens(n.text, share)
+            elif (video_id, i) in distilled:
+                line = best_line(n.text, self.question)
+                text = n.summary if not line or line in n.summary else f"{n.summary} … {line}"
             else:
-                text = n.summary if (video_id, i) in distilled else n.text
+                text = n.text
             note: dict[str, object] = {"tool": n.tool, "text": text}
             if n.t0 is not None:
                 note["t0"], note["t1"] = n.t0, n.t1
@@ -203,6 +231,8 @@ def admit(
 ) -> list[Resolution]:
     """Add ``new`` facts to ``memory``, checking each against what is kept.
 
+    ``new`` are the facts of one tool call: they are numbered as one call (never compared with
+    each other) and each is checked against every kept fact, from any tool and any earlier call.
     Without ``reread`` (the conflict-check ablation) facts are kept as they come. A conflict is
     re-read (:func:`narrowed`) and resolved toward what the re-read sees: the side it agrees with
     is kept and the other dropped; when it agrees with neither side but two re-reads agree with
@@ -210,6 +240,8 @@ def admit(
     conflict is listed unresolved.
     """
     resolutions = []
+    new = [f.model_copy(update={"call": memory.calls}) for f in new]
+    memory.calls += 1
     for fact in new:
         found = conflicts([fact], memory.all_facts()) if reread is not None else []
         if not found or reread is None:
@@ -220,7 +252,7 @@ def admit(
         kept, by_reread = None, False
         for round_ in range(max_rereads):
             start, end = narrowed(fact, known, round_)
-            seen = [f for f in reread(fact, start, end) if f.key() == fact.key()]
+            seen = [f for f in reread(fact, start, end) if same_claim(f, fact)]
             rereads.append((start, end, seen))
             votes = [side for side in (fact, known) if any(agree(side, s) for s in seen)]
             if len(votes) == 1:

@@ -19,7 +19,7 @@ from vidscope.agents.evidence import sample_evenly
 from vidscope.agents.looks import found_flag, look_support, reports_nothing, times_inside
 from vidscope.agents.multi_video import json_object, look, segment_frames, vision_model
 from vidscope.agents.perception import perception_backend, range_frames
-from vidscope.agents.sama.facts import Fact, majority
+from vidscope.agents.sama.facts import Fact, event_of, majority
 from vidscope.agents.tools import ToolContext, ToolError, ToolResult, tool
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.images import decode_jpeg
@@ -103,8 +103,8 @@ class ReadResult(ToolResult):
             Fact(kind="count", measure="distinct", subject=k, value=v, **base) for k, v in self.counts.items()
         ]
         found += [Fact(kind="colour", subject=k, value=v, **base) for k, v in self.colours.items()]
-        if self.time is not None:
-            found.append(Fact(kind="time", subject=self.question, value=self.time, **base))
+        if self.time is not None:  # of the event asked about (a re-read's note is not part of it)
+            found.append(Fact(kind="time", subject=event_of(self.question), value=self.time, **base))
         return found
 
 
@@ -481,9 +481,13 @@ class SceneGraphResult(ToolResult):
         return self.model_dump(mode="json", exclude={"usage"})
 
     def facts(self) -> list[Fact]:
-        """Dominant colours measured from pixels, each label's majority over its sightings (none when
-        no colour has a majority, e.g. a red and a blue car); the vlm's colours are the other side.
-        And per detected label its peak count: the most seen in one of the frames looked at."""
+        """All stated by ``scene_graph`` (one call: never compared with each other). Dominant
+        colours measured from pixels, each label's majority over its sightings (none when no colour
+        has a majority, e.g. a red and a blue car), and the vision model's colours; per detected
+        label its peak count (the most seen in one of the frames looked at); per label the vision
+        model lists, how many it lists — the different objects it saw over the segment, compared
+        with the reader's "how many" (the paper's Fig. 4: the reader's 2 grocery bags against the
+        scene graph's 1 bag)."""
         seen: dict[str, list[str]] = {}
         peaks: dict[str, int] = {}
         for frame in self.frames:
@@ -500,9 +504,17 @@ class SceneGraphResult(ToolResult):
             Fact(kind="colour", subject=k, value=v, source="scene_graph", **base) for k, v in colours.items()
         ]
         found += [
-            Fact(kind="colour", subject=o["label"], value=o["colour"], source="video_reader", **base)
+            Fact(kind="colour", subject=o["label"], value=o["colour"], source="scene_graph", **base)
             for o in self.vlm_objects
             if o.get("label") and o.get("colour")
+        ]
+        listed: dict[str, int] = {}
+        for o in self.vlm_objects:
+            if o.get("label", "").strip():
+                listed[o["label"].strip()] = listed.get(o["label"].strip(), 0) + 1
+        found += [
+            Fact(kind="count", measure="distinct", subject=k, value=v, source="scene_graph", **base)
+            for k, v in listed.items()
         ]
         found += [
             Fact(kind="count", measure="peak", subject=k, value=v, source="scene_graph", **base)
