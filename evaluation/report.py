@@ -195,7 +195,7 @@ class RunSummary(BaseModel):
     )
     judge_unscored: list[str] = Field(
         default_factory=list,
-        description="Free-form answers left unscored: no judge model (planner), or it failed.",
+        description="Free-form answers left unscored: no judge model (the judge role), or it failed.",
     )
     unscored: list[str] = Field(default_factory=list, description="Questions without a gold answer.")
     missing_videos: list[str] = Field(default_factory=list)
@@ -244,6 +244,11 @@ class RunSummary(BaseModel):
     )
     per_question: dict[str, QuestionScore] = Field(
         default_factory=dict, description="Scored multiple-choice questions (what eval compare pairs)."
+    )
+    optional_failed: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Answered questions whose videos lack an optional stage that failed at ingestion "
+        "('video: stage: reason'); they were answered without it.",
     )
     wrong: list[WrongAnswer] = Field(default_factory=list)
     samples: list[Sample] = Field(
@@ -502,6 +507,7 @@ def summarise(
         summary.fallback = sum(p.fallback for p in done)
         summary.not_perceived = sum(p.perceived is False for p in done)
         summary.skipped = dict(Counter(step for p in done for step in p.skipped))
+        summary.optional_failed = {p.question_id: p.optional_failed for p in done if p.optional_failed}
         for level in EVIDENCE_ORDER:
             count = sum(p.evidence.get(level, 0) for p in done)
             if count:
@@ -778,7 +784,7 @@ def report_markdown(summary: RunSummary) -> str:
     if summary.judge_unscored:
         lines.append(
             f"{len(summary.judge_unscored)} free-form answers are not scored: they need an LLM judge "
-            "(the planner role) and none was configured or it gave no usable verdict."
+            "(the judge role) and none may judge this run or it gave no usable verdict."
         )
     if summary.open_ended:
         lines.append(f"{summary.open_ended} open-ended answers are in the predictions, not scored.")
@@ -786,6 +792,7 @@ def report_markdown(summary: RunSummary) -> str:
         lines.append(f"{len(summary.unscored)} questions have no gold answer and are not scored.")
     lines += _wrong_table(summary)
     lines += _failed_lines(summary)
+    lines += _optional_lines(summary)
     if summary.missing_videos:
         shown = ", ".join(cell(v) for v in summary.missing_videos[:50])
         more = len(summary.missing_videos) - 50
@@ -833,6 +840,23 @@ def _outcome_line(summary: RunSummary) -> str:
 
 #: At most this many failed questions are named in ``report.md`` (``summary.json`` has them all).
 FAILED_ROWS = 50
+
+
+def _optional_lines(summary: RunSummary) -> list[str]:
+    """The answered questions whose videos lack a failed optional stage, grouped by what failed."""
+    if not summary.optional_failed:
+        return []
+    groups = Counter(reason for reasons in summary.optional_failed.values() for reason in reasons)
+    lines = [
+        "",
+        f"## Answered without an optional stage ({len(summary.optional_failed)} questions)",
+        "",
+        "An optional ingestion stage failed on their videos; they were answered without its rows "
+        "(the tools that read them said so). By stage:",
+        "",
+    ]
+    lines += [f"- {n} × {cell(reason)}" for reason, n in groups.most_common()]
+    return lines
 
 
 def _failed_lines(summary: RunSummary) -> list[str]:

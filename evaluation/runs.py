@@ -125,6 +125,11 @@ class Prediction(BaseModel):
         None, description="Where a failed question failed: ingest, segment (cutting its clips), answer."
     )
     error: str | None = Field(None, description="Why it failed, in one line.")
+    optional_failed: list[str] = Field(
+        default_factory=list,
+        description="Optional ingestion stages that failed on its videos, as 'video: stage: reason' "
+        "(the question was answered without their rows).",
+    )
 
     @property
     def failed(self) -> bool:

@@ -74,11 +74,18 @@ from vidscope.evaluation.runs import (
     write_spec,
     write_videos,
 )
-from vidscope.evaluation.scoring import RULE, Judge
+from vidscope.evaluation.scoring import Judge
 from vidscope.evaluation.segments import FOLDER as SEGMENTS
 from vidscope.evaluation.segments import cut_segments
 from vidscope.evaluation.videos import VideoLookup, locate_videos, read_subtitles
-from vidscope.flows.eval_agents import SUBTITLE_TEXT, answer_item, planner_judge
+from vidscope.flows.eval_agents import (
+    ALLOW_SELF_JUDGE,
+    SUBTITLE_TEXT,
+    JudgeChoice,
+    answer_item,
+    choose_judge,
+    judge_of,
+)
 from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
@@ -86,7 +93,8 @@ from vidscope.models.open_store import open_store
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
-from vidscope.tasks.stage import STATUS_UNAVAILABLE, is_current, ledger_rows
+from vidscope.storage.ledger import STATUS_FAILED
+from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, is_current, ledger_rows
 from vidscope.tasks.stages import stages
 
 __all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate", "too_many_failed"]
@@ -137,13 +145,17 @@ _on_progress: contextvars.ContextVar[Callable[[EvalProgress], None] | None] = co
 )
 
 
-def _judge(settings: Settings, items: Sequence[BenchmarkItem]) -> Judge | None:
-    """The LLM judge of free-form answers (the planner role), when some item needs one and a
-    planner is configured; else None and those answers are reported unscored."""
-    if not any(i.extra.get(RULE) == "judge" for i in items):
-        return None
-    chat = registry.planner_model(settings) if registry.effective_spec(settings, "planner") else None
-    return planner_judge(chat) if chat is not None else None
+def _judge(
+    settings: Settings, spec: RunSpec, items: Sequence[BenchmarkItem]
+) -> tuple[Judge | None, JudgeChoice]:
+    """The LLM judge of free-form answers (the ``judge`` role; the answering model only with
+    ``--allow-self-judge``) and who it is; a run that may not judge leaves those answers
+    unscored, with the reason in the report."""
+    try:
+        choice = choose_judge(settings, items, bool(spec.options.get(ALLOW_SELF_JUDGE)))
+    except ValueError as exc:  # configured away since the run was prepared
+        return None, JudgeChoice(None, note_text=str(exc))
+    return judge_of(settings, choice), choice
 
 
 def _progress(event: EvalProgress) -> None:
@@ -272,6 +284,7 @@ def prepare_run(
     # Read once here, so a bad file is one line before any flow run starts.
     items = _load_items(benchmark, annotations, loader_options)
     agent = _check_agent(settings, agent, items, benchmark)
+    choose_judge(settings, items, bool(options.get(ALLOW_SELF_JUDGE)))  # refuses a self-judging run
     switched_off = sorted(strategies.parse_ablations(agent, ablations)) if ablations else []
     protocol = run_protocol(settings, benchmark, options, items)
     resolved_root = Path(root).expanduser().resolve()
@@ -338,6 +351,25 @@ def _is_ingested(store: Store, settings: Settings, video_id: str) -> bool:
         if not unavailable:
             return False
     return True
+
+
+def optional_failures(store: Store, video_id: str) -> list[str]:
+    """The optional stages of ``video_id`` that failed (``stage: reason``, from the ledger) or could
+    not run because one they need failed; the video is answered without their rows."""
+    rows = ledger_rows(store, video_id)
+    out: list[str] = []
+    failed: set[str] = set()
+    for stage in stages():
+        row = rows.get(stage.name)
+        if not stage.optional or (row is not None and row["status"] in CURRENT_STATUSES):
+            continue
+        if row is not None and row["status"] == STATUS_FAILED:
+            failed.add(stage.name)
+            out.append(f"{stage.name}: {row['error'] or 'failed'}")
+        elif blocked := [n for n in stage.needs if n in failed]:
+            failed.add(stage.name)
+            out.append(f"{stage.name}: not run (needs {', '.join(blocked)})")
+    return out
 
 
 def _store_ids(
@@ -616,6 +648,9 @@ def evaluate(
     question = answer_question.with_options(
         retries=retries, retry_delay_seconds=1, result_storage=run_dir / "cache"
     )
+    # Optional stages that failed on a video (issue 37): its questions are answered without them,
+    # and each prediction says which were missing.
+    degraded = {video_id: missing for video_id in names if (missing := optional_failures(store, video_id))}
     for item in with_subtitles(todo, lookup):
         broken = [name for name in item.video_ids if name in ingest_failures]
         if broken:
@@ -645,13 +680,18 @@ def evaluate(
         except Exception as exc:  # noqa: BLE001 - a question that failed its retries is reported
             fail(item, "answer", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}".rstrip(": "))
         else:
+            prediction.optional_failed = [
+                f"{name}: {missing}" for name in item.video_ids for missing in degraded.get(ids[name], [])
+            ]
             append_prediction(run_dir, prediction)
             answered.append(item.question_id)
         ok = item.question_id not in failures
         _progress(EvalProgress(phase="answer", done=n, total=len(futures), name=item.question_id, ok=ok))
 
     predictions = read_predictions(run_dir)
-    summary = summarise(spec, items, ready, predictions, failures, lookup.missing, _judge(settings, ready))
+    judge, judged_by = _judge(settings, spec, ready)
+    summary = summarise(spec, items, ready, predictions, failures, lookup.missing, judge)
+    summary.judge_model, summary.judge_note = judged_by.spec, judged_by.note
     ordered = [predictions[i.question_id] for i in ready if i.question_id in predictions]
     files = write_report(run_dir, summary, ordered)
     _publish(summary)
@@ -703,7 +743,7 @@ def _why_nothing_scored(
     if summary.unscored and summary.answered:
         return "the answered questions have no gold answer to score against"
     if summary.judge_unscored and summary.answered == len(summary.judge_unscored):
-        return "free-form answers need an LLM judge: set [models] planner (or chat) to score them"
+        return "free-form answers need an LLM judge: set [models] judge to score them"
     if summary.open_ended and summary.answered == summary.open_ended:
         return "open-ended answers have no automatic score"
     return "no question was answered"

@@ -5,7 +5,9 @@ derived from their declarations (one generic Prefect task per stage, :func:`stag
 recognition runs beside frame sampling and OCR; captioning waits for all of them; embedding comes
 last (frame embedding, which needs only the frames, runs beside it). Each stage consults the ledger first,
 so a re-run does only what is missing, failed or changed. A stage that fails is retried by Prefect,
-then recorded as failed; stages that need it are reported as blocked, the others still run.
+then recorded as failed; stages that need it are reported as blocked, the others still run. When
+only optional enrichments failed or were blocked (:attr:`~vidscope.tasks.stage.Stage.optional`),
+the video is ingested ``degraded``, not failed: its store is whole but for their rows.
 
 ``ingest_library`` expands paths, hashes files to find duplicates (the same content under two
 names is one video), ingests the distinct videos with bounded concurrency and finally rebuilds the
@@ -39,6 +41,7 @@ from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from vidscope.core.settings import Settings, get_settings
+from vidscope.flows.ingest_plan import DEGRADED
 from vidscope.flows.ingest_plan import StageReport as StageReport
 from vidscope.flows.ingest_plan import VideoReport as VideoReport
 from vidscope.flows.ingest_plan import expand_paths as expand_paths
@@ -155,11 +158,16 @@ def _ingest_video(
             seconds=round(r.seconds, 3),
             error=r.error,
             note=_note(store, video_id, r),
+            optional=s.optional,
         )
-        for r in (results[s.name] for s in registered)
+        for s in registered
+        for r in (results[s.name],)
     ]
-    if any(s.status in ("failed", "blocked") for s in video_report.stages):
+    broken = [s for s in video_report.stages if s.status in ("failed", "blocked")]
+    if any(not s.optional for s in broken):
         video_report.status = "failed"
+    elif broken:  # only optional enrichments: the video is searchable and answerable without them
+        video_report.status = DEGRADED
     elif any(s.stage == PROBE.name and s.note for s in video_report.stages):
         video_report.status = "partial"
     elif any(s.status == "unavailable" or s.note for s in video_report.stages):

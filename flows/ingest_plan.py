@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 #: The status of a file every stage of which is current: nothing to do.
 UP_TO_DATE = "up to date"
 
+#: The status of a file ingested with a failed optional stage (:attr:`vidscope.tasks.stage.Stage.optional`):
+#: searchable and answerable, without that stage's rows. Not a failure; ``vidscope ingest`` says so.
+DEGRADED = "degraded"
+
 #: File extensions picked up when a folder is given.
 VIDEO_EXTENSIONS = {
     ".mp4",
@@ -50,6 +54,7 @@ class StageReport(BaseModel):
     seconds: float = 0.0
     error: str | None = None
     note: str | None = None  # what the stage could not read (corrupt packets, a truncated file)
+    optional: bool = False  # an enrichment: failing (or blocked) leaves the video usable
 
 
 class VideoReport(BaseModel):
@@ -57,7 +62,7 @@ class VideoReport(BaseModel):
 
     path: str
     video_id: str | None = None
-    status: str = "ok"  # ok | failed | duplicate | warning | partial
+    status: str = "ok"  # ok | failed | degraded | duplicate | warning | partial
     error: str | None = None
     duplicate_of: str | None = None
     stages: list[StageReport] = Field(default_factory=list)
@@ -65,6 +70,10 @@ class VideoReport(BaseModel):
     @property
     def failed(self) -> bool:
         return self.status == "failed"
+
+    def optional_failures(self) -> list[StageReport]:
+        """The optional stages that failed or were blocked (the video is usable without them)."""
+        return [s for s in self.stages if s.optional and s.status in ("failed", "blocked")]
 
     def reasons(self) -> str:
         """Why the file failed or is incomplete, as ``stage: reason; …`` (empty when all went well)."""

@@ -81,6 +81,12 @@ class Stage:
 
     ``needs`` must be current before the stage can run; ``reads`` are used when available (their
     failure does not block this stage, but their output is part of this stage's cache key).
+
+    ``optional`` marks an enrichment whose failure leaves the video usable (issue 37): the stage
+    is recorded failed in the ledger with its reason, as any stage, but the video counts as
+    ingested (``degraded``, :data:`~vidscope.flows.ingest_plan.DEGRADED`) and questions run
+    without its rows; the tools that read them say they are missing. A required stage failing
+    still fails the video. :mod:`vidscope.tasks.stages` says which stages are optional and why.
     """
 
     name: str
@@ -90,6 +96,7 @@ class Stage:
     needs: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()
     description: str = ""
+    optional: bool = False
 
     def fingerprint(self, settings: Settings, upstream: dict[str, dict[str, Any]]) -> str:
         """The cache key: this stage's version and settings plus the upstream ledger rows it uses."""

@@ -16,6 +16,7 @@ needs no list of stage names: the ledger keys rows by whatever name a stage reco
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from functools import cache
 
 from vidscope.core.settings import Settings
@@ -41,6 +42,16 @@ STAGES: list[tuple[str, str | Stage]] = [
     ("clip_embed", "vidscope.tasks.clip_embed:CLIP_EMBED"),
     ("chapters", "vidscope.tasks.chapters:CHAPTERS"),
 ]
+
+#: The optional enrichments (:attr:`~vidscope.tasks.stage.Stage.optional`): stages whose failure
+#: leaves the searchable store intact — the clips, their captions and caption vectors (probe,
+#: segment, caption, embed) and the perception rows captions are made of (frames, speech, ocr,
+#: detect). Nothing required needs them (:func:`stages` checks it): subjects (DVD's registry; the
+#: overview says it is missing), graph and its parse/tags (graph search), frame_embed and
+#: clip_embed (visual search and MAVIS's fine stage, which fall back to captions), chapters
+#: (summaries). DESIGN.md names captions among the optional stages; here ``embed`` needs them (the
+#: caption vectors are the store's search index), so a caption failure still fails the video.
+OPTIONAL_STAGES = frozenset({"subjects", "graph", "parse", "tags", "frame_embed", "clip_embed", "chapters"})
 
 
 def stage_names() -> tuple[str, ...]:
@@ -77,10 +88,16 @@ def _load(entries: tuple[tuple[str, str | Stage], ...]) -> tuple[Stage, ...]:
         stage = _declaration(ref)
         if stage.name != name:
             raise ValueError(f"the stage registered as {name!r} declares itself {stage.name!r}")
-        before = {s.name for s in loaded}
+        if name in OPTIONAL_STAGES and not stage.optional:
+            stage = replace(stage, optional=True)
+        before = {s.name: s for s in loaded}
         missing = [d for d in (*stage.needs, *stage.reads) if d not in before]
         if missing:
             raise ValueError(f"stage {name!r} needs or reads {', '.join(missing)}: register them before it")
+        optional_needs = [d for d in stage.needs if before[d].optional]
+        if optional_needs and not stage.optional:
+            # A required stage blocked by an optional one would make that one required after all.
+            raise ValueError(f"required stage {name!r} needs the optional {', '.join(optional_needs)}")
         loaded.append(stage)
     return tuple(loaded)
 

@@ -47,6 +47,7 @@ from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
+from vidscope.storage.ledger import STATUS_FAILED
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.decode import frames_at
 
@@ -93,11 +94,16 @@ class BrowseResult(ToolResult):
     subjects: list[SubjectEntry] = Field(
         default_factory=list, description="Recurring subjects, most mentioned first."
     )
+    subjects_missing: str | None = Field(
+        None, description="Why the video has no subject registry: its (optional) stage failed."
+    )
     usage: Usage | None = None
 
     def summary(self) -> str:
         what = "summary" if self.summary_text else "captions only"
         text = f"{what} over {len(self.captions)} of {self.total_clips} clips"
+        if self.subjects_missing:
+            return f"{text}, subjects missing ({self.subjects_missing})"
         return f"{text}, {len(self.subjects)} subjects" if self.subjects else text
 
     def model_usage(self) -> Usage | None:
@@ -162,6 +168,14 @@ def load_subjects(ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS)
     ]
 
 
+def _subjects_missing(ctx: ToolContext, video_id: str) -> str | None:
+    """Why ``video_id`` has no subject registry when its optional stage failed (the ledger's
+    reason), so the model reads "missing", not "no recurring subjects"; else None."""
+    rows = ctx.store.rows(ctx.store.ledger, video_id=video_id, where="stage = 'subjects'").to_pylist()
+    failed = [r for r in rows if r["status"] == STATUS_FAILED]
+    return f"the subjects stage failed: {failed[0]['error'] or 'no reason recorded'}" if failed else None
+
+
 # ============================================================================ tools
 
 
@@ -218,6 +232,8 @@ def global_browse(
         captions=captions,
         subjects=load_subjects(ctx, video_id),
     )
+    if not result.subjects:
+        result.subjects_missing = _subjects_missing(ctx, video_id)
     if ctx.chat is None:
         return result
     data = [{"start": c.start, "end": c.end, "caption": c.caption} for c in captions]

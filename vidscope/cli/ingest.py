@@ -5,10 +5,12 @@ Files whose every stage is current are counted as up to date without a flow run 
 unchanged folder takes a second or two and starts no Prefect server). Each other file's result is
 printed as soon as it is done; the batch ends with ``N new, M up to date, K failed`` and a table
 of the failed stages only. Failures are one line each (file, stage, reason); their tracebacks are
-in the log file the line names. SIGINT and SIGTERM stop the run at once: the flow runs in a
-worker thread, so the main thread is free to take the signal, mark the running stages
-interrupted in the ledger, end every child process (the temporary Prefect server among them)
-and exit.
+in the log file the line names. A file whose only failures are optional enrichments (subjects,
+graph, chapters…; :data:`vidscope.tasks.stages.OPTIONAL_STAGES`) is ingested ``degraded``: one
+line per failed optional stage, and the run exits :data:`EXIT_OPTIONAL_FAILED` unless a file failed.
+SIGINT and SIGTERM stop the run at once: the flow runs in a worker thread, so the main thread is
+free to take the signal, mark the running stages interrupted in the ledger, end every child
+process (the temporary Prefect server among them) and exit.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, safe, settings
-from vidscope.flows.ingest_plan import UP_TO_DATE, VideoReport
+from vidscope.flows.ingest_plan import DEGRADED, UP_TO_DATE, VideoReport
 
 if TYPE_CHECKING:
     from vidscope.core.settings import Settings
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
 _STAGE_ENDS = {"done", "skipped", "cached", "failed", "blocked", "unavailable", "interrupted"}
 #: Stage statuses the failure table lists.
 _FAILED_STAGE = {"failed", "blocked", "interrupted"}
+#: The exit status of an ingest where every file was ingested but some with a failed optional stage
+#: (its videos are searchable and answerable without it; ``vidscope ingest`` retries the stage).
+#: 0 is all well, 1 a file failed (a required stage, or the file itself), 2 bad usage, 130 SIGINT.
+EXIT_OPTIONAL_FAILED = 3
 
 
 @app.command()
@@ -79,6 +85,8 @@ def ingest(
         summary.print(console)
     if summary.counts["failed"]:
         raise typer.Exit(1)
+    if summary.counts[DEGRADED]:
+        raise typer.Exit(EXIT_OPTIONAL_FAILED)
 
 
 def _run(
@@ -209,7 +217,7 @@ class _Summary:
 
     def __init__(self, known: set[str]) -> None:
         self.known = known
-        self.counts = {"new": 0, "updated": 0, UP_TO_DATE: 0, "failed": 0, "duplicate": 0}
+        self.counts = {"new": 0, "updated": 0, UP_TO_DATE: 0, "failed": 0, DEGRADED: 0, "duplicate": 0}
         self.failures: list[VideoReport] = []
 
     def kind(self, r: VideoReport) -> str:
@@ -224,6 +232,8 @@ class _Summary:
         """Count ``r`` (and keep it for the failure table when it failed)."""
         kind = self.kind(r)
         self.counts[kind] += 1
+        if r.status == DEGRADED:  # new or updated, and one of its optional stages failed
+            self.counts[DEGRADED] += 1
         if kind == "failed":
             self.failures.append(r)
 
@@ -234,13 +244,15 @@ class _Summary:
         if c["updated"]:
             parts.append(f"{c['updated']} updated")
         parts += [f"{c[UP_TO_DATE]} up to date", f"{c['failed']} failed"]
+        if c[DEGRADED]:
+            parts.append(f"{c[DEGRADED]} of them ingested with a failed optional stage")
         if c["duplicate"]:
             parts.append(f"{c['duplicate']} duplicate{'s' if c['duplicate'] > 1 else ''}")
         return ", ".join(parts)
 
     def print(self, out: Any) -> None:
         """The line, then a table of what failed (file, stage, reason) when anything did."""
-        style = "red" if self.counts["failed"] else "green"
+        style = "red" if self.counts["failed"] else "yellow" if self.counts[DEGRADED] else "green"
         out.print(f"[bold {style}]{self.line()}[/]")
         if not self.failures:
             return
@@ -329,6 +341,14 @@ def _print_one(r: VideoReport, kind: str, log: Path, as_json: bool, out: Any) ->
         print(json.dumps(data, ensure_ascii=False), flush=True)
         return
     name = safe(Path(r.path).name)
+    if r.status == DEGRADED:
+        # One line per failed optional stage: the video is usable, the stage is not there.
+        for s in r.optional_failures():
+            out.print(
+                f"[yellow]{'degraded':>10}[/] {name} · optional stage {safe(s.stage)} {s.status}: "
+                f"{safe(s.error or s.status)} (ingested without it; the next ingest retries it)"
+            )
+        return
     shown = r.status if r.status in ("warning", "partial") else kind
     style = STATUS_STYLE.get(shown, "white")
     reason = r.reasons()
