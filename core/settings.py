@@ -413,6 +413,9 @@ class ModelSettings(BaseModel):
     vlm: str | None = None
     object_detector: str | None = None
     image_text: str | None = None
+    #: The model that judges free-form benchmark answers (CrossVid CCQA). Never a fallback: ``eval``
+    #: refuses to let the answering model judge itself unless told (``--allow-self-judge``).
+    judge: str | None = None
     #: Whole clips and texts in one space (``xclip:<dir>``): the MAVIS fine stage and moment search
     #: score clips with it (the ``clip_embed`` stage stores one vector per clip). No default: users
     #: provide the checkpoint.

@@ -7,7 +7,9 @@ the next rule is tried; when no rule decides, the answer chose nothing and is sc
 counted as unparsed, apart from wrong choices: see :func:`vidscope.evaluation.scoring.score_choices`).
 
 0. **JSON**: the answer is a JSON object (alone or in a code fence) with an ``answer``, ``choice``
-   or ``option`` field: that field's value is read by these rules.
+   or ``option`` field: that field's value is read by these rules. **Answer tag**: the answer holds
+   an ``<answer>…</answer>`` tag (the form CrossVid's "extractable" prompts ask for): the tag's
+   content is read by these rules.
 1. **Bare letter**: the whole answer is one valid letter, optionally bracketed or followed by
    ``.``/``)``/``:`` — ``"B"``, ``"(b)"``, ``"B."``.
 2. **Answer phrase**: the *last* "answer is X" (``"The answer is B"``, ``"Answer: (C)"``,
@@ -44,6 +46,7 @@ _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 _JSON_FIELDS = ("answer", "choice", "option", "final_answer")
 _LEADING = re.compile(r"^\s*(?:\(([A-Ja-j])\)|([A-J])\s*[.):])")
 _BRACKETED = re.compile(r"\(([A-Ja-j])\)")
+_TAG = re.compile(r"<answer>\s*(.*?)\s*</answer>", re.DOTALL | re.IGNORECASE)
 _BARE = re.compile(r"^\s*[(\[]?\s*([A-Ja-j])\s*[)\].:]?\s*$")
 _WORD = re.compile(r"[^\w]+")
 
@@ -123,6 +126,9 @@ def extract_choice(answer: str | None, options: Sequence[str]) -> str | None:
     inner = _json_answer(answer)
     if inner is not None:
         return extract_choice(inner, options) if inner != answer else None
+    tagged = _TAG.search(answer)
+    if tagged and tagged.group(1) != answer:
+        return extract_choice(tagged.group(1), options)
     answer = _MARKDOWN.sub("", answer)
     n = len(options)
     bare = _BARE.match(answer)

@@ -27,8 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vidscope.core.settings import Settings
 
-#: Loader-style options that set the protocol instead of reaching the loader.
-PROTOCOL_OPTIONS = ("transcripts",)
+#: Loader-style options that set the protocol (or, ``allow_self_judge``, how free-form answers are
+#: judged: :mod:`vidscope.flows.eval_agents`) instead of reaching the loader.
+PROTOCOL_OPTIONS = ("transcripts", "allow_self_judge")
 
 
 class Protocol(BaseModel):

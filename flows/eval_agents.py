@@ -23,13 +23,16 @@ Roles of the videos (MVX-Bench's reference and candidate videos, ``item.extra["r
 the context too, as quoted data (``{"video 1": "reference", "video 2": "candidate"}``), so every
 multi-video agent knows which video the question compares the others with.
 
-Free-form answers with scoring points (CrossVid's CCQA) are scored by :func:`planner_judge`, the
-planner role asked per scoring point whether the answer covers it and gets it right.
+Free-form answers with scoring points (CrossVid's CCQA) are scored by :func:`planner_judge` run by
+the ``judge`` model role, asked per scoring point whether the answer covers it and gets it right.
+The judge is a role of its own and never the answering model unless the run says so
+(:func:`choose_judge`, ``--allow-self-judge``): a model grading its own answers flatters them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from vidscope.agents import strategies
 from vidscope.agents.cvr.tasks import task_code
@@ -37,9 +40,11 @@ from vidscope.agents.runtime import Answer
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext
 from vidscope.core.errors import ModelOutputError
+from vidscope.core.settings import Settings
 from vidscope.evaluation.items import BenchmarkItem
 from vidscope.evaluation.loaders import crossvid
 from vidscope.evaluation.scoring import RULE, Judge
+from vidscope.models import registry as model_registry
 from vidscope.models.json_tools import loads_lenient, quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 
@@ -137,6 +142,66 @@ JUDGE_SYSTEM = (
     'Reply with JSON only: {"coverage": [true, ...], "correctness": [true, ...]}, one entry per '
     "scoring point in each list."
 )
+
+
+#: Run option (``--allow-self-judge``) letting the answering model judge its own free-form answers.
+ALLOW_SELF_JUDGE = "allow_self_judge"
+#: Why a run with free-form answers and no judge of its own is refused (one line).
+NO_JUDGE = (
+    "{n} free-form answers (CrossVid CCQA) need a judge that is not the answering model{answering}: "
+    'set [models] judge (e.g. judge = "openai:<another model>"), or give --allow-self-judge to let '
+    "the answering model judge itself (the report then says so)"
+)
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """Who judges a run's free-form answers: the model spec (None: nobody) and a note for the
+    report (a warning when the answering model judges itself)."""
+
+    spec: str | None
+    self_judging: bool = False
+    #: Why nobody judged, when the run may not judge (set by the flow).
+    note_text: str | None = None
+
+    @property
+    def note(self) -> str | None:
+        """The report's warning when the answering model judged its own answers, or why nobody did."""
+        if not self.self_judging:
+            return self.note_text
+        return (
+            f"WARNING: the answering model ({self.spec}) judged its own free-form answers "
+            "(--allow-self-judge); the figures are not comparable with a separate judge's"
+        )
+
+
+def choose_judge(settings: Settings, items: Sequence[BenchmarkItem], allow_self: bool) -> JudgeChoice:
+    """The judge of ``items``' free-form answers: ``[models] judge`` when it is not the answering
+    model (the planner role as served); the answering model only with ``allow_self``. Raises
+    ``ValueError`` (one line, :data:`NO_JUDGE`) when some item needs a judge and there is none
+    that may judge. No item needing one: nobody judges."""
+    needing = sum(i.extra.get(RULE) == "judge" for i in items)
+    if not needing:
+        return JudgeChoice(None)
+    answering = model_registry.effective_spec(settings, "planner")
+    own = settings.models.judge
+    if own and own != answering:
+        return JudgeChoice(own)
+    if allow_self and (own or answering):
+        return JudgeChoice(own or answering, self_judging=True)
+    said = f" ({answering})" if answering else ""
+    raise ValueError(NO_JUDGE.format(n=needing, answering=said))
+
+
+def judge_of(settings: Settings, choice: JudgeChoice) -> Judge | None:
+    """The judge ``choice`` names, loaded (the judge role, or the planner judging itself)."""
+    if choice.spec is None:
+        return None
+    if settings.models.judge == choice.spec:
+        model = model_registry.judge_model(settings)
+    else:
+        model = model_registry.planner_model(settings)
+    return planner_judge(model) if model is not None else None
 
 
 def planner_judge(chat: ChatModel) -> Judge:

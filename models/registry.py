@@ -183,6 +183,11 @@ def vision_model(settings: Settings) -> ChatModel | None:
     return chat_model(settings)
 
 
+def judge_model(settings: Settings) -> ChatModel | None:
+    """The model judging free-form benchmark answers (``models.judge``; no fallback)."""
+    return _load(settings, "judge")
+
+
 def object_detector(settings: Settings) -> ObjectDetector | None:
     """The object detector (``models.object_detector``)."""
     return _load(settings, "object_detector")
@@ -207,6 +212,7 @@ LOADERS: dict[str, Callable[[Settings], object | None]] = {
     "chat": chat_model,
     "planner": planner_model,
     "vlm": vision_model,
+    "judge": judge_model,
     "object_detector": object_detector,
     "image_text": image_text,
     "video_text": video_text,

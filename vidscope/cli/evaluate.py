@@ -7,7 +7,10 @@ Markdown over the questions both answered: accuracy per category, the difference
 interval, and a warning line (also on stderr) naming how many questions it left out and why.
 ``--ablation avi:no-review`` (repeatable, or comma-separated) switches a part of the agent off.
 A run where more than ``--max-failed`` (default 0.2) of the attempted questions failed exits 1
-with one line saying how many failed and why.
+with one line saying how many failed and why. ``--parse lenient`` (CrossVid) reads replies with
+our extraction rules instead of the release's string equality (``strict``, the default).
+Free-form answers (CrossVid CCQA) are judged by ``[models] judge``; a run whose only judge would
+be the answering model is refused in one line unless ``--allow-self-judge`` is given.
 """
 
 from __future__ import annotations
@@ -125,6 +128,22 @@ def evaluate_command(
             + strategies.ablation_help(),
         ),
     ] = None,
+    parse: Annotated[
+        str | None,
+        typer.Option(
+            "--parse",
+            help="crossvid: how replies are read: strict (default; the release's string equality, "
+            "'B' is B, 'B.' chose nothing) or lenient (our extraction rules).",
+        ),
+    ] = None,
+    allow_self_judge: Annotated[
+        bool,
+        typer.Option(
+            "--allow-self-judge",
+            help="Let the answering model judge its own free-form answers (CrossVid CCQA) when no judge "
+            "model is configured; the report warns that it did.",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Evaluate an agent on a benchmark (`eval BENCHMARK --root DIR`), or `eval compare RUN_A RUN_B`."""
@@ -143,6 +162,13 @@ def evaluate_command(
         raise _fail(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
     if not root.is_dir():
         raise _fail(f"--root {root} is not a folder")
+    options = _loader_options(split, option or [])
+    if parse is not None:
+        if benchmark != "crossvid":
+            raise _fail(f"--parse applies to crossvid (its release's scripts), not {benchmark}")
+        options["parse"] = parse
+    if allow_self_judge:
+        options["allow_self_judge"] = True
     quiet_prefect()
     from vidscope.evaluation.runs import RunError
     from vidscope.flows.evaluate import prepare_run, run_evaluate
@@ -155,7 +181,7 @@ def evaluate_command(
             annotations or _default_annotations(benchmark, root),
             root,
             agent,
-            options=_loader_options(split, option or []),
+            options=options,
             name=run,
             ablations=ablation or [],
         )
@@ -260,6 +286,15 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         console.print(f"[red]could not ingest[/red] {safe(name)}: {safe(error)}")
     for reason, n in s.failure_groups.items():
         console.print(f"[red]failed[/red] {n} × {safe(reason)}")
+    for question, reason in list(s.unusable.items())[:20]:
+        console.print(f"[yellow]not asked[/yellow] {safe(question)}: {safe(reason)}")
+    if s.missing_tasks:
+        missing = ", ".join(s.missing_tasks)
+        console.print(f"[yellow]missing tasks (not in the overall score)[/yellow]: {safe(missing)}")
+    if s.judge_model:
+        console.print(f"free-form answers judged by {safe(s.judge_model)}")
+    if s.judge_note:
+        console.print(f"[yellow]{safe(s.judge_note)}[/yellow]")
     console.print(f"report: {safe(outcome.run_dir)}/report.md · every question: samples.jsonl")
 
 

@@ -1,0 +1,213 @@
+"""CrossVid scored as its release scores it: gold forms, strict parsing, and a judge of its own.
+
+Reference: the CrossVid release (chuntianli666/CrossVid, ``eval/*.py``). Every task script keeps
+the model's whole reply (or, with its "extractable" prompt, the inside of ``<answer></answer>``)
+and compares it with the gold as a string: ``answer == gold``, BU ``answer == "".join(gold)``,
+PSS ``answer == "2->3->1->4"``; FSA splits the reply at its comma into two floats (else IoU 0).
+``score_CCQA.py`` asks a separate judge model about each scoring point.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llm_server import ScriptedLLMServer, eval_config, text
+from typer.testing import CliRunner
+
+from vidscope.cli import app
+from vidscope.cli.common import overrides
+from vidscope.core.settings import Settings
+from vidscope.evaluation.loaders import load_benchmark
+
+runner = CliRunner()
+OPTIONS = ["A. eat", "B. run", "C. sleep", "D. swim"]
+
+
+def _bu(golds: list[Any]) -> list[dict[str, Any]]:
+    return [{"id": str(n), "videos": ["a.mp4", "b.mp4"], "question": "Which?", "options": OPTIONS,
+             "answer": g}
+            for n, g in enumerate(golds)]  # fmt: skip
+
+
+def test_bu_golds_in_every_form_the_release_accepts_and_a_bad_one_skips_only_itself(tmp_path: Path) -> None:
+    """``BU.py`` joins the gold (``"".join(answer)``): a list of letters, or a string already
+    joined. Every form is read as the set A, C; a letter beyond the options or a word is that
+    question skipped with one line, the file's other questions kept."""
+    golds = [["A", "C"], "AC", "A, C", "A,C", "A C", ["C", "A"], [0, 2], ["A, C"], "E", "maybe"]
+    (tmp_path / "BU.json").write_text(json.dumps(_bu(golds)))
+    items = load_benchmark("crossvid", tmp_path / "BU.json")
+    usable = [i for i in items if "unusable" not in i.extra]
+    assert [i.answer for i in usable] == ["AC"] * 8
+    assert [i.extra["gold_text"] for i in usable] == ["AC", "AC", "A, C", "A,C", "A C", "CA", "02", "A, C"]
+    assert all(i.extra["rule"] == "set" and i.categories == ("BU",) for i in usable)
+    bad = {i.question_id: i.extra["unusable"] for i in items if "unusable" in i.extra}
+    assert set(bad) == {"8", "9"}
+    assert all(
+        len(reason.splitlines()) == 1 and reason.startswith(f"{tmp_path / 'BU.json'}: ")
+        for reason in bad.values()
+    )
+
+
+def _score(
+    tmp_path: Path, task: str, records: list[dict[str, Any]], said: dict[str, str], **options: Any
+) -> Any:
+    from vidscope.evaluation.report import summarise
+    from vidscope.evaluation.runs import PREDICTIONS_FILE, RunSpec, read_predictions
+
+    folder = tmp_path / f"{task}-{options.get('parse', 'strict')}"
+    folder.mkdir()
+    annotations = folder / f"{task}.json"
+    annotations.write_text(json.dumps(records))
+    items = load_benchmark("crossvid", annotations, **options)
+    lines = [{"question_id": i.question_id, "kind": i.kind, "video_ids": ["x"], "answer": said[i.question_id]}
+             for i in items]  # fmt: skip
+    (folder / PREDICTIONS_FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    spec = RunSpec(name="r", benchmark="crossvid", annotations=str(annotations), root="/v", agent="dvd",
+                   settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00")  # fmt: skip
+    return summarise(spec, items, items, read_predictions(folder), [], [])
+
+
+def test_strict_parsing_is_the_releases_string_equality_and_lenient_is_named(tmp_path: Path) -> None:
+    """Single choice, gold B x6. Replies: "B" (right everywhere), " B\\n" (right: we trim, the
+    script would not), "<answer>B</answer>" (the extractable prompt: right), "B." / "(B)" /
+    "The answer is B" (strict: no choice read, unparsed; lenient: B) → strict 3/6 = 50.0 with 3
+    unparsed, lenient 6/6 = 100.0."""
+    records = [{"id": str(n), "videos": ["a.mp4", "b.mp4"], "question": "Who?", "options": OPTIONS,
+                "answer": "B"} for n in range(6)]  # fmt: skip
+    said = dict(enumerate([" B\n", "B", "<answer>B</answer>", "B.", "(B)", "The answer is B"]))
+    said_by_id = {str(k): v for k, v in said.items()}
+    strict = _score(tmp_path, "NC", records, said_by_id)
+    assert round(100 * strict.scores["accuracy"], 1) == 50.0 and strict.unparsed == ["3", "4", "5"]
+    assert strict.outcomes["unparsed"] == 3
+    lenient = _score(tmp_path, "NC", records, said_by_id, parse="lenient")
+    assert lenient.scores["accuracy"] == 1.0 and lenient.unparsed == []
+
+    # BU: gold "A, C" (as written) x2, ["A", "C"] x2: "A, C" and "AC" right against their own
+    # form; "AC" against "A, C" and "CA" against ["A", "C"] wrong → strict 2/4, lenient 4/4.
+    bu = _bu(["A, C", "A, C", ["A", "C"], ["A", "C"]])
+    replies = {"0": "A, C", "1": "AC", "2": "AC", "3": "CA"}
+    assert _score(tmp_path, "BU", bu, replies).scores["accuracy"] == 0.5
+    assert _score(tmp_path, "BU", bu, replies, parse="lenient").scores["accuracy"] == 1.0
+
+    # FSA: FSA.py's split(","): "15, 25" is read (float() takes the spaces), "15s-25s" is not.
+    fsa = [{"id": str(n), "video A": "a.mp4", "video B": "b.mp4", "ref_segment": [1, 3], "answer": [10, 20]}
+           for n in range(2)]  # fmt: skip
+    fsa_said = {"0": "15, 25", "1": "15s-25s"}
+    assert _score(tmp_path, "FSA", fsa, fsa_said).rule_scores == {"FSA": pytest.approx(5 / 15 / 2)}
+    assert _score(tmp_path, "FSA", fsa, fsa_said, parse="lenient").rule_scores == {
+        "FSA": pytest.approx(5 / 15)
+    }
+
+
+def test_parse_is_refused_for_other_benchmarks_and_bad_values_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "NC.json").write_text(json.dumps(_bu(["A"])))
+    for args, message in (
+        (["eval", "mlvu", "--parse", "lenient"], "--parse applies to crossvid"),
+        (["eval", "crossvid", "--parse", "loose"], "parse='loose': choose strict"),
+    ):
+        overrides.clear()
+        try:
+            result = runner.invoke(app, ["--data-dir", str(tmp_path / "data"), *args, "--root", str(tmp_path),
+                                         "--annotations", str(tmp_path / "NC.json"),
+                                         "--agent", "extractive"])  # fmt: skip
+        finally:
+            overrides.clear()
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        assert len(result.output.strip().splitlines()) == 1 and message in result.output
+
+
+# ---------------------------------------------------------------------------- the CCQA judge
+
+CCQA = [{"id": "q1", "video A": "a.mp4", "video B": "b.mp4", "question": "Compare the dishes.",
+         "answer": "The first is spicier.", "scoring_points": ["which is spicier", "why"]}]  # fmt: skip
+
+
+def test_a_run_whose_judge_would_be_the_answering_model_is_refused_in_one_line(tmp_path: Path) -> None:
+    """No ``[models] judge``, or one that is the planner as served: refused before anything runs."""
+    (tmp_path / "CCQA.json").write_text(json.dumps(CCQA))
+    config = eval_config(tmp_path / "vidscope.toml", "http://127.0.0.1:9/v1")
+    same = tmp_path / "same.toml"
+    same.write_text(
+        config.read_text().replace(
+            'chat = "openai:scripted"', 'chat = "openai:scripted"\njudge = "openai:scripted"'
+        )
+    )
+    for toml in (config, same):
+        overrides.clear()
+        try:
+            result = runner.invoke(app, ["--config", str(toml), "--data-dir", str(tmp_path / "data"),
+                                         "eval", "crossvid",
+                                         "--agent", "dvd", "--root", str(tmp_path),
+                                         "--annotations", str(tmp_path / "CCQA.json")])  # fmt: skip
+        finally:
+            overrides.clear()
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        line = " ".join(result.output.split())
+        assert (
+            "1 free-form answers (CrossVid CCQA) need a judge that is not the answering model "
+            "(openai:scripted)" in line
+        )
+        assert "set [models] judge" in line and "--allow-self-judge" in line
+
+
+def _settings(tmp_path: Path, server: ScriptedLLMServer, **models: Any) -> Settings:
+    fields = {"chat": "openai:answerer", "captioner": None, "speech_recognizer": None, "text_reader": None,
+              "options": {"openai": {"base_url": server.base_url, "max_retries": 0, "timeout_s": 20}},
+              **models}  # fmt: skip
+    return Settings(data_dir=tmp_path / "data", models=fields)
+
+
+def test_the_judge_role_judges_and_the_report_names_it(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
+    """``[models] judge`` is asked (its model name on the wire), not the answering model; the
+    score is score_CCQA.py's (covered + correct) / (2 x points) = (2 + 1) / 4 = 75.0, and the report
+    says who judged."""
+    from vidscope.evaluation.report import report_markdown, summarise
+    from vidscope.evaluation.runs import Prediction, RunSpec
+    from vidscope.flows.eval_agents import choose_judge, judge_of
+
+    (tmp_path / "CCQA.json").write_text(json.dumps(CCQA))
+    items = load_benchmark("crossvid", tmp_path / "CCQA.json")
+    settings = _settings(tmp_path, llm_server, judge="openai:grader")
+    choice = choose_judge(settings, items, allow_self=False)
+    assert choice.spec == "openai:grader" and choice.note is None
+    llm_server.script([text('{"coverage": [true, true], "correctness": [true, false]}')])
+    spec = RunSpec(name="r", benchmark="crossvid", annotations=str(tmp_path / "CCQA.json"), root="/v",
+                   agent="dvd", settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00")  # fmt: skip
+    said = {
+        "q1": Prediction(question_id="q1", kind="open_ended", video_ids=["x"], answer="The first, chili.")
+    }
+    summary = summarise(spec, items, items, said, [], [], judge_of(settings, choice))
+    summary.judge_model, summary.judge_note = choice.spec, choice.note
+    assert [r["model"] for r in llm_server.chat_requests] == ["grader"]
+    assert summary.rule_scores == {"CCQA": pytest.approx(0.75)} and summary.judge_model == "openai:grader"
+    assert "Free-form answers judged by openai:grader." in report_markdown(summary)
+
+
+def test_self_judging_is_allowed_only_by_name_and_warned(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    from vidscope.flows.eval_agents import choose_judge
+
+    items = [i for i in load_benchmark_from(tmp_path, CCQA)]
+    settings = _settings(tmp_path, llm_server)
+    with pytest.raises(ValueError, match="not the answering model"):
+        choose_judge(settings, items, allow_self=False)
+    allowed = choose_judge(settings, items, allow_self=True)
+    assert allowed.spec == "openai:answerer" and allowed.self_judging
+    assert allowed.note is not None and allowed.note.startswith(
+        "WARNING: the answering model (openai:answerer)"
+    )
+    # Nothing to judge: nobody is asked, nothing refused.
+    (tmp_path / "NC.json").write_text(json.dumps(_bu(["A"])))
+    assert (
+        choose_judge(settings, load_benchmark("crossvid", tmp_path / "NC.json"), allow_self=False).spec
+        is None
+    )
+
+
+def load_benchmark_from(tmp_path: Path, records: list[dict[str, Any]]) -> list[Any]:
+    (tmp_path / "CCQA.json").write_text(json.dumps(records))
+    return load_benchmark("crossvid", tmp_path / "CCQA.json")
