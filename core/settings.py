@@ -108,10 +108,11 @@ class IngestSettings(BaseModel):
     )
     ocr_clock_seconds: float = Field(
         10.0,
-        gt=0,
+        ge=0,
         description="A text region at a fixed place whose content changes at every look (a burned-in "
         "clock, a frame counter, a ticker) is read once per this many seconds, and left out of the "
-        "test of whether the frame's other text changed.",
+        "test of whether the frame's other text changed. 0 turns this off (such a region is "
+        "ordinary text, and no clock is read as wall-clock time).",
     )
     chapter_min_seconds: float = Field(
         10.0, gt=0, description="Shortest chapter the chapters stage makes (YouTube's minimum is 10 s)."
@@ -381,6 +382,9 @@ class AgentSettings(BaseModel):
     #: AgentCVR: master-agent turns (the paper's limit is 20), frames per visual query and their
     #: longer side in pixels.
     cvr_max_turns: int = Field(default=20, ge=1)
+    #: AgentCVR: master turns in a row without progress before the run ends (the paper's T_tol =
+    #: 10, App. B; agents/cvr/agent.py says what counts as progress).
+    cvr_turn_tolerance: int = Field(default=10, ge=1)
     cvr_frames: int = Field(default=8, ge=1)
     cvr_frame_side: int = Field(default=360, ge=32)
     #: AgentCVR with a task prompt: queries before an answer is taken (the paper's prompts: 4).

@@ -1,9 +1,10 @@
 """Interval answers in training (AgentCVR §3–4): FSA is asked as CrossVid and the deployed master ask
-it — free-form, answered "[start, end]" — and an interval answer is right inside the tolerance zone
-T_tol around the gold one. The issue: "the answer action carries `choice`; the tolerance zone T_tol
-for interval answers". The paper's value of T_tol could not be read here (its released reward is
-exact match, its FSA scoring plain IoU), so these tests fix the rule, not a number: both ends of the
-answer within T_tol seconds of the gold's, T_tol configurable (``--interval-tolerance``).
+it — free-form, answered "[start, end]" — and scored as the release scores it. Issue 38: "FSA
+rewarded as the release does (exact match in its reward script, IoU in its eval), with any
+tolerance a named, non-default option". The release's reward script
+(``verl/utils/reward_score/crossvid.py``, wang-jh24/AgentCVR) pays ``score`` only when the final
+answer equals the ground truth; its FSA evaluation averages IoU. The 2-s zone of an earlier pass is
+``--interval-scoring within`` now, and no longer called T_tol (App. B's T_tol = 10 bounds turns).
 
 The policy is the planner behind a real OpenAI-compatible client and the loopback test server
 (tests/llm_server.py), answering as real models write intervals.
@@ -24,7 +25,14 @@ from vidscope.agents.simulator.templates import generate_script
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.core.settings import Settings
 from vidscope.evaluation.metrics import within_tolerance
-from vidscope.flows.training.rollout import INTERVAL_TOLERANCE, is_correct, rollout
+from vidscope.flows.training.rollout import (
+    DEFAULT_INTERVAL_SCORING,
+    WITHIN_SECONDS,
+    Scoring,
+    answer_score,
+    is_correct,
+    rollout,
+)
 from vidscope.flows.training.train import training_rows
 from vidscope.models import registry
 
@@ -59,25 +67,34 @@ def fsa_script() -> Script:
 @pytest.mark.parametrize(
     ("said", "right"),
     [
-        ("[21, 29]", True),  # the deployed master's form
-        ("21.5-31 s", True),  # as models write it
-        ("19,32", True),
-        ("[20, 33]", False),  # the end 3 s off
-        ("[0, 30]", False),
+        ("[20, 30]", True),  # the deployed master's form
+        ("20,30", True),  # CrossVid's form: the same two numbers
+        ("30, 20", True),  # end first: the same interval
+        ("[21, 29]", False),  # inside a 2-s zone, but not the answer
+        ("20,30.5", False),
         ("20,30 or 40,50", False),  # two intervals are no answer
         ("20 to 30", False),  # words around the numbers: not the form CrossVid reads either
     ],
 )
-def test_an_interval_answer_is_right_in_the_tolerance_zone(said: str, right: bool) -> None:
+def test_an_interval_answer_is_rewarded_by_exact_match_as_the_release_does(said: str, right: bool) -> None:
     (question,) = fsa_script().questions
+    assert DEFAULT_INTERVAL_SCORING == "exact"
     assert is_correct(question, said, None) is right
-    assert INTERVAL_TOLERANCE == 2.0
 
 
-def test_a_tolerance_of_zero_takes_only_the_gold_interval() -> None:
+def test_iou_and_the_zone_are_named_options() -> None:
     (question,) = fsa_script().questions
-    assert is_correct(question, "[20, 30]", None, interval_tolerance=0.0)
-    assert not is_correct(question, "[20, 30.5]", None, interval_tolerance=0.0)
+    iou = Scoring("iou")
+    assert answer_score(question, "[20, 30]", None, iou) == 1.0
+    assert answer_score(question, "[25, 35]", None, iou) == pytest.approx(5 / 15)  # as eval/FSA.py
+    assert answer_score(question, "no idea", None, iou) == 0.0
+    within = Scoring("within")
+    assert WITHIN_SECONDS == 2.0
+    assert is_correct(question, "[21, 29]", None, within) and is_correct(question, "21.5-31 s", None, within)
+    assert not is_correct(question, "[20, 33]", None, within)  # the end 3 s off
+    assert not is_correct(question, "[20, 30.5]", None, Scoring("within", 0.0))
+    with pytest.raises(ValueError, match="one of exact, iou, within"):
+        Scoring("tolerant")  # type: ignore[arg-type]
 
 
 def settings_for(tmp_path: Path, server: ScriptedLLMServer) -> Settings:
@@ -105,7 +122,8 @@ def test_an_fsa_rollout_is_rewarded_in_the_zone_and_asked_with_the_task_prompt(
     tmp_path: Path, llm_server: ScriptedLLMServer
 ) -> None:
     """The master is asked the written FSA question with FSA's prompt (its ≥4-queries rule too) and
-    answers "[21, 29]" after four queries: 1 + 0.1 with T_tol 2 s, 0.1 with T_tol 0."""
+    answers "[21, 29]" after four queries: 0.1 by exact match (the release's), 1 + 0.1 in the
+    optional 2-s zone."""
     settings = settings_for(tmp_path, llm_server)
     script = fsa_script()
     first, second = (v.video_id for v in script.videos)
@@ -115,8 +133,8 @@ def test_an_fsa_rollout_is_rewarded_in_the_zone_and_asked_with_the_task_prompt(
     def policy(question, rng):  # type: ignore[no-untyped-def]
         return registry.planner_model(settings)
 
-    zone = rollout(settings, [script], policy, group_size=1, temperature=0.0)
-    exact = rollout(settings, [script], policy, group_size=1, temperature=0.0, interval_tolerance=0.0)
+    exact = rollout(settings, [script], policy, group_size=1, temperature=0.0)
+    zone = rollout(settings, [script], policy, group_size=1, temperature=0.0, scoring=Scoring("within"))
     registry.clear_cache()
 
     assert zone.column("reward").to_pylist() == [pytest.approx(1.1)]
@@ -158,7 +176,7 @@ def test_a_question_names_a_crossvid_task_or_none() -> None:
         Question(question_id="q", text="?", video_ids=["v"], answer="1,2", task="XYZ")
 
 
-def test_the_commands_take_the_tolerance_and_refuse_a_negative_one(tmp_path: Path) -> None:
+def test_the_commands_take_the_scoring_and_refuse_a_bad_one(tmp_path: Path) -> None:
     import inspect
 
     from typer.testing import CliRunner
@@ -166,13 +184,19 @@ def test_the_commands_take_the_tolerance_and_refuse_a_negative_one(tmp_path: Pat
     from vidscope.cli import app
     from vidscope.cli.train import grpo, rollouts
 
-    for command in (grpo, rollouts):  # the commands' default is the reward's
-        assert inspect.signature(command).parameters["interval_tolerance"].default == INTERVAL_TOLERANCE
+    for command in (grpo, rollouts):  # the commands' defaults are the reward's
+        parameters = inspect.signature(command).parameters
+        assert parameters["interval_scoring"].default == DEFAULT_INTERVAL_SCORING
+        assert parameters["interval_seconds"].default == WITHIN_SECONDS
+        assert "interval_tolerance" not in parameters
     env = {"VIDSCOPE_DATA_DIR": str(tmp_path / "data")}
     out = str(tmp_path / "o")
     for args in (["grpo", "m", "--out", out], ["rollouts", "--out", out, "--policy", "oracle"]):
-        bad = CliRunner().invoke(app, ["train", *args, "--interval-tolerance", "-1"], env=env)
-        assert bad.exit_code == 2 and "interval-tolerance" in bad.output and "Traceback" not in bad.output
+        bad = CliRunner().invoke(app, ["train", *args, "--interval-seconds", "-1"], env=env)
+        assert bad.exit_code == 2 and "interval-seconds" in bad.output and "Traceback" not in bad.output
+        bad = CliRunner().invoke(app, ["train", *args, "--interval-scoring", "loose"], env=env)
+        assert bad.exit_code == 2 and "Traceback" not in bad.output, bad.output
+        assert "interval" in bad.output and len(bad.output.strip().splitlines()) == 1, bad.output
 
 
 def test_sim_to_real_counts_two_intervals_in_each_others_zone_as_the_same_answer() -> None:

@@ -55,6 +55,34 @@ def a_written_fsa_script() -> dict:
     return data
 
 
+def a_written_free_form_script(task: str) -> dict:
+    """What a model writes for PSS (the videos' order) or CCQA (a sentence), as they are deployed:
+    no options."""
+    data = a_written_script()
+    ids = [v["video_id"] for v in data["videos"]]
+    answer = "->".join(str(i) for i in range(len(ids), 0, -1)) if task == "PSS" else "Both fry the onions."
+    data["questions"] = [
+        {"question_id": f"{task.lower()}-1", "text": "?", "video_ids": ids, "answer": answer}
+    ]
+    return data
+
+
+def a_written_bu_script() -> dict:
+    """What a model writes for BU as deployed: options, two of them right (``answers``)."""
+    data = a_written_script()
+    data["questions"] = [
+        {
+            "question_id": "bu-1",
+            "text": "What do the subjects intend?",
+            "video_ids": [v["video_id"] for v in data["videos"]],
+            "options": ["to rest", "to hide", "to eat", "to play"],
+            "answer": "to hide",
+            "answers": ["to hide", "to play"],
+        }
+    ]
+    return data
+
+
 def test_a_written_script_is_used_after_a_prose_reply_and_its_options_are_shuffled(
     tmp_path: Path, llm_server: ScriptedLLMServer
 ) -> None:
@@ -92,10 +120,18 @@ def test_scripts_are_written_for_the_ten_crossvid_tasks_in_turn(
 ) -> None:
     """AgentCVR writes its training scripts per CrossVid task (BU ... CCQA); each request names its
     task with the description the master gets, and the tasks whose benchmark answer is no single
-    letter (PSS's order, BU's set) are asked with those answers as options — except FSA, asked
-    free-form as the deployed master answers it (an interval)."""
+    letter are asked as the deployed master answers them (issue 38: "BU is written as single-answer
+    but deployed as multi-select; PSS and CCQA as multiple choice but deployed as an order and free
+    text. Write what is deployed."): BU multi-select, PSS an order, CCQA free text, FSA an
+    interval."""
     chat = planner(tmp_path, llm_server)
-    replies = [a_written_fsa_script() if i == 5 else a_written_script() for i in range(10)]
+    special = {
+        0: a_written_bu_script(),
+        5: a_written_fsa_script(),
+        6: a_written_free_form_script("PSS"),
+        9: a_written_free_form_script("CCQA"),
+    }
+    replies = [special.get(i, a_written_script()) for i in range(10)]
     llm_server.script([text(json.dumps(r)) for r in replies])
     scripts = written_scripts(chat, TASKS, 10, seed=3)
     registry.clear_cache()
@@ -105,13 +141,34 @@ def test_scripts_are_written_for_the_ten_crossvid_tasks_in_turn(
     assert [a.split("questions of this task: ")[1].split(",")[0] for a in asked] == codes
     assert "functional step alignment" in asked[5] and "'40,52'" in asked[5] and "no options" in asked[5]
     assert "3 to 5 options" in asked[4] and "3 to 5 options" not in asked[5]
-    assert "'2->3->1->4'" in asked[6] and "same object seen in two views is one" in asked[8]
+    assert "'2->3->1'" in asked[6] and "no options" in asked[6] and "no options" in asked[9]
+    assert "1 to 3" in asked[0] and "'answers'" in asked[0]
+    assert "same object seen in two views is one" in asked[8]
     assert [s.script_id for s in scripts] == [f"gen-3-{i}" for i in range(10)]
     assert all(s.videos[0].video_id == generate_script(41).videos[0].video_id for s in scripts)
     # Each question is marked with the task it was written for: the master is asked it with that
     # task's prompt (train what you deploy).
     assert [{q.task for q in s.questions} for s in scripts] == [{c} for c in codes]
     assert scripts[5].questions[0].answer == "20,30" and not scripts[5].questions[0].options
+    (bu,), (pss,), (ccqa,) = scripts[0].questions, scripts[6].questions, scripts[9].questions
+    assert bu.multi_select and len(bu.answer_letter or "") == 2  # the two right letters, e.g. "AC"
+    assert pss.is_order and not pss.options and pss.answer == "2->1"
+    assert not ccqa.options and not ccqa.is_order and ccqa.answer == "Both fry the onions."
+
+
+def test_a_pss_script_with_options_or_a_wrong_order_is_asked_again(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    chat = planner(tmp_path, llm_server)
+    wrong = a_written_free_form_script("PSS")
+    wrong["questions"][0]["answer"] = "1->1"
+    replies = [a_written_script(), wrong]
+    llm_server.script([text(json.dumps(r)) for r in replies])
+    (script,) = write_scripts(chat, [TASKS[6]], 1, seed=4)
+    registry.clear_cache()
+
+    assert "ask it without options" in llm_server.chat_requests[1]["messages"][-1]["content"]
+    assert not script.by_model and "each once" in (script.reason or "")
 
 
 def test_an_fsa_script_with_options_is_asked_again_free_form(

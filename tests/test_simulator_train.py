@@ -2,13 +2,15 @@
 
 The policy is a two-layer Qwen2-style model initialised at random and a word-level tokenizer built
 here with the ``tokenizers`` library (nothing is downloaded). Each rollout is the deployed master
-agent (``run_cvr``) driven by the policy. Its vocabulary is a handful of words
-including the option letters, so sampled answers are sometimes right and a group's rewards differ:
-that is what gives GRPO a gradient.
+agent (``run_cvr``) driven by the policy. Its vocabulary is a handful of words and
+the four answer actions written whole (one word each), so a sampled reply is sometimes an answer
+given through the answer action, sometimes the right one, and a group's rewards differ: that is
+what gives GRPO a gradient (a letter in plain text earns nothing, as in the release's reward).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,11 @@ from vidscope.core.settings import Settings  # noqa: E402
 from vidscope.flows.training.train import GrpoOptions, train_grpo  # noqa: E402
 
 SPECIAL = ["[UNK]", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
-WORDS = ["A", "B", "C", "D", "system", "user", "assistant", "tool", "the", "answer", "is"]
+ANSWERS = [
+    json.dumps({"actions": [{"action": "answer", "answer": x, "choice": x}]}, separators=(",", ":"))
+    for x in "ABCD"
+]
+WORDS = ["A", "B", "C", "D", "system", "user", "assistant", "tool", "the", "answer", "is", *ANSWERS]
 
 
 def tiny_policy(tmp: Path):
@@ -31,7 +37,7 @@ def tiny_policy(tmp: Path):
 
     vocab = {token: i for i, token in enumerate(SPECIAL + WORDS)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    core.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # an answer action is one word
     core.save(str(tmp / "tokenizer.json"))
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_file=str(tmp / "tokenizer.json"),
@@ -69,11 +75,14 @@ def test_grpo_steps_change_the_weights_and_log_the_reward(tmp_path: Path) -> Non
         generated_scripts=2,
         seed=3,
         group_size=8,
-        max_turns=1,  # one reply: a leading option letter is the forced answer's choice
+        max_turns=1,  # one reply: an answer action, or nothing
         max_steps=3,
         learning_rate=1e-2,
         max_completion_length=32,
         per_device_batch_size=8,
+        questions_per_step=1,  # one group a step, one update, one pass: the release's 32/16/4 is GPU work
+        mini_batch_questions=1,
+        ppo_epochs=1,
         save_steps=1000,
         beta=0.0,  # an in-memory model has no path to load the KL reference model from
     )
@@ -100,6 +109,7 @@ def test_train_grpo_command_trains_a_saved_model_and_saves_the_result(tmp_path: 
     out = tmp_path / "trained"
     args = ["train", "grpo", str(tmp_path / "policy"), "--out", str(out), "--generated", "1", "--steps", "1"]
     args += ["--group-size", "2", "--batch-size", "2", "--max-turns", "1", "--max-completion-length", "8"]
+    args += ["--questions-per-step", "1", "--mini-batch", "1", "--ppo-epochs", "1"]
     result = CliRunner().invoke(app, args, env={"VIDSCOPE_DATA_DIR": str(tmp_path / "data")})
 
     assert result.exit_code == 0, result.output

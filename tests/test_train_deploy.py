@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from llm_server import ScriptedLLMServer, text
 
 from vidscope.agents import strategies
@@ -58,13 +59,30 @@ def test_grpo_defaults_are_agentcvrs_and_the_command_checks_its_flags(tmp_path: 
     from typer.testing import CliRunner
 
     from vidscope.cli import app
-    from vidscope.flows.training.train import GrpoOptions
+    from vidscope.flows.training.train import GrpoOptions, trl_batches
 
     options = GrpoOptions(model="m", output_dir=tmp_path)
     # AgentCVR's released GRPO run: 8 rollouts a question, KL 0.005, lr 1e-7, 4096 response tokens;
     # the paper's 20-turn limit.
     assert (options.group_size, options.beta, options.learning_rate) == (8, 0.005, 1e-7)
     assert (options.max_turns, options.max_completion_length) == (20, 4096)
+    # App. B: "a maximum turn limit T_max = 20 and a tolerance zone T_tol = 10".
+    assert options.turn_tolerance == 10
+    # The release's batches (verl/crossvid_agent_{4b,8b}.sh and crossvid_qwen3_grpo.yaml):
+    # data.train_batch_size=32, ppo_mini_batch_size=16, ppo_epochs: 4; verl's token-level ratio.
+    assert (options.questions_per_step, options.mini_batch_questions, options.ppo_epochs) == (32, 16, 4)
+    assert options.ratio_level == "token" and options.interval_scoring == "exact"
+    assert trl_batches(options) == {
+        "generation_batch_size": 256,  # 32 questions × 8 completions rolled out per step
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 16,  # 16 questions × 8 = 128 completions per update
+        "num_iterations": 4,
+    }
+    assert trl_batches(options, processes=8)["gradient_accumulation_steps"] == 2
+    with pytest.raises(ValueError, match="multiple of the mini-batch"):
+        trl_batches(options.model_copy(update={"questions_per_step": 24}))
+    with pytest.raises(ValueError, match="does not split"):
+        trl_batches(options.model_copy(update={"per_device_batch_size": 3}))
     env = {"VIDSCOPE_DATA_DIR": str(tmp_path / "data")}
     bad = CliRunner().invoke(
         app, ["train", "grpo", "m", "--out", str(tmp_path / "o"), "--beta", "-1"], env=env

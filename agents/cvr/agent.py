@@ -6,7 +6,15 @@ Each turn the master replies with one JSON object: ``{"actions": [...]}`` where 
 end}]}``. The format is checked; a malformed reply costs a turn and is answered with one line
 saying what is wrong. The queries of one turn run concurrently (each through the tool cache in its
 own thread; a task run inside a flow run) and their results come back in the order they were
-asked. The turn limit is ``[agent] cvr_max_turns`` (20, as in the paper).
+asked. The turn limit is ``[agent] cvr_max_turns`` (T_max = 20, as in the paper) and the turn
+tolerance ``[agent] cvr_turn_tolerance`` (T_tol = 10): App. B sets "a maximum turn limit T_max = 20
+and a tolerance zone T_tol = 10 to prevent infinite looping". The paper gives the value, not the
+mechanism, and the released code (wang-jh24/AgentCVR: ``agent_system/agent_executor.py``, verl's
+``tool_agent_loop.py`` with ``max_assistant_turns: 15``) has no counter of its own beside its
+turn limits and three format retries per turn; ours: T_tol bounds the turns *in a row without
+progress* — a turn makes progress when one of its queries, not asked before in the run, returns
+a result (the same call asked again, a refused query, an unusable reply or an answer set aside is
+no progress). After T_tol such turns the run ends with the best guess, forced.
 """
 
 from __future__ import annotations
@@ -163,6 +171,15 @@ def run_queries(ctx: ToolContext, calls: list[tuple[str, dict[str, Any]]]) -> li
         return [f.result() for f in futures]
 
 
+#: Why a run ended at the turn tolerance (the forced answer's "No answer was reached ..." note).
+IDLE_END = "after {n} turns in a row without progress (the turn tolerance T_tol)"
+
+
+def _query_key(name: str, arguments: dict[str, Any]) -> str:
+    """A query's identity: its action and arguments (a repeat asks nothing new)."""
+    return json.dumps([name, arguments], sort_keys=True, default=str)
+
+
 #: Said to the master when a task's answer comes before its minimum of queries.
 TOO_EARLY = (
     "Your answer was set aside: this task needs at least {n} answered queries before the answer "
@@ -243,7 +260,20 @@ def run_cvr(
     # Queries that returned something: the task's rule counts these, not refused ones (a frame
     # tool without eyes, a range outside the video).
     answered = 0
+    asked: set[str] = set()  # queries that returned a result: asking one again is no progress
+    idle = 0  # turns in a row without progress (T_tol bounds them)
+    tolerance = ctx.config.cvr_turn_tolerance
     for _ in range(ctx.config.cvr_max_turns):
+        if idle >= tolerance:
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="answer",  # the forced end, as at the prose limit (not a malformed reply)
+                    observation=f"ended {IDLE_END.format(n=idle)} (forced)",
+                )
+            )
+            return forced_answer(state, stated, options, f"({IDLE_END.format(n=idle)})")
+        idle += 1  # until a query of this turn returns something new
         reply = ask_model(ctx, state, [], record)
         if reply is None:
             continue
@@ -277,6 +307,10 @@ def run_cvr(
             state.usage.tool_calls += 1
             state.usage.tool_cache_hits += int(outcome.cached)
             answered += int(outcome.ok)
+            key = _query_key(outcome.tool, outcome.arguments)
+            if outcome.ok and key not in asked:
+                asked.add(key)
+                idle = 0
             if outcome.result is not None:
                 state.evidence.add(outcome.result, outcome.tool)
                 inner = outcome.result.model_usage()

@@ -146,8 +146,13 @@ class Question(_Strict):
     video_ids: list[str] = Field(min_length=1)
     #: Multiple-choice options; empty for a free-form answer.
     options: list[str] = Field(default_factory=list)
-    #: The correct option text (multiple choice) or the expected answer (free form).
+    #: The correct option text (multiple choice; for a multi-select question one of ``answers``),
+    #: or the expected answer (free form: an order "2->3->1" for PSS, an interval "40,52" for FSA,
+    #: a sentence for CCQA).
     answer: str = Field(min_length=1)
+    #: Every correct option of a multi-select question (CrossVid's BU: "1-3 correct choices"),
+    #: ``answer`` among them; empty for a single-answer question.
+    answers: list[str] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
     #: What the question is about (event labels, an object): what a policy searches for.
     focus: list[str] = Field(default_factory=list)
@@ -167,12 +172,37 @@ class Question(_Strict):
     def _answer_is_an_option(self) -> Question:
         if self.options and self.answer not in self.options:
             raise ValueError(f"question {self.question_id}: the answer {self.answer!r} is not an option")
+        if self.answers:
+            wrong = [a for a in self.answers if a not in self.options]
+            if wrong:
+                raise ValueError(f"question {self.question_id}: the answers {wrong} are not options")
+            if self.answer not in self.answers:
+                raise ValueError(f"question {self.question_id}: the answer is not among its answers")
+            if len(set(self.answers)) >= len(self.options):
+                raise ValueError(f"question {self.question_id}: a multi-select question has a wrong option")
         return self
 
     @property
+    def multi_select(self) -> bool:
+        """Whether several option letters may be right: the question lists ``answers``, or its task
+        is deployed multi-select (BU)."""
+        deployed = self.task is not None and CVR_TASKS[self.task].multi_select
+        return bool(self.options) and (bool(self.answers) or deployed)
+
+    @property
+    def is_order(self) -> bool:
+        """Whether the answer is an order of the videos ("2->3->1->4", CrossVid's PSS)."""
+        return not self.options and (self.task == "PSS" or "->" in self.answer)
+
+    @property
     def answer_letter(self) -> str | None:
-        """The letter of the correct option (A, B, …); None for a free-form question."""
-        return chr(ord("A") + self.options.index(self.answer)) if self.options else None
+        """The letter of the correct option (A, B, …); for a multi-select question the letters of
+        all correct options, sorted and joined ("AC", the form CrossVid's BU answers take); None
+        for a free-form question."""
+        if not self.options:
+            return None
+        correct = self.answers if self.multi_select and self.answers else [self.answer]
+        return "".join(sorted(chr(ord("A") + self.options.index(a)) for a in set(correct)))
 
 
 class Script(_Strict):

@@ -2,12 +2,11 @@
 with the seeded templates as the offline fallback.
 
 The tasks are AgentCVR's ten CrossVid tasks (BU, NC, CC, PEA, PI, FSA, PSS, MSR, MOC, CCQA), each
-told with the description its master prompt gives (:mod:`vidscope.agents.cvr.tasks`). FSA is asked
-as the benchmark and the deployed master ask it: free-form, answered with an interval "start,end"
-(scored in the tolerance zone T_tol, :func:`vidscope.flows.training.rollout.is_correct`); the other
-tasks whose benchmark answer is a set of letters, an order or free text are asked with those
-answers as options, one correct. The templates (counting, ordering, temporal alignment, comparison)
-stay the fallback without a model.
+told with the description its master prompt gives (:mod:`vidscope.agents.cvr.tasks`). Each is asked
+in the form the deployed master answers it: BU multi-select (options, 1 to 3 right, ``answers``),
+PSS an order of the videos ("2->3->1"), CCQA free text, FSA an interval "start,end" (scored as
+:func:`vidscope.flows.training.rollout.answer_score` says), the others one option of several. The
+templates (counting, ordering, temporal alignment, comparison) stay the fallback without a model.
 
 The model is shown the script schema (:class:`~vidscope.agents.simulator.script.Script`'s JSON
 schema), a worked example (a template script) and the task to write questions for, and replies with
@@ -36,7 +35,7 @@ from vidscope.agents.multi_video import json_object
 from vidscope.agents.simulator.script import Script
 from vidscope.agents.simulator.templates import generate_script
 from vidscope.core.errors import ModelOutputError, OutputCutOff
-from vidscope.evaluation.metrics import interval_of
+from vidscope.evaluation.metrics import interval_of, order_of
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
 
 log = logging.getLogger(__name__)
@@ -48,8 +47,8 @@ MAX_TOKENS = 4096
 SYSTEM = (
     "You write scripts for a text simulator of videos. A script lists videos (id, file name, "
     "duration), their timed events (actions, objects, on-screen text with attributes) and audio lines, "
-    "relations across videos, and multiple-choice questions whose one correct answer follows from the "
-    "script, with the evidence intervals that show it. Reply with ONE JSON object that validates "
+    "relations across videos, and questions whose answer follows from the script, in the form the "
+    "task asks, with the evidence intervals that show it. Reply with ONE JSON object that validates "
     "against the schema, and nothing else."
 )
 
@@ -58,20 +57,30 @@ SYSTEM = (
 #: ("[start, end]"): training the master on options would train what it never deploys.
 INTERVAL_TASKS = frozenset({"FSA"})
 
-#: How each CrossVid task whose benchmark answer is no single option is asked in a script.
-_AS_OPTIONS = {
-    "BU": "Each option names one intention or feeling, or a combination of them; exactly one is right.",
+#: The tasks asked as the deployed master answers them, when that is not one option of several:
+#: BU multi-select ("1-3 correct choices", answered "AC"), PSS an order of the videos
+#: ("2->4->3->1"), CCQA free text, FSA an interval (the release's master prompts,
+#: ``agent_system/prompts/master_{BU,PSS,CCQA,FSA}.prompt``, ask for these forms).
+_FORMS = {
+    "BU": "Give 4 or 5 options, each one intention or feeling (or a combination); 1 to 3 of them are "
+    "right and never all: list every right option word for word in 'answers', and put the first of "
+    "them in 'answer'.",
     "FSA": "Ask it free-form, with no options: the answer is the segment of the other video that serves "
     "the same purpose, written 'start,end' in seconds (like '40,52'), and its evidence is that segment.",
-    "PSS": "The options are orders of the steps written like '2->3->1->4'; one is the order the procedure "
-    "needs.",
-    "CCQA": "Each option is a short statement about how the dishes differ or agree; exactly one is true.",
+    "PSS": "Ask it free-form, with no options: each video shows one step, out of order; the answer is the "
+    "videos' numbers (1 for the first video listed in video_ids) in the order the procedure needs, "
+    "written like '2->3->1' with every video once.",
+    "CCQA": "Ask it free-form, with no options: the answer is one short sentence on how the dishes "
+    "differ or agree, in words the script's events and lines support.",
 }
+
+#: The tasks asked without options (their answer is an interval, an order or free text).
+FREE_FORM_TASKS = frozenset({"FSA", "PSS", "CCQA"})
 
 
 def _task(prompt: TaskPrompt) -> str:
     """A CrossVid task as the writer is told it: code, name, what its solver is told, the form."""
-    form = _AS_OPTIONS.get(prompt.code, "")
+    form = _FORMS.get(prompt.code, "")
     return f"{prompt.code}, {prompt.name} (its solver is told: {prompt.brief}) {form}".strip()
 
 
@@ -102,9 +111,16 @@ def with_task(script: Script, task: str) -> Script:
 
 def _prompt(task: str, script_id: str, example: Script) -> str:
     schema = json.dumps(Script.model_json_schema(), separators=(",", ":"))
+    code = task_code_of(task)
     form = (
         "Each question has no options; its answer is an interval 'start,end' in seconds"
         if _interval_task(task)
+        else "Each question has no options; its answer is the order of its videos, like '2->3->1'"
+        if code == "PSS"
+        else "Each question has no options; its answer is one short sentence"
+        if code == "CCQA"
+        else "Each question has 4 or 5 options; 'answers' lists the 1 to 3 right ones word for word"
+        if code == "BU"
         else "Each question has 3 to 5 options, the answer is one of them word for word"
     )
     return (
@@ -116,8 +132,25 @@ def _prompt(task: str, script_id: str, example: Script) -> str:
 
 
 def _form_problem(script: Script, task: str) -> str | None:
-    """Why the script's questions are not in the task's answer form (None when they are): an
-    interval task's questions have no options and an answer 'start,end' inside one of its videos."""
+    """Why the script's questions are not in the task's deployed answer form (None when they are):
+    an interval task's questions have no options and an answer 'start,end' inside one of its
+    videos; PSS's an order of its videos, each once; CCQA's free text; BU's options with 1 to 3 of
+    them right (``answers``); the other tasks' options with one right."""
+    code = task_code_of(task)
+    for q in script.questions:
+        if code in FREE_FORM_TASKS - INTERVAL_TASKS and q.options:  # FSA: told below
+            return f"question {q.question_id}: ask it without options"
+        if code not in FREE_FORM_TASKS and code in CVR_TASKS and not q.options:
+            return f"question {q.question_id}: give it options"
+        if code == "PSS" and sorted(order_of(q.answer) or ()) != list(range(1, len(q.video_ids) + 1)):
+            return (
+                f"question {q.question_id}: the answer must order its {len(q.video_ids)} videos like "
+                "'2->3->1', each once"
+            )
+        if code == "BU" and not 1 <= len(q.answers or [q.answer]) <= 3:
+            return f"question {q.question_id}: 1 to 3 options are right"
+        if code != "BU" and len(set(q.answers)) > 1:
+            return f"question {q.question_id}: exactly one option is right; leave 'answers' empty"
     if not _interval_task(task):
         return None
     durations = {v.video_id: v.duration for v in script.videos}

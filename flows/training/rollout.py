@@ -4,9 +4,13 @@ A *group* is one question answered ``group_size`` times by the same strategy wit
 unit GRPO normalises rewards over). Each sample runs the strategy's real loop (any strategy of
 :mod:`vidscope.agents.strategies` with a planner and simulated tools: DVD's ReAct loop, AVI's
 three phases, SAMA's skill-guided loop, AgentCVR's master agent, or a ReAct loop over AgentCVR's
-actions) with simulated tools, tool caching off and its own seed, and is scored as in AgentCVR: 1
-for a correct answer plus 0.1 when every tool call was well formed (an interval answer is correct
-in the tolerance zone T_tol around the gold one, :func:`is_correct`). The conversation is stored in the
+actions) with simulated tools, tool caching off and its own seed, and is scored as AgentCVR's
+release scores it: 1 for a correct answer *given through the answer action* (a best guess forced
+at a limit, or a letter written in plain text, earns no answer reward: the release's reward script
+returns 0 when it finds no answer call) plus 0.1 when every tool call was well formed. Answers are
+scored in their deployed form (letters, a set of letters for BU, an order for PSS, free text for
+CCQA, an interval for FSA: exact by default, :class:`Scoring`). When a model is given as the
+simulator (M_sim) it phrases the simulated results. The conversation is stored in the
 conversational format TRL's trainers read: ``prompt`` (system and question) and ``completion``
 (everything the policy did and saw after it), also whole as ``messages``, with ``group_id`` and
 ``reward`` per sample.
@@ -19,7 +23,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,7 +36,13 @@ from vidscope.agents.strategies import Scope, StrategyRequest
 from vidscope.agents.tools import AgentConfig
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import Settings
-from vidscope.evaluation.metrics import interval_of, within_tolerance
+from vidscope.evaluation.metrics import (
+    interval_of,
+    order_match,
+    order_of,
+    temporal_iou,
+    within_tolerance,
+)
 from vidscope.models.protocols.chat import ChatMessage, ChatModel, ChatReply, ToolSpec
 
 #: The strategy rolled out when none is named: AgentCVR's master agent (``run_cvr``), the loop
@@ -52,11 +62,46 @@ def rollout_strategies() -> tuple[str, ...]:
 CORRECT_REWARD = 1.0
 FORMAT_REWARD = 0.1
 
-#: Seconds either end of an interval answer may be off and still count as correct (AgentCVR's
-#: tolerance zone T_tol). Ours: the paper names the zone, but no value for it could be read here
-#: (its released reward is exact match, its FSA scoring plain IoU); 2 s is about one ingested frame
-#: step at the default sampling and a fifth of a template event.
-INTERVAL_TOLERANCE = 2.0
+#: How an interval answer (CrossVid FSA, "start,end") earns the answer reward.
+#: ``exact``: both ends equal the gold's — the release's reward script
+#: (``verl/utils/reward_score/crossvid.py`` in wang-jh24/AgentCVR) compares the final answer with
+#: the ground truth as strings; we compare the two numbers, so "[40, 52]" and "40,52" agree.
+#: ``iou``: the temporal IoU with the gold, as the release's FSA evaluation (``run_FSA_agent.py``)
+#: and CrossVid's ``eval/FSA.py`` score it (the reward is then fractional).
+#: ``within``: both ends within ``interval_seconds`` of the gold's — ours, an option only; it no
+#: longer carries the paper's name T_tol, which is a bound on turns (App. B).
+IntervalScoring = Literal["exact", "iou", "within"]
+INTERVAL_SCORINGS: tuple[IntervalScoring, ...] = ("exact", "iou", "within")
+DEFAULT_INTERVAL_SCORING: IntervalScoring = "exact"
+
+#: Seconds either end of an interval answer may be off under ``interval_scoring = "within"``
+#: (ours: about one ingested frame step at the default sampling and a fifth of a template event).
+WITHIN_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How answers are scored for the reward: interval answers by ``interval`` (seconds: the
+    zone of ``within``)."""
+
+    interval: IntervalScoring = DEFAULT_INTERVAL_SCORING
+    seconds: float = WITHIN_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.interval not in INTERVAL_SCORINGS:
+            raise ValueError(
+                f"interval scoring is one of {', '.join(INTERVAL_SCORINGS)}, not {self.interval!r}"
+            )
+        if self.seconds < 0:
+            raise ValueError(f"the interval zone is seconds >= 0, not {self.seconds}")
+
+
+#: The release's scoring: exact match of interval answers.
+RELEASED = Scoring()
+
+#: Sampling temperature of the LLM simulator M_sim when a model phrases the simulated results (the
+#: release's simulator tool, ``verl/tools/video_analysis_tools.py``, asks its model at 0.1).
+SIMULATOR_TEMPERATURE = 0.1
 
 #: Tool-call errors that mean the call itself was malformed (not a refusal of a valid call).
 _MALFORMED = ("invalid arguments", "unknown tool", "ends the conversation")
@@ -70,49 +115,99 @@ PolicyFactory = Callable[[Question, random.Random], ChatModel]
 
 @dataclass(frozen=True)
 class Reward:
-    """A sample's score and its parts."""
+    """A sample's score and its parts.
+
+    ``answered``: the run ended in an answer given through the answer action (a ``finish`` step,
+    not a best guess forced at a limit). The release's reward script returns 0 "when no valid
+    answer tool call" is found (``crossvid.py``: ``if final_submission is None: return 0.0``), so a
+    correct letter written in plain text earns no answer reward. ``answer_score`` is the answer's
+    score in [0, 1] (1 or 0, or an IoU under ``iou`` interval scoring).
+    """
 
     correct: bool
     well_formed: bool
+    answered: bool = True
+    answer_score: float | None = None
+
+    @property
+    def answer_reward(self) -> float:
+        """What the answer earns: its score when given through the answer action, else 0."""
+        if not self.answered:
+            return 0.0
+        return self.answer_score if self.answer_score is not None else float(self.correct)
 
     @property
     def total(self) -> float:
-        """1 for a correct answer + 0.1 for well-formed tool calls."""
-        return CORRECT_REWARD * self.correct + FORMAT_REWARD * self.well_formed
+        """1 for a correct answer given through the answer action + 0.1 for well-formed calls."""
+        return CORRECT_REWARD * self.answer_reward + FORMAT_REWARD * self.well_formed
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def answer_score(
+    question: Question,
+    answer_text: str,
+    choice: str | None,
+    scoring: Scoring = RELEASED,
+) -> float:
+    """How right an answer is, in [0, 1], in the question's deployed form: the correct option's
+    letter (the set of letters, sorted, for a multi-select question: CrossVid's BU); the exact
+    order for an order question (PSS, "2->3->1->4", no partial credit as CrossVid's ``eval/PSS.py``);
+    an interval question (FSA) by ``scoring.interval``; else the expected text in the answer (case
+    and spacing ignored; the release's exact string match would never pay a free-text CCQA
+    paragraph, and its evaluation asks a judge model instead)."""
+    if question.options:
+        return float(choice is not None and choice == question.answer_letter)
+    if question.is_order:
+        gold = order_of(question.answer)
+        return float(gold is not None and order_match(order_of(answer_text), gold))
+    interval = interval_of(question.answer)
+    if interval is not None:
+        predicted = interval_of(answer_text)
+        if scoring.interval == "iou":
+            return temporal_iou(predicted, interval) if predicted is not None else 0.0
+        if scoring.interval == "within":
+            return float(within_tolerance(predicted, interval, scoring.seconds))
+        return float(predicted is not None and sorted(predicted) == sorted(interval))
+    return float(_norm(question.answer) in _norm(answer_text))
 
 
 def is_correct(
     question: Question,
     answer_text: str,
     choice: str | None,
-    *,
-    interval_tolerance: float = INTERVAL_TOLERANCE,
+    scoring: Scoring = RELEASED,
 ) -> bool:
-    """Whether an answer is right: the correct option's letter; for a free-form question whose
-    answer is an interval ("40,52", CrossVid FSA's form), an interval answer with both ends within
-    ``interval_tolerance`` seconds of it (T_tol); else the expected text in the answer (case and
-    spacing ignored)."""
-    if question.options:
-        return choice is not None and choice == question.answer_letter
-    gold = interval_of(question.answer)
-    if gold is not None:
-        return within_tolerance(interval_of(answer_text), gold, interval_tolerance)
-
-    def norm(text: str) -> str:
-        return " ".join(text.lower().split())
-
-    return norm(question.answer) in norm(answer_text)
+    """Whether an answer is fully right (:func:`answer_score` of 1)."""
+    return answer_score(question, answer_text, choice, scoring) >= 1.0
 
 
-def score(question: Question, answer: Answer, *, interval_tolerance: float = INTERVAL_TOLERANCE) -> Reward:
-    """The reward of one finished conversation (``interval_tolerance``: T_tol, :func:`is_correct`)."""
+def answered_by_action(answer: Answer) -> bool:
+    """Whether the run ended in an answer given through the answer action: an answer not forced at
+    a limit, recorded by a ``finish`` step (the answer tool: DVD, SAMA, AgentCVR) or an ``answer``
+    step (AVI's review verdict); a plain-text reply is never one."""
+    return not answer.forced and any(s.kind in ("finish", "answer") and s.ok for s in answer.trace)
+
+
+def score(
+    question: Question,
+    answer: Answer,
+    scoring: Scoring = RELEASED,
+) -> Reward:
+    """The reward of one finished conversation (the answer reward only for an answer given through
+    the answer action; interval answers scored by ``scoring``)."""
     calls = [s for s in answer.trace if s.kind in ("tool", "finish")]
     malformed = any(
         s.kind == "model-error" or (not s.ok and s.observation.startswith(_MALFORMED)) for s in answer.trace
     )
+    value = answer_score(question, answer.answer, answer.choice, scoring)
     return Reward(
-        correct=is_correct(question, answer.answer, answer.choice, interval_tolerance=interval_tolerance),
+        correct=value >= 1.0,
         well_formed=bool(calls) and not malformed,
+        answered=answered_by_action(answer),
+        answer_score=value,
     )
 
 
@@ -211,6 +306,7 @@ TRAJECTORY_SCHEMA = pa.schema(
         ("choice", pa.string()),
         ("expected", pa.string()),
         ("correct", pa.bool_()),
+        ("answered", pa.bool_()),
         ("well_formed", pa.bool_()),
         ("reward", pa.float64()),
         ("tool_calls", pa.int32()),
@@ -232,15 +328,26 @@ def run_strategy(strategy: str, ctx: SimContext, question: Question) -> Answer:
     """``question`` answered by ``strategy``'s loop with simulated tools in ``ctx``."""
     scope: Scope = "video" if len(question.video_ids) == 1 else "videos"
     request = StrategyRequest(
-        question.text, question.video_ids, scope, question.options or None, task=question.task
+        question.text,
+        question.video_ids,
+        scope,
+        question.options or None,
+        task=question.task,
+        multi_select=question.multi_select,
     )
     return strategies.answer(strategy, ctx, request)
 
 
-def rollout_config(config: AgentConfig, *, temperature: float, max_turns: int) -> AgentConfig:
-    """``config`` for rollouts: sampling at ``temperature``, no tool cache, ``max_turns`` model turns."""
+def rollout_config(
+    config: AgentConfig, *, temperature: float, max_turns: int, turn_tolerance: int | None = None
+) -> AgentConfig:
+    """``config`` for rollouts: sampling at ``temperature``, no tool cache, ``max_turns`` model
+    turns (T_max) and, for AgentCVR, ``turn_tolerance`` turns without progress (T_tol; None keeps
+    ``[agent] cvr_turn_tolerance``)."""
+    tolerance = {} if turn_tolerance is None else {"cvr_turn_tolerance": turn_tolerance}
     return config.model_copy(
         update={
+            **tolerance,
             "temperature": temperature,
             "tool_cache": False,
             "max_steps": max_turns,
@@ -262,21 +369,30 @@ def rollout_group(
     seed: int = 0,
     temperature: float = 1.0,
     max_turns: int = 20,
-    interval_tolerance: float = INTERVAL_TOLERANCE,
+    scoring: Scoring = RELEASED,
+    simulator_model: ChatModel | None = None,
+    turn_tolerance: int | None = None,
 ) -> list[dict[str, Any]]:
     """``group_size`` samples of ``strategy`` on ``question``, as trajectory rows."""
     if strategy not in rollout_strategies():
         raise ValueError(f"unknown strategy {strategy!r}; choose one of: {', '.join(rollout_strategies())}")
-    config = rollout_config(settings.agent, temperature=temperature, max_turns=max_turns)
+    config = rollout_config(
+        settings.agent, temperature=temperature, max_turns=max_turns, turn_tolerance=turn_tolerance
+    )
     group_id = f"{script.script_id}/{question.question_id}"
     rows = []
     for index in range(group_size):
         this_seed = sample_seed(seed, group_id, index)
         chat = RecordingChat(policy(question, random.Random(this_seed)))
-        simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
+        simulator = ScriptSimulator(
+            script,
+            clip_seconds=settings.ingest.clip_seconds,
+            phraser=simulator_model,
+            temperature=SIMULATOR_TEMPERATURE,
+        )
         ctx = SimContext(settings, simulator, chat=chat, config=config)
         answer = run_strategy(strategy, ctx, question)
-        reward = score(question, answer, interval_tolerance=interval_tolerance)
+        reward = score(question, answer, scoring)
         messages = [message_row(m) for m in chat.messages]
         split = next((i + 1 for i, m in enumerate(messages) if m["role"] == "user"), len(messages))
         rows.append(
@@ -296,6 +412,7 @@ def rollout_group(
                 "choice": answer.choice,
                 "expected": question.answer_letter or question.answer,
                 "correct": reward.correct,
+                "answered": reward.answered,
                 "well_formed": reward.well_formed,
                 "reward": reward.total,
                 "tool_calls": answer.usage.tool_calls,
@@ -315,7 +432,9 @@ def rollout(
     seed: int = 0,
     temperature: float = 1.0,
     max_turns: int = 20,
-    interval_tolerance: float = INTERVAL_TOLERANCE,
+    scoring: Scoring = RELEASED,
+    simulator_model: ChatModel | None = None,
+    turn_tolerance: int | None = None,
 ) -> pa.Table:
     """Every question of every script answered ``group_size`` times: one table row per sample.
 
@@ -335,7 +454,9 @@ def rollout(
                 seed=seed,
                 temperature=temperature,
                 max_turns=max_turns,
-                interval_tolerance=interval_tolerance,
+                scoring=scoring,
+                simulator_model=simulator_model,
+                turn_tolerance=turn_tolerance,
             )
     return pa.Table.from_pylist(rows, schema=TRAJECTORY_SCHEMA)
 

@@ -33,7 +33,7 @@ from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, execute_tool
 from vidscope.core.settings import Settings
 from vidscope.evaluation.metrics import interval_of, within_tolerance
-from vidscope.flows.training.rollout import INTERVAL_TOLERANCE
+from vidscope.flows.training.rollout import WITHIN_SECONDS
 from vidscope.models.protocols.chat import ChatModel
 from vidscope.storage.store import Store
 
@@ -257,9 +257,10 @@ def covered_iou(first: Sequence[Decision], second: Sequence[Decision]) -> float:
     return 1.0 if union <= 0 else inter / union
 
 
-def answers_agree(real: Answer, sim: Answer, tolerance: float = INTERVAL_TOLERANCE) -> bool:
+def answers_agree(real: Answer, sim: Answer, tolerance: float = WITHIN_SECONDS) -> bool:
     """Whether the master answered the same in both environments: the same choice; two interval
-    answers (FSA) in each other's tolerance zone (T_tol, as the training reward); else the same
+    answers (FSA) within ``tolerance`` seconds of each other at both ends (the reward's optional
+    ``within`` zone; two runs over different inputs rarely agree to the second); else the same
     words (case and spacing ignored)."""
     if real.choice is not None or sim.choice is not None:
         return real.choice == sim.choice

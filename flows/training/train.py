@@ -6,7 +6,10 @@ rollouts of it, and each rollout is :func:`~vidscope.agents.cvr.agent.run_cvr` i
 ``compare --agent cvr`` runs — with the policy being trained as its chat model (through TRL's
 ``rollout_func``) and the simulated ``visual_query`` / ``audio_query`` / ``answer`` answering it.
 The policy's tokens are trained, the environment's (observations, format notes) masked out. The
-reward is the rollouts' reward: 1 for a correct answer plus 0.1 when every action was well formed.
+reward is the rollouts' reward: 1 for a correct answer given through the answer action plus 0.1
+when every action was well formed; a rollout ends at T_max = 20 turns or after T_tol = 10 turns in
+a row without progress (:func:`~vidscope.agents.cvr.agent.run_cvr`). Batches, epochs and the
+ratio follow the release (:class:`GrpoOptions`).
 
 :func:`train_grpo` is what ``vidscope train grpo`` calls; docs/training.md describes real GPU runs.
 TRL is an optional dependency (``pip install 'vidscope[train]'``).
@@ -14,10 +17,11 @@ TRL is an optional dependency (``pip install 'vidscope[train]'``).
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,8 +32,12 @@ from vidscope.agents.simulator.templates import generate_scripts
 from vidscope.agents.simulator.writer import TASKS, written_scripts
 from vidscope.core.settings import Settings
 from vidscope.flows.training.rollout import (
+    DEFAULT_INTERVAL_SCORING,
     DEFAULT_STRATEGY,
-    INTERVAL_TOLERANCE,
+    SIMULATOR_TEMPERATURE,
+    WITHIN_SECONDS,
+    IntervalScoring,
+    Scoring,
     rollout_config,
     run_strategy,
     score,
@@ -42,8 +50,24 @@ from vidscope.models.transformers_chat import TransformersChat, template_message
 MASTER = DEFAULT_STRATEGY
 
 
+#: How the policy-gradient ratio is taken: per token (the release's verl actor: its default policy
+#: loss with ``loss_agg_mode: token-mean``), or per sequence (TRL's ``importance_sampling_level =
+#: "sequence"``: the mean log-ratio over the policy's own tokens of the trajectory, GSPO's
+#: length-normalised form). A ratio over the whole trajectory as one product is not in TRL.
+RatioLevel = Literal["token", "sequence"]
+
+
 class GrpoOptions(BaseModel):
-    """Options of ``vidscope train grpo`` (defaults: AgentCVR's group size and turn limit)."""
+    """Options of ``vidscope train grpo`` (defaults: AgentCVR's and its release's).
+
+    Batches as the release's training scripts (``verl/crossvid_agent_{4b,8b}.sh`` and
+    ``examples/sglang_multiturn/config/crossvid_qwen3_grpo.yaml`` in wang-jh24/AgentCVR):
+    ``data.train_batch_size=32`` questions per step, ``rollout.n=8`` completions each,
+    ``ppo_mini_batch_size=16`` questions per optimiser update, ``ppo_epochs: 4`` passes over each
+    generated batch. In TRL these are ``generation_batch_size`` (32 × 8 completions), the
+    completions per optimiser step (16 × 8, reached with gradient accumulation over
+    ``per_device_batch_size`` chunks, :func:`trl_batches`) and ``num_iterations`` (4).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -59,18 +83,37 @@ class GrpoOptions(BaseModel):
     )
     seed: int = 0
     group_size: int = Field(8, ge=2, description="Completions per question (GRPO's group).")
-    max_turns: int = Field(20, ge=1, description="Tool-calling turns per rollout.")
+    max_turns: int = Field(20, ge=1, description="Master turns per rollout (T_max = 20).")
+    turn_tolerance: int = Field(
+        10, ge=1, description="T_tol: master turns in a row without progress before a rollout ends (10)."
+    )
+    questions_per_step: int = Field(
+        32, ge=1, description="Questions rolled out per generation batch (release: train_batch_size 32)."
+    )
+    mini_batch_questions: int = Field(
+        16, ge=1, description="Questions per optimiser update (release: ppo_mini_batch_size 16)."
+    )
+    ppo_epochs: int = Field(4, ge=1, description="Passes over each generated batch (release: ppo_epochs 4).")
+    ratio_level: RatioLevel = Field("token", description="Policy ratio per token (release) or per sequence.")
     max_steps: int = Field(500, ge=1, description="Optimisation steps.")
     learning_rate: float = Field(1e-7, gt=0, description="Optimiser learning rate (AgentCVR's: 1e-7).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of rollouts.")
     max_completion_length: int = Field(
         4096, ge=1, description="Tokens per rollout, observations included (AgentCVR: 4096)."
     )
-    per_device_batch_size: int = Field(8, ge=1, description="Completions per device and step.")
-    gradient_accumulation_steps: int = Field(1, ge=1)
+    per_device_batch_size: int = Field(
+        8, ge=1, description="Completions per device and forward pass (memory; updates are accumulated)."
+    )
     beta: float = Field(0.005, ge=0, description="KL coefficient (AgentCVR: 0.005; 0: no reference model).")
-    interval_tolerance: float = Field(
-        INTERVAL_TOLERANCE, ge=0, description="T_tol: seconds an interval answer's ends may be off."
+    interval_scoring: IntervalScoring = Field(
+        DEFAULT_INTERVAL_SCORING,
+        description="Interval answers: exact (release reward), iou (release eval), within (ours).",
+    )
+    interval_seconds: float = Field(
+        WITHIN_SECONDS, ge=0, description="Seconds each end may be off under interval_scoring 'within'."
+    )
+    simulator_model: bool = Field(
+        True, description="The configured vlm/planner phrases simulated results (M_sim); off: rule-based."
     )
     bf16: bool = False
     use_vllm: bool = Field(
@@ -157,22 +200,36 @@ def master_rollout(
     policy: ChatModel,
     max_turns: int,
     temperature: float,
-    interval_tolerance: float = INTERVAL_TOLERANCE,
+    scoring: Scoring | None = None,
+    *,
+    turn_tolerance: int | None = None,
+    simulator_model: ChatModel | None = None,
 ) -> float:
-    """One rollout of the deployed master agent (``run_cvr``) driven by ``policy`` on the simulator;
-    its reward (0 when the token budget ran out before an answer)."""
-    config = rollout_config(settings.agent, temperature=temperature, max_turns=max_turns)
-    simulator = ScriptSimulator(script, clip_seconds=settings.ingest.clip_seconds)
+    """One rollout of the deployed master agent (``run_cvr``) driven by ``policy`` on the simulator
+    (its results phrased by ``simulator_model``, M_sim, when given); its reward (0 when the token
+    budget ran out before an answer)."""
+    config = rollout_config(
+        settings.agent, temperature=temperature, max_turns=max_turns, turn_tolerance=turn_tolerance
+    )
+    simulator = ScriptSimulator(
+        script,
+        clip_seconds=settings.ingest.clip_seconds,
+        phraser=simulator_model,
+        temperature=SIMULATOR_TEMPERATURE,
+    )
     ctx = SimContext(settings, simulator, chat=policy, config=config)
     try:
         answer = run_strategy(MASTER, ctx, question)
     except BudgetSpent:
         return 0.0
-    return score(question, answer, interval_tolerance=interval_tolerance).total
+    return score(question, answer, scoring or Scoring()).total
 
 
 def master_rollout_func(
-    settings: Settings, scripts: Sequence[Script], options: GrpoOptions
+    settings: Settings,
+    scripts: Sequence[Script],
+    options: GrpoOptions,
+    simulator_model: ChatModel | None = None,
 ) -> Callable[[list[Any], Any], dict[str, Any]]:
     """TRL's ``rollout_func``: each prompt (one master opening conversation) rolled out once by
     the trainer's current model through ``run_cvr``; prompt and completion token ids, the mask of
@@ -208,7 +265,9 @@ def master_rollout_func(
                     policy,
                     options.max_turns,
                     options.temperature,
-                    options.interval_tolerance,
+                    Scoring(options.interval_scoring, options.interval_seconds),
+                    turn_tolerance=options.turn_tolerance,
+                    simulator_model=simulator_model,
                 )
                 if not policy.completion_ids:  # nothing generated (cannot happen with a turn): one EOS
                     policy.completion_ids, policy.mask = [tokenizer.eos_token_id], [1]
@@ -294,6 +353,38 @@ def training_rows(scripts: Sequence[Script], settings: Settings, seed: int) -> l
 # ============================================================================ training
 
 
+def simulator_model(settings: Settings) -> ChatModel | None:
+    """The LLM simulator M_sim: the configured vision model, else the planner (phrasing is text in,
+    text out); None when neither is configured (the simulator answers rule-based)."""
+    return registry.vision_model(settings) or registry.planner_model(settings)
+
+
+def trl_batches(options: GrpoOptions, processes: int = 1) -> dict[str, int]:
+    """The release's batches as TRL's settings: ``generation_batch_size`` (questions per step ×
+    group), ``per_device_train_batch_size`` and the ``gradient_accumulation_steps`` that make one
+    optimiser step ``mini_batch_questions`` × group completions, and ``num_iterations`` (PPO
+    epochs). A ``ValueError`` names what does not divide."""
+    group = options.group_size
+    update = options.mini_batch_questions * group
+    chunk = options.per_device_batch_size * processes
+    if options.questions_per_step % options.mini_batch_questions:
+        raise ValueError(
+            f"questions per step ({options.questions_per_step}) must be a multiple of the "
+            f"mini-batch ({options.mini_batch_questions} questions)"
+        )
+    if update % chunk:
+        raise ValueError(
+            f"a mini-batch of {update} completions ({options.mini_batch_questions} questions × "
+            f"{group}) does not split into chunks of {chunk} (batch size × {processes} processes)"
+        )
+    return {
+        "generation_batch_size": options.questions_per_step * group,
+        "per_device_train_batch_size": options.per_device_batch_size,
+        "gradient_accumulation_steps": update // chunk,
+        "num_iterations": options.ppo_epochs,
+    }
+
+
 def train_grpo(
     settings: Settings,
     options: GrpoOptions,
@@ -314,7 +405,13 @@ def train_grpo(
         options.scripts, generated=options.generated_scripts, seed=options.seed, writer=writer
     )
     rows = training_rows(scripts, settings, options.seed)
+    simulator = simulator_model(settings) if options.simulator_model else None
+    batches = trl_batches(options, int(os.environ.get("WORLD_SIZE", "1")))
     config = GRPOConfig(
+        generation_batch_size=batches["generation_batch_size"],
+        per_device_train_batch_size=batches["per_device_train_batch_size"],
+        gradient_accumulation_steps=batches["gradient_accumulation_steps"],
+        num_iterations=batches["num_iterations"],
         output_dir=str(options.output_dir),
         seed=options.seed,
         num_generations=options.group_size,
@@ -322,9 +419,8 @@ def train_grpo(
         learning_rate=options.learning_rate,
         temperature=options.temperature,
         max_completion_length=options.max_completion_length,
-        per_device_train_batch_size=options.per_device_batch_size,
-        gradient_accumulation_steps=options.gradient_accumulation_steps,
         beta=options.beta,
+        importance_sampling_level=options.ratio_level,
         bf16=options.bf16,
         use_vllm=options.use_vllm,
         vllm_mode="colocate",
@@ -338,7 +434,7 @@ def train_grpo(
         args=config,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        rollout_func=master_rollout_func(settings, scripts, options),
+        rollout_func=master_rollout_func(settings, scripts, options, simulator),
     )
     trainer.train()
     trainer.save_model(str(options.output_dir))

@@ -39,17 +39,41 @@ def grpo(
     beta: Annotated[
         float, typer.Option(help="KL coefficient (AgentCVR's: 0.005; 0: no reference model).")
     ] = 0.005,
-    interval_tolerance: Annotated[
-        float,
+    interval_scoring: Annotated[
+        str,
         typer.Option(
-            min=0.0, help="T_tol: seconds either end of an interval answer may be off and still be correct."
+            help="Interval answers (FSA): exact (the release's reward), iou (its evaluation), within "
+            "(ours: both ends within --interval-seconds)."
         ),
+    ] = "exact",
+    interval_seconds: Annotated[
+        float, typer.Option(min=0.0, help="Seconds either end may be off under --interval-scoring within.")
     ] = 2.0,
+    turn_tolerance: Annotated[
+        int, typer.Option(min=1, help="T_tol: master turns in a row without progress before a rollout ends.")
+    ] = 10,
+    simulator_model: Annotated[
+        bool,
+        typer.Option(
+            help="The configured vlm (else planner) phrases the simulated results (M_sim); else rule-based."
+        ),
+    ] = True,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of rollouts.")] = 1.0,
-    grad_accum: Annotated[
-        int, typer.Option("--gradient-accumulation-steps", help="Batches accumulated per optimiser step.")
-    ] = 1,
-    batch_size: Annotated[int, typer.Option(help="Completions per device and step.")] = 8,
+    questions_per_step: Annotated[
+        int, typer.Option(min=1, help="Questions per generation batch (release: 32).")
+    ] = 32,
+    mini_batch: Annotated[
+        int, typer.Option(min=1, help="Questions per optimiser update (release: PPO mini-batch 16).")
+    ] = 16,
+    ppo_epochs: Annotated[
+        int, typer.Option(min=1, help="Passes over each generated batch (release: 4).")
+    ] = 4,
+    ratio_level: Annotated[
+        str, typer.Option(help="Policy ratio per token (the release's) or per sequence (TRL's GSPO form).")
+    ] = "token",
+    batch_size: Annotated[
+        int, typer.Option(help="Completions per device and forward pass (updates are accumulated).")
+    ] = 8,
     max_completion_length: Annotated[
         int, typer.Option(help="Tokens per completion, tool turns included.")
     ] = 4096,
@@ -64,8 +88,10 @@ def grpo(
     ] = False,
     report_to: Annotated[str, typer.Option(help="Loggers: none, tensorboard, wandb…")] = "none",
 ) -> None:
-    """Train MODEL as AgentCVR's master agent with GRPO on the simulator (reward: 1 if right + 0.1
-    for well-formed actions); defaults are the paper's (G = 8, T_max = 20, KL 0.005, lr 1e-7)."""
+    """Train MODEL as AgentCVR's master agent with GRPO on the simulator (reward: 1 if answered right
+    through the answer action + 0.1 for well-formed actions); defaults are the paper's and its
+    release's (G = 8, T_max = 20, T_tol = 10, KL 0.005, lr 1e-7, 32 questions a step, mini-batch 16,
+    4 epochs)."""
     from pydantic import ValidationError
 
     from vidscope.flows.training.train import GrpoOptions, train_grpo
@@ -83,9 +109,15 @@ def grpo(
             max_steps=steps,
             learning_rate=learning_rate,
             beta=beta,
-            interval_tolerance=interval_tolerance,
+            interval_scoring=interval_scoring,  # validated by GrpoOptions
+            interval_seconds=interval_seconds,
+            turn_tolerance=turn_tolerance,
+            simulator_model=simulator_model,
             temperature=temperature,
-            gradient_accumulation_steps=grad_accum,
+            questions_per_step=questions_per_step,
+            mini_batch_questions=mini_batch,
+            ppo_epochs=ppo_epochs,
+            ratio_level=ratio_level,  # validated by GrpoOptions
             per_device_batch_size=batch_size,
             max_completion_length=max_completion_length,
             bf16=bf16,
@@ -138,12 +170,25 @@ def rollouts(
     group_size: Annotated[int, typer.Option(help="Samples per question (GRPO's group).")] = 8,
     max_turns: Annotated[int, typer.Option(help="Tool-calling turns per sample.")] = 20,
     temperature: Annotated[float, typer.Option(help="Sampling temperature of the model policy.")] = 1.0,
-    interval_tolerance: Annotated[
-        float,
+    interval_scoring: Annotated[
+        str,
         typer.Option(
-            min=0.0, help="T_tol: seconds either end of an interval answer may be off and still be correct."
+            help="Interval answers (FSA): exact (the release's reward), iou (its evaluation), within "
+            "(ours: both ends within --interval-seconds)."
         ),
+    ] = "exact",
+    interval_seconds: Annotated[
+        float, typer.Option(min=0.0, help="Seconds either end may be off under --interval-scoring within.")
     ] = 2.0,
+    turn_tolerance: Annotated[
+        int, typer.Option(min=1, help="T_tol: AgentCVR turns in a row without progress before a sample ends.")
+    ] = 10,
+    simulator_model: Annotated[
+        bool,
+        typer.Option(
+            help="The configured vlm (else planner) phrases the simulated results (M_sim); else rule-based."
+        ),
+    ] = True,
     seed: Annotated[int, typer.Option(help="Seed of script generation and of each sample.")] = 0,
 ) -> None:
     """Roll a strategy out against the script simulator and store rewarded trajectories as Parquet."""
@@ -154,11 +199,13 @@ def rollouts(
     from vidscope.core.errors import VidscopeError
     from vidscope.flows.training.rollout import (
         DEFAULT_STRATEGY,
+        Scoring,
         rollout,
         rollout_strategies,
         write_trajectories,
     )
     from vidscope.flows.training.train import load_scripts
+    from vidscope.flows.training.train import simulator_model as sim_model
     from vidscope.models import registry
     from vidscope.models.protocols.chat import ChatModel
 
@@ -196,6 +243,11 @@ def rollouts(
         return planner
 
     try:
+        scoring = Scoring(interval_scoring, interval_seconds)  # type: ignore[arg-type]  # checked here
+    except ValueError as exc:
+        errors.print(f"[red]train rollouts:[/red] {safe(exc)}")
+        raise typer.Exit(2) from None
+    try:
         loaded = load_scripts(scripts, generated=generated, seed=seed)
         with console.status(f"rolling out {agent} with the {policy} policy…"):
             table = rollout(
@@ -207,7 +259,9 @@ def rollouts(
                 seed=seed,
                 temperature=temperature,
                 max_turns=max_turns,
-                interval_tolerance=interval_tolerance,
+                scoring=scoring,
+                simulator_model=sim_model(config) if simulator_model else None,
+                turn_tolerance=turn_tolerance,
             )
     except (VidscopeError, ValueError, OSError) as exc:
         errors.print(f"[red]train rollouts:[/red] {safe(exc)}")
