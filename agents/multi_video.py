@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
+from string import ascii_uppercase
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
@@ -106,6 +108,17 @@ def json_object(text: str | None) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def name_option_videos(options: Sequence[str], videos: Mapping[str, tuple[int, str]]) -> list[str]:
+    """``options`` with the video each one names spelled out: the option lettered L that names a
+    candidate video ("Video A") becomes "Video A (video 2, video_id=…)" when ``videos`` maps L to
+    (its place among the request's videos, its id). SAMA's Meta Planner gives every video an
+    identifier before planning; this is that mapping, shown to every multi-video agent."""
+    return [
+        f"{text} (video {videos[letter][0]}, video_id={videos[letter][1]})" if letter in videos else text
+        for letter, text in zip(ascii_uppercase, options, strict=False)
+    ]
 
 
 # ============================================================================ the answer

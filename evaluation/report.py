@@ -398,7 +398,7 @@ def summarise(
     score: dict[str, float] = {}
     choices = [i for i in attempted if i.kind == "multiple_choice"]
     if choices:
-        report = score_choices(choices, responses)
+        report = score_choices(choices, responses, {q: p.video_ids for q, p in answers.items()})
         scored = [
             (i, is_correct(i, report.chosen[i.question_id]))
             for i in choices

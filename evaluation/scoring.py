@@ -29,6 +29,9 @@
   ``"B"`` is B; ``"B."``, ``"(B)"``, ``"The answer is B"`` choose nothing (unparsed); BU's ``"CA"``
   is wrong where the gold is ``["A", "C"]``. ``--parse lenient`` reads replies with
   :mod:`~vidscope.evaluation.answers`' rules and compares letter sets and orders.
+* Options that name videos (MVX-Bench "Video A" …, mapped to the candidates by its loader): an
+  answer that names no letter but names one option's video (its id, file name, stem, "video 2")
+  chose that option (:func:`video_choice`).
 * Retrieval: R@1/5/10 with the item's video as gold (:func:`~vidscope.evaluation.metrics.recall_at_k`),
   MdR and MnR (:func:`~vidscope.evaluation.metrics.rank_scores`).
 """
@@ -39,6 +42,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from vidscope.evaluation.answers import extract_choice
 from vidscope.evaluation.items import LETTERS, BenchmarkItem, Interval
@@ -156,10 +160,50 @@ def _group(
     return {key: Accuracy(c, t) for key, (c, t) in sorted(tally.items())}
 
 
-def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | None]) -> ChoiceReport:
+#: ``item.extra`` key of options that name candidate videos (MVX-Bench): letter -> video name.
+OPTION_VIDEOS = "option_videos"
+
+
+def _video_names(name: str, position: int, store_id: str | None) -> list[str]:
+    """What an answer may call a video: its benchmark name, file name and stem (a stem of three
+    characters or more that is not only digits), its store id, and "video N" (its place)."""
+    names = [name, Path(name).name, f"video {position}"]
+    stem = Path(name).stem
+    if len(stem) >= 3 and not stem.isdigit():
+        names.append(stem)
+    if store_id:
+        names.append(store_id)
+    return names
+
+
+def video_choice(item: BenchmarkItem, said: str | None, store_ids: Sequence[str] = ()) -> str | None:
+    """The option an answer chose by naming its video instead of its letter (MVX-Bench's "Video A"
+    … options, mapped to the candidates by the loader): the letter whose video, alone, the answer
+    names (``store_ids``: the store ids of the item's videos, in order, as the agent saw them)."""
+    mapped: dict[str, str] = item.extra.get(OPTION_VIDEOS) or {}
+    if not said or not mapped:
+        return None
+    found = set()
+    for letter, video in mapped.items():
+        position = item.video_ids.index(video) if video in item.video_ids else -1
+        store_id = store_ids[position] if 0 <= position < len(store_ids) else None
+        for name in _video_names(video, position + 1, store_id):
+            if re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", said, re.IGNORECASE):
+                found.add(letter)
+                break
+    return found.pop() if len(found) == 1 else None
+
+
+def score_choices(
+    items: Iterable[BenchmarkItem],
+    answers: Mapping[str, str | None],
+    videos: Mapping[str, Sequence[str]] | None = None,
+) -> ChoiceReport:
     """Accuracy of free-form ``answers`` (by question id) on the multiple-choice ``items``.
 
-    Pass the items the run attempted: one with no entry in ``answers`` counts as wrong.
+    Pass the items the run attempted: one with no entry in ``answers`` counts as wrong. ``videos``:
+    the store ids each question's agent saw (an answer naming an option's video by its id counts
+    as that option, :func:`video_choice`).
     """
     scored: list[tuple[BenchmarkItem, bool]] = []
     chosen: dict[str, str | None] = {}
@@ -178,7 +222,9 @@ def score_choices(items: Iterable[BenchmarkItem], answers: Mapping[str, str | No
             letters = letter_set(said, len(item.options))
             letter = "".join(sorted(letters)) if letters else None
         else:
-            letter = extract_choice(said, item.options)
+            letter = extract_choice(said, item.options) or video_choice(
+                item, said, (videos or {}).get(item.question_id, ())
+            )
         chosen[item.question_id] = letter
         if letter is None and said and said.strip():
             unparsed.append(item.question_id)

@@ -21,7 +21,9 @@ never instructions. The extractive answerer searches with the question alone.
 
 Roles of the videos (MVX-Bench's reference and candidate videos, ``item.extra["roles"]``) go in
 the context too, as quoted data (``{"video 1": "reference", "video 2": "candidate"}``), so every
-multi-video agent knows which video the question compares the others with.
+multi-video agent knows which video the question compares the others with. Options that name a
+candidate video ("Video A", mapped by the MVX-Bench loader) say which video they mean: "Video A
+(video 2, video_id=…)" (:func:`~vidscope.agents.multi_video.name_option_videos`).
 
 Free-form answers with scoring points (CrossVid's CCQA) are scored by :func:`planner_judge` run by
 the ``judge`` model role, asked per scoring point whether the answer covers it and gets it right.
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 
 from vidscope.agents import strategies
 from vidscope.agents.cvr.tasks import task_code
+from vidscope.agents.multi_video import name_option_videos
 from vidscope.agents.runtime import Answer
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext
@@ -43,7 +46,7 @@ from vidscope.core.errors import ModelOutputError
 from vidscope.core.settings import Settings
 from vidscope.evaluation.items import BenchmarkItem
 from vidscope.evaluation.loaders import crossvid
-from vidscope.evaluation.scoring import RULE, Judge
+from vidscope.evaluation.scoring import OPTION_VIDEOS, RULE, Judge
 from vidscope.models import registry as model_registry
 from vidscope.models.json_tools import loads_lenient, quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatModel
@@ -101,11 +104,14 @@ def request_of(
     blocks = [roles_block(roles)] if roles else []
     if text and str(text).strip():
         blocks.append(subtitle_block(str(text)))
+    named = item.extra.get(OPTION_VIDEOS) or {}
+    places = {letter: (item.video_ids.index(v) + 1, video_ids[item.video_ids.index(v)])
+              for letter, v in named.items() if v in item.video_ids}  # fmt: skip
     return StrategyRequest(
         asked(item),
         list(video_ids),
         "video" if len(video_ids) == 1 else "videos",
-        list(item.options) or None,
+        name_option_videos(item.options, places) or None,
         context="\n\n".join(blocks),
         ablations=strategies.ablation_parts(ablations),
         task=task_of(item),

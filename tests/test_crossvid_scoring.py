@@ -1,4 +1,5 @@
-"""CrossVid scored as its release scores it: gold forms, strict parsing, and a judge of its own.
+"""Multi-video benchmarks scored as their releases score them: CrossVid's gold forms, strict
+parsing and a judge of its own; MVX-Bench's video options mapped to its candidates.
 
 Reference: the CrossVid release (chuntianli666/CrossVid, ``eval/*.py``). Every task script keeps
 the model's whole reply (or, with its "extractable" prompt, the inside of ``<answer></answer>``)
@@ -211,3 +212,45 @@ def test_self_judging_is_allowed_only_by_name_and_warned(
 def load_benchmark_from(tmp_path: Path, records: list[dict[str, Any]]) -> list[Any]:
     (tmp_path / "CCQA.json").write_text(json.dumps(records))
     return load_benchmark("crossvid", tmp_path / "CCQA.json")
+
+
+# ---------------------------------------------------------------------------- MVX-Bench video options
+
+
+def test_mvx_video_options_are_the_candidates_the_agent_is_told_and_an_answer_naming_one_scores(
+    tmp_path: Path,
+) -> None:
+    """Options "Video A" … "Video C" are the candidates in order (the reference video is none of
+    them): Video A = c1.mp4 (video 2), B = c2.mp4 (video 3), C = c3.mp4 (video 4). Gold B x6.
+    Answers: "Video B" (B), "It is c2.mp4" (B), "video 3 matches" (B), "s3 is the one" (its store id:
+    B), "c1.mp4 or c2.mp4" (two videos: no choice), "the red car" (none) → 4/6 = 66.7, 2 unparsed."""
+    from vidscope.evaluation.report import summarise
+    from vidscope.evaluation.runs import Prediction, RunSpec
+    from vidscope.flows.eval_agents import request_of
+
+    records = [{"id": str(n), "task": "retrieval", "reference_video": "ref.mp4",
+                "candidate_videos": ["c1.mp4", "c2.mp4", "c3.mp4"], "question": "Which candidate shows it?",
+                "options": ["A. Video A", "B. Video B", "C. Video C"], "answer": "B"}
+               for n in range(6)]  # fmt: skip
+    (tmp_path / "mvx.json").write_text(json.dumps(records))
+    items = load_benchmark("mvx_bench", tmp_path / "mvx.json")
+    assert items[0].extra["option_videos"] == {"A": "c1.mp4", "B": "c2.mp4", "C": "c3.mp4"}
+    request = request_of(items[0], ["s1", "s2", "s3", "s4"])
+    assert request.options == ["Video A (video 2, video_id=s2)", "Video B (video 3, video_id=s3)",
+                               "Video C (video 4, video_id=s4)"]  # fmt: skip
+    said = ["Video B", "It is c2.mp4", "video 3 matches", "s3 is the one", "c1.mp4 or c2.mp4", "the red car"]
+    shown = ["s1", "s2", "s3", "s4"]
+    predictions = {str(n): Prediction(question_id=str(n), kind="multiple_choice", video_ids=shown, answer=a)
+                   for n, a in enumerate(said)}  # fmt: skip
+    spec = RunSpec(name="r", benchmark="mvx_bench", annotations=str(tmp_path / "mvx.json"), root="/v",
+                   agent="sama", settings_fingerprint="-",
+                   created_at="2026-01-01T00:00:00+00:00")  # fmt: skip
+    summary = summarise(spec, items, items, predictions, [], [])
+    assert round(100 * summary.scores["accuracy"], 1) == 66.7 and summary.unparsed == ["4", "5"]
+    # Options that are not videos are left alone.
+    (tmp_path / "plain.json").write_text(json.dumps([{**records[0], "options": ["A. yes", "B. no"]}]))
+    (plain,) = load_benchmark("mvx_bench", tmp_path / "plain.json")
+    assert "option_videos" not in plain.extra and request_of(plain, ["s1", "s2", "s3", "s4"]).options == [
+        "yes",
+        "no",
+    ]
