@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import time
 
+from vidscope.agents.languages import plan_query
 from vidscope.agents.mavis.search import (
+    EXPLICIT,
     FUSIONS,
     DroppedVideo,
     LibraryEmpty,
@@ -26,6 +28,7 @@ from vidscope.agents.mavis.search import (
     SearchResult,
     ensure_library,
     search_library,
+    thresholds_for,
 )
 from vidscope.agents.moments import (
     MomentFilters,
@@ -41,6 +44,7 @@ from vidscope.flows.runs import publish_markdown, run_query
 from vidscope.flows.summarize import chapter_moments
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
+from vidscope.models.protocols.chat import ChatModel
 from vidscope.models.protocols.image import Image
 from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
@@ -74,18 +78,25 @@ def search_videos(
 
     settings = settings or get_settings()
     spec = settings.models.text_embedder
-    options = options or settings.search.for_embedder(spec)
+    # The thresholds and where they came from (calibrated, explicit, defaulted with a warning).
+    calibrated, thresholds = thresholds_for(settings.search, spec)
+    if options is not None and (options.tau_soft, options.tau_hard) != (
+        thresholds.tau_soft,
+        thresholds.tau_hard,
+    ):
+        thresholds = thresholds.model_copy(
+            update={
+                "tau_soft": options.tau_soft,
+                "tau_hard": options.tau_hard,
+                "source": EXPLICIT,
+                "warning": None,
+            }
+        )
+    options = options or calibrated
     started = time.perf_counter()
     store = open_store(settings)
     embedder = _embedder(settings)
     notes: list[str] = []
-    explicit = {"tau_soft", "tau_hard"} <= settings.search.model_fields_set
-    if not settings.search.calibrated(spec) and not explicit:
-        notes.append(
-            f"no search thresholds are calibrated for the text embedder {spec!r}; the defaults "
-            "(MiniLM's) were used: run benchmarks/search_scale.py --calibrate --embedder "
-            f"{spec!r} and add the [search.thresholds] block it prints"
-        )
     try:
         chat = registry.planner_model(settings)
     except BackendUnavailable as exc:
@@ -106,6 +117,7 @@ def search_videos(
         image_text=image_text,
         video_text=video_text,
         frame_seconds=1.0 / settings.ingest.frame_fps,
+        thresholds=thresholds,
     )
     result.notes = notes + result.notes
     if result.rerank == "caption":
@@ -133,6 +145,15 @@ def _video_text(settings: Settings, notes: list[str]) -> VideoTextEmbedder | Non
         return registry.video_text(settings)
     except BackendUnavailable as exc:
         notes.append(f"the video-text model is unavailable ({exc}); clips were not scored with it")
+        return None
+
+
+def _planner(settings: Settings, notes: list[str]) -> ChatModel | None:
+    """The planner model (to translate a query), or ``None`` with a note when it cannot be loaded."""
+    try:
+        return registry.planner_model(settings)
+    except BackendUnavailable as exc:
+        notes.append(f"the planner is unavailable ({exc.brief}); the query was not translated")
         return None
 
 
@@ -235,9 +256,17 @@ def find_moments(
     bar = settings.search.for_embedder(settings.models.text_embedder).moment_min_relevance
     image_text = _image_text(settings, notes)
     embedder = _embedder(settings)
+    # A query in another language than the videos' speech: translated by the planner, or said.
+    plan = plan_query(
+        query,
+        store,
+        embedder_spec=settings.models.text_embedder,
+        planner=lambda: _planner(settings, notes),
+        video_ids=filters.videos if filters is not None else None,
+    )
     result = search_moments(
         store,
-        query,
+        plan.query,
         embedder=embedder,
         k=k,
         filters=filters,
@@ -247,7 +276,7 @@ def find_moments(
         show_all=show_all,
         image_text=image_text,
     )
-    result.notes = notes + result.notes
+    result.notes = notes + plan.notes + result.notes
     # Chapters whose title and summary match, as moments of kind "chapter" after the clip moments
     # (a third of the k places at most).
     chapters = chapter_moments(
@@ -260,6 +289,7 @@ def find_moments(
         k=k // 3,
     )
     result.moments = result.moments[: k - len(chapters)] + chapters
+    result.query = query.strip()  # what was asked; a translation searched is in the notes
     publish_markdown("search-moments", moments_markdown(result), f"moments: {result.query[:80]}")
     return result
 
