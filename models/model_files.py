@@ -31,8 +31,8 @@ import os
 import re
 import socket
 import stat
-import threading
 import tempfile
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request

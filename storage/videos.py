@@ -87,7 +87,9 @@ def find_video(store: VideoRows, ref: str) -> VideoRecord:
     if not exact:
         exact = [r for r in rows if r["file_name"] == ref or r["file_name"] == Path(ref).name]
     if not exact:  # a file name as people say it, without the extension
-        exact = [r for r in rows if Path(r["file_name"]).stem == ref or Path(r["file_name"]).stem == Path(ref).name]
+        exact = [
+            r for r in rows if Path(r["file_name"]).stem == ref or Path(r["file_name"]).stem == Path(ref).name
+        ]
     if not exact:
         raise VideoNotFound(f"no ingested video matches '{ref}' (see `vidscope videos`)")
     if len(exact) > 1:

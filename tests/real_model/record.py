@@ -289,7 +289,8 @@ def quality_table(runs: list[Run], *, commit: str, date: str, model: str, thread
         lines.append(
             f"| {run.command.name} | {run.command.agent} | {run.returncode} | "
             f"{f'{right}/{judged}' if judged else '–'} | {run.against_extractive()} | {run.steps()} | "
-            f"{run.model_requests} | {prompt:,} ({processed:,}) / {output:,} | {run.forced()} | {run.fallbacks()} | "
+            f"{run.model_requests} | {prompt:,} ({processed:,}) / {output:,} | {run.forced()} | "
+            f"{run.fallbacks()} | "
             f"{run.seconds:.0f} |"
         )
     return "\n".join(lines) + "\n"

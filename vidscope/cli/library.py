@@ -9,7 +9,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import STATUS_STYLE, app, console, errors, find, plural, safe, store, timestamp, visible
+from vidscope.cli.common import (
+    STATUS_STYLE,
+    app,
+    console,
+    errors,
+    find,
+    plural,
+    safe,
+    store,
+    timestamp,
+    visible,
+)
 
 if TYPE_CHECKING:
     pass
@@ -93,7 +104,11 @@ def _compact_state(states: dict[str, str]) -> str:
     finished = not any(s in by_state for s in ("pending", "running", "interrupted"))
     failed = "failed" in by_state
     head = (
-        "[red]failed[/red]" if failed else "[green]ready[/green]" if finished else "[yellow]not finished[/yellow]"
+        "[red]failed[/red]"
+        if failed
+        else "[green]ready[/green]"
+        if finished
+        else "[yellow]not finished[/yellow]"
     )
     rest = [f"[{STATUS_STYLE.get(s, 'dim')}]{s}[/]: {', '.join(names)}" for s, names in by_state.items()]
     return " · ".join([head, *rest])

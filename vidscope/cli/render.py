@@ -113,7 +113,7 @@ def _render_trace(result: AskResult, console: Console) -> None:
 
 
 def _reused(cached: int) -> str:
-    """" (N from the server's prompt cache)" when the server said it reused prompt tokens."""
+    """ " (N from the server's prompt cache)" when the server said it reused prompt tokens."""
     return f" ({cached} from the server's prompt cache)" if cached else ""
 
 
@@ -138,14 +138,18 @@ def render_search(
         console.print(f"looked for {looked_for}")
     dims = list(result.plan)
     table = Table(title=f"{plural(len(result.hits), 'video')} for {safe(result.query)!r}")
-    columns = ("#", "video", "score", *dims, "caption", "moments") if explain else ("#", "video", "why", "moments")
+    columns = (
+        ("#", "video", "score", *dims, "caption", "moments") if explain else ("#", "video", "why", "moments")
+    )
     for column in columns:
         table.add_column(column, overflow="fold")
     for rank, hit in enumerate(result.hits, 1):
         moments = ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments)
         if explain:
             scores = [f"{hit.scores.get(d, 0.0):.2f}" for d in dims]
-            table.add_row(str(rank), safe(hit.file_name), f"{hit.score:.3f}", *scores, safe(hit.caption[:80]), moments)
+            table.add_row(
+                str(rank), safe(hit.file_name), f"{hit.score:.3f}", *scores, safe(hit.caption[:80]), moments
+            )
         else:
             table.add_row(str(rank), safe(hit.file_name), _why_it_matched(hit, result.plan), moments)
     if result.hits:
@@ -160,7 +164,8 @@ def render_search(
     if explain:
         console.print(
             f"[dim]{result.seconds:.2f}s · fusion {result.fusion} · pool {result.pool_size} · "
-            f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos ({result.rerank})[/dim]"
+            f"{len(result.dropped)} dropped · fine stage {result.fine_comparisons} videos "
+            f"({result.rerank})[/dim]"
         )
     else:
         compared = "pictures" if result.rerank.startswith("image-text") else "descriptions"
@@ -182,7 +187,6 @@ def _why_it_matched(hit: SearchHit, plan: dict[str, str]) -> str:
     if caption:
         parts.append(f"shows: {caption[:80]}")
     return safe("; ".join(parts))
-
 
 
 def render_moments(result: MomentSearch, console: Console, as_json: bool = False) -> None:
