@@ -283,6 +283,17 @@ def chapter_moments(
         for r in store.rows(store.videos, columns=["video_id", "file_name", "added_at"]).to_pylist()
     }
     rows = [r for r in rows if r["video_id"] in videos and _allowed(r, videos[r["video_id"]], filters)]
+    if rows and (filters.clock_from is not None or filters.clock_to is not None):
+        from vidscope.tasks.clock import load_runs, video_spans  # the burned-in clock's range
+
+        spans = video_spans(
+            load_runs(store, sorted({r["video_id"] for r in rows})), filters.clock_from, filters.clock_to
+        )
+        rows = [
+            r
+            for r in rows
+            if any(v == r["video_id"] and r["end"] > a and r["start"] <= b for v, a, b in spans)
+        ]
     if not rows:
         return []
     asked = set(content_words(query))
@@ -332,3 +343,46 @@ def _allowed(row: dict[str, Any], video: dict[str, Any], filters: MomentFilters)
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+# ------------------------------------------------------------------------------------ the transcript
+
+
+class TranscriptLine(BaseModel):
+    """A line said (``speech``) or, in a video without speech, shown on screen (``screen``)."""
+
+    start: float
+    end: float
+    text: str
+    source: str = Field(description="'speech' (a transcript segment) or 'screen' (on-screen text).")
+
+
+#: Lines a transcript holds at most (a 3-hour talk is ~2,000 segments).
+MAX_TRANSCRIPT_LINES = 5000
+
+
+def read_transcript(store: Store, video: VideoRecord) -> list[TranscriptLine]:
+    """What ``video`` says, line by line in time order; for a video without speech, the texts it
+    shows (each distinct text once per showing, consecutive frames merged). Empty: neither."""
+    said = store.rows(store.transcripts, video_id=video.video_id, columns=["start", "end", "text"])
+    lines = [
+        TranscriptLine(start=r["start"], end=r["end"], text=_one_line(r["text"]), source="speech")
+        for r in said.to_pylist()
+        if r["text"] and r["text"].strip()
+    ]
+    if not lines:
+        shown = store.rows(
+            store.ocr, video_id=video.video_id, columns=["t", "t_end", "text", "box"]
+        ).to_pylist()
+        open_lines: dict[str, TranscriptLine] = {}
+        for row in sorted(shown, key=lambda r: (r["t"], min((r["box"] or [0.0])[1::2] or [0.0]))):
+            text = _one_line(row["text"] or "")
+            if not text:
+                continue
+            line = open_lines.get(text)
+            if line is not None and row["t"] <= line.end + 1.0:  # the same text, still on screen
+                line.end = max(line.end, row["t_end"])
+                continue
+            open_lines[text] = TranscriptLine(start=row["t"], end=row["t_end"], text=text, source="screen")
+            lines.append(open_lines[text])
+    return sorted(lines, key=lambda line: line.start)[:MAX_TRANSCRIPT_LINES]

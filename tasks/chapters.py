@@ -19,11 +19,14 @@ text embedder, for at most :data:`SENTENCE_CANDIDATES` sentences per chapter.
 4. **Highlights**: per chapter its most distinctive clip (rare words, far from the video's mean
    vector), as the whole sentences said in it, with the words that make it stand out.
 
-A video without speech, on-screen text or captions is one chapter whose note says why; nothing is
-made up. Where it fails: a topic change inside a clip is placed at a sentence or slide start within
-about one clip; a video whose parts share their words (the same product in every chapter) or that
-speaks in fragments splits late or not at all; a title slide shown again later is not a title; the
-summary quotes the recognised speech, errors included.
+A video without speech, on-screen text or captions gets chapters where its picture changes for
+good (:func:`picture_cuts` over frame vectors or colour histograms; titled by their start time, with
+no summary), or is one chapter whose note says why; nothing is made up. Where it fails: a topic
+change inside a clip is placed at a sentence or slide start within about one clip; a video whose
+parts share their words (the same product in every chapter) or that speaks in fragments splits late
+or not at all; a title slide shown again later is not a title; the summary quotes the recognised
+speech, errors included; picture changes cut at cuts between scenes, not at a change of subject
+filmed in one place.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.lexicon import lemmas
+from vidscope.core.timecodes import fmt_time
 from vidscope.models import registry
 from vidscope.storage.chapters import KIND_CHAPTER, KIND_HIGHLIGHT, KIND_SUMMARY
 from vidscope.storage.clips import SIGNALS_SUMMARY
@@ -73,6 +77,14 @@ SENTENCE_MAX_CHARS = 300
 #: Chapter count limit: three, plus one per this many seconds (and the minimum length).
 SECONDS_PER_EXTRA_CHAPTER = 120.0
 NO_TEXT_TITLE = "Whole video"
+#: Picture changes (a video without text): least seconds compared on each side of a frame, the highest
+#: similarity of the two sides that still cuts (colour histograms of different scenes score ~0.3-0.7,
+#: of one scene with motion ~0.95), and the frames read at most (evenly spread: bounded time and
+#: memory for a long video).
+PICTURE_WINDOW = 4.0
+PICTURE_MAX_SIMILARITY = 0.85
+MAX_PICTURES = 900
+HISTOGRAM_BINS = 64
 UNTITLED = "Untitled"
 
 
@@ -150,13 +162,14 @@ def outline(
     min_seconds: float,
     embed: Embed | None = None,
     no_text_reason: str = "no speech or on-screen text was found",
+    pictures: Sequence[Picture] = (),
 ) -> Outline:
-    """Chapters, highlights and a summary of a video of ``duration`` seconds (module notes)."""
+    """Chapters, highlights and a summary of a video of ``duration`` seconds (module notes);
+    without any text, chapters where the ``pictures`` change (:func:`picture_cuts`)."""
     units = [TextClip(c.clip_index, c.start, c.end, content_words(c.text), c.vector) for c in clips]
     units = [u for u in units if u.words]
     if not units:
-        whole = Part(0.0, duration, NO_TEXT_TITLE, "", "", [c.clip_index for c in clips])
-        return Outline("", [whole], [], note=f"one chapter: {no_text_reason}")
+        return _by_picture(duration, clips, pictures, min_seconds, no_text_reason)
     cuts = _boundaries(duration, units, sentences, screen, clip_seconds, min_seconds)
     edges = [0.0, *cuts, duration]
     idf = inverse_frequencies(units)
@@ -178,6 +191,88 @@ def outline(
 def _inside(start: float, end: float, part: Part) -> bool:
     """Whether the span's midpoint lies in ``part``."""
     return part.start <= (start + end) / 2 < part.end
+
+
+# ------------------------------------------------------------------------------------ pictures
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A sampled frame: its time and a vector of what it looks like (an image–text model's frame
+    vector, else a colour histogram; L2-normalised either way)."""
+
+    t: float
+    vector: np.ndarray
+
+
+def colour_histogram(jpeg: bytes) -> np.ndarray:
+    """The square roots of a frame's normalised 4x4x4 RGB histogram (unit length): the cosine of two
+    is their Bhattacharyya coefficient, 1 for the same colours and near 0 for disjoint ones."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    with Image.open(BytesIO(jpeg)) as image:
+        image.draft("RGB", (80, 60))  # decode at 1/8 scale: colours need no detail
+        pixels = np.asarray(image.convert("RGB").resize((64, 36)), dtype=np.uint8).reshape(-1, 3)
+    bins = (pixels // 64).astype(np.int32)
+    counts = np.bincount(bins[:, 0] * 16 + bins[:, 1] * 4 + bins[:, 2], minlength=64).astype(np.float64)
+    return np.sqrt(counts / max(1.0, counts.sum()))
+
+
+def picture_cuts(pictures: Sequence[Picture], duration: float, min_seconds: float) -> list[float]:
+    """Times where what the video shows changes for good: at each frame, the similarity of the
+    mean picture of the ``min_seconds`` (at least :data:`PICTURE_WINDOW`) before and after it; a
+    cut where that dips under :data:`PICTURE_MAX_SIMILARITY`, deepest first, keeping chapters
+    ``min_seconds`` long. A flash, a moving object or a short shot changes too little of a
+    chapter-long window to cut; a lasting change of scene changes all of the window after it."""
+    if len(pictures) < 3:
+        return []
+    window = max(PICTURE_WINDOW, min_seconds)
+    times = np.array([p.t for p in pictures])
+    vectors = np.stack([p.vector for p in pictures]).astype(np.float64)
+    scored: list[tuple[float, float]] = []
+    for i in range(1, len(pictures)):
+        before = vectors[(times >= times[i] - window) & (times < times[i])]
+        after = vectors[(times >= times[i]) & (times < times[i] + window)]
+        a, b = before.mean(axis=0), after.mean(axis=0)
+        norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+        scored.append((float(a @ b) / norm if norm > 0 else 1.0, float(times[i])))
+    limit = min(int(duration // min_seconds), 3 + int(duration // SECONDS_PER_EXTRA_CHAPTER)) - 1
+    cuts: list[float] = []
+    for similarity, t in sorted(scored):
+        if similarity > PICTURE_MAX_SIMILARITY or len(cuts) >= limit:
+            break
+        if fits(cuts, t, duration, min_seconds):
+            cuts.append(t)
+    return sorted(cuts)
+
+
+def _by_picture(
+    duration: float, clips: Sequence[ClipInfo], pictures: Sequence[Picture], min_seconds: float, reason: str
+) -> Outline:
+    """The outline of a video without text: chapters where the picture changes, else one."""
+    cuts = picture_cuts(pictures, duration, min_seconds)
+    edges = [0.0, *cuts, duration]
+    chapters = [Part(a, b) for a, b in zip(edges, edges[1:], strict=False)]
+    for i, chapter in enumerate(chapters, 1):
+        chapter.clips = [c.clip_index for c in clips if _inside(c.start, c.end, chapter)]
+        if cuts:
+            # Nothing says what a part is about: its title says where it starts, no more.
+            chapter.title, chapter.why = f"Part {i} ({fmt_time(chapter.start)})", "picture change"
+        else:
+            chapter.title = NO_TEXT_TITLE
+    if cuts:
+        how = (
+            "frame vectors"
+            if pictures and pictures[0].vector.shape[0] != HISTOGRAM_BINS
+            else "colour histograms"
+        )
+        return Outline(
+            "", chapters, [], note=f"{len(chapters)} chapters where the picture changes ({how}): {reason}"
+        )
+    seen = " and no lasting picture change" if len(pictures) >= 3 else ""
+    return Outline("", chapters, [], note=f"one chapter: {reason}{seen}")
 
 
 # ------------------------------------------------------------------------------------ boundaries
@@ -472,6 +567,27 @@ def _screen_items(rows: list[dict[str, Any]]) -> list[ScreenText]:
     return items
 
 
+def _pictures(ctx: StageContext) -> list[Picture]:
+    """At most :data:`MAX_PICTURES` of the video's stored frames, evenly spread, as vectors: their
+    image–text vectors when every one has one, else their colour histograms."""
+    store, video_id = ctx.store, ctx.video.video_id
+    count = store.count(store.frames, video_id=video_id)
+    if count < 3:
+        return []
+    step = max(1, math.ceil(count / MAX_PICTURES))
+    every = f"frame_index % {step} = 0" if step > 1 else None
+    rows = store.rows(
+        store.frames, video_id=video_id, where=every, columns=["t", "image_embedding"], order_by=["t"]
+    ).to_pylist()
+    if rows and all(r["image_embedding"] is not None for r in rows):
+        vectors = [np.asarray(r["image_embedding"], np.float64) for r in rows]
+        return [Picture(r["t"], v / (np.linalg.norm(v) or 1.0)) for r, v in zip(rows, vectors, strict=True)]
+    rows = store.rows(
+        store.frames, video_id=video_id, where=every, columns=["t", "jpeg"], order_by=["t"]
+    ).to_pylist()
+    return [Picture(r["t"], colour_histogram(r["jpeg"])) for r in rows]
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
     clip_rows = store.rows(
@@ -502,6 +618,7 @@ def _run(ctx: StageContext) -> StageOutcome:
             embedder = registry.text_embedder(ctx.settings)
         except BackendUnavailable:  # the clip vectors are there: summaries fall back to words
             embedder = None
+    has_text = any(content_words(c.text) for c in clips)
     result = outline(
         ctx.video.duration,
         clips,
@@ -511,6 +628,7 @@ def _run(ctx: StageContext) -> StageOutcome:
         min_seconds=ctx.settings.ingest.chapter_min_seconds,
         embed=embedder.embed if embedder is not None and embedder.dim == store.text_dim else None,
         no_text_reason=_no_text_reason(ctx),
+        pictures=() if has_text else _pictures(ctx),
     )
     rows = [_row(video_id, KIND_SUMMARY, 0, Part(0.0, ctx.video.duration, "", result.summary, result.note))]
     rows += [_row(video_id, KIND_CHAPTER, i, c) for i, c in enumerate(result.chapters)]
@@ -543,7 +661,7 @@ def _row(video_id: str, kind: str, index: int, part: Part) -> dict[str, Any]:
 
 CHAPTERS = Stage(
     name="chapters",
-    version=1,
+    version=2,
     run=_run,
     config=lambda s: {
         **role_config(s, "text_embedder", "embedder"),
@@ -551,7 +669,7 @@ CHAPTERS = Stage(
         "chapter_min_seconds": s.ingest.chapter_min_seconds,
     },
     needs=("segment",),
-    reads=("speech", "ocr", "caption", "embed"),
+    reads=("speech", "ocr", "caption", "embed", "frames", "frame_embed"),
     description="chapters (titles, summaries), highlights and a video summary from speech and "
     "on-screen text (TextTiling over the clips' words and vectors)",
 )

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from media import narration_wav, silent_video, text_video
@@ -37,7 +38,7 @@ from vidscope.flows.summarize import (
     read_digest,
 )
 from vidscope.models.open_store import open_store
-from vidscope.tasks.chapters import ClipInfo, Sentence, outline
+from vidscope.tasks.chapters import ClipInfo, Picture, Sentence, outline, picture_cuts
 
 PART_SECONDS = 15.0
 NARRATION = [
@@ -55,6 +56,7 @@ PART_WORDS = [
     {"volcano", "lava", "magma", "crust", "erupt", "erupts", "ash", "slope"},
     {"football"},
 ]
+SCENE_CUTS = [(12.0, (40, 120, 200)), (24.0, (200, 180, 40))]
 LOOPBACK = {"client": ("127.0.0.1", 50000), "base_url": "http://127.0.0.1"}
 
 
@@ -63,6 +65,7 @@ class Library:
     settings: Settings
     lecture: Path
     silent: Path
+    scenes: Path
 
 
 @pytest.fixture(scope="module")
@@ -77,14 +80,16 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Library:
         audio=narration_wav(NARRATION, root / "lecture.wav", duration=duration),
     )
     silent = silent_video(root / "silent.mp4", duration=8.0, fps=10)
+    # No speech, no text: three scenes (the background's colour changes at 12 s and 24 s).
+    scenes = text_video(root / "scenes.mp4", duration=36.0, fps=5, cuts=SCENE_CUTS)
     settings = Settings(data_dir=root / "data")
-    reports = run_ingest([str(lecture), str(silent)], settings, optimize=False)
+    reports = run_ingest([str(lecture), str(silent), str(scenes)], settings, optimize=False)
     assert all(r.status == "ok" for r in reports), reports
     stages = {s.stage: s.status for s in reports[0].stages}
     if stages["speech"] != "done":
         pytest.skip(f"speech recognition is {stages['speech']} here (Whisper base not installed)")
     assert stages["chapters"] == "done", reports[0]
-    return Library(settings, lecture, silent)
+    return Library(settings, lecture, silent, scenes)
 
 
 def cli(library: Library, *args: str) -> tuple[int, str]:
@@ -226,7 +231,7 @@ def test_digest_lists_the_videos_ingested_in_the_window_with_their_summaries_and
     code, output = cli(library, "digest", "--json")
     assert code == 0, output
     data = json.loads(output)
-    assert (data["count"], data["library"], data["not_summarized"]) == (2, 2, 0)
+    assert (data["count"], data["library"], data["not_summarized"]) == (3, 3, 0)
     by_file = {v["file"]: v for v in data["videos"]}
     lecture = by_file[library.lecture.name]
     assert lecture["chapters"][0] == "BREAD BAKING" and lecture["chapters"][2] == "FOOTBALL MATCH"
@@ -235,13 +240,13 @@ def test_digest_lists_the_videos_ingested_in_the_window_with_their_summaries_and
         by_file[library.silent.name]["chapters"] == ["Whole video"]
         and "no audio" in by_file[library.silent.name]["note"]
     )
-    assert data["chapters"] == 4 and data["seconds"] == pytest.approx(3 * PART_SECONDS + 8.0, abs=0.5)
+    assert data["chapters"] == 7 and data["seconds"] == pytest.approx(3 * PART_SECONDS + 44.0, abs=0.5)
     # The window is the last --since: nothing was ingested more than a day before "now + 2 days".
     store = open_store(library.settings)
     later = read_digest(store, parse_since("1d"), now=datetime.now(UTC) + timedelta(days=2))
-    assert (later.count, later.videos, later.library) == (0, [], 2)
+    assert (later.count, later.videos, later.library) == (0, [], 3)
     code, table = cli(library, "digest", "--since", "12h")
-    assert code == 0 and "2 video(s)" in table and "3. FOOTBALL" in table, table
+    assert code == 0 and "3 video(s)" in table and "3. FOOTBALL" in table, table
     # The HTTP API gives the same videos; a bad window is one line (CLI) or a 422 (API).
     with TestClient(create_app(library.settings), **LOOPBACK) as http:  # type: ignore[arg-type]
         response = http.get("/api/digest", params={"since": "2d"})
@@ -301,3 +306,24 @@ def test_search_moments_finds_a_chapter_by_its_title_and_summary(library: Librar
     assert code == 0, output
     late = [m for m in json.loads(output)["moments"] if m["kind"] == "chapter" and m["start"] >= 10]
     assert late == [], late
+
+
+# ------------------------------------------------------------------------------------ pictures
+
+
+def test_a_video_without_speech_or_text_is_chaptered_where_its_picture_changes(library: Library) -> None:
+    data = summary_json(library, library.scenes)
+    starts = [c["start"] for c in data["chapters"]]
+    assert len(starts) == 3 and starts[0] == 0.0, data
+    assert all(abs(a - t) <= 1.0 for a, (t, _) in zip(starts[1:], SCENE_CUTS, strict=True)), starts
+    assert [c["title"] for c in data["chapters"]] == ["Part 1 (0:00)", "Part 2 (0:12)", "Part 3 (0:24)"]
+    assert "picture changes (colour histograms)" in data["note"] and "no on-screen text" in data["note"]
+    assert data["summary"] == "" and all(c["summary"] == "" for c in data["chapters"])
+
+
+def test_a_flash_or_a_short_shot_is_no_picture_chapter() -> None:
+    dark, light = np.eye(64)[0], np.eye(64)[5]
+    # 40 s at 2 fps: a one-frame flash at 10 s, a 3 s shot at 20 s, a lasting change at 30 s.
+    pictures = [Picture(i / 2, light if i == 20 or 40 <= i < 46 or i >= 60 else dark) for i in range(80)]
+    assert picture_cuts(pictures, 40.0, 10.0) == [30.0]
+    assert picture_cuts(pictures[:50], 25.0, 10.0) == []

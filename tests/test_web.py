@@ -544,3 +544,85 @@ def test_with_a_token_the_page_asks_for_it_then_shows_the_library(browser: Any, 
         )
         assert status == 200
         page.close()
+
+
+def test_a_videos_overview_plays_a_chapter_on_click_and_marks_search_hits_on_its_transcript(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The view per video (issue 39): summary, chapters, highlights, transcript, at phone width."""
+    from media import text_video
+    from playwright.sync_api import expect
+
+    from vidscope.flows.ingest import run_ingest
+
+    # Two parts of 12 s told by slides only (a title, then what it is about): two chapters.
+    slides = [(0, 3, "BREAD BAKING"), (3, 12, "FLOUR WATER YEAST"), (12, 15, "VOLCANO LAVA")]
+    video = text_video(
+        tmp_path / "videos" / "two parts.mp4",
+        duration=24.0,
+        fps=5,
+        texts=slides + [(15, 24, "MAGMA ASH CRUST")],
+    )
+    settings = Settings(data_dir=tmp_path / "data")
+    (report,) = run_ingest([str(video)], settings, optimize=False)
+    assert report.status == "ok", report
+    with serve(create_app(settings)) as url:
+        page, problems = open_page(browser, url, PHONE)
+        row = page.locator(".video-row", has_text="two parts.mp4")
+        expect(row).to_be_visible(timeout=20_000)
+        row.locator("button.about").click()
+        chapters = page.locator("#chapters .chapter")
+        expect(chapters).to_have_count(2, timeout=20_000)
+        expect(chapters.locator(".title")).to_have_text(["BREAD BAKING", "VOLCANO LAVA"])
+        expect(chapters.nth(1).locator(".time")).to_have_text("0:12.0")
+        expect(page.locator("#overview-title")).to_have_text("two parts.mp4")
+        expect(page.locator("#overview-summary")).to_contain_text("MAGMA ASH CRUST")
+        expect(page.locator("#highlights .highlight")).not_to_have_count(0)
+        lines = page.locator("#transcript .line")
+        expect(lines).to_have_count(4)
+
+        # A moment search marks the lines its moments overlap, and the query's words in them.
+        page.fill("#search-q", "magma crust")
+        with page.expect_response("**/api/moments*") as answered:
+            page.press("#search-q", "Enter")
+        found = [m for m in answered.value.json()["moments"] if m["kind"] == "clip"]
+        expect(page.locator("#search-results .card").first).to_be_visible(timeout=30_000)
+        spans = [
+            (float(a), float(b))
+            for a, b in zip(
+                lines.evaluate_all("ls => ls.map(l => l.dataset.start)"),
+                lines.evaluate_all("ls => ls.map(l => l.dataset.end)"),
+                strict=True,
+            )
+        ]
+        expected = [any(m["start"] < b and m["end"] > a for m in found) for a, b in spans]
+        hit = lines.evaluate_all("ls => ls.map(l => l.classList.contains('hit'))")
+        assert hit == expected and hit[-1], (hit, found)
+        marked = page.locator("#transcript .line.hit mark").all_inner_texts()
+        assert {"MAGMA", "CRUST"} <= set(marked) and set(marked) <= {"MAGMA", "CRUST"}, marked
+        expect(page.locator("#transcript-hits")).to_contain_text("found by “magma crust”")
+
+        # Clicking a chapter plays the video from its start; the player comes into view.
+        chapters.nth(1).click()
+        page.wait_for_function(
+            "() => { const p = document.querySelector('#player');"
+            " return p.readyState >= 1 && Math.abs(p.currentTime - 12) < 0.6; }",
+            timeout=30_000,
+        )
+        page.evaluate("() => document.querySelector('#player').pause()")
+        in_view(page, "#player")
+        assert page.get_attribute("#range-mark", "data-end") == "24"
+        expect(page.locator("#now-playing")).to_have_text("two parts.mp4 · 0:12.0–0:24.0")
+        # Nothing is wider than the phone: not the page, not a line of the overview.
+        page.locator("#overview-panel").scroll_into_view_if_needed()
+        shot = screenshot(page, "overview-phone")
+        assert shot.size == (PHONE["width"], PHONE["height"])
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+        widest = page.evaluate(
+            "() => Math.max(...[...document.querySelectorAll('#overview-panel *')]"
+            ".map(e => e.getBoundingClientRect().right))"
+        )
+        assert widest <= PHONE["width"], widest
+        page.screenshot(path=str(SHOTS / "overview-phone-full.png"), full_page=True)
+        page.close()
+    assert not problems, problems

@@ -21,7 +21,7 @@ from vidscope.api.models import StageState, VideoDetail, VideoSummary
 from vidscope.api.routes import guarded_router
 from vidscope.api.security import VideoRoots
 from vidscope.api.state import State
-from vidscope.flows.summarize import Digest, VideoOverview
+from vidscope.flows.summarize import Digest, TranscriptLine, VideoOverview
 
 if TYPE_CHECKING:
     from vidscope.storage import Store
@@ -201,6 +201,24 @@ def summary(video_id: VideoId, state: State) -> VideoOverview:
     try:
         return read_summary(store, find_video(store, video_id))
     except (VideoNotFound, NotSummarized) as exc:
+        raise HTTPException(404, str(exc)) from exc
+
+
+@router.get(
+    "/videos/{video_id}/transcript",
+    response_model=list[TranscriptLine],
+    responses={404: {"description": "No such video."}},
+    tags=["library"],
+)
+def transcript(video_id: VideoId, state: State) -> list[TranscriptLine]:
+    """What the video says, line by line (for a video without speech: the texts it shows)."""
+    from vidscope.flows.summarize import read_transcript
+    from vidscope.storage.videos import VideoNotFound, find_video
+
+    store = state.store()
+    try:
+        return read_transcript(store, find_video(store, video_id))
+    except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
 
 

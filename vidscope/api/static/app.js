@@ -384,7 +384,15 @@ async function loadLibrary() {
       { type: "button", className: "link", title: `play ${video.file_name}` },
       video.file_name,
     );
-    const nameCell = el("td", { className: "name" }, play);
+    const about = el("button", {
+      type: "button", className: "about", title: `summary, chapters and transcript of ${video.file_name}`, text: "about",
+    });
+    about.addEventListener("click", (event) => {
+      event.stopPropagation();
+      selectVideo(video.video_id);
+      showOverview(video.video_id);
+    });
+    const nameCell = el("td", { className: "name" }, play, about);
     if (!video.playable) {
       nameCell.append(el("span", { className: "unplayable", title: video.unplayable || "", text: "cannot play" }));
     }
@@ -692,6 +700,8 @@ function relevanceText(m) {
 
 // Moments across the library, as cards: thumbnail, video, range, what was said or shown, level.
 function showMoments(result) {
+  lastSearch = result;
+  markTranscript();
   const cards = result.moments.map((m) =>
     momentButton(
       m.video_id, m.start, m.end, "card",
@@ -730,6 +740,105 @@ function showVideos(result) {
     ...(hits.length ? hits : [el("p", { className: "meta", text: "no video matches" })]),
     el("p", { className: "meta", text: `${plural(result.hits.length, "video")} · ${result.seconds.toFixed(2)} s` }),
   );
+}
+
+// ------------------------------------------------------------------ one video: what it is about
+
+let lastSearch = null; // the moments last found, marked on the transcript of their video
+let overviewVideo = null;
+
+// The words of a query worth marking in a line (three letters or more, lower case).
+function queryWords(query) {
+  return [...new Set((query || "").toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || [])];
+}
+
+// ``text`` as text nodes, with the query's words inside <mark> elements (never parsed as HTML).
+function markedText(text, words) {
+  const out = [];
+  if (!words.length) return [document.createTextNode(text)];
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const pattern = new RegExp(`(${escaped.join("|")})`, "giu");
+  let at = 0;
+  for (const match of text.matchAll(pattern)) {
+    if (match.index > at) out.push(document.createTextNode(text.slice(at, match.index)));
+    out.push(el("mark", { text: match[0] }));
+    at = match.index + match[0].length;
+  }
+  if (at < text.length) out.push(document.createTextNode(text.slice(at)));
+  return out;
+}
+
+// The last search's moments on the open transcript: each line they overlap is a hit, and the
+// query's words in it are marked.
+function markTranscript() {
+  const lines = [...document.querySelectorAll("#transcript .line")];
+  const moments = lastSearch && overviewVideo
+    ? lastSearch.moments.filter((m) => m.video_id === overviewVideo && (m.kind || "clip") === "clip")
+    : [];
+  const words = moments.length ? queryWords(lastSearch.query) : [];
+  let hits = 0;
+  for (const line of lines) {
+    const start = Number(line.dataset.start);
+    const end = Number(line.dataset.end);
+    const hit = moments.some((m) => m.start < end && m.end > start);
+    line.classList.toggle("hit", hit);
+    hits += hit ? 1 : 0;
+    line.querySelector(".said").replaceChildren(...markedText(line.dataset.text, hit ? words : []));
+  }
+  $("#transcript-hits").textContent = hits ? `· ${plural(hits, "line")} found by “${lastSearch.query}”` : "";
+}
+
+// A chapter, highlight or transcript line: it plays its moment when clicked.
+function overviewItem(videoId, start, end, className, title, text) {
+  const button = momentButton(
+    videoId, start, end, className,
+    el("span", { className: "time", text: fmtTime(start) }),
+    ...(title ? [el("span", { className: "title", text: title })] : []),
+    el("span", { className: "said", text }),
+  );
+  button.dataset.text = text;
+  return el("li", {}, button);
+}
+
+// A video's summary, chapters (click to play), highlights and transcript (search hits marked).
+async function showOverview(videoId) {
+  const panel = $("#overview-panel");
+  const video = videos.find((v) => v.video_id === videoId);
+  overviewVideo = videoId;
+  panel.hidden = false;
+  $("#overview-title").textContent = video ? video.file_name : videoId;
+  $("#overview-summary").textContent = "";
+  $("#overview-note").textContent = "loading…";
+  for (const list of ["#chapters", "#highlights", "#transcript"]) $(list).replaceChildren();
+  let overview = null;
+  let lines = [];
+  try {
+    [overview, lines] = await Promise.all([
+      api(`/api/videos/${videoId}/summary`).catch((error) => ({ error })),
+      api(`/api/videos/${videoId}/transcript`),
+    ]);
+  } catch (error) {
+    $("#overview-note").textContent = error.message;
+    return;
+  }
+  if (overviewVideo !== videoId) return; // another video was opened meanwhile
+  if (overview.error) {
+    $("#overview-note").textContent = overview.error.detail || overview.error.message;
+  } else {
+    $("#overview-summary").textContent = overview.summary;
+    $("#overview-note").textContent = overview.note || "";
+    $("#chapters").replaceChildren(...overview.chapters.map((c) =>
+      overviewItem(videoId, c.start, c.end, "chapter", c.title, c.summary)));
+    $("#highlights").replaceChildren(...overview.highlights.map((h) =>
+      overviewItem(videoId, h.start, h.end, "highlight", "", h.text)));
+  }
+  $("#highlights-title").hidden = !$("#highlights").children.length;
+  $("#transcript").replaceChildren(...lines.map((line) => {
+    const item = overviewItem(videoId, line.start, line.end, `line ${line.source}`, "", line.text);
+    return item;
+  }));
+  if (!lines.length) $("#transcript").append(el("li", { className: "meta", text: "nothing said or shown" }));
+  markTranscript();
 }
 
 setupPlayer();
