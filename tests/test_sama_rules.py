@@ -94,3 +94,39 @@ def test_the_planner_gets_the_seven_strict_rules_and_every_skill_within_budget(
     # The reply and one latest result in full (its budget) fit beside it.
     reply = int(request.get("max_tokens") or request.get("max_completion_tokens") or 0)
     assert fixed + reply + AgentConfig().sama_result_tokens <= CONTEXT_TOKENS, (fixed, reply)
+
+
+def test_the_evidence_memory_fits_what_the_models_context_leaves(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """A server whose context is 3,000 (of its) tokens: a transcript of some 4,000 words, shown in
+    full as the latest result (``sama_result_tokens`` = 3,000), would have been refused for length;
+    SAMA reads the window from the server (llama.cpp's /props) and shows the result in part, with
+    the line saying how to see the rest, and the request fits."""
+    from vidscope.agents.simulator.script import AudioLine, Script, ScriptVideo
+
+    said = "The guide describes the old harbour wall, its stones and the boats moored along it today."
+    lines = [AudioLine(start=2.0 * i, end=2.0 * i + 1.5, text=f"{said} ({i})") for i in range(250)]
+    script = Script(script_id="long", videos=[ScriptVideo(video_id="tour", duration=520.0, audio=lines)])
+    llm_server.n_ctx = 3000
+    llm_server.script(
+        [
+            text('{"type": "subtitles"}'),
+            tool_call("subtitle_extractor", {"video_id": "tour", "t0": 0.0, "t1": 500.0}),
+            tool_call(
+                "answer", {"answer": "a wall", "citations": [{"video_id": "tour", "start": 0, "end": 2}]}
+            ),
+        ]
+    )
+    settings = planner_settings(tmp_path / "data", llm_server)
+    ctx = SimContext(
+        settings, ScriptSimulator(script), chat=registry.chat_model(settings), registry=sim_sama_registry()
+    )
+    result = run_sama(ctx, "What does the guide describe?", ["tour"])
+    assert [s.kind for s in result.trace if s.kind == "context"] == []  # nothing was refused for length
+    assert result.answer == "a wall" and not result.forced
+    after = llm_server.chat_requests[-1]["messages"]
+    assert "more tokens not shown: ask for a narrower interval" in after[-1]["content"]
+    assert sum(len(str(m["content"]).split()) for m in after) < llm_server.n_ctx
+    # The transcript itself would not have fitted beside the prompt.
+    assert sum(len(line.text.split()) for line in lines) > llm_server.n_ctx

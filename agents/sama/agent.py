@@ -40,7 +40,7 @@ from vidscope.agents.runtime import (
     tool_step,
 )
 from vidscope.agents.sama.facts import REREAD_NOTE, Fact
-from vidscope.agents.sama.memory import EvidenceMemory, admit
+from vidscope.agents.sama.memory import EvidenceMemory, admit, estimate_tokens
 from vidscope.agents.sama.skills import META, Skill, classify, load_skills
 from vidscope.agents.sama.tools_find import (
     subtitle_extractor,
@@ -136,6 +136,33 @@ def _prompt(
     return [ChatMessage(role="system", content=system), ChatMessage(role="user", content="\n\n".join(parts))]
 
 
+#: Share of a known context window kept free beside the estimate (the estimate counts about four
+#: characters a token; tokenizers differ, JSON and numbers take more).
+CONTEXT_SLACK = 0.15
+
+
+def memory_budgets(ctx: ToolContext, fixed: list[ChatMessage], specs: Sequence[Any]) -> tuple[int, int]:
+    """(latest results, notes) token budgets of the evidence memory: ``sama_result_tokens`` and
+    ``sama_note_tokens``, lowered to what the model's context leaves when the backend knows its
+    window (``context_window()``: the option, or what the server reports) — the fixed part of the
+    request (system, rules, skills, tools, question), the reply and a slack of
+    :data:`CONTEXT_SLACK` come first, the latest results get up to half of the rest, the notes the
+    remainder. Over budget, a result is shown in part and notes are distilled, never refused by the
+    server for length."""
+    result, notes = ctx.config.sama_result_tokens, ctx.config.sama_note_tokens
+    window = getattr(ctx.chat, "context_window", None)
+    size = window() if callable(window) else None
+    if not isinstance(size, int) or size <= 0:
+        return result, notes
+    used = sum(
+        estimate_tokens(m.content if isinstance(m.content, str) else json.dumps(m.content)) for m in fixed
+    )
+    used += estimate_tokens(json.dumps([s.model_dump() for s in specs]))
+    room = int(size * (1 - CONTEXT_SLACK)) - used - (ctx.config.max_tokens or 0)
+    result = max(100, min(result, room // 2))  # 100: within_tokens' least share of a result
+    return result, max(0, min(notes, room - result))
+
+
 def _reread_question(fact: Fact) -> str:
     """What a re-read asks, in the fact's own measure."""
     if fact.kind == "count" and fact.measure == "distinct":
@@ -205,6 +232,8 @@ def run_sama(
     specs.sort(key=lambda s: names.index(s.name))
     videos = describe_videos(ctx, video_ids)
     last: list[str] = []
+    fixed = _prompt(question, videos, skills, EvidenceMemory(), [], options, multi_select=multi_select)
+    result_tokens, note_tokens = memory_budgets(ctx, fixed, specs)
 
     def prompt(lines: list[str]) -> list[ChatMessage]:
         """The planner's request: question, skills and evidence memory, then ``lines``."""
@@ -215,8 +244,8 @@ def run_sama(
             memory,
             lines,
             options,
-            result_tokens=ctx.config.sama_result_tokens,
-            note_tokens=ctx.config.sama_note_tokens,
+            result_tokens=result_tokens,
+            note_tokens=note_tokens,
             multi_select=multi_select,
         )
 
