@@ -3,8 +3,9 @@
 A run's *identity* is everything that can change its answers: the benchmark, the annotation file
 (path and content), the video root, the agent, the loader options, the protocol, every model role
 as it is really served (its fallback's spec when unset) with its backend options, and the ingest,
-agent and search settings. A resumed run must have the same identity; :func:`differences` says,
-in one line, what is not the same.
+agent and search settings, and the code that answers (:func:`code_identity`: vidscope's version
+and a hash of the agents' source, prompts and skills included). A resumed run must have the same
+identity; :func:`differences` says, in one line, what is not the same.
 
 Left out, because they change cost or speed but not answers: prices, timeouts, retries,
 concurrency, caches, devices and batch sizes, the task runner; secrets are never recorded (only
@@ -19,6 +20,7 @@ import platform
 import re
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,39 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: The agents' source, read as text (the evaluation layer does not import the agents): prompts,
+#: skills, loops and tools, everything that turns a question into an answer.
+AGENT_SOURCES = ("*.py", "*.md")
+
+
+def code_identity() -> dict[str, Any]:
+    """The code a run answers with (a copy: see :func:`_code_identity`)."""
+    return dict(_code_identity())
+
+
+@cache
+def _code_identity() -> dict[str, Any]:
+    """The code a run answers with: ``{"vidscope_version", "agents"}``, the second a SHA-256 of the
+    text of every module and skill file of :mod:`vidscope.agents` (paths and contents, sorted).
+
+    Issue 37 asks for the git commit, else the version and a hash of the prompt module. The hash is
+    what a resume is refused on instead, deliberately: a commit changes with unrelated work (a doc,
+    a test) and does not see uncommitted edits (a checkout ``+dirty`` is the same string whatever
+    the edit), whereas the agents' text changes exactly when a prompt, a skill or a loop does —
+    including in a dirty checkout. The commit is still recorded per session (:func:`provenance`).
+
+    Read once per process: the process answers with the code it imported, whatever is edited on
+    disk after that (a run and its resume in one process agree)."""
+    agents = (Path(vidscope.__file__).parent / "agents").resolve()
+    digest = hashlib.sha256()
+    files = sorted(
+        {p for pattern in AGENT_SOURCES for p in agents.rglob(pattern) if "__pycache__" not in p.parts}
+    )
+    for file in files:
+        digest.update(str(file.relative_to(agents)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return {"vidscope_version": vidscope.__version__, "agents": digest.hexdigest()[:16]}
+
+
 def run_identity(
     settings: Settings,
     *,
@@ -119,6 +154,7 @@ def run_identity(
         "protocol": protocol,
         "models": model_identity(settings),
         "settings": settings_identity(settings),
+        "code": code_identity(),
     }
 
 

@@ -245,6 +245,11 @@ class RunSummary(BaseModel):
     per_question: dict[str, QuestionScore] = Field(
         default_factory=dict, description="Scored multiple-choice questions (what eval compare pairs)."
     )
+    retrieval: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Retrieval runs: how the queries ranked (fine stage used and wanted, thresholds "
+        "and their source, mean and median |V_contro|, pool, gallery) and |V_contro| per query.",
+    )
     optional_failed: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Answered questions whose videos lack an optional stage that failed at ingestion "
@@ -508,6 +513,7 @@ def summarise(
         summary.not_perceived = sum(p.perceived is False for p in done)
         summary.skipped = dict(Counter(step for p in done for step in p.skipped))
         summary.optional_failed = {p.question_id: p.optional_failed for p in done if p.optional_failed}
+        summary.retrieval = retrieval_provenance([p for p in done if p.retrieval is not None])
         for level in EVIDENCE_ORDER:
             count = sum(p.evidence.get(level, 0) for p in done)
             if count:
@@ -793,6 +799,7 @@ def report_markdown(summary: RunSummary) -> str:
     lines += _wrong_table(summary)
     lines += _failed_lines(summary)
     lines += _optional_lines(summary)
+    lines += _retrieval_lines(summary)
     if summary.missing_videos:
         shown = ", ".join(cell(v) for v in summary.missing_videos[:50])
         more = len(summary.missing_videos) - 50
@@ -840,6 +847,69 @@ def _outcome_line(summary: RunSummary) -> str:
 
 #: At most this many failed questions are named in ``report.md`` (``summary.json`` has them all).
 FAILED_ROWS = 50
+
+
+def retrieval_provenance(predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """How a retrieval run's queries ranked, over its answered ``predictions``: the fine stages
+    used (and wanted, when another was used), the thresholds and their sources, |V_contro| (the
+    candidates surviving the veto, MAVIS Tab. 2 and 4) per query with its mean and median."""
+    records = {p.question_id: p.retrieval or {} for p in predictions}
+    if not records:
+        return {}
+    contro = {q: int(r.get("v_contro") or 0) for q, r in records.items()}
+    values = sorted(contro.values())
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    thresholds = Counter(
+        f"tau_soft {r.get('tau_soft')} / tau_hard {r.get('tau_hard')} ({r.get('thresholds')})"
+        for r in records.values()
+    )
+    return {
+        "queries": len(records),
+        "rerank": dict(Counter(str(r.get("rerank")) for r in records.values())),
+        "rerank_wanted": dict(
+            Counter(str(r["rerank_wanted"]) for r in records.values() if r.get("rerank_wanted"))
+        ),
+        "thresholds": dict(thresholds),
+        "warnings": sorted({str(r["warning"]) for r in records.values() if r.get("warning")}),
+        "v_contro_mean": round(sum(values) / len(values), 2),
+        "v_contro_median": median,
+        "pool_mean": round(sum(int(r.get("pool") or 0) for r in records.values()) / len(records), 2),
+        "gallery": max((int(r.get("gallery") or 0) for r in records.values()), default=0) or None,
+        "v_contro": contro,
+    }
+
+
+def _retrieval_lines(summary: RunSummary) -> list[str]:
+    """The retrieval provenance of the run: one line each, then |V_contro| per query."""
+    r = summary.retrieval
+    if not r:
+        return []
+    used = ", ".join(f"{cell(k)} {n}" for k, n in r["rerank"].items())
+    lines = [
+        "",
+        "## How the queries were ranked",
+        "",
+        f"- Fine stage used: {used} (of {r['queries']} queries).",
+    ]
+    if r["rerank_wanted"]:
+        wanted = ", ".join(f"{cell(k)} {n}" for k, n in r["rerank_wanted"].items())
+        lines.append(f"- **Configured but not used** (fell back): {wanted}.")
+    lines.append(f"- Thresholds: {'; '.join(f'{cell(k)} × {n}' for k, n in r['thresholds'].items())}.")
+    lines += [f"- **Warning:** {cell(w)}" for w in r["warnings"]]
+    gallery = f" over a gallery of {r['gallery']} videos" if r.get("gallery") else ""
+    lines += [
+        f"- |V_contro| (candidates surviving the veto, MAVIS Tab. 2/4): mean {r['v_contro_mean']:g}, "
+        f"median {r['v_contro_median']:g}; pool mean {r['pool_mean']:g}{gallery}.",
+        "",
+        "| query | \\|V_contro\\| |",
+        "|---|---|",
+    ]
+    rows = list(r["v_contro"].items())
+    lines += [f"| {cell(q)} | {n} |" for q, n in rows[:FAILED_ROWS]]
+    if len(rows) > FAILED_ROWS:
+        lines += ["", f"{len(rows) - FAILED_ROWS} more in `{SUMMARY_FILE}` (`retrieval.v_contro`)."]
+    return lines
 
 
 def _optional_lines(summary: RunSummary) -> list[str]:

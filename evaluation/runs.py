@@ -125,6 +125,11 @@ class Prediction(BaseModel):
         None, description="Where a failed question failed: ingest, segment (cutting its clips), answer."
     )
     error: str | None = Field(None, description="Why it failed, in one line.")
+    retrieval: dict[str, Any] | None = Field(
+        None,
+        description="Retrieval: how the query ranked (rerank used and wanted, tau_soft, tau_hard and "
+        "their source, pool, v_contro = |V_contro|, gallery).",
+    )
     optional_failed: list[str] = Field(
         default_factory=list,
         description="Optional ingestion stages that failed on its videos, as 'video: stage: reason' "

@@ -44,12 +44,13 @@ from pydantic import BaseModel, Field, ValidationError
 from vidscope.agents import strategies
 from vidscope.agents.environment import is_simulated, tool_context
 from vidscope.agents.grounding import parse_interval
-from vidscope.agents.mavis.search import search_library
+from vidscope.agents.mavis.search import SearchResult, search_library, thresholds_for
 from vidscope.agents.runtime import Answer
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
 from vidscope.core.settings import SearchSettings, Settings, disable_telemetry
 from vidscope.evaluation.identity import (
+    code_identity,
     differences,
     identity_hash,
     model_identity,
@@ -97,7 +98,15 @@ from vidscope.storage.ledger import STATUS_FAILED
 from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, is_current, ledger_rows
 from vidscope.tasks.stages import stages
 
-__all__ = ["EvalOutcome", "EvalProgress", "evaluate", "prepare_run", "run_evaluate", "too_many_failed"]
+__all__ = [
+    "EvalOutcome",
+    "EvalProgress",
+    "evaluate",
+    "prepare_run",
+    "repeats_warning",
+    "run_evaluate",
+    "too_many_failed",
+]
 
 #: Prefect retries of one question (a model timeout, a dropped connection) before it counts as failed.
 QUESTION_RETRIES = 2
@@ -256,6 +265,7 @@ def prepare_run(
     options: dict[str, Any] | None = None,
     name: str | None = None,
     ablations: Sequence[str] = (),
+    repeat: int = 1,
 ) -> Path:
     """The run directory for this evaluation: created, or the existing one to resume.
 
@@ -268,6 +278,8 @@ def prepare_run(
     an agent that does not fit the benchmark, or one needing a chat model that is not configured.
     ``ablations`` (``avi:no-review``, ...; :func:`vidscope.agents.strategies.parse_ablations`)
     switch parts of the agent off; they are part of the run's identity (an unknown one: ValueError).
+    ``repeat`` k > 1 is the k-th repeat of the same evaluation: a run of its own (``-r<k>`` after a
+    given name), its number in the identity.
     """
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; known: {', '.join(sorted(BENCHMARKS))}")
@@ -300,6 +312,9 @@ def prepare_run(
     )
     if switched_off:  # only when any: runs without ablations keep their identity
         identity["ablations"] = switched_off
+    if repeat > 1:  # the first repeat is the run itself
+        identity["repeat"] = repeat
+        name = f"{name}-r{repeat}" if name else None
     fingerprint = identity_hash(identity)
     name = name or f"{benchmark}-{agent}-{fingerprint[:8]}"
     runs = Path(settings.data_dir).expanduser().resolve() / RUNS_FOLDER
@@ -323,6 +338,31 @@ def prepare_run(
     )
     write_spec(run_dir, spec)
     return run_dir
+
+
+def repeats_warning(settings: Settings, repeats: int) -> str | None:
+    """One line when ``repeats`` runs of one evaluation would be replays: the answering models'
+    response cache is on, so every repeat gets the first run's replies and their spread is zero.
+    DVD (App. B.1) reports the variance over three runs; that needs fresh samples."""
+    if repeats <= 1:
+        return None
+    cached: list[str] = []
+    for role in ("planner", "vlm"):
+        spec = registry.effective_spec(settings, role)
+        if not spec or registry.parse_spec(spec)[0] != "openai":  # only HTTP backends cache replies
+            continue
+        options = registry.backend_options(settings, spec)
+        own = options.get(role)
+        table: dict[str, Any] = own if isinstance(own, dict) else {}
+        if table.get("cache", options.get("cache", True)):
+            cached.append(spec)
+    if not cached:
+        return None
+    return (
+        f"--repeats {repeats} with the response cache on ({', '.join(dict.fromkeys(cached))}): the "
+        "repeats replay the first run's replies, so their spread says nothing; set cache = false under "
+        "[models.options.openai] to sample each run afresh (DVD B.1 reports the variance over three runs)"
+    )
 
 
 def _now() -> str:
@@ -484,23 +524,51 @@ def retrieval_options(settings: Settings, gallery: int) -> SearchSettings:
     return options.model_copy(update={"k": max(options.k, 10, gallery)})
 
 
-def _retrieve(store: Store, settings: Settings, item: BenchmarkItem, names: dict[str, str]) -> list[str]:
-    """Benchmark video names ranked by the MAVIS search for the item's caption (others dropped)."""
+def _retrieve(
+    store: Store, settings: Settings, item: BenchmarkItem, names: dict[str, str]
+) -> tuple[list[str], dict[str, Any]]:
+    """Benchmark video names ranked by the MAVIS search for the item's caption, over the
+    benchmark's gallery only (``names``: store id -> name; other videos in the data dir are never
+    candidates), and how it ranked (:func:`retrieval_provenance`)."""
     embedder = registry.text_embedder(settings)
     if embedder is None:
         raise ValueError("retrieval needs a text embedder: set [models] text_embedder")
     options = retrieval_options(settings, len(names))
+    _, thresholds = thresholds_for(settings.search, registry.effective_spec(settings, "text_embedder"))
+    unloaded: list[str] = []
     result = search_library(
         store,
         item.question,
         embedder=embedder,
         options=options,
         chat=registry.planner_model(settings),
-        image_text=_image_text(settings),
+        image_text=_image_text(settings, unloaded),
         video_text=registry.video_text(settings),
         frame_seconds=1.0 / settings.ingest.frame_fps,
+        thresholds=thresholds,
+        gallery=list(names),
     )
-    return [names[hit.video_id] for hit in result.hits if hit.video_id in names]
+    ranking = [names[hit.video_id] for hit in result.hits if hit.video_id in names]
+    return ranking, retrieval_provenance(result, unloaded)
+
+
+def retrieval_provenance(result: SearchResult, unloaded: Sequence[str] = ()) -> dict[str, Any]:
+    """How one retrieval query ranked, as its prediction records it: the fine stage actually used
+    (and the one configured, when it could not be), the thresholds and their source, the pool and
+    |V_contro| (the candidates surviving the veto, MAVIS Tab. 2 and 4), the gallery's size."""
+    wanted = result.rerank_wanted or (unloaded[0] if unloaded else None)
+    thresholds = result.thresholds
+    return {
+        "rerank": result.rerank,
+        "rerank_wanted": wanted,
+        "tau_soft": thresholds.tau_soft if thresholds else None,
+        "tau_hard": thresholds.tau_hard if thresholds else None,
+        "thresholds": thresholds.source if thresholds else None,
+        "warning": thresholds.warning if thresholds else None,
+        "pool": result.pool_size,
+        "v_contro": result.v_contro,
+        "gallery": result.gallery,
+    }
 
 
 #: Where the answers' traces go, in the run directory.
@@ -516,11 +584,15 @@ def _write_trace(trace_dir: Path, question_id: str, answer: Answer) -> str:
     return f"{trace_dir.name}/{path.name}"
 
 
-def _image_text(settings: Settings) -> ImageTextEmbedder | None:
-    """The image–text model when it can be had (offline the default's cannot: captions rerank)."""
+def _image_text(settings: Settings, unloaded: list[str] | None = None) -> ImageTextEmbedder | None:
+    """The image–text model when it can be had (offline the default's cannot: captions rerank);
+    one that is configured but did not load is named in ``unloaded`` (the run records it)."""
     try:
         return registry.image_text(settings)
     except BackendUnavailable:
+        spec = registry.effective_spec(settings, "image_text")
+        if unloaded is not None and spec:
+            unloaded.append(f"image-text:{spec} (not loaded)")
         return None
 
 
@@ -552,13 +624,14 @@ def answer_question(
     query_id = f"eval-{cache_key[:24]}"
     with query_context(query_id):
         if item.kind == "retrieval":
-            ranking = _retrieve(store, settings, item, names or {})
+            ranking, provenance_of_query = _retrieve(store, settings, item, names or {})
             prediction = Prediction(
                 question_id=item.question_id,
                 kind=item.kind,
                 video_ids=list(video_ids),
                 answer=", ".join(ranking[:10]),
                 ranking=ranking,
+                retrieval=provenance_of_query,
             )
         else:
             chat = registry.planner_model(settings) if strategies.get(agent).needs_planner else None
@@ -712,9 +785,14 @@ def evaluate(
 
 
 def _check_settings(spec: RunSpec, settings: Settings) -> None:
-    """Refuse to continue ``spec``'s run with models or settings other than its own."""
-    recorded = {k: spec.identity.get(k) for k in ("models", "settings")}
-    now = {"models": model_identity(settings), "settings": settings_identity(settings)}
+    """Refuse to continue ``spec``'s run with models, settings or agent code other than its own."""
+    recorded = {k: spec.identity.get(k) for k in ("models", "settings", "code")}
+    # The code too (issue 37): a resumed run never mixes answers of two prompt versions.
+    now = {
+        "models": model_identity(settings),
+        "settings": settings_identity(settings),
+        "code": code_identity(),
+    }
     differs = differences(recorded, now)
     if differs:
         raise RunError(

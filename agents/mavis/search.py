@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +79,7 @@ __all__ = [
     "Plan",
     "SearchHit",
     "SearchResult",
+    "Thresholds",
     "ensure_library",
     "fuse",
     "make_plan",
@@ -86,6 +87,7 @@ __all__ = [
     "plan_with_chat",
     "plan_with_rules",
     "search_library",
+    "thresholds_for",
 ]
 
 FUSIONS: tuple[str, ...] = ("veto", "union", "intersection", "average")
@@ -125,6 +127,57 @@ class DroppedVideo(BaseModel):
     scores: dict[str, float]
 
 
+#: Where a search's thresholds came from (:func:`thresholds_for`).
+CALIBRATED, EXPLICIT, DEFAULTED = "calibrated", "explicit", "defaulted"
+
+
+class Thresholds(BaseModel):
+    """The cosines a search proposed and vetoed with, and where they came from: ``calibrated`` for
+    the text embedder in use, ``explicit`` (set in ``[search]`` or on the command line), or
+    ``defaulted`` (the shipped defaults, calibrated for another embedder: a warning says so)."""
+
+    tau_soft: float
+    tau_hard: float
+    concept_min_similarity: float
+    source: str
+    embedder: str | None = None
+    warning: str | None = None
+
+
+def thresholds_for(search: SearchSettings, embedder: str | None) -> tuple[SearchSettings, Thresholds]:
+    """``search`` with the thresholds calibrated for the text embedder ``embedder``
+    (:meth:`SearchSettings.for_embedder`), and their provenance.
+
+    An embedder without a calibration (the paper's text-embedding-3-large) silently got MiniLM's
+    0.3 / 0.15 before issue 37; now that is ``defaulted`` with a warning: its cosines sit on
+    another scale (MAVIS uses 0.5 / 0.3 with it), so recall and |V_contro| are not comparable."""
+    options = search.for_embedder(embedder)
+    explicit = {"tau_soft", "tau_hard"} <= search.model_fields_set
+    warning = None
+    if explicit:
+        source = EXPLICIT
+    elif search.calibrated(embedder):
+        source = CALIBRATED
+    else:
+        source = DEFAULTED
+        known = ", ".join(sorted(search.thresholds)) or "none"
+        warning = (
+            f"the text embedder {embedder or '(none)'} has no calibrated thresholds: the defaults "
+            f"tau_soft {options.tau_soft:g} / tau_hard {options.tau_hard:g} (calibrated for {known}) "
+            "were used; calibrate it (benchmarks/search_scale.py --calibrate) and set "
+            f'[search.thresholds."{embedder}"], or give --tau-soft/--tau-hard (MAVIS: 0.5 / 0.3 '
+            "with text-embedding-3-large)"
+        )
+    return options, Thresholds(
+        tau_soft=options.tau_soft,
+        tau_hard=options.tau_hard,
+        concept_min_similarity=options.concept_min_similarity,
+        source=source,
+        embedder=embedder,
+        warning=warning,
+    )
+
+
 class SearchResult(BaseModel):
     """The outcome of one corpus search (``vidscope search --json`` prints this model)."""
 
@@ -152,6 +205,20 @@ class SearchResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
     stages: dict[str, float] = Field(
         default_factory=dict, description="Seconds spent planning, proposing, fusing, reranking."
+    )
+    v_contro: int = Field(
+        0,
+        description="|V_contro|: the candidates that survived the fusion (the veto), the videos the "
+        "fine stage compares; the key column of MAVIS Tab. 2 and 4.",
+    )
+    rerank_wanted: str | None = Field(
+        None,
+        description="The fine stage the models configured asked for when another was used (the "
+        "video-text or image-text model could not score these videos); None when it was used.",
+    )
+    thresholds: Thresholds | None = Field(None, description="τ_soft, τ_hard and where they came from.")
+    gallery: int | None = Field(
+        None, description="Videos the search was restricted to (a benchmark's gallery); None: all."
     )
 
 
@@ -630,11 +697,16 @@ def search_library(
     image_text: ImageTextEmbedder | None = None,
     video_text: VideoTextEmbedder | None = None,
     frame_seconds: float = 0.5,
+    thresholds: Thresholds | None = None,
+    gallery: Collection[str] | None = None,
 ) -> SearchResult:
     """Run the MAVIS pipeline for ``query`` over the library in ``store``.
 
-    Raises :class:`LibraryEmpty` when no video has been parsed into the library yet and
-    ``ValueError`` for an empty query or an unknown fusion mode.
+    ``thresholds`` is where ``options``' thresholds came from (:func:`thresholds_for`; recorded in
+    the result, its warning among the notes); ``gallery`` restricts the search to these video ids
+    (a benchmark's own videos, whatever else the store holds). Raises :class:`LibraryEmpty` when
+    no video has been parsed into the library yet and ``ValueError`` for an empty query or an
+    unknown fusion mode.
     """
     started = time.perf_counter()
     query = query.strip()
@@ -663,6 +735,9 @@ def search_library(
     # all agents are read once and every agent scores all of them in one matrix product, so the
     # cross-validation below needs no further read.
     candidates = library.videos_for({a.dimension: [c for c, _ in a.concepts] for a in agents})
+    if gallery is not None:  # the benchmark's videos only: others in the store are not candidates
+        allowed = set(gallery)
+        candidates = {d: {v: w for v, w in c.items() if v in allowed} for d, c in candidates.items()}
     matrix = library.window_matrix(set().union(*(c.keys() for c in candidates.values())))
     scored = matrix.phi(np.stack([a.vector for a in agents])).T.tolist()
     phi_all = {
@@ -701,6 +776,13 @@ def search_library(
         _focus(fused.survivors, agents, candidates, matrix, details)
         if video_text is not None or image_text is not None
         else {}
+    )
+    wanted = (
+        f"video-text:{video_text.name}"
+        if video_text is not None
+        else f"image-text:{image_text.name}"
+        if image_text is not None
+        else None
     )
     if video_text is not None:  # whole clips first, as MAVIS does with a video encoder
         fine = rerank_clips(store, video_text, query, fused.survivors, focus)
@@ -753,8 +835,12 @@ def search_library(
         proposals={d: len(v) for d, v in proposals.items()},
         members={d: n for d, n in members.items() if n},
         concepts={a.dimension: [c for c, _ in a.concepts] for a in agents},
-        notes=notes,
+        notes=[*notes, *([thresholds.warning] if thresholds is not None and thresholds.warning else [])],
         stages={name: round(value, 4) for name, value in stages.items()},
+        v_contro=len(fused.survivors),
+        rerank_wanted=wanted if wanted is not None and not fine.method.startswith(wanted) else None,
+        thresholds=thresholds,
+        gallery=len(set(gallery)) if gallery is not None else None,
     )
 
 

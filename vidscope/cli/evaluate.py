@@ -7,7 +7,9 @@ Markdown over the questions both answered: accuracy per category, the difference
 interval, and a warning line (also on stderr) naming how many questions it left out and why.
 ``--ablation avi:no-review`` (repeatable, or comma-separated) switches a part of the agent off.
 A run where more than ``--max-failed`` (default 0.2) of the attempted questions failed exits 1
-with one line saying how many failed and why. ``--parse lenient`` (CrossVid) reads replies with
+with one line saying how many failed and why. ``--repeats N`` runs the evaluation N times, each a
+run of its own, and gives the accuracy's mean and spread; it warns when the response cache is on
+(the repeats would replay the first run's replies). ``--parse lenient`` (CrossVid) reads replies with
 our extraction rules instead of the release's string equality (``strict``, the default).
 Free-form answers (CrossVid CCQA) are judged by ``[models] judge``; a run whose only judge would
 be the answering model is refused in one line unless ``--allow-self-judge`` is given.
@@ -144,6 +146,16 @@ def evaluate_command(
             "model is configured; the report warns that it did.",
         ),
     ] = False,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            "--repeats",
+            min=1,
+            help="Run the evaluation N times, each a run of its own (-r2, -r3 ...), and give the "
+            "accuracy's mean and spread (DVD B.1: three runs). Warns when the response cache would "
+            "make the repeats replays.",
+        ),
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as JSON.")] = False,
 ) -> None:
     """Evaluate an agent on a benchmark (`eval BENCHMARK --root DIR`), or `eval compare RUN_A RUN_B`."""
@@ -171,22 +183,50 @@ def evaluate_command(
         options["allow_self_judge"] = True
     quiet_prefect()
     from vidscope.evaluation.runs import RunError
-    from vidscope.flows.evaluate import prepare_run, run_evaluate
+    from vidscope.flows.evaluate import prepare_run, repeats_warning
 
     cfg = settings()
-    try:
-        run_dir = prepare_run(
-            cfg,
-            benchmark,
-            annotations or _default_annotations(benchmark, root),
-            root,
-            agent,
-            options=options,
-            name=run,
-            ablations=ablation or [],
-        )
-    except (ValueError, RunError) as exc:
-        raise _fail(str(exc).splitlines()[0]) from exc
+    warning = repeats_warning(cfg, repeats)
+    if warning:
+        errors.print(f"[yellow]warning:[/yellow] {safe(warning)}", soft_wrap=True)
+    outcomes: list[EvalOutcome] = []
+    for repeat in range(1, repeats + 1):
+        try:
+            run_dir = prepare_run(
+                cfg,
+                benchmark,
+                annotations or _default_annotations(benchmark, root),
+                root,
+                agent,
+                options=options,
+                name=run,
+                ablations=ablation or [],
+                repeat=repeat,
+            )
+        except (ValueError, RunError) as exc:
+            raise _fail(str(exc).splitlines()[0]) from exc
+        outcomes.append(_run_one(cfg, run_dir, limit, concurrency, retries, max_failed, as_json))
+    if repeats > 1 and not as_json:
+        _print_repeats(outcomes)
+    for outcome in outcomes:
+        if outcome.nothing_scored:
+            raise _fail(f"nothing was scored: {outcome.nothing_scored}", 1)
+        if outcome.too_many_failed:
+            raise _fail(outcome.too_many_failed, 1)
+
+
+def _run_one(
+    cfg: Any,
+    run_dir: Path,
+    limit: int | None,
+    concurrency: int,
+    retries: int,
+    max_failed: float,
+    as_json: bool,
+) -> EvalOutcome:
+    """One run with its progress bars, its outcome printed (a table, or JSON)."""
+    from vidscope.flows.evaluate import run_evaluate
+
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -222,10 +262,20 @@ def evaluate_command(
         console.print_json(outcome.model_dump_json())
     else:
         _print_outcome(outcome)
-    if outcome.nothing_scored:
-        raise _fail(f"nothing was scored: {outcome.nothing_scored}", 1)
-    if outcome.too_many_failed:
-        raise _fail(outcome.too_many_failed, 1)
+    return outcome
+
+
+def _print_repeats(outcomes: list[EvalOutcome]) -> None:
+    """The strict accuracy of each repeat, their mean and sample standard deviation."""
+    values = [o.summary.scores["accuracy"] for o in outcomes if "accuracy" in o.summary.scores]
+    if not values:
+        return
+    mean = sum(values) / len(values)
+    spread = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+    runs = ", ".join(f"{100 * v:.1f}" for v in values)
+    console.print(
+        f"accuracy over {len(values)} repeats: {100 * mean:.1f} ± {100 * spread:.1f} % (sample s.d.; {runs})"
+    )
 
 
 def _print_outcome(outcome: EvalOutcome) -> None:
