@@ -2,7 +2,7 @@
 
 A fact is one checkable statement — a count, a colour or a time — about one subject in one
 interval of one video, stated by one tool. The verification layer compares like with like
-(:func:`comparable`): facts about the same subject from different tools, counts of the same
+(:func:`comparable`): facts about the same subject from different tool calls, counts of the same
 measure (the most seen at once, ``peak``, with another peak; different objects over the window,
 ``distinct``, with distinct ones) over the same window, colours over the same window (each
 tool's colour of a label is its majority over frames), and times only when each tool could have
@@ -96,10 +96,6 @@ class Fact(BaseModel):
     #: The tool call that stated it (numbered by the memory, :func:`memory.admit`); facts of one
     #: call are never compared with each other. -1: not numbered (compared with every other).
     call: int = -1
-
-    def key(self) -> tuple[str, str, str, str]:
-        """(video, kind, canonical subject, measure): facts with the same key may be compared."""
-        return self.video_id, self.kind, subject_key(self.subject), self.measure
 
     def overlaps(self, other: Fact) -> bool:
         """Whether the two intervals share time."""
