@@ -48,7 +48,7 @@ REREAD_NOTE = "Look carefully; state it."
 #: Words of asking about a time, not of the event asked about.
 TIME_WORDS = word_set(
     "when time times moment moments happen happens happened happening exactly second seconds "
-    "minute minutes point look carefully state begin begins start starts occur occurs"
+    "minute minutes point look carefully state begin begins start starts occur occurs how many much"
 )
 
 #: Colour words mapped to a family, so "crimson" and "red" agree and "red" and "blue" do not.
