@@ -110,7 +110,7 @@ def test_one_simulated_look_sees_two_videos_side_by_side_within_the_frame_budget
     assert [t.frames for t in seen.targets] == [80, 48] and "over the 128-frame budget" in seen.note
     assert f"video {first.video_id}: " in seen.answer and f"video {second.video_id}: " in seen.answer
     assert {s.video_id for s in seen.support()} == {first.video_id, second.video_id}
-    assert {e.label for e in seen.events} >= {a.label, b.label}
+    assert a.label in seen.answer and b.label in seen.answer and seen.events == []
 
 
 def test_simulated_tools_have_the_real_names_specs_and_results() -> None:

@@ -68,13 +68,24 @@ def import_video(store: Store, video_id: str) -> ScriptVideo:
         Event(event_id=f"e{i}", start=a, end=b, kind=kind, label=label, subject=subject, attributes=attrs)
         for i, (a, b, kind, label, subject, attrs) in enumerate(found)
     ]
-    audio = [
-        AudioLine(start=_clamp(s["start"], duration), end=_clamp(s["end"], duration), text=s["text"].strip())
+    spoken = [
+        s
         for s in store.rows(store.transcripts, video_id=video_id, order_by=["start"]).to_pylist()
         if s["text"].strip()
     ]
+    audio = [
+        AudioLine(start=_clamp(s["start"], duration), end=_clamp(s["end"], duration), text=s["text"].strip())
+        for s in spoken
+    ]
+    # The language the speech stage detected (the real audio agent's when it reads the transcript).
+    language = next((str(s["language"]) for s in spoken if s.get("language")), None)
     return ScriptVideo(
-        video_id=video_id, file_name=video["file_name"], duration=duration, events=events, audio=audio
+        video_id=video_id,
+        file_name=video["file_name"],
+        duration=duration,
+        language=language,
+        events=events,
+        audio=audio,
     )
 
 

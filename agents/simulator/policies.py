@@ -324,44 +324,21 @@ class OraclePolicy:
     # ------------------------------------------------------------------ plans per question kind
 
     def _steps(self, videos: dict[str, tuple[str, float]]) -> Plan:
+        """Look at each evidence range (with the question's focus) and, for a temporal alignment,
+        listen to it; then the script's answer. The looks return words, as the real visual agent's
+        do, so the oracle reads its answer from the question, as it is told to (it checks the
+        loop, the actions and the citations, not reading)."""
         q = self.question
         target = q.focus[0] if q.focus else q.text
-        seen: dict[tuple[float, float, str], dict[str, Any]] = {}
-        per_video: dict[str, list[dict[str, Any]]] = {v: [] for v in q.video_ids}
         for i, ev in enumerate(q.evidence):
             focus = q.focus[i] if len(q.focus) == len(q.evidence) else target
-            result = yield _tool(
+            yield _tool(
                 "visual_query", targets=[{"video_id": ev.video_id, "t0": ev.start, "t1": ev.end}], focus=focus
             )
-            for event in (result or {}).get("events", []):
-                key = (event["start"], event["end"], event["label"])
-                if key not in seen:
-                    seen[key] = event
-                    per_video[ev.video_id].append(event)
-        events = list(seen.values())
-        if q.kind == "counting":
-            return str(sum(1 for e in events if e["label"] == target))
-        if q.kind == "ordering":
-            candidates = [e for e in events if e["label"] in q.options]
-            return str(min(candidates, key=lambda e: e["start"])["label"]) if candidates else q.options[0]
-        if q.kind == "temporal_alignment":
-            event = next((e for e in events if e["label"] == target), None)
-            if event is None:
-                return q.options[0]
-            heard = yield _tool("audio_query", video_id=q.video_ids[0], t0=event["start"], t1=event["end"])
-            texts = [line["text"] for line in (heard or {}).get("lines", [])]
-            return next((t for t in texts if t in q.options), q.options[0])
-        if q.kind == "comparison":
-            counts = {
-                v: sum(int(e["attributes"].get("count", 1)) for e in found if e["subject"] == target)
-                for v, found in per_video.items()
-            }
-            best = max(counts.values())
-            winners = [v for v, c in counts.items() if c == best]
-            if len(winners) > 1:
-                return next((o for o in q.options if "same" in o), q.options[0])
-            return videos.get(winners[0], (winners[0], 0.0))[0]
-        raise ValueError(f"the oracle has no plan for {q.kind} questions")
+        if q.kind == "temporal_alignment" and q.evidence:
+            ev = q.evidence[0]
+            yield _tool("audio_query", video_id=ev.video_id, t0=ev.start, t1=ev.end)
+        return q.answer
 
     # ------------------------------------------------------------------ helpers
 

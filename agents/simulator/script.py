@@ -84,6 +84,9 @@ class ScriptVideo(_Strict):
     video_id: str = Field(min_length=1)
     file_name: str = ""
     duration: float = Field(gt=0)
+    #: The language spoken in the audio lines (ISO 639-1), what the real audio agent detects;
+    #: None when unknown (an imported video whose speech stage recorded none).
+    language: str | None = "en"
     events: list[Event] = Field(default_factory=list)
     audio: list[AudioLine] = Field(default_factory=list)
 

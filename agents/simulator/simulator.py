@@ -122,6 +122,13 @@ def _focus_words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _FOCUS_FILLER}
 
 
+def focus_matches(focus: str, fact: str) -> bool:
+    """Whether a fact answers a focus prompt: they share a word, or the focus names nothing in
+    particular ("what happens")."""
+    wanted = _focus_words(focus)
+    return not wanted or bool(wanted & _focus_words(fact))
+
+
 def focus_first(focus: str, facts: list[str]) -> str:
     """The facts answering a focus prompt: those sharing its words first, the rest after; a focus
     nothing matches is said to be unseen (with what is seen instead)."""

@@ -35,7 +35,6 @@ from vidscope.agents.cvr.results import (
     AudioQueryResult,
     HeardLine,
     LookedRange,
-    SeenEvent,
     VisualQueryResult,
     VisualTarget,
     frame_plan,
@@ -56,6 +55,7 @@ from vidscope.agents.simulator.simulator import (
     NO_EVIDENCE,
     describe_event,
     describe_line,
+    focus_matches,
     simulator_of,
 )
 from vidscope.agents.tools import ToolContext, ToolError, ToolRegistry, simulates
@@ -67,7 +67,7 @@ SIM_FPS = 2.0
 # ============================================================================ AgentCVR's actions
 
 
-@simulates(real_visual_query, version=2)
+@simulates(real_visual_query, version=3)
 def visual_query(
     ctx: ToolContext,
     targets: Annotated[
@@ -76,8 +76,13 @@ def visual_query(
     ],
     focus: Annotated[str, "What to look for (an action, object, person, colour, count...)."],
 ) -> VisualQueryResult:
-    """Simulated visual_query: the script's events in each target, one answer for all of them; the
-    same frame budget (and note) as the real look."""
+    """Simulated visual_query: the script's events in each target, answered in words for the focus,
+    with the same frame budget (and note) as the real look.
+
+    Shaped as the real result (issue 38: the real visual agent returns ``events: []`` and prose):
+    no structured events, the words in ``answer``, ``found`` (whether anything matches the focus,
+    as the real look's structured reply says) and ``seen_at`` (when the matching events start, as
+    the real reply's ``when``)."""
     sim = simulator_of(ctx)
     checked, counts, note = frame_plan(targets, ctx.config.cvr_frames)
     looked: list[LookedRange] = []
@@ -91,17 +96,19 @@ def visual_query(
     if len(looked) > 1:  # several ranges side by side: each fact names its video, as the real look does
         facts = [f"video {video}: {fact}" for (video, _), fact in zip(seen, facts, strict=True)]
     answer, usage = sim.phrase(focus, facts, answer_focus=True)
+    matching = [e for e in events if focus_matches(focus, describe_event(e))]
     return VisualQueryResult(
         targets=looked,
         focus=focus,
         answer=answer,
-        events=[SeenEvent(**e.model_dump(exclude={"event_id"})) for e in events],
         usage=usage,
         note=note,
+        found=bool(matching),
+        seen_at=sorted({max(e.start, looked[0].t0) for e in matching}) if len(looked) == 1 else [],
     )
 
 
-@simulates(real_audio_query, version=1)
+@simulates(real_audio_query, version=2)
 def audio_query(
     ctx: ToolContext,
     video_id: Annotated[str, "Id of the video."],
@@ -112,7 +119,9 @@ def audio_query(
     "no evidence" when nothing is heard there."""
     sim = simulator_of(ctx)
     start, end = sim.check_interval(video_id, t0, t1)
-    lines = sim.lines(video_id, start, end)
+    # Lines heard strictly inside the interval, as the real agent reads the stored transcript (a
+    # line starting where the interval ends is not heard in it).
+    lines = [a for a in sim.lines(video_id, start, end) if a.start < end and a.end > start]
     answer, _ = (
         sim.phrase("what is said", [describe_line(a) for a in lines]) if lines else (NO_EVIDENCE, None)
     )
