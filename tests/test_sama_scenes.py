@@ -174,6 +174,15 @@ def test_a_cut_between_two_slides_of_alike_colours_is_found(tmp_path: Path) -> N
             ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 20, "fps": 4.0}
         ).result.source
     )
+    # Decoding the file is for a short stretch: a long one at a high rate is one line, not a wait.
+    from vidscope.agents.sama import tools_scenes
+
+    limit, tools_scenes.MAX_FILE_FRAMES = tools_scenes.MAX_FILE_FRAMES, 50
+    try:
+        dense = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 19, "fps": 5.0})
+    finally:
+        tools_scenes.MAX_FILE_FRAMES = limit
+    assert not dense.ok and "ask for a shorter interval" in str(dense.error) and "\n" not in str(dense.error)
     strict = execute_tool(ctx, "scene_detector", {"video_id": video_id, "t0": 0, "t1": 20, "threshold": 0.9})
     assert strict.ok and strict.result.boundaries == []
     # What made the old detector miss it: across the cut the colours barely change.

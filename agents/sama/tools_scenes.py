@@ -49,6 +49,9 @@ FPS = 2.0
 MAX_FPS = 10.0
 #: Frames compared at most (one hour at 2 fps); a longer interval is refused.
 MAX_FRAMES = 7200
+#: Frames decoded from the file at most (two minutes at 10 fps): decoding costs far more than
+#: reading stored frames, so a higher rate is for a short stretch around a cut.
+MAX_FILE_FRAMES = 1200
 
 SOURCE = "colour histogram and changed share of the picture between consecutive frames"
 
@@ -203,6 +206,11 @@ def scene_detector(
     source = f"stored frames ({SOURCE})"
     images: list[np.ndarray] | None = None
     if fps > stored_fps * 1.01:
+        if wanted > MAX_FILE_FRAMES:
+            raise ToolError(
+                f"{fps:g} fps over [{start:g}, {end:g}]s is {wanted} frames to decode, more than "
+                f"{MAX_FILE_FRAMES}; ask for a shorter interval or fps {stored_fps:.3g} (the stored frames)"
+            )
         times = [round(start + i / fps, 3) for i in range(wanted)]
         images = frames_from_file(ctx, record, times)
         if images is None:
