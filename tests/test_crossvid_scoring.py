@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLMServer, eval_config, text
+from llm_server import ScriptedLLMServer, eval_config, text, tool_call
 from typer.testing import CliRunner
 
 from vidscope.cli import app
@@ -254,3 +254,90 @@ def test_mvx_video_options_are_the_candidates_the_agent_is_told_and_an_answer_na
         "yes",
         "no",
     ]
+
+
+# ---------------------------------------------------------------------------- end to end
+
+
+class CrossVidServer(ScriptedLLMServer):
+    """Answers as its request asks: the judge's verdict, an agent's final answer (NC: "B", the gold;
+    CCQA: words), or ingestion's own requests (an empty subject registry)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.models: list[str] = []
+
+    def _chat(self, handler: Any, body: dict[str, Any]) -> None:
+        from vidscope.flows.eval_agents import JUDGE_SYSTEM
+
+        system = next((m["content"] for m in body["messages"] if m["role"] == "system"), "")
+        opening = next((m["content"] for m in body["messages"] if m["role"] == "user"), "")
+        if JUDGE_SYSTEM[:60] in str(system):
+            self.models.append(str(body.get("model")))
+            reply = text('{"coverage": [true, true], "correctness": [true, false]}')
+        elif isinstance(opening, str) and opening.startswith("Question: Who"):
+            reply = tool_call("finish", {"answer": "B", "choice": "B", "citations": []})
+        elif isinstance(opening, str) and opening.startswith("Question: "):
+            reply = tool_call("finish", {"answer": "The first is spicier: chili.", "citations": []})
+        else:
+            reply = text('{"subjects": []}')
+        with self._lock:
+            self._queue.appendleft(reply)
+        super()._chat(handler, body)
+
+
+@pytest.mark.slow  # ingests two short videos (60-80 s on 2 busy cores)
+def test_a_crossvid_file_runs_end_to_end_with_its_report_naming_what_it_covers(tmp_path: Path) -> None:
+    """A file of every kind: an NC question (answered "B", right), a CCQA question (judged by the
+    judge role: 3 of 4 points), an MSR question (missing task) and a record whose gold names no
+    option (skipped, one line). The report and summary say all of it; O.Avg is named for 2 tasks."""
+    from media import text_video
+
+    root = tmp_path / "videos"
+    text_video(root / "a.mp4", duration=2.0, texts=[(0.0, 2.0, "SOUP")])
+    text_video(root / "b.mp4", duration=2.0, texts=[(0.0, 2.0, "CURRY")])
+    records = [
+        {"id": "nc", "task": "NC", "videos": ["a.mp4", "b.mp4"], "question": "Who cooks?",
+         "options": ["A. x", "B. y"], "answer": "B"},
+        {**CCQA[0], "task": "CCQA"},
+        {"id": "msr", "task": "MSR", "vid": "007", "question": "Is {A1} left of {B1}?",
+         "options": ["A. yes", "B. no"], "objects": [{"id": 1}], "answer": "A"},
+        {"id": "bad", "task": "NC", "videos": ["a.mp4", "b.mp4"], "question": "Who?",
+         "options": ["A. x", "B. y"], "answer": "Z"},
+    ]  # fmt: skip
+    (tmp_path / "crossvid.json").write_text(json.dumps(records))
+    server = CrossVidServer().start()
+    try:
+        config = eval_config(tmp_path / "vidscope.toml", server.base_url)
+        judged = config.read_text().replace(
+            'chat = "openai:scripted"', 'chat = "openai:scripted"\njudge = "openai:grader"'
+        )
+        config.write_text(judged)
+        overrides.clear()
+        try:
+            result = runner.invoke(app, ["--config", str(config), "--data-dir", str(tmp_path / "data"),
+                                         "eval", "crossvid", "--agent", "dvd", "--root", str(root),
+                                         "--annotations", str(tmp_path / "crossvid.json"),
+                                         "--concurrency", "1"])  # fmt: skip
+        finally:
+            overrides.clear()
+    finally:
+        server.stop()
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    (run_dir,) = (tmp_path / "data" / "eval").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["task_scores"] == {"CCQA": 0.75, "NC": 1.0}
+    assert summary["scores"]["O.Avg (2 of 10 tasks)"] == pytest.approx(0.875)
+    assert "MSR" in summary["missing_tasks"] and set(summary["unusable"]) == {"msr", "bad"}
+    assert summary["judge_model"] == "openai:grader" and server.models == ["grader"]
+    report = (run_dir / "report.md").read_text()
+    assert (
+        "| O.Avg (2 of 10 tasks) | 87.5 |" in report
+        and "Free-form answers judged by openai:grader." in report
+    )
+    assert "**Not asked** (2 questions the loader could not use):" in report
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert {s["question_id"]: s["status"] for s in samples} == {
+        "nc": "scored", "q1": "scored", "msr": "skipped", "bad": "skipped"}  # fmt: skip
+    output = " ".join(result.output.split())
+    assert "missing tasks (not in the overall score)" in output and "judged by openai:grader" in output
