@@ -114,3 +114,47 @@ def test_a_generated_script_is_heard_with_its_language() -> None:
     assert (heard["language"], heard["language_probability"]) == ("en", 1.0)
     silent = observe(ctx, "audio_query", {"video_id": video.video_id, "t0": 0.0, "t1": 0.1})
     assert silent["lines"] == [] and silent["language"] is None  # as the real agent: nothing heard
+
+
+def test_the_llm_simulator_phrases_rollouts_when_a_model_is_configured(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    """Issue 38: "the LLM simulator M_sim takes part in `train grpo`/`train rollouts` whenever a
+    model is configured". The oracle policy looks once; M_sim (the configured planner) words it."""
+    import inspect
+
+    from vidscope.agents.simulator.policies import OraclePolicy
+    from vidscope.agents.simulator.templates import generate_script
+    from vidscope.cli.train import grpo, rollouts
+    from vidscope.core.settings import Settings
+    from vidscope.flows.training.rollout import SIMULATOR_TEMPERATURE, rollout
+    from vidscope.flows.training.train import simulator_model
+
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={
+            "chat": "openai:scripted",
+            "options": {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "cache": False}},
+        },
+    )
+    registry.clear_cache()
+    script = generate_script(7)
+    question = next(q for q in script.questions if q.kind == "counting")
+    one = script.model_copy(update={"questions": [question]})
+    llm_server.default = text("You can see the woman wave at the start.")
+    table = rollout(
+        settings,
+        [one],
+        lambda q, rng: OraclePolicy(q),
+        group_size=1,
+        simulator_model=simulator_model(settings),
+    )
+    registry.clear_cache()
+
+    phrased = [r for r in llm_server.chat_requests if "Focus:" in json.dumps(r)]
+    assert len(phrased) == len(question.evidence) and phrased[0]["temperature"] == SIMULATOR_TEMPERATURE
+    (row,) = table.to_pylist()
+    observations = [m["content"] for m in row["completion"] if m["role"] == "user"]
+    assert any("You can see the woman wave" in o for o in observations)
+    for command in (grpo, rollouts):  # on by default: whenever a model is configured
+        assert inspect.signature(command).parameters["simulator_model"].default is True
