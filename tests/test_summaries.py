@@ -327,3 +327,15 @@ def test_a_flash_or_a_short_shot_is_no_picture_chapter() -> None:
     pictures = [Picture(i / 2, light if i == 20 or 40 <= i < 46 or i >= 60 else dark) for i in range(80)]
     assert picture_cuts(pictures, 40.0, 10.0) == [30.0]
     assert picture_cuts(pictures[:50], 25.0, 10.0) == []
+
+
+def test_dvds_global_browse_lists_the_chapters_as_its_overview(library: Library) -> None:
+    from vidscope.agents.dvd.tools import global_browse
+    from vidscope.agents.tools import ToolContext
+
+    store = open_store(library.settings)
+    video_id = summary_json(library, library.lecture)["video_id"]
+    result = global_browse(ToolContext(library.settings, store), video_id=video_id, query="what is it about")
+    assert [c.title for c in result.chapters][::2] == ["BREAD BAKING", "FOOTBALL MATCH"], result.chapters
+    assert [c.start for c in result.chapters] == sorted(c.start for c in result.chapters)
+    assert "volcano" in result.chapters[1].summary.lower() and result.for_model()["chapters"][0]["end"] > 0

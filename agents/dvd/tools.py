@@ -25,6 +25,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from vidscope.agents import prompts
 from vidscope.agents.answers import read_cited_ranges
+from vidscope.agents.chapter_list import ChapterEntry, load_chapters
 from vidscope.agents.evidence import (
     ClipSearchResult,
     ask_about_frames,
@@ -96,6 +97,9 @@ class BrowseResult(ToolResult):
     )
     subjects_missing: str | None = Field(
         None, description="Why the video has no subject registry: its (optional) stage failed."
+    )
+    chapters: list[ChapterEntry] = Field(
+        default_factory=list, description="The video's parts in order (an overview, not evidence)."
     )
     usage: Usage | None = None
 
@@ -204,7 +208,7 @@ def relevant_captions(ctx: ToolContext, video_id: str, query: str, count: int) -
 
 
 @tool(
-    version=3,
+    version=4,
     uses_chat=True,
     uses_embedder=True,
     settings=("browse_captions", "max_tokens", "temperature"),
@@ -214,11 +218,11 @@ def global_browse(
     video_id: Annotated[str, "Id of the video to browse."],
     query: Annotated[str, "What the overview should focus on (the question, or a part of it)."],
 ) -> BrowseResult:
-    """Overview of a whole video: its recurring subjects (who or what, appearance, identity,
-    actions, when seen) and a summary, focused on the query, of the captions most relevant to it
-    (with their times). Use it first for questions about the video as a whole, its order of
-    events or its main subjects. It is an overview: cite moments found by clip_search or
-    frame_inspect."""
+    """Overview of a whole video: its chapters (start, end, title), its recurring subjects (who or
+    what, appearance, identity, actions, when seen) and a summary, focused on the query, of the
+    captions most relevant to it (with their times). Use it first for questions about the video as
+    a whole, its order of events or its main subjects. It is an overview: cite moments found by
+    clip_search or frame_inspect."""
     record = ctx.video(video_id)
     picked = relevant_captions(ctx, video_id, query, ctx.config.browse_captions)
     if not picked:
@@ -231,6 +235,7 @@ def global_browse(
         total_clips=ctx.clip_count(video_id),
         captions=captions,
         subjects=load_subjects(ctx, video_id),
+        chapters=load_chapters(ctx.store, video_id),
     )
     if not result.subjects:
         result.subjects_missing = _subjects_missing(ctx, video_id)
