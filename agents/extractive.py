@@ -19,7 +19,7 @@ import numpy as np
 
 from vidscope.agents import prompts
 from vidscope.agents.citations import Evidence
-from vidscope.agents.evidence import ClipHit, ClipSearchResult, search_clips
+from vidscope.agents.evidence import ClipHit, ClipSearchResult, load_clips, search_clips
 from vidscope.agents.runtime import Answer, StepCallback, TraceStep, UsageTotals
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolError, execute_tool
@@ -59,6 +59,40 @@ def describe(hit: ClipHit) -> str:
     if hit.caption and not parts:
         parts.append(f"caption {_quote(hit.caption)}")
     return f"{fmt_time(hit.start)}–{fmt_time(hit.end)} ({hit.start:.1f}–{hit.end:.1f}s): " + "; ".join(parts)
+
+
+def at_clock_time(ctx: ToolContext, question: str, video_id: str) -> tuple[str, ClipSearchResult] | None:
+    """When ``question`` names a clock time and the video's burned-in clock shows it: a sentence
+    saying where, and the clips there (found by time, not by words); else ``None``."""
+    from vidscope.tasks.clock import load_runs, named_clock_time, video_spans
+
+    named = named_clock_time(question)
+    if named is None:
+        return None
+    spans = video_spans(load_runs(ctx.store, [video_id]), *named)
+    if not spans:
+        return None
+    _, t0, t1 = spans[0]
+    clips = [c for c in load_clips(ctx, video_id) if c["end"] > t0 and c["start"] <= t1]
+    if not clips:
+        return None
+    label = named[0].isoformat(timespec="seconds" if named[0].second else "minutes")
+    hits = [
+        ClipHit(
+            start=float(c["start"]),
+            end=float(c["end"]),
+            clip_index=int(c["clip_index"]),
+            score=0.0,
+            caption=c["caption"],
+            speech=c["transcript_text"] or None,
+            on_screen_text=c["ocr_text"] or None,
+        )
+        for c in clips
+    ]
+    said = f"The on-screen clock shows {label} at {fmt_time(t0)} of the video ({t0:.1f} s)."
+    return said, ClipSearchResult(
+        video_id=video_id, query=f"clock {label}", clips=hits, searched_clips=len(clips)
+    )
 
 
 def rank_options(
@@ -128,6 +162,12 @@ def answer_extractively(
     evidence.add(outcome.result, outcome.tool)
     lines = [PREFIX]
     cited: list[ClipHit] = []
+    if not options and (at := at_clock_time(ctx, question, video_id)) is not None:
+        # "What happened at 14:32?": the clips the video's burned-in clock places at that time.
+        said, found = at
+        evidence.add(found, "clock")
+        lines.append(said)
+        cited += found.clips[:EVIDENCE_CLIPS]
     choice = None
     if options:
         letters = prompts.option_letters(len(options))

@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from datetime import time as time_of_day
 from typing import Any
 
 import numpy as np
@@ -118,11 +119,22 @@ class MomentFilters(BaseModel):
     end: float | None = Field(None, ge=0, description="Only clips starting before this second.")
     added_after: datetime | None = Field(None, description="Only videos ingested at or after this.")
     added_before: datetime | None = Field(None, description="Only videos ingested before this.")
+    clock_from: datetime | time_of_day | None = Field(
+        None,
+        description="Only moments whose burned-in clock shows this wall time or later (a time of "
+        "day applies on any day; vidscope.tasks.clock).",
+    )
+    clock_to: datetime | time_of_day | None = Field(
+        None, description="Only moments whose clock shows a time before this."
+    )
 
     def check(self) -> None:
         """Raise ``ValueError`` (one line) when the time or the ingestion date range is empty."""
         if self.start is not None and self.end is not None and self.start >= self.end:
             raise ValueError(f"the time range {self.start:g}–{self.end:g} s is empty")
+        low, high = self.clock_from, self.clock_to
+        if isinstance(low, datetime) and isinstance(high, datetime) and low >= high:
+            raise ValueError(f"the clock range {low.isoformat()} – {high.isoformat()} is empty")
         after, before = self.added_after, self.added_before
         if after is not None and before is not None and _utc(after) >= _utc(before):
             raise ValueError("the ingestion date range is empty (its start is not before its end)")
@@ -175,7 +187,11 @@ def search_moments(
     result = MomentSearch(query=query)
     where = _where(store, filters)
     if where == _NOTHING:
-        result.notes.append("no ingested video matches the filters")
+        clocked = filters.clock_from is not None or filters.clock_to is not None
+        result.notes.append(
+            "no ingested video matches the filters"
+            + (" (no burned-in clock read in them shows a time in the range)" if clocked else "")
+        )
         return _done(result, started)
     if not store.fts_columns(store.clips):
         result.notes.append(
@@ -423,6 +439,14 @@ def _where(store: Store, filters: MomentFilters) -> str | None:
         parts.append(f"`end` > {float(filters.start)!r}")
     if filters.end is not None:
         parts.append(f"`start` < {float(filters.end)!r}")
+    if filters.clock_from is not None or filters.clock_to is not None:
+        from vidscope.tasks.clock import load_runs, spans_filter, video_spans
+
+        runs = load_runs(store, sorted(videos) if videos is not None else None)
+        spans = video_spans(runs, filters.clock_from, filters.clock_to)
+        if not spans:
+            return _NOTHING
+        parts.append(f"({spans_filter(spans)})")
     return " AND ".join(parts) or None
 
 

@@ -108,10 +108,11 @@ class IngestSettings(BaseModel):
     )
     ocr_clock_seconds: float = Field(
         10.0,
-        gt=0,
+        ge=0,
         description="A text region at a fixed place whose content changes at every look (a burned-in "
         "clock, a frame counter, a ticker) is read once per this many seconds, and left out of the "
-        "test of whether the frame's other text changed.",
+        "test of whether the frame's other text changed. 0 turns this off (such a region is "
+        "ordinary text, and no clock is read as wall-clock time).",
     )
     chapter_min_seconds: float = Field(
         10.0, gt=0, description="Shortest chapter the chapters stage makes (YouTube's minimum is 10 s)."

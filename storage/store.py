@@ -33,7 +33,7 @@ from vidscope.storage.graph import (
     graph_nodes_spec,
 )
 from vidscope.storage.ledger import LEDGER
-from vidscope.storage.ocr import OCR_ITEMS
+from vidscope.storage.ocr import CLOCK_READINGS, OCR_ITEMS
 from vidscope.storage.row_ids import VideoRowIds
 from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
 from vidscope.storage.semantic import CONCEPT_INDEX, concepts_spec, video_parses_spec
@@ -99,6 +99,7 @@ class Store:
         self.clip_videos = clip_videos_spec(video_dim)
         self.transcripts = TRANSCRIPT_SEGMENTS
         self.ocr = OCR_ITEMS
+        self.clock_readings = CLOCK_READINGS
         self.detections = DETECTIONS
         self.subjects = SUBJECTS
         self.graph_extractions = GRAPH_EXTRACTIONS
@@ -171,6 +172,7 @@ class Store:
             self.clip_videos,
             self.transcripts,
             self.ocr,
+            self.clock_readings,
             self.detections,
             self.subjects,
             self.graph_extractions,

@@ -24,6 +24,19 @@ always holds a probe or a frame looked at; briefer text between two probes that 
 
 Text that stays on screen across consecutive sampled frames becomes one item with a time span
 instead of one row per frame, whichever of the three produced the lines.
+
+**Tickers** (issue 44). A burned-in clock, a frame counter or a news ticker changes at every look,
+so "the same regions with the same pixels" never holds and every probe would end in a full read
+(a 1-hour CCTV video: 22 minutes of OCR). A gate region is a *ticker* when its pixels changed at
+each of :data:`TICKER_LOOKS` looks in a row at the same place (looks in time order: probes), or at
+once when a full read finds a clock with seconds in it (:func:`~vidscope.tasks.clock.parse_clock`).
+A ticker is left out of the "did the text change" test, so the frame's other text is still read
+when, and only when, it changes; the ticker itself is read once per ``ingest.ocr_clock_seconds``,
+by recognising its crop alone when the reader can
+(:class:`~vidscope.models.protocols.text_reader.LineRecogniser`, ~25 ms against ~0.5 s for a
+frame). A ticker no gate region matches any more is dropped. Readings that parse as a clock go to
+the ``clock_readings`` table (wall-clock time, :mod:`vidscope.tasks.clock`), the others become
+on-screen text items like any other.
 """
 
 from __future__ import annotations
@@ -39,7 +52,8 @@ from PIL import Image
 from vidscope.core.images import decode_jpeg
 from vidscope.core.settings import IngestSettings, Settings
 from vidscope.models import registry
-from vidscope.models.protocols.text_reader import TextLine, TextReader, TextRegionFinder
+from vidscope.models.protocols.text_reader import LineRecogniser, TextLine, TextReader, TextRegionFinder
+from vidscope.tasks.clock import parse_clock
 from vidscope.tasks.stage import (
     Stage,
     StageContext,
@@ -75,6 +89,18 @@ MAX_TEXT_HEIGHT_SHARE = 0.4
 MIN_TEXT_ASPECT = 1.25
 #: Regions a full read found empty are remembered (newest first) for this many reads.
 BLANK_MEMORY = 32
+#: Looks in a row (in time order) at which a region's pixels changed in place before it is read as a
+#: ticker: 4 probes are 16 s at the default one probe per 4 s, longer than any slide is shown in
+#: the lectures measured (30 s slides), so slides stay ordinary text.
+TICKER_LOOKS = 4
+#: Pixels of context around a ticker's region in the crop it is read from, as a share of its
+#: height on each side; the region may also grow to the right (a counter gaining a digit).
+#: Full reads in a row, each within two sampled frames of the one before, in which a line at the same
+#: place changed in its digits alone ("FRAME 25", "FRAME 30"): a counter or clock, made a ticker at
+#: once rather than after :data:`TICKER_LOOKS` probes (a slide's page number changes far less often).
+COUNTER_READS = 2
+TICKER_MARGIN = 0.25
+TICKER_GROW = 1.0
 
 
 def normalise_text(text: str) -> str:
@@ -142,6 +168,7 @@ class _LastRead:
     grey: np.ndarray
     regions: list[Region]
     lines: list[TextLine]
+    t: float = 0.0
 
 
 def same_text(last: _LastRead, grey: np.ndarray, regions: list[Region]) -> bool:
@@ -212,8 +239,9 @@ class _OpenItem:
 class TextTracker:
     """Merges per-frame OCR lines into on-screen text items with spans."""
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, same_ratio: float = SAME_TEXT_RATIO) -> None:
         self.interval = interval
+        self.same_ratio = same_ratio
         self.open: list[_OpenItem] = []
         self.closed: list[_OpenItem] = []
 
@@ -229,7 +257,7 @@ class TextTracker:
                     item
                     for item in self.open
                     if item.last_read == read_index - 1
-                    and difflib.SequenceMatcher(None, item.norm, norm).ratio() >= SAME_TEXT_RATIO
+                    and difflib.SequenceMatcher(None, item.norm, norm).ratio() >= self.same_ratio
                 ),
                 None,
             )
@@ -270,8 +298,28 @@ class _Look:
 
     image: np.ndarray
     thumb: np.ndarray
+    t: float = 0.0
     grey: np.ndarray | None = None
     regions: list[Region] | None = None
+
+
+@dataclass
+class Ticker:
+    """A region whose text changes at every look (a clock, a counter, a ticker), read sparsely."""
+
+    region: Region
+    due: float  # the video second from which it is read again
+    missing: int = 0  # looks in a row at which no gate region matched it
+
+
+@dataclass
+class _Streak:
+    """A gate region and how many looks in a row its pixels changed in place."""
+
+    region: Region
+    changes: int
+    text: str | None = None  # what its crop read, once it had changed long enough to be read
+    text_changes: int = 0  # crop reads in a row that differed from the read before
 
 
 class _Lines:
@@ -286,11 +334,151 @@ class _Lines:
         self.lines: list[TextLine] = []
         self.last: _LastRead | None = None
         self.blanks: list[BlankRegion] = []
-        self.counts = dict.fromkeys(("reused", "no_text", "same", "read", "between", "gate_runs"), 0)
+        self.counts = dict.fromkeys(
+            ("reused", "no_text", "same", "read", "between", "gate_runs", "ticker_reads"), 0
+        )
+        self.recogniser = reader if isinstance(reader, LineRecogniser) else None
+        self.tickers: list[Ticker] = []
+        #: (video second, line) of every ticker reading, in the order read.
+        self.ticker_lines: list[tuple[float, TextLine]] = []
+        self._streaks: list[_Streak] = []
+        self._streak_look: _Look | None = None
+        self._counters: list[_Streak] = []  # lines whose digits alone changed, read after read
+        self.interval = max(1, round(settings.frame_fps / settings.ocr_fps)) / settings.frame_fps
 
-    def look(self, jpeg: bytes) -> _Look:
+    def look(self, jpeg: bytes, t: float = 0.0) -> _Look:
         image = decode_jpeg(jpeg)
-        return _Look(image, thumbnail(image))
+        return _Look(image, thumbnail(image), t)
+
+    # -------------------------------------------------------------- tickers
+
+    def _ticker_of(self, region: Region) -> Ticker | None:
+        return next((tk for tk in self.tickers if _same_place(region, tk.region)), None)
+
+    def _promote(self, region: Region, t: float) -> None:
+        if self.settings.ocr_clock_seconds > 0 and self._ticker_of(region) is None:
+            self.tickers.append(Ticker(region, due=t))
+
+    def _track_streaks(self, look: _Look) -> None:
+        """Count, per region, the looks in a row (later and later) at which its pixels changed in
+        place; promote a region to ticker at :data:`TICKER_LOOKS`; drop tickers no region matches."""
+        before = self._streak_look
+        if before is not None and look.t <= before.t:
+            return  # a look inside a span already probed later: not in time order
+        assert look.regions is not None and look.grey is not None
+        streaks = []
+        for region in look.regions:
+            old = max(self._streaks, key=lambda s: _iou(region, s.region), default=None)
+            changes = 0
+            if (
+                old is not None
+                and before is not None
+                and before.grey is not None
+                and _iou(region, old.region) >= SAME_REGION_IOU
+                and region_changed(look.grey, before.grey, region)
+            ):
+                changes = old.changes + 1
+            streak = _Streak(region, changes)
+            if old is not None and changes:
+                streak.text, streak.text_changes = old.text, old.text_changes
+            streaks.append(streak)
+            if changes >= TICKER_LOOKS and self._text_changed(look, streak):
+                self._promote(region, look.t)
+            if (ticker := self._ticker_of(region)) is not None:
+                ticker.region, ticker.missing = region, -1  # follow it (a counter gaining a digit)
+        for ticker in self.tickers:
+            ticker.missing += 1
+        # Gone (the detector can miss a small region once): no region matched it for as many
+        # looks in a row as it took to find it.
+        self.tickers = [tk for tk in self.tickers if tk.missing < TICKER_LOOKS]
+        self._streaks, self._streak_look = streaks, look
+
+    def _text_changed(self, look: _Look, streak: _Streak) -> bool:
+        """Whether the text in a region whose pixels keep changing changed too, at two crop reads in
+        a row: each reads differently from the one before (the first from the last full read's
+        line there). Text drawn over moving footage changes its pixels at every look and its words
+        never, a slide's words once; only a reader that reads crops can tell (without one, pixels
+        alone promote nothing)."""
+        if self.recogniser is None:
+            return False
+        ((text, _),) = self.recogniser.recognise([_crop(look.image, streak.region)])
+        before = streak.text
+        if before is None and self.last is not None:
+            height, width = look.image.shape[:2]
+            there = [ln.text for ln in self.last.lines if holds_line(streak.region, [ln], width, height)]
+            before = " ".join(there) if there else None
+        streak.text = text
+        changed = before is not None and (
+            difflib.SequenceMatcher(None, normalise_text(before), normalise_text(text)).ratio()
+            < SAME_TEXT_RATIO
+        )
+        streak.text_changes = streak.text_changes + 1 if changed else 0
+        return streak.text_changes >= 2
+
+    def _count_digit_changes(self, look: _Look, lines: list[TextLine]) -> None:
+        """Promote lines whose digits alone changed at :data:`COUNTER_READS` full reads in a row,
+        each close in time to the one before (see the constant)."""
+        last = self.last
+        if last is None or not 0 < look.t - last.t <= 2 * self.interval + 1e-9:
+            self._counters = []
+            return
+        height, width = look.image.shape[:2]
+        counters = []
+        for line in lines:
+            box = region_of(line.box, width, height)
+            before = [
+                ln for ln in last.lines if _iou(box, region_of(ln.box, width, height)) >= SAME_REGION_IOU
+            ]
+            if not any(_digits_changed(old.text, line.text) for old in before):
+                continue
+            old = max(self._counters, key=lambda c: _iou(box, c.region), default=None)
+            changes = old.changes + 1 if old is not None and _iou(box, old.region) >= SAME_REGION_IOU else 1
+            counters.append(_Streak(box, changes))
+            if changes >= COUNTER_READS:
+                home = [r for r in look.regions or [] if holds_line(r, [line], width, height)]
+                self._promote(home[0] if home else box, look.t)
+        self._counters = counters
+
+    def _masked(self, regions: list[Region]) -> list[Region]:
+        """``regions`` without the tickers: what the "did the text change" test compares."""
+        return [r for r in regions if self._ticker_of(r) is None] if self.tickers else regions
+
+    def _unmasked_last(self) -> _LastRead | None:
+        if self.last is None or not self.tickers:
+            return self.last
+        return _LastRead(self.last.grey, self._masked(self.last.regions), self.last.lines)
+
+    def visible(self, lines: list[TextLine], width: int, height: int) -> list[TextLine]:
+        """``lines`` less those inside a ticker (a ticker's text is read and kept on its own)."""
+        if not self.tickers:
+            return lines
+        return [
+            ln for ln in lines if not any(holds_line(tk.region, [ln], width, height) for tk in self.tickers)
+        ]
+
+    def read_tickers(self, look: _Look, every: float) -> None:
+        """Read the tickers due at ``look`` (each then due again ``every`` seconds later)."""
+        due = [tk for tk in self.tickers if tk.due <= look.t + 1e-9]
+        if not due:
+            return
+        height, width = look.image.shape[:2]
+        if self.recogniser is None:
+            lines = confident(self.reader.read(look.image), self.settings)
+            for ticker in due:
+                for line in lines:
+                    if holds_line(ticker.region, [line], width, height):
+                        self.ticker_lines.append((look.t, line))
+        else:
+            crops = [_crop(look.image, tk.region) for tk in due]
+            for ticker, (text, score) in zip(due, self.recogniser.recognise(crops), strict=True):
+                x0, y0, x1, y1 = ticker.region
+                box = (float(x0), float(y0), float(x1), float(y0), float(x1), float(y1), float(x0), float(y1))
+                line = TextLine(text=text, box=box, score=score)
+                if text.strip() and confident([line], self.settings):
+                    self.ticker_lines.append((look.t, line))
+        for ticker in due:
+            ticker.due = look.t + every
+        self.counts["ticker_reads"] += len(due)
 
     def _gate(self, look: _Look) -> list[Region]:
         """The frame's text-shaped regions, less those known to be empty (the detection runs once
@@ -305,6 +493,7 @@ class _Lines:
                 if plausible_text(b, width, height)
             ]
             self.counts["gate_runs"] += 1
+            self._track_streaks(look)
         assert look.grey is not None
         return [r for r in look.regions if not known_blank(self.blanks, look.grey, r)]
 
@@ -319,13 +508,19 @@ class _Lines:
             return "reused"
         if self.finder is None:
             return None
-        regions = self._gate(probe)
+        regions = self._masked(self._gate(probe))
         if not regions:
-            return "no_text" if not self.lines else None
-        if self.last is not None and self.lines is self.last.lines:
+            return "no_text" if not self._other_lines(probe) else None
+        last = self._unmasked_last()
+        if last is not None and self.lines is last.lines:
             assert probe.grey is not None
-            return "same" if same_text(self.last, probe.grey, regions) else None
+            return "same" if same_text(last, probe.grey, regions) else None
         return None
+
+    def _other_lines(self, look: _Look) -> list[TextLine]:
+        """The lines of the frame before, less those of tickers."""
+        height, width = look.image.shape[:2]
+        return self.visible(self.lines, width, height)
 
     def settle(self, probe: _Look, how: str, skipped: int) -> list[TextLine]:
         """The probe and the ``skipped`` frames before it keep the lines of the frame before them."""
@@ -342,10 +537,14 @@ class _Lines:
             lines, how = self.lines, "reused"
         elif self.finder is None:
             lines, how = self._read(look), "read"
-        elif not (regions := self._gate(look)):
+        elif not (regions := self._masked(self._gate(look))):
             lines, how = [], "no_text"
-        elif self.last is not None and look.grey is not None and same_text(self.last, look.grey, regions):
-            lines, how = self.last.lines, "same"
+        elif (
+            (last := self._unmasked_last()) is not None
+            and look.grey is not None
+            and same_text(last, look.grey, regions)
+        ):
+            lines, how = self.last.lines if self.last is not None else [], "same"
         else:
             lines, how = self._read(look), "read"
         self.counts[how] += 1
@@ -361,15 +560,51 @@ class _Lines:
         regions = self._gate(look)
         assert look.grey is not None
         held = [r for r in regions if holds_line(r, lines, width, height)]
+        for line in lines:
+            # A clock with seconds changes at every look: read it sparsely from now on.
+            clock = parse_clock(line.text)
+            if clock is not None and clock.seconds:
+                home = [r for r in held if holds_line(r, [line], width, height)]
+                self._promote(home[0] if home else region_of(line.box, width, height), look.t)
+        self._count_digit_changes(look, lines)
+        for ticker in self.tickers:
+            if any(holds_line(ticker.region, [ln], width, height) for ln in lines):
+                ticker.due = look.t  # the full read's ticker lines are read again, cheaply, below
         # Only when every line read lies in a gate region: text the gate cannot see must not end
         # up behind a region marked empty.
         if all(any(holds_line(r, [ln], width, height) for r in held) for ln in lines):
             self.blanks = [BlankRegion(r, look.grey) for r in regions if r not in held] + self.blanks
             del self.blanks[BLANK_MEMORY:]
-            self.last = _LastRead(look.grey, held, lines)
+            self.last = _LastRead(look.grey, held, lines, look.t)
         else:
-            self.last = _LastRead(look.grey, regions, lines)
+            self.last = _LastRead(look.grey, regions, lines, look.t)
         return lines
+
+
+def _same_place(a: Region, b: Region) -> bool:
+    """Whether two regions are the same place: they overlap by half the smaller of the two (a
+    read line's box is tighter than the gate's region around it)."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+    return w > 0 and h > 0 and w * h >= 0.5 * smaller
+
+
+def _digits_changed(before: str, after: str) -> bool:
+    """Whether two reads differ, and only in their digits ("FRAME 25" / "FRAME 30")."""
+    a, b = normalise_text(before), normalise_text(after)
+    return a != b and re.sub(r"\d+", "#", a) == re.sub(r"\d+", "#", b) and any(c.isdigit() for c in b)
+
+
+def _crop(image: np.ndarray, region: Region) -> np.ndarray:
+    """The pixels of ``region`` with a margin (and room to grow right), for reading it alone."""
+    height, width = image.shape[:2]
+    x0, y0, x1, y1 = region
+    pad = max(2, round(TICKER_MARGIN * (y1 - y0)))
+    grow = round(TICKER_GROW * (y1 - y0))
+    return np.ascontiguousarray(
+        image[max(0, y0 - pad) : min(height, y1 + pad), max(0, x0 - pad) : min(width, x1 + pad + grow)]
+    )
 
 
 def _run(ctx: StageContext) -> StageOutcome:
@@ -395,15 +630,21 @@ def _run(ctx: StageContext) -> StageOutcome:
 
         def look(i: int) -> _Look:
             if i not in looks:
-                looks[i] = decider.look(rows[i]["jpeg"])
+                looks[i] = decider.look(rows[i]["jpeg"], float(rows[i]["t"]))
             return looks[i]
+
+        def shown(i: int, lines: list[TextLine]) -> list[TextLine]:
+            if not decider.tickers or not lines:
+                return lines
+            height, width = look(i).image.shape[:2]
+            return decider.visible(lines, width, height)
 
         def settle(first: int, end: int) -> None:
             nonlocal sampled
             if end - first > 1 and sampled:
                 how = decider.unchanged(look(end - 1))
                 if how is not None:
-                    lines = decider.settle(look(end - 1), how, end - first - 1)
+                    lines = shown(end - 1, decider.settle(look(end - 1), how, end - first - 1))
                     for row in rows[first:end]:
                         tracker.add(sampled, row["t"], lines)
                         sampled += 1
@@ -413,10 +654,13 @@ def _run(ctx: StageContext) -> StageOutcome:
                 settle(middle, end)
                 return
             for i in range(first, end):
-                tracker.add(sampled, rows[i]["t"], decider.decide(look(i)))
+                tracker.add(sampled, rows[i]["t"], shown(i, decider.decide(look(i))))
                 sampled += 1
 
         settle(0, len(rows))
+        for i, row in enumerate(rows):  # the tickers due in this span, read from their crops
+            if any(tk.due <= float(row["t"]) + 1e-9 for tk in decider.tickers):
+                decider.read_tickers(look(i), settings.ocr_clock_seconds)
 
     for first in range(0, total_frames, READ_BATCH * step):
         batch = store.rows(
@@ -434,7 +678,10 @@ def _run(ctx: StageContext) -> StageOutcome:
         ctx.progress("ocr", min(first + READ_BATCH * step, total_frames), total_frames)
     if window:
         settle_window(window)
-    items = tracker.items(video.duration)
+    clocks, ticker_items = _ticker_rows(decider.ticker_lines, settings.ocr_clock_seconds, video.duration)
+    items = sorted(
+        [*tracker.items(video.duration), *ticker_items], key=lambda i: (i.t, i.box[1] if i.box else 0)
+    )
     rows = [
         {
             "video_id": video.video_id,
@@ -442,12 +689,15 @@ def _run(ctx: StageContext) -> StageOutcome:
             "t": item.t,
             "t_end": item.t_end,
             "text": item.text,
-            "box": [float(v) for v in item.box[:8]] + [0.0] * (8 - len(item.box[:8])),
+            "box": _box8(item.box),
             "score": float(item.score),
         }
         for i, item in enumerate(items)
     ]
     store.replace_video_rows(store.ocr, video.video_id, rows)
+    store.replace_video_rows(
+        store.clock_readings, video.video_id, [{"video_id": video.video_id, **c} for c in clocks]
+    )
     counts = decider.counts
     return StageOutcome(
         rows=len(rows),
@@ -459,9 +709,45 @@ def _run(ctx: StageContext) -> StageOutcome:
             "frames_gated_same_text": counts["same"],
             "frames_between_probes": counts["between"],
             "gate_runs": counts["gate_runs"],
+            "ticker_reads": counts["ticker_reads"],
+            "tickers": len(decider.tickers),
+            "clock_readings": len(clocks),
             "reader": reader.name,
         },
     )
+
+
+def _box8(box: tuple[float, ...]) -> list[float]:
+    return [float(v) for v in box[:8]] + [0.0] * (8 - len(box[:8]))
+
+
+def _ticker_rows(
+    readings: list[tuple[float, TextLine]], every: float, duration: float
+) -> tuple[list[dict[str, Any]], list[_OpenItem]]:
+    """Ticker readings split into clock readings (rows of ``clock_readings`` without the video id)
+    and on-screen text items (the same text read in a row merges, each read holding ``every`` s;
+    only the very same text: "FRAME 40" and "FRAME 90" are two readings of a counter)."""
+    clocks: list[dict[str, Any]] = []
+    tracker = TextTracker(interval=every, same_ratio=1.0)
+    by_time: dict[float, list[TextLine]] = {}
+    for t, line in readings:
+        clock = parse_clock(line.text)
+        if clock is not None:
+            clocks.append(
+                {
+                    "reading_index": len(clocks),
+                    "t": t,
+                    "text": line.text.strip(),
+                    "wall": clock.wall,
+                    "dated": clock.dated,
+                    "box": _box8(line.box),
+                }
+            )
+        else:
+            by_time.setdefault(t, []).append(line)
+    for index, t in enumerate(sorted(by_time)):
+        tracker.add(index, t, by_time[t])
+    return clocks, tracker.items(duration)
 
 
 def _config(settings: Settings) -> dict[str, Any]:
@@ -472,14 +758,17 @@ def _config(settings: Settings) -> dict[str, Any]:
         "lone_glyph_score": settings.ingest.ocr_lone_glyph_score,
         "gate_side": settings.ingest.ocr_gate_side,
         "min_text_seconds": settings.ingest.ocr_min_text_seconds,
+        "clock_seconds": settings.ingest.ocr_clock_seconds,
     }
 
 
 OCR = Stage(
     name="ocr",
     # 2: the text-region gate decides which frames are read; 3: only text-shaped regions count;
-    # 4: one probe per ocr_min_text_seconds settles the frames between when the text did not change
-    version=4,
+    # 4: one probe per ocr_min_text_seconds settles the frames between when the text did not change;
+    # 5: tickers (clocks, counters) are read sparsely and masked out of the change test; clocks
+    # are stored as wall-clock readings
+    version=5,
     run=_run,
     config=_config,
     needs=("frames",),

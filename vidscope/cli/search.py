@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -66,10 +66,19 @@ def search(
         typer.Option("--video", help="--moments: only in this video (id prefix, path or name; repeatable)."),
     ] = None,
     start: Annotated[
-        float | None, typer.Option("--from", min=0, help="--moments: only moments ending after this second.")
+        str | None,
+        typer.Option(
+            "--from",
+            help="--moments: only moments ending after this second of the video, or, given as a "
+            "clock time (14:30, 14:30:05, 2026-11-28T14:30), whose burned-in clock shows it or later.",
+        ),
     ] = None,
     end: Annotated[
-        float | None, typer.Option("--to", min=0, help="--moments: only moments starting before this second.")
+        str | None,
+        typer.Option(
+            "--to",
+            help="--moments: only moments starting before this second, or before this clock time.",
+        ),
     ] = None,
     since: Annotated[
         datetime | None,
@@ -141,8 +150,8 @@ def search(
 
 def _filters(
     videos: list[str] | None,
-    start: float | None,
-    end: float | None,
+    start: str | None,
+    end: str | None,
     since: datetime | None,
     until: datetime | None,
     as_json: bool,
@@ -150,7 +159,35 @@ def _filters(
     from vidscope.agents.moments import MomentFilters
 
     ids = [find(ref, as_json)[1].video_id for ref in videos] if videos else None
-    return MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
+    low, high = _bound("--from", start, as_json), _bound("--to", end, as_json)
+    return MomentFilters(
+        videos=ids,
+        start=low if isinstance(low, float) else None,
+        end=high if isinstance(high, float) else None,
+        clock_from=None if isinstance(low, float) else low,
+        clock_to=None if isinstance(high, float) else high,
+        added_after=since,
+        added_before=until,
+    )
+
+
+def _bound(name: str, value: str | None, as_json: bool) -> float | datetime | time | None:
+    """``--from``/``--to``: seconds of the video (a number), else a clock time (wall-clock time a
+    burned-in clock shows, :func:`vidscope.tasks.clock.parse_bound`); a bad one is one line."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        from vidscope.tasks.clock import parse_bound
+
+        try:
+            return parse_bound(value)
+        except ValueError as exc:
+            refuse(exc, 2, as_json, reason=f"{name}: {exc}")
+    if not seconds >= 0:
+        refuse(ValueError(value), 2, as_json, reason=f"{name}: seconds must be at least 0, got {value}")
+    return seconds
 
 
 def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> None:
