@@ -812,6 +812,8 @@ def _why_nothing_scored(
         return None
     if not items:
         return "the annotation file holds no question for these options"
+    if summary.unusable and len(summary.unusable) == len(items):
+        return f"none of the {len(items)} questions could be asked ({next(iter(summary.unusable.values()))})"
     if not lookup.found:
         return f"none of the {len(lookup.missing)} videos the questions need was found under the root"
     if summary.ready and len(ingest_failures) >= len(lookup.found):

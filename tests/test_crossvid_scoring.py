@@ -341,3 +341,20 @@ def test_a_crossvid_file_runs_end_to_end_with_its_report_naming_what_it_covers(t
         "nc": "scored", "q1": "scored", "msr": "skipped", "bad": "skipped"}  # fmt: skip
     output = " ".join(result.output.split())
     assert "missing tasks (not in the overall score)" in output and "judged by openai:grader" in output
+
+
+def test_a_file_of_msr_questions_only_says_why_nothing_was_scored(tmp_path: Path) -> None:
+    uav = {"vid": "007", "question": "Is {A1} left of {B1}?", "options": ["A. yes", "B. no"],
+           "objects": [{"id": 1}], "answer": "A"}  # fmt: skip
+    (tmp_path / "MSR.json").write_text(json.dumps([{**uav, "id": 1}, {**uav, "id": 2}]))
+    overrides.clear()
+    try:
+        result = runner.invoke(app, ["--data-dir", str(tmp_path / "data"), "eval", "crossvid", "--agent",
+                                     "extractive", "--root", str(tmp_path), "--annotations",
+                                     str(tmp_path / "MSR.json")])  # fmt: skip
+    finally:
+        overrides.clear()
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    said = " ".join(result.output.split())
+    assert "nothing was scored: none of the 2 questions could be asked" in said and "UAV views" in said
+    assert said.count("not asked") == 2
