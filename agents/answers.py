@@ -119,6 +119,9 @@ class TraceStep(BaseModel):
     latency_s: float = 0.0
     model_cache_hit: bool = False
     tool_cached: bool = False
+    #: A further tool call of the same model reply (a multi-call turn): not a new reasoning
+    #: iteration (``vidscope.evaluation.metrics.reasoning_iterations``).
+    follows: bool = False
 
 
 class UsageTotals(BaseModel):

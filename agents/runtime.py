@@ -384,6 +384,7 @@ def tool_step(
         ok=outcome.ok,
         latency_s=outcome.latency_s + (reply.usage.latency_s if first else 0),
         tool_cached=outcome.cached,
+        follows=not first,
         **reply_cost(reply, first=first),
     )
 

@@ -20,6 +20,8 @@ compare it with the gold order string, and read ``"start,end"`` as two floats (a
 0) and average the IoU; here a multi-select answer is read as the set of its letters (so "C, A" is
 "AC", which the reference's string comparison would reject when gold is "AC" — the issue's rule),
 an order as its numbers (spaces and arrow styles do not matter), an interval the same way.
+* An agent's reasoning iterations as the papers count them (DVD Tab. 7; AVI's phases), read from
+  its trace: :func:`reasoning_iterations`, :func:`phase_passes`, :func:`phase_seconds`.
 """
 
 from __future__ import annotations
@@ -174,3 +176,60 @@ def within_tolerance(predicted: Interval | None, gold: Interval, tolerance: floa
         return False
     (p0, p1), (g0, g1) = sorted(predicted), sorted(gold)
     return abs(p0 - g0) <= tolerance and abs(p1 - g1) <= tolerance
+
+
+# ---------------------------------------------------------------------------- agent iterations
+
+#: Trace step kinds that are a model reply acting: a tool-calling round, or the reply that answers
+#: (finish, a forced answer, an AVI review). Nudges (a prose reply we reminded, or a phase the loop
+#: sent back), refused calls, model errors, context notes and the extractive floor are not.
+ROUND_KINDS = frozenset({"tool", "finish", "answer", "review"})
+
+
+def reasoning_iterations(steps: Sequence[Mapping[str, object]]) -> int:
+    """The agent's reasoning iterations in a trace (its steps as dicts): one per model reply that
+    called tools or answered, however many calls the reply held (``follows`` marks the further
+    calls of one reply); nudges, refusals and unusable replies do not count.
+
+    DVD (Tab. 7) counts reasoning iterations; the paper's text of the table's definition was not
+    found in the sources at hand (the arXiv page's excerpts stop before it). The release's loop
+    (``dvd/dvd_core.py``: ``for i in range(self.max_iterations)``, one ``call_openai_model_with_tools``
+    per pass, every tool call of the reply executed in that pass) makes an iteration one orchestrator
+    reply with all its calls, which is what this counts. Deviation: a reply with no call, which the
+    release's loop also counts, is a nudge here and left out, as issue 37 asks ("nudges ... must
+    not inflate"); ``steps`` keeps counting every trace step.
+    """
+    return sum(
+        1
+        for s in steps
+        if s.get("kind") in ROUND_KINDS
+        and not s.get("follows")
+        and (s.get("kind") != "review" or s.get("ok", True))
+    )
+
+
+def phase_passes(steps: Sequence[Mapping[str, object]]) -> dict[str, int]:
+    """How many times a phased agent (AVI) entered each phase: runs of consecutive steps in it.
+
+    AVI's §4.5 iteration count could not be looked up (its text is not in the sources at hand); the
+    agent's iterations here are its Review passes, each a Retrieve/Perceive/Review round ended by
+    a verdict (an answer, or back to Perceive), so ``passes["review"]`` is 1 + the backtracks."""
+    passes: dict[str, int] = {}
+    last: object = None
+    for step in steps:
+        phase = step.get("phase")
+        if phase is not None and phase != last:
+            passes[str(phase)] = passes.get(str(phase), 0) + 1
+        if phase is not None:
+            last = phase
+    return passes
+
+
+def phase_seconds(steps: Sequence[Mapping[str, object]]) -> dict[str, float]:
+    """Seconds a phased agent spent in each phase (model replies and tool calls of its steps)."""
+    seconds: dict[str, float] = {}
+    for step in steps:
+        phase, latency = step.get("phase"), step.get("latency_s")
+        if phase is not None and isinstance(latency, (int, float)):
+            seconds[str(phase)] = round(seconds.get(str(phase), 0.0) + float(latency), 3)
+    return seconds

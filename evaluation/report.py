@@ -218,7 +218,16 @@ class RunSummary(BaseModel):
     by_category: dict[str, GroupScore] = Field(default_factory=dict)
     by_duration_group: dict[str, GroupScore] = Field(default_factory=dict)
     by_dimension: dict[str, GroupScore] = Field(default_factory=dict)
-    mean_steps: float = 0.0
+    mean_steps: float = Field(0.0, description="Trace steps per answer (every call, nudge and refusal).")
+    mean_iterations: float = Field(
+        0.0,
+        description="Reasoning iterations per answer as DVD's Tab. 7 counts them: model replies that "
+        "called tools or answered (a multi-call reply is one; nudges and refusals are none).",
+    )
+    phases: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="A phased agent's (AVI) mean passes and mean seconds per phase, per answer.",
+    )
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = None
@@ -501,6 +510,12 @@ def summarise(
     done = [answers[i.question_id] for i in attempted if i.question_id in answers]
     if done:
         summary.mean_steps = sum(p.steps for p in done) / len(done)
+        summary.mean_iterations = sum(p.iterations for p in done) / len(done)
+        for phase in sorted({name for p in done for name in p.phase_passes}):
+            summary.phases[phase] = {
+                "passes": round(sum(p.phase_passes.get(phase, 0) for p in done) / len(done), 3),
+                "seconds": round(sum(p.phase_seconds.get(phase, 0.0) for p in done) / len(done), 3),
+            }
         summary.input_tokens = sum(p.input_tokens for p in done)
         summary.output_tokens = sum(p.output_tokens for p in done)
         costs = [p.cost_usd for p in done if p.cost_usd is not None]
@@ -754,10 +769,17 @@ def report_markdown(summary: RunSummary) -> str:
         lines += _group_table("Accuracy per dimension", summary.by_dimension)
     lines += [
         "",
-        f"Mean steps {summary.mean_steps:.2f}; tokens {summary.input_tokens} in / "
+        f"Mean reasoning iterations {summary.mean_iterations:.2f} (model replies that called tools or "
+        f"answered, as DVD's Tab. 7 counts them); mean steps {summary.mean_steps:.2f} (every call, "
+        f"nudge and refusal); tokens {summary.input_tokens} in / "
         f"{summary.output_tokens} out; cost {cost}; {summary.seconds:.1f} s answering "
         f"(per question p50 {summary.latency_p50:.2f} s, p95 {summary.latency_p95:.2f} s).",
     ]
+    if summary.phases:
+        per_phase = ", ".join(
+            f"{cell(name)} {v['passes']:g} passes, {v['seconds']:.2f} s" for name, v in summary.phases.items()
+        )
+        lines.append(f"Per phase, mean per answer: {per_phase}.")
     if summary.forced:
         lines.append(f"{summary.forced} answers were forced (step limit or prose replies).")
     if summary.fallback:

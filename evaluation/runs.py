@@ -89,7 +89,18 @@ class Prediction(BaseModel):
     ranking: list[str] = Field(
         default_factory=list, description="Retrieval: benchmark video names, best first."
     )
-    steps: int = 0
+    steps: int = Field(0, description="Trace steps (tool calls one by one, nudges and refusals too).")
+    iterations: int = Field(
+        0,
+        description="Reasoning iterations as the papers count them: model replies that called tools "
+        "or answered, one per reply (DVD Tab. 7; evaluation.metrics.reasoning_iterations).",
+    )
+    phase_passes: dict[str, int] = Field(
+        default_factory=dict, description="A phased agent's (AVI) entries into each phase."
+    )
+    phase_seconds: dict[str, float] = Field(
+        default_factory=dict, description="A phased agent's (AVI) seconds in each phase."
+    )
     model_calls: int = 0
     model_http_calls: int = 0
     input_tokens: int = 0

@@ -60,6 +60,7 @@ from vidscope.evaluation.identity import (
 )
 from vidscope.evaluation.items import AnnotationError, BenchmarkItem
 from vidscope.evaluation.loaders import BENCHMARKS, load_benchmark
+from vidscope.evaluation.metrics import phase_passes, phase_seconds, reasoning_iterations
 from vidscope.evaluation.protocol import Protocol, apply_protocol, split_options
 from vidscope.evaluation.report import RunSummary, report_markdown, summarise, write_report
 from vidscope.evaluation.runs import (
@@ -637,6 +638,7 @@ def answer_question(
             chat = registry.planner_model(settings) if strategies.get(agent).needs_planner else None
             ctx = tool_context(settings, store, chat=chat, config=settings.agent)
             answer = answer_item(agent, ctx, item, video_ids, ablations)
+            trace = [step.model_dump() for step in answer.trace]
             prediction = Prediction(
                 question_id=item.question_id,
                 kind=item.kind,
@@ -645,6 +647,9 @@ def answer_question(
                 choice=answer.choice,
                 interval=_interval_of(answer) if item.kind == "grounding" else None,
                 steps=len(answer.trace),
+                iterations=reasoning_iterations(trace),
+                phase_passes=phase_passes(trace),
+                phase_seconds=phase_seconds(trace),
                 model_calls=answer.usage.model_calls,
                 model_http_calls=answer.usage.model_http_calls,
                 input_tokens=answer.usage.input_tokens,

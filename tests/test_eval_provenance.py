@@ -22,9 +22,11 @@ from test_search import (
     fill_library,
 )
 
+from vidscope.agents.answers import TraceStep
 from vidscope.agents.mavis.search import search_library, thresholds_for
 from vidscope.core.settings import SearchSettings, Settings
 from vidscope.evaluation.identity import code_identity
+from vidscope.evaluation.metrics import phase_passes, phase_seconds, reasoning_iterations
 from vidscope.evaluation.report import RunSummary, report_markdown
 from vidscope.evaluation.report import retrieval_provenance as summarised_retrieval
 from vidscope.evaluation.runs import Prediction, RunError, read_spec
@@ -184,3 +186,40 @@ def test_a_gallery_inside_a_larger_store_is_searched_alone_with_v_contro_and_the
     assert "- **Configured but not used** (fell back): image-text:words 1." in report
     assert "mean 2.5, median 2.5; pool mean 3" in report
     assert "| q1 | 4 |" in report
+
+
+# ============================================================================ iterations
+
+
+def test_iterations_count_replies_that_act_not_nudges_refusals_or_further_calls() -> None:
+    def step(kind: str, phase: str | None = None, **fields: Any) -> dict[str, Any]:
+        return TraceStep(index=0, kind=kind, phase=phase, **fields).model_dump()
+
+    # An AVI run: Retrieve (a reply with two calls, the second refused: one runs per turn), a
+    # reply ending the phase, Perceive, a Review that goes back, Perceive again, a Review that
+    # answers; the loop's own reminders in between.
+    trace = [
+        step("tool", "retrieve", tool="clip_retrieve", latency_s=1.0),
+        step("refused", "retrieve", tool="graph_retrieve", follows=True),
+        step("phase-end", "retrieve", latency_s=0.5),
+        step("nudge", "perceive", observation="perceive ended without a targeted perception call"),
+        step("tool", "perceive", tool="text_extract", latency_s=2.0),
+        step("review", "review", observation="back to perceive: unclear", latency_s=0.25),
+        step("tool", "perceive", tool="object_detect", latency_s=2.0),
+        step("review", "review", ok=False, observation="unusable review"),
+        step("answer", "review", latency_s=0.25),
+    ]
+    # Tool-calling rounds and answering replies: clip_retrieve, text_extract, the review that
+    # went back, object_detect, the answer (9 steps).
+    assert reasoning_iterations(trace) == 5
+    assert phase_passes(trace) == {"retrieve": 1, "perceive": 2, "review": 2}
+    assert phase_seconds(trace) == {"retrieve": 1.5, "perceive": 4.0, "review": 0.5}
+    # A DVD reply with three calls is one iteration; a thought the loop nudged is none.
+    dvd = [
+        step("nudge"),
+        step("tool"),
+        step("tool", follows=True),
+        step("tool", follows=True),
+        step("finish"),
+    ]
+    assert reasoning_iterations(dvd) == 2

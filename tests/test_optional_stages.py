@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLMServer, eval_config, text, tool_call
+from llm_server import Reply, ScriptedLLMServer, eval_config, text, tool_call
 from media import text_video
 from typer.testing import CliRunner
 
@@ -36,8 +36,9 @@ REASON = (
 
 
 class NoSubjectsServer(ScriptedLLMServer):
-    """Ingestion's subject prompt gets a reply without a subjects list; a question is answered by
-    one ``global_browse`` call, then "(A)"."""
+    """Ingestion's subject prompt gets a reply without a subjects list. A question is answered in
+    three replies: a thought (no call: the loop nudges), one reply with two calls (``global_browse``
+    and ``clip_search``), then "(A)" — four trace steps, two reasoning iterations as DVD counts."""
 
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body["messages"]
@@ -45,8 +46,25 @@ class NoSubjectsServer(ScriptedLLMServer):
         video = re.search(r"video_id=([0-9a-f]{64})", opening)
         if not re.search(r"^Question: ", opening, re.M) or video is None:
             reply = text('{"people": []}')
+        elif not any(m["role"] == "assistant" for m in messages):
+            reply = text("I will look at the whole video first, then search it.")
         elif not any(m["role"] == "tool" for m in messages):
-            reply = tool_call("global_browse", {"video_id": video.group(1), "query": "the sign"})
+            vid = video.group(1)
+            reply = Reply(
+                "tool_calls",
+                tool_calls=[
+                    {
+                        "id": "b",
+                        "name": "global_browse",
+                        "arguments": json.dumps({"video_id": vid, "query": "sign"}),
+                    },
+                    {
+                        "id": "s",
+                        "name": "clip_search",
+                        "arguments": json.dumps({"video_id": vid, "query": "sign"}),
+                    },
+                ],
+            )
         else:
             reply = tool_call("finish", {"answer": "The answer is (A).", "citations": []})
         with self._lock:
@@ -143,6 +161,10 @@ def test_eval_answers_on_the_video_and_lists_the_failed_stage(done) -> None:
     assert summary["optional_failed"] == {"1_facts/0": expected, "1_facts/1": expected}
     assert "## Answered without an optional stage (2 questions)" in done["report"]
     assert f"- 2 × sign.mp4: subjects: {REASON}" in done["report"]
+    # Iterations as DVD's Tab. 7 counts them: the two-call reply and the answer; the thought the
+    # loop nudged is a step, not an iteration.
+    assert (summary["mean_iterations"], summary["mean_steps"]) == (2.0, 4.0)
+    assert "Mean reasoning iterations 2.00" in done["report"] and "mean steps 4.00" in done["report"]
     # The overview tool told the model the registry is missing (not "no subjects").
     browsed = [m for m in done["tool_messages"] if "subjects_missing" in m]
     assert browsed and all("the subjects stage failed" in m for m in browsed)
