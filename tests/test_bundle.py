@@ -263,12 +263,12 @@ def test_import_leaves_a_video_already_here_alone_unless_replace_names_it(attack
     clips = Store(attack.data).rows(Store(attack.data).clips).to_pylist()
     result = attack.run("import", str(bundle))
     assert result.exit_code == 0 and "imported 0 videos" in result.output
-    assert "left 1 videos already here alone" in result.output
+    assert "left 1 video already here alone" in result.output
 
     refused(attack.run("import", "--replace", "0" * 12, str(bundle)), "--replace", "names none")
 
     result = attack.run("import", "--replace", attack.second[:8], str(bundle), changed=True)
-    assert result.exit_code == 0 and "imported 1 videos (1 replaced)" in result.output, result.output
+    assert result.exit_code == 0 and "imported 1 video (1 replaced)" in result.output, result.output
     store = Store(attack.data)
     assert store.rows(store.clips).to_pylist() == clips
     assert store.count(store.ledger, attack.second) == len(stages())

@@ -229,7 +229,7 @@ def test_export_then_import_through_the_cli_gives_the_same_answers(cli, bench, t
     bundle = tmp_path / "bundle"
     exported = cli("export", "harbor.mp4", "--to", str(bundle))
     assert exported.exit_code == 0, exported.output
-    assert "exported 1 videos" in exported.output and (bundle / "manifest.json").is_file()
+    assert "exported 1 video " in exported.output and (bundle / "manifest.json").is_file()
 
     target = tmp_path / "elsewhere"
     imported = cli("import", str(bundle), data=target)
@@ -354,6 +354,10 @@ def test_retrieval_on_an_msrvtt_file_scores_the_mavis_rankings(cli, bench, tmp_p
         "ret1,market,market,a sign offering seven apples\n"
         "ret2,market,market,a blue boat on the water\n"  # describes the other video: ranked lower
     )
+    # A video that is not the benchmark's, in the same data dir, showing the very words asked for:
+    # the search is restricted to the benchmark's gallery, so it is never a candidate (issue 37).
+    decoy = text_video(tmp_path / "decoy" / "decoy.mp4", duration=5.0, texts=[(0.0, 5.0, "BLUE BOAT")])
+    assert cli("ingest", str(decoy)).exit_code in (0, 3)
     result = cli(
         "eval", "msrvtt", "--root", str(bench["root"]), "--annotations", str(annotations),
         "--agent", "mavis", "--run", "msrvtt-run",
@@ -369,6 +373,15 @@ def test_retrieval_on_an_msrvtt_file_scores_the_mavis_rankings(cli, bench, tmp_p
     gold = {"ret0": "harbor", "ret1": "market", "ret2": "market"}
     expected = {f"R@{k}": sum(gold[q] in rankings[q][:k] for q in gold) / 3 for k in (1, 5, 10)}
     assert summary["scores"] == pytest.approx(expected)
+    # How each query ranked: within the gallery of two (the decoy never pooled), |V_contro| and
+    # the fine stage used; the report shows it.
+    for q in gold:
+        record = predictions[q]["retrieval"]
+        assert record["gallery"] == 2 and record["pool"] <= 2 and record["v_contro"] <= record["pool"]
+        assert record["thresholds"] == "calibrated" and record["tau_soft"] == 0.3
+    assert summary["retrieval"]["queries"] == 3 and set(summary["retrieval"]["v_contro"]) == set(gold)
+    report = (bench["folder"] / "data" / "eval" / "msrvtt-run" / "report.md").read_text()
+    assert "## How the queries were ranked" in report and "over a gallery of 2 videos" in report
 
 
 def _videomme(folder: Path) -> Path:

@@ -208,14 +208,23 @@ class Library:
         options: Sequence[str] | None = None,
         agent: str | None = None,
         on_step: Callable[[TraceStep], None] | None = None,
+        use_skills: bool = True,
+        conflict_check: bool = True,
     ) -> CompareResult:
-        """Answer ``question`` across ``videos`` with a multi-video agent (sama, cvr…). Raises
-        :class:`VideoNotFound`, ``ValueError``."""
+        """Answer ``question`` across ``videos`` with a multi-video agent (sama, cvr…); SAMA's
+        skills and conflict check can be turned off (its ablations). Raises :class:`VideoNotFound`,
+        ``ValueError``."""
         from vidscope.flows.compare_work import run_compare
 
-        listed = list(options) if options is not None else None
         return run_compare(
-            self.settings, list(videos), question, options=listed, agent=agent, on_step=on_step
+            self.settings,
+            list(videos),
+            question,
+            options=list(options) if options is not None else None,
+            agent=agent,
+            use_skills=use_skills,
+            conflict_check=conflict_check,
+            on_step=on_step,
         )
 
     # ------------------------------------------------------------------ overviews

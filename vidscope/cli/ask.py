@@ -80,11 +80,13 @@ def ask(
     if _ask_running_api(video, question, options, agent, as_json, trace):
         return
     log = quiet_prefect(with_prefect=query_runs_in_prefect())
-    from vidscope.flows.answer import run_ask
+    from vidscope.library import Library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
-        result = run_ask(settings(), video, question, options or None, show_steps, agent=agent)
+        result = Library(settings=settings()).ask(
+            video, question, options=options or None, agent=agent, on_step=show_steps
+        )
     except Exception as exc:
         # A model server that is down, an unknown video, a bad option: one line (or one JSON
         # object) for the user, the traceback in the log file.
@@ -134,11 +136,11 @@ def _ask_library(
         errors.print("[red]--library answers open questions (no --options)[/red]")
         raise typer.Exit(2)
     log = quiet_prefect(with_prefect=query_runs_in_prefect())
-    from vidscope.flows.answer import run_ask_library
+    from vidscope.library import Library
 
     show_steps = None if as_json else (lambda step: render_step(step, console))
     try:
-        result = run_ask_library(settings(), question, show_steps, agent=agent)
+        result = Library(settings=settings()).ask_library(question, agent=agent, on_step=show_steps)
     except Exception as exc:
         # As for one video: a model server that is down is one line (or one JSON object).
         report_failure("ask", exc, log, as_json)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from vidscope.cli.common import app, console, errors, find, plural, safe, settings, store
+from vidscope.cli.common import app, console, errors, find, plural, safe, settings
 
 
 @app.command("export")
@@ -23,11 +23,13 @@ def export(
     to: Annotated[Path, typer.Option("--to", help="A new (or empty) folder to write the bundle into.")],
 ) -> None:
     """Export ingested videos (every table's rows, vocabulary, ledger, model ids) as a bundle."""
-    from vidscope.storage.bundle import BundleError, configured_models, export_videos
+    from vidscope.library import Library
+    from vidscope.storage.bundle import BundleError
 
-    video_ids = [find(ref)[1].video_id for ref in videos]
+    for ref in videos:
+        find(ref)  # an unknown video: one line naming it, exit 1
     try:
-        manifest = export_videos(store(), video_ids, to, models=configured_models(settings()))
+        manifest = Library(settings=settings()).export(videos, to)
     except BundleError as exc:
         errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc
@@ -48,20 +50,11 @@ def import_(
     ] = None,
 ) -> None:
     """Import a bundle into this data dir; nothing is written unless all of it checks out."""
-    from vidscope.storage.bundle import (
-        BundleError,
-        configured_models,
-        import_bundle,
-        read_manifest,
-        resolve_replace,
-    )
+    from vidscope.library import Library
+    from vidscope.storage.bundle import BundleError
 
-    config = settings()
     try:
-        names = resolve_replace(read_manifest(folder, config.bundle), replace or [])
-        report = import_bundle(
-            store(), folder, models=configured_models(config), replace=names, limits=config.bundle
-        )
+        report = Library(settings=settings()).import_(folder, replace=replace or [])
     except BundleError as exc:
         errors.print(f"[red]{safe(str(exc))}[/red]", soft_wrap=True)
         raise typer.Exit(1) from exc

@@ -55,12 +55,11 @@ def compare(
         raise typer.Exit(2)
     *videos, question = args
     log = quiet_prefect(with_prefect=query_runs_in_prefect())
-    from vidscope.flows.compare_work import run_compare
+    from vidscope.library import Library
 
     show_steps = None if as_json or not trace else (lambda step: render_step(step, console))
     try:
-        result = run_compare(
-            settings(),
+        result = Library(settings=settings()).compare(
             videos,
             question,
             options=options or None,
