@@ -1,10 +1,13 @@
 """Text chat models run in-process with transformers: a trained agent policy, as a ``ChatModel``.
 
 ``transformers-chat:<dir>`` loads ``AutoTokenizer`` + ``AutoModelForCausalLM`` from a local
-directory (what ``vidscope train grpo`` saves), or, when the directory holds a LoRA adapter
-(``adapter_config.json``), its base model (``base_model_name_or_path``, a local directory or the
-local Hugging Face cache) with the adapter applied through ``peft``. Nothing is downloaded. The
-conversation is rendered with the tokenizer's chat template, the reply sampled with ``generate``.
+directory (what ``vidscope train grpo`` saves) — or, for a vision-language checkpoint such as
+AgentCVR's Qwen3-VL masters, which no causal-LM class takes, ``AutoModelForImageTextToText``
+(the master reads and writes text only, so the vision tower is loaded and left unused) — or,
+when the directory holds a LoRA adapter (``adapter_config.json``), its base model
+(``base_model_name_or_path``, a local directory or the local Hugging Face cache) with the adapter
+applied through ``peft``. Nothing is downloaded. The conversation is rendered with the tokenizer's
+chat template, the reply sampled with ``generate``.
 
 Offered tools are described in the system message (:func:`~vidscope.models.json_tools.tool_instructions`)
 and the call the model writes is read back with :func:`~vidscope.models.json_tools.read_tool_reply`;
@@ -116,7 +119,7 @@ def load(model_dir: Path, options: dict[str, Any], role: str = "chat") -> tuple[
     """The model and tokenizer in ``model_dir``: a saved model, or a LoRA adapter on its base."""
     try:
         import torch  # noqa: F401  # transformers' models need it; say so before loading
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoTokenizer
     except ImportError as exc:
         raise BackendUnavailable(
             role,
@@ -128,6 +131,7 @@ def load(model_dir: Path, options: dict[str, Any], role: str = "chat") -> tuple[
     from vidscope.models.transformers_vlm import pick_device_and_dtype
 
     device, dtype = pick_device_and_dtype(options)
+    auto_model = model_class(model_dir, role)
     adapter = model_dir / "adapter_config.json"
     if adapter.is_file():
         try:
@@ -137,16 +141,51 @@ def load(model_dir: Path, options: dict[str, Any], role: str = "chat") -> tuple[
                 "chat", str(model_dir), "a LoRA adapter", "Loading an adapter needs peft: pip install peft."
             ) from exc
         base = str(json.loads(adapter.read_text())["base_model_name_or_path"])
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, local_files_only=True)
+        model = model_class(Path(base), role).from_pretrained(base, dtype=dtype, local_files_only=True)
         model = PeftModel.from_pretrained(model, str(model_dir))
         tokenizer_dir = model_dir if (model_dir / "tokenizer_config.json").is_file() else Path(base)
     else:
-        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype, local_files_only=True)
+        model = auto_model.from_pretrained(str(model_dir), dtype=dtype, local_files_only=True)
         tokenizer_dir = model_dir
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir), local_files_only=True)
     model.eval()
-    model.to(device)  # type: ignore[arg-type]  # a device name is accepted
+    model.to(device)  # a device name is accepted
     return model, tokenizer
+
+
+def model_class(model_dir: Path, role: str = "chat") -> Any:
+    """The transformers auto class that loads the checkpoint in ``model_dir`` for text chat: the
+    causal-LM one, else the image-text-to-text one (Qwen3-VL and other vision-language models,
+    whose configuration no causal-LM class takes); a :class:`BackendUnavailable` naming the
+    model type and the installed transformers when neither knows it."""
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
+    )
+
+    if not (model_dir / "config.json").is_file():  # a Hub id in the local cache: let from_pretrained say
+        return AutoModelForCausalLM
+    try:
+        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    except (ValueError, KeyError) as exc:  # a model type this transformers does not know
+        raise BackendUnavailable(
+            role,
+            f"{KIND}:{model_dir}",
+            f"reading its config with transformers {transformers.__version__}",
+            f"{str(exc).splitlines()[0][:200]} Upgrade transformers.",
+        ) from None
+    if type(config) in MODEL_FOR_CAUSAL_LM_MAPPING:
+        return AutoModelForCausalLM
+    if type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING:
+        return AutoModelForImageTextToText
+    raise BackendUnavailable(
+        role,
+        f"{KIND}:{model_dir}",
+        f"a text-generating model class in transformers {transformers.__version__}",
+        f"model type {config.model_type!r} is neither a causal LM nor an image-text-to-text model.",
+    )
 
 
 def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> TransformersChat:
