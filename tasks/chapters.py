@@ -44,9 +44,11 @@ from vidscope.core.errors import BackendUnavailable
 from vidscope.core.lexicon import lemmas
 from vidscope.core.timecodes import fmt_time
 from vidscope.models import registry
-from vidscope.storage.chapters import KIND_CHAPTER, KIND_HIGHLIGHT, KIND_SUMMARY
+from vidscope.models.protocols.chat import ChatModel
+from vidscope.storage.chapters import KIND_CHAPTER, KIND_HIGHLIGHT, KIND_SENTENCE, KIND_SUMMARY
 from vidscope.storage.clips import SIGNALS_SUMMARY
 from vidscope.tasks.caption import clip_texts
+from vidscope.tasks.chapter_writer import EvidenceClip, write_chapter
 from vidscope.tasks.stage import Stage, StageContext, StageOutcome, ledger_rows, role_config
 from vidscope.tasks.topic_tiling import (
     TextClip,
@@ -588,6 +590,53 @@ def _pictures(ctx: StageContext) -> list[Picture]:
     return [Picture(r["t"], colour_histogram(r["jpeg"])) for r in rows]
 
 
+def _planner(ctx: StageContext) -> ChatModel | None:
+    """The planner model when one is configured and loads (else the titles stay extractive)."""
+    if registry.effective_spec(ctx.settings, "planner") is None:
+        return None
+    try:
+        return registry.planner_model(ctx.settings)
+    except BackendUnavailable:
+        return None
+
+
+def write_outline(result: Outline, clips: Sequence[ClipInfo], chat: ChatModel) -> list[Part]:
+    """Titles and summaries written by ``chat`` from each chapter's clips (:mod:`chapter_writer`),
+    where its reply passes the checks; the sentences with the clips they cite, as stored rows."""
+    by_index = {c.clip_index: c for c in clips}
+    written_rows: list[Part] = []
+    leads: list[str] = []
+    for number, chapter in enumerate(result.chapters):
+        evidence = [
+            EvidenceClip(c.clip_index, c.start, c.end, c.text)
+            for c in (by_index[i] for i in chapter.clips if i in by_index)
+            if c.text.strip()
+        ]
+        written = write_chapter(chat, evidence)
+        if written.title:
+            chapter.title, chapter.why = written.title, "model title"
+        else:
+            reason = written.refused[0] if written.refused else "no reply"
+            chapter.why = f"extractive title ({chapter.why}); model reply refused: {reason}"
+        if written.sentences:
+            chapter.text = joined(text for text, _ in written.sentences)
+            for text, cited in written.sentences:
+                spans = [by_index[i] for i in cited]
+                written_rows.append(
+                    Part(
+                        min(c.start for c in spans),
+                        max(c.end for c in spans),
+                        "",
+                        text,
+                        f"chapter {number}",
+                        cited,
+                    )
+                )
+        leads.append(written.sentences[0][0] if written.sentences else chapter.text.split(". ")[0])
+    result.summary = _video_summary(result.chapters, leads)
+    return written_rows
+
+
 def _run(ctx: StageContext) -> StageOutcome:
     store, video_id = ctx.store, ctx.video.video_id
     clip_rows = store.rows(
@@ -630,7 +679,12 @@ def _run(ctx: StageContext) -> StageOutcome:
         no_text_reason=_no_text_reason(ctx),
         pictures=() if has_text else _pictures(ctx),
     )
+    sentences_written: list[Part] = []
+    chat = _planner(ctx)
+    if chat is not None and not result.note:
+        sentences_written = write_outline(result, clips, chat)
     rows = [_row(video_id, KIND_SUMMARY, 0, Part(0.0, ctx.video.duration, "", result.summary, result.note))]
+    rows += [_row(video_id, KIND_SENTENCE, i, p) for i, p in enumerate(sentences_written)]
     rows += [_row(video_id, KIND_CHAPTER, i, c) for i, c in enumerate(result.chapters)]
     rows += [_row(video_id, KIND_HIGHLIGHT, i, h) for i, h in enumerate(result.highlights)]
     store.replace_video_rows(store.chapters, video_id, rows)
@@ -638,7 +692,7 @@ def _run(ctx: StageContext) -> StageOutcome:
         "chapters": len(result.chapters),
         "highlights": len(result.highlights),
         "cuts": [round(c.start, 2) for c in result.chapters[1:]],
-        "titles": Counter(c.why for c in result.chapters),
+        "titles": Counter(c.why.split(";")[0] for c in result.chapters),
     }
     if result.note:  # not "note": that key makes the video's ingest report a warning
         details["why"] = result.note
@@ -665,6 +719,7 @@ CHAPTERS = Stage(
     run=_run,
     config=lambda s: {
         **role_config(s, "text_embedder", "embedder"),
+        "planner": role_config(s, "planner", "planner"),
         "clip_seconds": s.ingest.clip_seconds,
         "chapter_min_seconds": s.ingest.chapter_min_seconds,
     },
