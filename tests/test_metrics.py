@@ -283,20 +283,20 @@ def test_crossvid_ccqa_is_unscored_without_a_judge(tmp_path: Path) -> None:
 
     lookup = VideoLookup(found={"a.mp4": Path("a.mp4"), "b.mp4": Path("b.mp4")}, missing=[])
     why = _why_nothing_scored(summary, _load_items(tmp_path / "CCQA.json"), lookup, {}, {})
-    assert why is not None and "set [models] planner" in why
+    assert why is not None and "set [models] judge" in why
 
 
 def test_crossvid_ccqa_judged_by_the_planner_reproduces_score_ccqa(tmp_path: Path, llm_server: Any) -> None:
     """``score_CCQA.py``: the judge marks each scoring point covered / correct; the task's figure is
     sum(coverage + correctness) / sum(2 x points). Verdicts: [T, T] / [T, F] (3 of 4) and
     [T, F, F] / [F, F, F] (1 of 6) → 4 / 10 = 40.0. A third reply with the wrong number of entries
-    leaves its answer unscored. The judge is the planner role through the real OpenAI backend on
-    the loopback server."""
+    leaves its answer unscored. The judge runs a chat model through the real OpenAI backend on the
+    loopback server; the planner may judge only when the run allows it (``--allow-self-judge``;
+    which role judges is tested in test_crossvid_scoring.py)."""
     from llm_server import text
 
     from vidscope.core.settings import Settings
-    from vidscope.flows.eval_agents import planner_judge
-    from vidscope.flows.evaluate import _judge
+    from vidscope.flows.eval_agents import choose_judge, judge_of, planner_judge
     from vidscope.models import registry
 
     records = [{"id": n, "video A": "a.mp4", "video B": "b.mp4", "question": f"Compare the dishes {n}.",
@@ -319,7 +319,12 @@ def test_crossvid_ccqa_judged_by_the_planner_reproduces_score_ccqa(tmp_path: Pat
     assert "The first is spicier." in sent and "colour" in sent and "<video_data>" in sent
     items = [i for i in _load_items(tmp_path / "CCQA.json")]
     no_planner = Settings(data_dir=tmp_path / "data", models={"chat": None, "planner": None})
-    assert _judge(no_planner, items) is None and _judge(settings, items) is not None
+    with pytest.raises(ValueError, match="not the answering model"):
+        choose_judge(no_planner, items, allow_self=True)  # nobody at all to judge
+    with pytest.raises(ValueError, match=r"not the answering model \(openai:judge\)"):
+        choose_judge(settings, items, allow_self=False)
+    allowed = choose_judge(settings, items, allow_self=True)
+    assert allowed.spec == "openai:judge" and allowed.self_judging and judge_of(settings, allowed) is not None
 
 
 def _load_items(path: Path) -> list[Any]:
