@@ -7,8 +7,9 @@
 * Answers of CrossVid's non-single-choice tasks: a multi-select answer as a set of option letters
   (BU: "1-3 correct choices", answered "BCD"), a step order as an exact sequence (PSS: "2->3->1->4")
   and a time interval written "15,23" (FSA), scored by IoU.
-* An interval answer inside a tolerance zone (AgentCVR's T_tol, used by the training reward): both
-  of its ends within ``tolerance`` seconds of the gold's.
+* An interval answer inside a tolerance zone (an optional training reward, ``--interval-scoring
+  within``; not AgentCVR's T_tol, which bounds turns): both of its ends within ``tolerance``
+  seconds of the gold's.
 
 Each formula is the one the benchmarks' reference code computes (``tests/test_metrics.py`` checks
 them against figures worked out with it): R@IoU=m counts IoU >= m and mIoU averages IoU, as
@@ -169,7 +170,7 @@ def interval_of(text: str | None) -> Interval | None:
 def within_tolerance(predicted: Interval | None, gold: Interval, tolerance: float) -> bool:
     """Whether an interval answer lies in the tolerance zone of the gold one: its start within
     ``tolerance`` seconds of the gold start and its end within ``tolerance`` of the gold end
-    (AgentCVR's T_tol for interval answers; a missing answer never does)."""
+    (the training reward's optional ``within`` scoring; a missing answer never does)."""
     if tolerance < 0:
         raise ValueError(f"a tolerance is seconds >= 0, not {tolerance}")
     if predicted is None:
