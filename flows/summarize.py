@@ -21,20 +21,38 @@ from pydantic import BaseModel, Field
 
 from vidscope.core.timecodes import fmt_time
 from vidscope.storage import Store
-from vidscope.storage.chapters import KIND_CHAPTER, KIND_HIGHLIGHT, KIND_SUMMARY
+from vidscope.storage.chapters import KIND_CHAPTER, KIND_HIGHLIGHT, KIND_SENTENCE, KIND_SUMMARY
 from vidscope.storage.videos import VideoRecord
 
 if TYPE_CHECKING:
     from vidscope.agents.moments import Moment, MomentFilters
 
 
+class Source(BaseModel):
+    """A sentence a model wrote for a chapter summary and the clips it rests on (their span)."""
+
+    text: str
+    clips: list[int]
+    start: float
+    end: float
+
+
 class Chapter(BaseModel):
-    """A part of the video with its title and summary, in the video's own words."""
+    """A part of the video with its title and summary, in the video's own words (or, with a
+    planner, the model's checked words about them)."""
 
     start: float = Field(description="Seconds into the video.")
     end: float
     title: str
     summary: str = Field(description="Its most representative sentences (empty: nothing said or shown).")
+    title_from: str = Field(
+        "",
+        description="How the title was made: title slide, distinctive words, picture change, model "
+        "title, or 'extractive title (...); model reply refused: why'.",
+    )
+    sources: list[Source] = Field(
+        default_factory=list, description="With a planner: each summary sentence and the clips it cites."
+    )
 
 
 class Highlight(BaseModel):
@@ -72,7 +90,18 @@ def read_summary(store: Store, video: VideoRecord) -> VideoOverview:
         file=video.file_name,
         summary=(summary or {}).get("text") or "",
         chapters=[
-            Chapter(start=r["start"], end=r["end"], title=r["title"] or "", summary=r["text"] or "")
+            Chapter(
+                start=r["start"],
+                end=r["end"],
+                title=r["title"] or "",
+                summary=r["text"] or "",
+                title_from=r["why"] or "",
+                sources=[
+                    Source(text=w["text"] or "", clips=list(w["clips"] or []), start=w["start"], end=w["end"])
+                    for w in rows
+                    if w["kind"] == KIND_SENTENCE and w["why"] == f"chapter {r['item_index']}"
+                ],
+            )
             for r in rows
             if r["kind"] == KIND_CHAPTER
         ],

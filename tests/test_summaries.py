@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from llm_server import ScriptedLLMServer, text
 from media import narration_wav, silent_video, text_video
 from typer.testing import CliRunner
 
@@ -339,3 +340,44 @@ def test_dvds_global_browse_lists_the_chapters_as_its_overview(library: Library)
     assert [c.title for c in result.chapters][::2] == ["BREAD BAKING", "FOOTBALL MATCH"], result.chapters
     assert [c.start for c in result.chapters] == sorted(c.start for c in result.chapters)
     assert "volcano" in result.chapters[1].summary.lower() and result.for_model()["chapters"][0]["end"] > 0
+
+
+def test_with_a_planner_the_titles_are_written_and_traceable_and_nonsense_is_marked(
+    library: Library, llm_server: ScriptedLLMServer
+) -> None:
+    from vidscope.tasks.chapters import CHAPTERS
+    from vidscope.tasks.stage import run_stage
+
+    before = summary_json(library, library.lecture)
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 10}}
+    planned = Settings(
+        data_dir=library.settings.data_dir, models={"planner": "openai:scripted", "options": options}
+    )
+
+    def write(title: str, said: str, clips: list[int]) -> str:
+        return json.dumps({"title": title, "sentences": [{"text": said, "clips": clips}]})
+
+    llm_server.script(
+        [
+            text(write("Baking bread dough", "We mix flour, water, yeast and salt into a dough.", [0, 1])),
+            text(json.dumps({"title": '{"clip": 4, "text": "lava"}', "sentences": []})),
+            text(write("The football match", "The striker kicks the ball past the goalkeeper.", [6, 7])),
+        ]
+    )
+    assert run_stage(CHAPTERS, before["video_id"], library.lecture, planned).status == "done"
+    chapters = summary_json(library, library.lecture)["chapters"]
+    assert [c["title"] for c in chapters] == [
+        "Baking bread dough",
+        before["chapters"][1]["title"],
+        "The football match",
+    ]
+    assert chapters[0]["title_from"] == "model title"
+    assert [(s["text"], s["clips"]) for s in chapters[0]["sources"]] == [
+        ("We mix flour, water, yeast and salt into a dough.", [0, 1])
+    ]
+    assert chapters[1]["title_from"].startswith("extractive title (")
+    assert chapters[1]["title_from"].endswith("model reply refused: the title echoed JSON")
+    assert chapters[1]["summary"] == before["chapters"][1]["summary"] and chapters[1]["sources"] == []
+    # Without the planner the stage runs again (its settings changed) and is extractive again.
+    assert run_stage(CHAPTERS, before["video_id"], library.lecture, library.settings).status == "done"
+    assert summary_json(library, library.lecture)["chapters"] == before["chapters"]
