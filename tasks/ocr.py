@@ -26,17 +26,20 @@ Text that stays on screen across consecutive sampled frames becomes one item wit
 instead of one row per frame, whichever of the three produced the lines.
 
 **Tickers** (issue 44). A burned-in clock, a frame counter or a news ticker changes at every look,
-so "the same regions with the same pixels" never holds and every probe would end in a full read
-(a 1-hour CCTV video: 22 minutes of OCR). A gate region is a *ticker* when its pixels changed at
-each of :data:`TICKER_LOOKS` looks in a row at the same place (looks in time order: probes), or at
-once when a full read finds a clock with seconds in it (:func:`~vidscope.tasks.clock.parse_clock`).
+so "the same regions with the same pixels" never holds and every probe would end in full reads
+(a 1-hour CCTV video: 22 minutes of OCR). A region becomes a *ticker* when a full read finds a clock
+with seconds in it (:func:`~vidscope.tasks.clock.parse_clock`); when a line at the same place
+changed in its digits alone at :data:`COUNTER_READS` full reads in a row, each within two sampled
+frames of the one before (a counter); or when its pixels changed at :data:`TICKER_LOOKS` looks in a
+row in time order (probes) *and* its cropped text read differently at two looks in a row (text
+over moving footage changes its pixels at every look, its words never; a slide's words once).
 A ticker is left out of the "did the text change" test, so the frame's other text is still read
 when, and only when, it changes; the ticker itself is read once per ``ingest.ocr_clock_seconds``,
 by recognising its crop alone when the reader can
 (:class:`~vidscope.models.protocols.text_reader.LineRecogniser`, ~25 ms against ~0.5 s for a
-frame). A ticker no gate region matches any more is dropped. Readings that parse as a clock go to
-the ``clock_readings`` table (wall-clock time, :mod:`vidscope.tasks.clock`), the others become
-on-screen text items like any other.
+frame). A ticker no gate region matched for :data:`TICKER_LOOKS` looks in a row is dropped.
+Readings that parse as a clock go to the ``clock_readings`` table (wall-clock time,
+:mod:`vidscope.tasks.clock`), the others become on-screen text items like any other.
 """
 
 from __future__ import annotations
