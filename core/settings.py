@@ -241,6 +241,25 @@ class ServerSettings(BaseModel):
     watch_folders: list[Path] = Field(
         default_factory=list, description="Folders the nightly ingestion scans."
     )
+    database: Literal["sqlite", "postgres-local"] = Field(
+        "sqlite",
+        description='The Prefect server\'s database when database_url is unset: "sqlite" (a file under '
+        'the data dir) or "postgres-local" (a PostgreSQL cluster that `vidscope server up` creates '
+        "under the data dir, starts on a free loopback port and `vidscope server down` stops).",
+    )
+    database_url: str | None = Field(
+        None,
+        description="An existing PostgreSQL database for the Prefect server, e.g. "
+        "postgresql+asyncpg://user:password@host:5432/prefect (Prefect creates its tables there).",
+    )
+    postgres_bin: Path = Field(
+        Path("/usr/lib/postgresql/15/bin"), description="Where initdb and pg_ctl are (postgres-local)."
+    )
+    postgres_user: str = Field(
+        "postgres",
+        description="The user that owns and runs the postgres-local cluster when vidscope runs as root "
+        "(PostgreSQL refuses root).",
+    )
 
 
 class ApiSettings(BaseModel):

@@ -4,7 +4,10 @@
 ``start`` launches ``prefect server start``, ``prefect worker start --type process`` and (unless
 asked not to) ``vidscope api`` as detached processes (each the leader of its own process group)
 with their logs and pid files under the data dir's ``server`` directory; the server keeps its
-SQLite database there too, never in ``~/.prefect``. The API reports its flow runs to the server and
+SQLite database there too, never in ``~/.prefect`` -- or uses PostgreSQL: the database at ``[server]
+database_url``, or (``database = "postgres-local"``) a cluster it starts under that directory and
+stops with the server (:mod:`vidscope.deployments.postgres`). A database that does not answer is
+refused before anything is started. The API reports its flow runs to the server and
 keeps the store and the query models warm: ``vidscope ask`` hands its question to it (see
 :mod:`vidscope.cli.running_api`), so a question costs the CLI's start-up, not Prefect's and the
 models'. ``status`` reads the pid files and asks the APIs whether they are healthy and the worker
@@ -27,6 +30,16 @@ from pathlib import Path
 import httpx
 
 from vidscope.core.settings import OFFLINE_ENVIRONMENT, Settings
+from vidscope.deployments.database import (
+    Database,
+    DatabaseError,
+    DatabaseStatus,
+    probe,
+    record,
+    recorded,
+    resolve,
+)
+from vidscope.deployments.postgres import LocalPostgres
 from vidscope.storage.files import managed_dir
 
 #: The background processes, in start order (stopped in reverse).
@@ -52,7 +65,18 @@ class ServerPaths:
 
     @property
     def database(self) -> Path:
+        """The SQLite database (when the server uses SQLite)."""
         return self.root / "prefect.db"
+
+    @property
+    def database_record(self) -> Path:
+        """Which database the server was last started with (password hidden)."""
+        return self.root / "database.json"
+
+    @property
+    def postgres(self) -> Path:
+        """The local PostgreSQL cluster's directory (``[server] database = "postgres-local"``)."""
+        return self.root / "postgres"
 
     def pid_file(self, process: str) -> Path:
         return self.root / f"{process}.pid"
@@ -83,6 +107,8 @@ class ServerStatus:
     #: The vidscope API's address, and whether it answers there.
     api_url: str = ""
     api_healthy: bool = False
+    #: The server's database and whether it answers (``None``: never started).
+    database: DatabaseStatus | None = None
 
     @property
     def api_managed(self) -> bool:
@@ -95,12 +121,20 @@ class ServerStatus:
         """The server answers, the worker process is alive and online, and the API started with
         them (if any) is alive and answering: ``vidscope ask`` relies on all three."""
         api_ok = not self.api_managed or (self.processes["api"].alive and self.api_healthy)
-        return self.healthy and self.processes["worker"].alive and self.worker_online and api_ok
+        database_ok = self.database is None or self.database.reachable
+        running = self.healthy and self.processes["worker"].alive and self.worker_online
+        return running and api_ok and database_ok
 
 
 def server_paths(settings: Settings) -> ServerPaths:
     """The ``server`` managed directory of the configured data dir (created if needed)."""
     return ServerPaths(managed_dir(settings.data_dir, "server"))
+
+
+def local_postgres(settings: Settings) -> LocalPostgres:
+    """The PostgreSQL cluster ``vidscope server up`` owns under the data dir (whether or not it exists)."""
+    server = settings.server
+    return LocalPostgres(server_paths(settings).postgres, Path(server.postgres_bin), server.postgres_user)
 
 
 def ui_url(settings: Settings) -> str:
@@ -113,10 +147,11 @@ def api_url(settings: Settings) -> str:
     return ui_url(settings) + "/api"
 
 
-def process_environment(settings: Settings, process: str) -> dict[str, str]:
+def process_environment(settings: Settings, process: str, database_url: str | None = None) -> dict[str, str]:
     """The environment of the server or worker process: private home, telemetry off, our config.
 
-    The worker's flow runs inherit it, so they find the same data dir and config file.
+    The worker's flow runs inherit it, so they find the same data dir and config file. Only the
+    server is given ``database_url`` (a PostgreSQL password stays out of the flow runs' environment).
     """
     paths = server_paths(settings)
     env = dict(os.environ)
@@ -137,6 +172,8 @@ def process_environment(settings: Settings, process: str) -> dict[str, str]:
         env["VIDSCOPE_CONFIG"] = str(config.resolve())
     if process == "server":
         env.pop("PREFECT_API_URL", None)
+        if database_url:
+            env["PREFECT_API_DATABASE_CONNECTION_URL"] = database_url
     else:
         env["PREFECT_API_URL"] = api_url(settings)
     return env
@@ -204,14 +241,14 @@ def process_status(settings: Settings, process: str) -> ProcessStatus:
     return ProcessStatus(process, pid, pid is not None and _is_ours(pid, process), paths.log_file(process))
 
 
-def _spawn(settings: Settings, process: str) -> int:
+def _spawn(settings: Settings, process: str, database_url: str | None = None) -> int:
     paths = server_paths(settings)
     paths.home.mkdir(parents=True, exist_ok=True)
     log = paths.log_file(process).open("ab")
     try:
         child = subprocess.Popen(
             _command(settings, process),
-            env=process_environment(settings, process),
+            env=process_environment(settings, process, database_url),
             cwd=paths.root,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -300,11 +337,69 @@ def _tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+# ---------------------------------------------------------------------------- database
+
+
+def _prepare_database(settings: Settings) -> tuple[Database, bool]:
+    """The database to start the server with, answering ``SELECT 1``; and whether this call started
+    the local cluster. Raises :class:`ServerError` in one line (stopping a cluster it started)."""
+    paths = server_paths(settings)
+    cluster = local_postgres(settings)
+    started = False
+    try:
+        database = resolve(settings.server, paths.database)
+        if database is None:
+            started = cluster.pid() is None
+            database = cluster.start()
+    except DatabaseError as exc:
+        raise ServerError(str(exc)) from exc
+    if database.kind != "sqlite":
+        reason = probe(database.url)
+        if reason:
+            if started:
+                cluster.stop()
+            raise ServerError(f"cannot reach the database {database.shown}: {reason}")
+    return database, started
+
+
+def database_status(settings: Settings) -> DatabaseStatus | None:
+    """The database the server was last started with (else the configured one) and whether it answers."""
+    paths = server_paths(settings)
+    shown = recorded(paths.database_record)
+    try:
+        configured = resolve(settings.server, paths.database)
+        if shown is None:
+            shown = configured
+        if shown is None or shown.kind == "postgres-local":
+            cluster = local_postgres(settings)
+            if cluster.port() is None:
+                if shown is None:
+                    return None
+                return DatabaseStatus(shown.kind, shown.where, False, "never started")
+            actual = cluster.database()
+            if cluster.pid() is None:
+                return DatabaseStatus(actual.kind, actual.where, False, "the local cluster is not running")
+            reason = probe(actual.url)
+            return DatabaseStatus(actual.kind, actual.where, not reason, reason)
+    except DatabaseError as exc:
+        where = shown.where if shown else "?"
+        return DatabaseStatus(shown.kind if shown else "?", where, False, str(exc))
+    if shown.kind == "sqlite":
+        present = Path(shown.where).exists()
+        return DatabaseStatus("sqlite", shown.where, present, "" if present else "no database file yet")
+    if configured is None or configured.where != shown.where:
+        # The settings name another database now: the recorded one's password is not kept.
+        return DatabaseStatus(shown.kind, shown.where, False, "not in the settings any more")
+    reason = probe(configured.url)
+    return DatabaseStatus(shown.kind, shown.where, not reason, reason)
+
+
 # ---------------------------------------------------------------------------- public
 
 
 def status(settings: Settings) -> ServerStatus:
-    """The server's health, whether a worker of the pool is online, the API's, and the processes."""
+    """The server's health, whether a worker of the pool is online, the API's, the database's, and
+    the processes."""
     processes = {name: process_status(settings, name) for name in PROCESSES}
     healthy = is_healthy(settings)
     return ServerStatus(
@@ -315,6 +410,7 @@ def status(settings: Settings) -> ServerStatus:
         processes=processes,
         api_url=vidscope_api_url(settings),
         api_healthy=api_is_healthy(settings),
+        database=database_status(settings),
     )
 
 
@@ -322,39 +418,58 @@ def start(settings: Settings, timeout: float = 120.0, api: bool = True) -> Serve
     """Start the server, a worker of the work pool and (with ``api``) the vidscope API in the
     background; what already runs is left as it is.
 
-    Waits until the server is healthy, the worker has registered and the API answers; raises
-    :class:`ServerError` with the end of the log when one fails to come up.
+    The server's database must answer first (a local PostgreSQL cluster is started for
+    ``database = "postgres-local"``). Waits until the server is healthy, the worker has registered
+    and the API answers; raises :class:`ServerError` with the end of the log when one fails to come
+    up, after stopping what this call started.
     """
-    server = process_status(settings, "server")
-    if not server.alive:
-        if _port_taken(settings.server.host, settings.server.port):
-            raise ServerError(
-                f"{settings.server.host}:{settings.server.port} is already in use by another "
-                "program; set [server] port in vidscope.toml to a free port"
-            )
-        _spawn(settings, "server")
-    _wait(lambda: is_healthy(settings), "the Prefect server did not become healthy", timeout,
-          "server", settings)  # fmt: skip
-    if not process_status(settings, "worker").alive:
-        _spawn(settings, "worker")
-    _wait(lambda: worker_online(settings), "the worker did not come online", timeout, "worker",
-          settings)  # fmt: skip
-    if api and not process_status(settings, "api").alive and not api_is_healthy(settings):
-        # A vidscope API already answering there (``vidscope api`` run by hand) is used as it is.
-        if _port_taken(settings.api.host, settings.api.port):
-            raise ServerError(
-                f"{settings.api.host}:{settings.api.port} ([api] port) is already in use by another "
-                "program; set [api] port in vidscope.toml, or start without it: vidscope server up --no-api"
-            )
-        _spawn(settings, "api")
-        _wait(lambda: api_is_healthy(settings), "the vidscope API did not answer", timeout, "api",
+    spawned: list[str] = []
+    cluster_started = False
+    try:
+        if not process_status(settings, "server").alive:
+            if _port_taken(settings.server.host, settings.server.port):
+                raise ServerError(
+                    f"{settings.server.host}:{settings.server.port} is already in use by another "
+                    "program; set [server] port in vidscope.toml to a free port"
+                )
+            database, cluster_started = _prepare_database(settings)
+            record(server_paths(settings).database_record, database)
+            _spawn(settings, "server", database.url)
+            spawned.append("server")
+        _wait(lambda: is_healthy(settings), "the Prefect server did not become healthy", timeout,
+              "server", settings)  # fmt: skip
+        if not process_status(settings, "worker").alive:
+            _spawn(settings, "worker")
+            spawned.append("worker")
+        _wait(lambda: worker_online(settings), "the worker did not come online", timeout, "worker",
               settings)  # fmt: skip
+        if api and not process_status(settings, "api").alive and not api_is_healthy(settings):
+            # A vidscope API already answering there (``vidscope api`` run by hand) is used as it is.
+            if _port_taken(settings.api.host, settings.api.port):
+                raise ServerError(
+                    f"{settings.api.host}:{settings.api.port} ([api] port) is already in use by another "
+                    "program; set [api] port in vidscope.toml, or start without it: "
+                    "vidscope server up --no-api"
+                )
+            _spawn(settings, "api")
+            spawned.append("api")
+            _wait(lambda: api_is_healthy(settings), "the vidscope API did not answer", timeout, "api",
+                  settings)  # fmt: skip
+    except ServerError:
+        stop(settings, processes=tuple(spawned), database=cluster_started)
+        raise
     return status(settings)
 
 
-def stop(settings: Settings, grace: float = 15.0, processes: tuple[str, ...] = PROCESSES) -> list[str]:
+def stop(
+    settings: Settings,
+    grace: float = 15.0,
+    processes: tuple[str, ...] = PROCESSES,
+    database: bool | None = None,
+) -> list[str]:
     """Stop the API, the worker, then the server (or only ``processes``); remove their pid files.
-    Returns what was stopped."""
+    With the server (or ``database=True``), the local PostgreSQL cluster under this data dir is
+    stopped too, if it runs ("postgres"); never another cluster. Returns what was stopped."""
     stopped = []
     paths = server_paths(settings)
     for name in [p for p in reversed(PROCESSES) if p in processes]:
@@ -363,4 +478,6 @@ def stop(settings: Settings, grace: float = 15.0, processes: tuple[str, ...] = P
             _end(state.pid, name, grace)
             stopped.append(name)
         paths.pid_file(name).unlink(missing_ok=True)
+    if (("server" in processes) if database is None else database) and local_postgres(settings).stop():
+        stopped.append("postgres")
     return stopped

@@ -31,6 +31,12 @@ def _print_status(state: ServerStatus) -> None:
     health = "[green]healthy[/green]" if state.healthy else "[red]not answering[/red]"
     worker = "[green]online[/green]" if state.worker_online else "[red]offline[/red]"
     console.print(f"server {state.url}: {health}; worker of pool {state.work_pool!r}: {worker}")
+    if state.database is not None:
+        db = state.database
+        kinds = {"postgres-local": "PostgreSQL (local cluster)", "postgres": "PostgreSQL"}
+        kind = kinds.get(db.kind, db.kind)
+        answer = "[green]reachable[/green]" if db.reachable else f"[red]not reachable[/red] ({db.reason})"
+        console.print(f"database: {kind} {db.where}: {answer}")
     api = state.processes["api"]
     if state.api_healthy:
         console.print(f"vidscope API {state.api_url}: [green]answering[/green] (`vidscope ask` uses it)")
@@ -54,11 +60,24 @@ def up(
             "it, with the store and models already loaded, and each question shows in the UI.",
         ),
     ] = True,
+    database: Annotated[
+        str | None,
+        typer.Option(
+            help='The server\'s database, instead of \\[server] database: "sqlite" or "postgres-local" (a '
+            "PostgreSQL cluster under the data dir, stopped by `server down`). \\[server] database_url "
+            "names an existing PostgreSQL database.",
+        ),
+    ] = None,
 ) -> None:
     """Start the Prefect server, a worker of the work pool and the vidscope API in the background."""
     from vidscope.deployments.server import ServerError, start
 
     cfg = settings()
+    if database is not None:
+        if database not in ("sqlite", "postgres-local"):
+            errors.print(f'[red]--database must be "sqlite" or "postgres-local", not {database!r}[/red]')
+            raise typer.Exit(2)
+        cfg = cfg.model_copy(update={"server": cfg.server.model_copy(update={"database": database})})
     try:
         with console.status(f"starting the Prefect server on port {cfg.server.port} …"):
             state = start(cfg, timeout=timeout, api=api)
@@ -72,7 +91,8 @@ def up(
 
 @server_app.command("down")
 def down() -> None:
-    """Stop the API, the worker and the server (their pid files are removed)."""
+    """Stop the API, the worker and the server (their pid files are removed), and the local
+    PostgreSQL cluster the server used, if any."""
     from vidscope.cli.running_api import forget_dead_registration
     from vidscope.deployments.server import stop
 
