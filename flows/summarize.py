@@ -164,8 +164,8 @@ def as_webvtt(overview: VideoOverview) -> str:
 
 #: ``--since`` units: seconds, minutes, hours, days, weeks.
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-#: The longest window a digest reads back (a typo such as ``9999w`` is refused, not overflowed).
-MAX_SINCE_DAYS = 3660
+#: The longest window a digest reads back (more than the API's longest, ``9999w``).
+MAX_SINCE_DAYS = 70_000
 
 
 def parse_since(text: str) -> timedelta:

@@ -253,7 +253,7 @@ def test_digest_lists_the_videos_ingested_in_the_window_with_their_summaries_and
         response = http.get("/api/digest", params={"since": "2d"})
         bad = http.get("/api/digest", params={"since": "yesterday"})
     assert response.status_code == 200 and response.json()["videos"] == data["videos"], response.text
-    assert bad.status_code == 422 and "1d, 12h" in bad.text
+    assert bad.status_code == 422 and "since" in bad.text, bad.text
     code, output = cli(library, "digest", "--since", "forever")
     assert code == 2 and len(output.strip().splitlines()) == 1 and "'forever'" in output, output
 
@@ -284,7 +284,7 @@ def test_the_digest_markdown_counts_and_escapes_text_from_videos() -> None:
     assert "## talk\\.mp4" not in md and "## talk.mp4 (1:35, aaaaaaaaaaaa)" in md
     assert "Click \\[here\\]\\(http://x\\) \\<script\\>alert\\(1\\)\\</script\\>" in md
     assert "1. \\<b\\>Intro\\</b\\>\n2. Results\n" in md and "<script>" not in md
-    for bad in ("", "1", "d", "-1d", "0h", "99999w"):
+    for bad in ("", "1", "d", "-1d", "0h", "99999w", "12x"):
         with pytest.raises(ValueError, match="--since"):
             parse_since(bad)
     assert parse_since("90s") == timedelta(seconds=90) and parse_since("2W") == timedelta(weeks=2)

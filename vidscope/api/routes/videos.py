@@ -225,12 +225,13 @@ def transcript(video_id: VideoId, state: State) -> list[TranscriptLine]:
 @router.get(
     "/digest",
     response_model=Digest,
-    responses={422: {"description": "``since`` is not a window such as 1d, 12h or 30m."}},
     tags=["library"],
 )
 def digest(
     state: State,
-    since: Annotated[str, Query(max_length=16, description="The window: a number and s, m, h, d, w.")] = "1d",
+    since: Annotated[
+        str, Query(pattern=r"^[1-9][0-9]{0,3}[smhdw]$", description="The window: 1-9999 and s, m, h, d or w.")
+    ] = "1d",
 ) -> Digest:
     """What the library gained: the videos ingested in the window with their summaries and chapters."""
     from vidscope.flows.summarize import parse_since, read_digest
