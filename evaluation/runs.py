@@ -71,6 +71,12 @@ class RunSpec(BaseModel):
     provenance: dict[str, Any] = Field(
         default_factory=dict, description="vidscope version and commit, machine (platform, CPUs, Python)."
     )
+    retrieval: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Retrieval runs: the thresholds and their source (calibrated / explicit / "
+        "defaulted, with its warning) and the fine-stage models configured; what each query really "
+        "used is in its prediction and the report.",
+    )
     sessions: list[dict[str, Any]] = Field(
         default_factory=list,
         description="Each time the run was (re)started: started_at, finished_at, version and commit.",

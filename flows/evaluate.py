@@ -336,9 +336,24 @@ def prepare_run(
         ablations=switched_off,
         created_at=_now(),
         provenance=provenance(),
+        retrieval=_retrieval_setup(answering) if agent == RETRIEVAL_AGENT else {},
     )
     write_spec(run_dir, spec)
     return run_dir
+
+
+def _retrieval_setup(settings: Settings) -> dict[str, Any]:
+    """What a retrieval run is set up to rank with (``run.json``): the thresholds and where they
+    came from, with the warning an uncalibrated text embedder gets, and the fine-stage models
+    configured (whether they load shows per query: ``rerank`` and ``rerank_wanted``)."""
+    _, thresholds = thresholds_for(settings.search, registry.effective_spec(settings, "text_embedder"))
+    return {
+        "thresholds": thresholds.model_dump(),
+        "fine_stage_models": {
+            role: registry.effective_spec(settings, role) for role in ("video_text", "image_text")
+        },
+        "gallery_only": True,
+    }
 
 
 def repeats_warning(settings: Settings, repeats: int) -> str | None:

@@ -124,6 +124,14 @@ def ledger_rows(store: Store, video_id: str) -> dict[str, dict[str, Any]]:
     return {row["stage"]: {**row, "status": shown_status(row)} for row in rows}
 
 
+def stage_failure(store: Store, video_id: str, stage: str) -> str | None:
+    """The reason ``stage`` failed on ``video_id`` (its ledger row's error), or None when it did not
+    fail: what a tool reading an optional stage's rows says when they are missing (issue 37)."""
+    rows = store.rows(store.ledger, video_id=video_id, where=f"stage = '{stage}'").to_pylist()
+    failed = [r for r in rows if r["status"] == STATUS_FAILED]
+    return (failed[0]["error"] or "no reason recorded") if failed else None
+
+
 def failure_reason(exc: BaseException, path: Path | str | None = None) -> str:
     """One line for the user: an expected error's own message, else the exception type and text.
 

@@ -297,6 +297,7 @@ def test_retrieval_plans_with_the_planner_role(tmp_path: Path, llm_server) -> No
               "scene": [], "objects": ["car"], "actions": [], "parser": "signals",
               "caption_embedding": [0.0] * 383 + [1.0]}  # fmt: skip
     store.upsert(store.video_parses, [window])
-    assert _retrieve(store, settings, item, {"v" * 64: "other"}) in ([], ["other"])
+    ranking, record = _retrieve(store, settings, item, {"v" * 64: "other"})
+    assert ranking in ([], ["other"]) and record["gallery"] == 1
     request = llm_server.chat_requests[0]
     assert request["model"] == "small" and "a sign with a blue boat on it" in json.dumps(request["messages"])

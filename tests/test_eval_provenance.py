@@ -41,6 +41,10 @@ def _settings(data: Path, **openai: Any) -> Settings:
 
 @pytest.fixture()
 def bench(tmp_path: Path) -> dict[str, Any]:
+    return _bench(tmp_path)
+
+
+def _bench(folder: Path) -> dict[str, Any]:
     record = {
         "video": "harbor.mp4",
         "duration": 5.0,
@@ -49,10 +53,10 @@ def bench(tmp_path: Path) -> dict[str, Any]:
         "candidates": ["BLUE BOAT", "RED CAR"],
         "answer": "BLUE BOAT",
     }
-    (tmp_path / "mlvu").mkdir()
-    (tmp_path / "mlvu" / "1_x.json").write_text(json.dumps([record]))
-    (tmp_path / "videos").mkdir()
-    return {"annotations": tmp_path / "mlvu", "root": tmp_path / "videos", "data": tmp_path / "data"}
+    (folder / "mlvu").mkdir(parents=True)
+    (folder / "mlvu" / "1_x.json").write_text(json.dumps([record]))
+    (folder / "videos").mkdir()
+    return {"annotations": folder / "mlvu", "root": folder / "videos", "data": folder / "data"}
 
 
 def _prepare(settings: Settings, bench: dict[str, Any], **kwargs: Any) -> Path:
@@ -223,3 +227,22 @@ def test_iterations_count_replies_that_act_not_nudges_refusals_or_further_calls(
         step("finish"),
     ]
     assert reasoning_iterations(dvd) == 2
+
+
+def test_run_json_of_a_retrieval_run_says_its_thresholds_were_defaulted(tmp_path: Path) -> None:
+    annotations = tmp_path / "MSRVTT_JSFUSION_test.csv"
+    annotations.write_text("key,vid_key,video_id,sentence\nret0,harbor,harbor,a sign with a blue boat\n")
+    (tmp_path / "videos").mkdir()
+    options = {"openai": {"base_url": "http://127.0.0.1:9/v1"}}
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        models={"chat": "openai:small", "text_embedder": "openai:text-embedding-3-large", "options": options},
+    )
+    run_dir = prepare_run(settings, "msrvtt", annotations, tmp_path / "videos", None, name="ret")
+    recorded = read_spec(run_dir).retrieval
+    assert recorded["gallery_only"] is True
+    thresholds = recorded["thresholds"]
+    assert (thresholds["source"], thresholds["tau_soft"], thresholds["tau_hard"]) == ("defaulted", 0.3, 0.15)
+    assert "openai:text-embedding-3-large has no calibrated thresholds" in thresholds["warning"]
+    # A question-answering run has no retrieval setup.
+    assert read_spec(_prepare(_settings(tmp_path / "data"), _bench(tmp_path / "qa"))).retrieval == {}

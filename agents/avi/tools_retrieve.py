@@ -21,6 +21,7 @@ from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
+from vidscope.tasks.stage import stage_failure
 
 log = logging.getLogger(__name__)
 
@@ -398,9 +399,14 @@ def graph_retrieve(
     ctx.video(video_id)
     graph = load_graph(ctx.store, video_id)
     if graph.number_of_nodes() == 0:
+        failed = stage_failure(ctx.store, video_id, "graph")  # an optional stage: the video is usable
+        why = (
+            f"its graph stage failed at ingestion ({failed})"
+            if failed
+            else "it is built at ingestion only when a chat model is configured (models.chat)"
+        )
         raise ToolError(
-            f"video {video_id} has no entity graph: it is built at ingestion only when a chat model "
-            "is configured (models.chat). Use clip_retrieve or global_explore instead."
+            f"video {video_id} has no entity graph: {why}. Use clip_retrieve or global_explore instead."
         )
     nodes = [dict(data, node_id=n) for n, data in graph.nodes(data=True)]
     edges = [dict(data, source=u, target=v, edge_id=k) for u, v, k, data in graph.edges(keys=True, data=True)]

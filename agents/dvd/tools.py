@@ -48,9 +48,9 @@ from vidscope.core.errors import ImagesNotSupported
 from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
-from vidscope.storage.ledger import STATUS_FAILED
 from vidscope.storage.subjects import SUBJECTS
 from vidscope.tasks.decode import frames_at
+from vidscope.tasks.stage import stage_failure
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +175,8 @@ def load_subjects(ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS)
 def _subjects_missing(ctx: ToolContext, video_id: str) -> str | None:
     """Why ``video_id`` has no subject registry when its optional stage failed (the ledger's
     reason), so the model reads "missing", not "no recurring subjects"; else None."""
-    rows = ctx.store.rows(ctx.store.ledger, video_id=video_id, where="stage = 'subjects'").to_pylist()
-    failed = [r for r in rows if r["status"] == STATUS_FAILED]
-    return f"the subjects stage failed: {failed[0]['error'] or 'no reason recorded'}" if failed else None
+    reason = stage_failure(ctx.store, video_id, "subjects")
+    return f"the subjects stage failed: {reason}" if reason else None
 
 
 # ============================================================================ tools

@@ -336,6 +336,11 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         console.print(f"[red]could not ingest[/red] {safe(name)}: {safe(error)}")
     for reason, n in s.failure_groups.items():
         console.print(f"[red]failed[/red] {n} × {safe(reason)}")
+    for warning in s.retrieval.get("warnings", []):  # e.g. an uncalibrated text embedder's thresholds
+        console.print(f"[yellow]warning:[/yellow] {safe(warning)}")
+    if s.retrieval.get("rerank_wanted"):
+        wanted = ", ".join(f"{k} ({n})" for k, n in s.retrieval["rerank_wanted"].items())
+        console.print(f"[yellow]fine stage configured but not used:[/yellow] {safe(wanted)}")
     for question, reason in list(s.unusable.items())[:20]:
         console.print(f"[yellow]not asked[/yellow] {safe(question)}: {safe(reason)}")
     if s.missing_tasks:
