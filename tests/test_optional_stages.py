@@ -136,6 +136,7 @@ def test_optional_stages_are_declared_and_nothing_required_needs_them() -> None:
             assert not [n for n in stage.needs if by_name[n].optional], stage.name
 
 
+@pytest.mark.slow  # the module's ingest and eval: ~25 s of CPU, 50-90 s on a busy 2-core machine
 def test_ingest_finishes_the_video_and_exits_3_with_one_line(done) -> None:
     result = done["ingest"]
     assert result.exit_code == EXIT_OPTIONAL_FAILED == 3, result.output
@@ -151,6 +152,7 @@ def test_ingest_finishes_the_video_and_exits_3_with_one_line(done) -> None:
         assert ledger[stage]["status"] in ("done", "skipped"), (stage, ledger[stage])
 
 
+@pytest.mark.slow  # the module's ingest and eval: ~25 s of CPU, 50-90 s on a busy 2-core machine
 def test_eval_answers_on_the_video_and_lists_the_failed_stage(done) -> None:
     result = done["eval"]
     assert result.exit_code == 0, result.output
