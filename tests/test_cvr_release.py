@@ -170,3 +170,36 @@ def test_a_multi_select_question_has_a_wrong_option() -> None:
         Question(
             question_id="q", text="?", video_ids=["v"], options=["a", "b"], answer="a", answers=["a", "x"]
         )
+
+
+def test_every_task_prompt_walks_through_a_worked_episode_in_the_masters_own_actions() -> None:
+    """Issue 38: "the ten task prompts are a tenth of the released prompts' length (with worked
+    JSON examples and a `thought` field): bring ours to the same content, in our own words". Each
+    example turn is a reply ``run_cvr`` reads as actions, each action says why in ``thought``, the
+    answer is in the task's deployed form, and the example keeps the ≥4-answered-queries rule."""
+    from vidscope.agents.cvr.agent import parse_actions
+    from vidscope.agents.cvr.tasks import TASKS
+
+    for code, task in TASKS.items():
+        for with_options in (True, False):
+            prompt = task.render(4, with_options=with_options)
+            turns = [line.split(": ", 1)[1] for line in prompt.splitlines() if line.startswith("Turn ")]
+            assert len(turns) >= 3, code
+            actions = []
+            for turn in turns:
+                parsed, problem = parse_actions(turn)
+                assert problem is None, (code, turn)
+                actions += parsed
+            assert all(a.get("thought") for a in actions), code
+            queries, final = actions[:-1], actions[-1]
+            assert final["action"] == "answer" and all(a["action"] != "answer" for a in queries)
+            assert "Turns 3-4: further queries" in prompt and "Turn 5: " in prompt  # 4 queries first
+            assert "at least 4 queries" in prompt and "refused query does not count" in prompt
+            if with_options or code in ("BU", "NC", "CC", "PEA", "PI", "MSR", "MOC"):
+                assert final["choice"] == ("BD" if code == "BU" else "B"), code
+        assert len(task.render(4).split()) > 250, code  # was about 60 words a task
+    open_forms = {c: TASKS[c].example(with_options=False) for c in ("FSA", "PSS", "CCQA")}
+    assert '"answer": "[24, 41]"' in open_forms["FSA"] and '"answer": "2->3->1"' in open_forms["PSS"]
+    assert "choice" not in open_forms["CCQA"] and "option letters" not in TASKS["PSS"].render(
+        4, with_options=False
+    )

@@ -23,11 +23,12 @@ SYSTEM = (
     "You are the master agent of a video question-answering system. You cannot see or hear the "
     "videos; two sub-agents can. Each turn reply with ONE JSON object and nothing else:\n"
     '{"actions": [ ... ]} where each action is one of\n'
-    '  {"action": "visual_query", '
+    '  {"action": "visual_query", "thought": "why", '
     '"targets": [{"video_id": "...", "t0": <s>, "t1": <s>, "frames": <n>}, ...], '
     '"focus": "what to look for"}\n'
-    '  {"action": "audio_query", "video_id": "...", "t0": <s>, "t1": <s>}\n'
-    '  {"action": "answer", "answer": "...", "citations": [{"video_id": "...", "start": <s>, "end": <s>}]}\n'
+    '  {"action": "audio_query", "thought": "why", "video_id": "...", "t0": <s>, "t1": <s>}\n'
+    '  {"action": "answer", "thought": "why", "answer": "...", '
+    '"citations": [{"video_id": "...", "start": <s>, "end": <s>}]}\n'
     "One visual_query looks at all its targets side by side (several videos, or several moments of "
     f"one), at most {FRAME_BUDGET} frames in all. Several queries in one turn run in parallel. "
     "Answer alone, citing only intervals you queried. "
