@@ -156,6 +156,8 @@ def test_ingest_finishes_the_video_and_exits_3_with_one_line(done) -> None:
 def test_eval_answers_on_the_video_and_lists_the_failed_stage(done) -> None:
     result = done["eval"]
     assert result.exit_code == 0, result.output
+    output = " ".join(result.output.split())
+    assert f"answered without an optional stage 2 questions: sign.mp4: subjects: {REASON}" in output
     summary = done["summary"]
     assert summary["outcomes"]["scored"] == 2 and summary["outcomes"]["failed"] == 0
     assert summary["scores"]["accuracy"] == pytest.approx(1.0)

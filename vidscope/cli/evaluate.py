@@ -336,6 +336,12 @@ def _print_outcome(outcome: EvalOutcome) -> None:
         console.print(f"[red]could not ingest[/red] {safe(name)}: {safe(error)}")
     for reason, n in s.failure_groups.items():
         console.print(f"[red]failed[/red] {n} × {safe(reason)}")
+    if s.optional_failed:  # answered without an optional ingestion stage that failed on their videos
+        stages = sorted({reason for reasons in s.optional_failed.values() for reason in reasons})
+        console.print(
+            f"[yellow]answered without an optional stage[/yellow] {len(s.optional_failed)} questions: "
+            + safe("; ".join(stages[:3]) + (f"; and {len(stages) - 3} more" if len(stages) > 3 else ""))
+        )
     for warning in s.retrieval.get("warnings", []):  # e.g. an uncalibrated text embedder's thresholds
         console.print(f"[yellow]warning:[/yellow] {safe(warning)}")
     if s.retrieval.get("rerank_wanted"):
