@@ -355,6 +355,11 @@ register(
         run="vidscope.agents.cvr.agent:run",
         tools="vidscope.agents.cvr.master:cvr_registry",
         sim_tools="vidscope.agents.simulator.tools_cvr:sim_cvr_agent_registry",
+        ablations=(
+            Ablation("audio", "AgentCVR visual-only: no audio sub-agent", frozenset({"audio_query"})),
+            Ablation("visual", "AgentCVR audio-only: no visual sub-agent", frozenset({"visual_query"})),
+            Ablation("multi_turn", "AgentCVR single-pass: one round of queries, then the answer"),
+        ),
     )
 )
 register(

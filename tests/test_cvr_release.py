@@ -203,3 +203,58 @@ def test_every_task_prompt_walks_through_a_worked_episode_in_the_masters_own_act
     assert "choice" not in open_forms["CCQA"] and "option letters" not in TASKS["PSS"].render(
         4, with_options=False
     )
+
+
+@pytest.mark.parametrize(
+    ("ablation", "offered"),
+    [
+        ("cvr:no-audio", ["visual_query", "answer"]),  # visual-only
+        ("cvr:no-visual", ["audio_query", "answer"]),  # audio-only
+    ],
+)
+def test_an_ablated_sub_agent_is_neither_offered_nor_run(
+    tmp_path: Path, llm_server: ScriptedLLMServer, ablation: str, offered: list[str]
+) -> None:
+    """The CVR ablations selectable on ``eval`` (``--ablation``): visual-only and audio-only."""
+    from vidscope.agents import strategies
+    from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+    from vidscope.agents.strategies import StrategyRequest
+
+    settings = settings_for(tmp_path, llm_server)
+    listen = json.dumps({"actions": [{"action": "audio_query", "video_id": "gen-7-v1", "t0": 0, "t1": 10}]})
+    llm_server.script([text(listen), text(answer(answer="D", choice="D"))])
+    question = four_options()
+    ctx = SimContext(settings, ScriptSimulator(script_with(question)), chat=registry.planner_model(settings))
+    parts = strategies.ablation_parts(strategies.parse_ablations("cvr", [ablation]))
+    request = StrategyRequest(question.text, question.video_ids, "videos", question.options, ablations=parts)
+    said = strategies.answer("cvr", ctx, request)
+    registry.clear_cache()
+
+    system = llm_server.chat_requests[0]["messages"][0]["content"]
+    shown = [a for a in ("visual_query", "audio_query", "answer") if f'"action": "{a}"' in system]
+    assert shown == offered
+    (step,) = [s for s in said.trace if s.kind == "tool"]
+    assert step.ok == ("audio_query" in offered)  # an action not offered is refused, never run
+
+
+def test_a_single_pass_run_answers_after_one_round_of_queries(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    from vidscope.agents import strategies
+    from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
+    from vidscope.agents.strategies import StrategyRequest
+
+    settings = settings_for(tmp_path, llm_server)
+    llm_server.script([text(query(0, 10)), text(query(10, 20)), text(answer(answer="D", choice="D"))])
+    question = four_options(task="NC")  # a task's >=4 rule cannot hold in one round: it is lifted
+    ctx = SimContext(settings, ScriptSimulator(script_with(question)), chat=registry.planner_model(settings))
+    parts = strategies.ablation_parts(["cvr:no-multi-turn"])
+    request = StrategyRequest(
+        question.text, question.video_ids, "videos", question.options, task="NC", ablations=parts
+    )
+    said = strategies.answer("cvr", ctx, request)
+    registry.clear_cache()
+
+    assert [s.kind for s in said.trace] == ["tool", "nudge", "finish"]  # the second round is not run
+    assert said.choice == "D" and not said.forced
+    assert "answer now" in llm_server.chat_requests[1]["messages"][-1]["content"]

@@ -180,6 +180,12 @@ def _query_key(name: str, arguments: dict[str, Any]) -> str:
     return json.dumps([name, arguments], sort_keys=True, default=str)
 
 
+#: The ablation part that allows one round of queries (``vidscope eval --ablation cvr:no-multi-turn``).
+SINGLE_PASS = "multi_turn"
+
+#: Said to the master of a single-pass run after its round of queries.
+ANSWER_NOW = "This run allows one round of queries: answer now, from the results above."
+
 #: Said to the master when a task's answer comes before its minimum of queries.
 TOO_EARLY = (
     "Your answer was set aside: this task needs at least {n} answered queries before the answer "
@@ -224,6 +230,7 @@ def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
         on_step=request.on_step,
         task=request.task,
         multi_select=request.multi_select,
+        single_pass=SINGLE_PASS in request.ablations,
     )
 
 
@@ -236,18 +243,21 @@ def run_cvr(
     on_step: StepCallback | None = None,
     task: str | None = None,
     multi_select: bool = False,
+    single_pass: bool = False,
 ) -> Answer:
     """Answer ``question`` about ``video_ids`` with the AgentCVR master agent (``ctx.chat``).
 
     ``task`` (a CrossVid task code, :mod:`.tasks`) puts that task's prompt before the question and
     holds back answers until ``[agent] cvr_min_queries`` queries have run (the paper's rule).
     ``multi_select`` (also implied by a multi-select task, BU) reads the answer's choice as the
-    set of letters it names."""
+    set of letters it names. ``single_pass`` (the single-pass ablation) runs one round of queries
+    and then takes only an answer (the ≥4 rule then asks for nothing more)."""
     if ctx.chat is None:
         raise ValueError("AgentCVR needs a planner model; use the extractive answerer without one")
     ctx.registry = ctx.registry or cvr_registry()
     prompt = task_prompt(task) if task else None
-    min_queries = ctx.config.cvr_min_queries if prompt is not None else 0
+    min_queries = ctx.config.cvr_min_queries if prompt is not None and not single_pass else 0
+    rounds = 0  # turns whose queries ran (a single-pass run allows one)
     state = LoopState(messages=opening_messages(ctx, question, video_ids, options, task=task))
     state.multi_select = multi_select or (prompt is not None and prompt.multi_select)
 
@@ -300,6 +310,11 @@ def run_cvr(
             return finish_answer(
                 ctx, state, answer_tool.name, fields, video_ids[0], options, record, citations=cited
             )
+        if single_pass and rounds >= 1:  # queries after the one round are not run
+            state.messages.append(ChatMessage(role="user", content=ANSWER_NOW))
+            record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=ANSWER_NOW))
+            continue
+        rounds += 1
         calls = [_call(a, video_ids) for a in queries]
         outcomes = run_queries(ctx, calls)
         observations = []
@@ -332,6 +347,8 @@ def run_cvr(
         if set_aside:
             stated = str(set_aside[0].get("answer") or "").strip() or stated
             observations.append(ANSWER_WAITS)
+        if single_pass:
+            observations.append(ANSWER_NOW)
         state.messages.append(ChatMessage(role="user", content="\n\n".join(observations)))
     # Turn limit: the master's last stated answer as a best guess with its choice, forced.
     return forced_answer(state, stated, options)
