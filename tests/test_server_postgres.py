@@ -150,3 +150,19 @@ def test_the_postgres_binaries_are_where_the_settings_say() -> None:
     # The slow test above needs them; a missing package should fail loudly here, not be skipped.
     bin_dir = ServerSettings().postgres_bin
     assert all(os.access(bin_dir / name, os.X_OK) for name in ("initdb", "pg_ctl", "postgres"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root hands the cluster to another user")
+def test_as_root_a_data_dir_the_postgres_user_cannot_enter_is_refused_in_one_line(
+    reachable_root: Path,
+) -> None:
+    locked = reachable_root / "locked"
+    locked.mkdir(mode=0o700)
+    data = locked / "data"
+    env = {"VIDSCOPE_SERVER__PORT": str(free_port()), "COLUMNS": "300"}
+    up = cli(data, env, "up", "--no-api", "--database", "postgres-local")
+    assert up.exit_code == 1, up.output
+    lines = [line for line in up.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"cannot enter {locked}" in lines[0], up.output
+    assert not (data / "server" / "postgres" / "cluster").exists()
+    assert not processes_under(data)
