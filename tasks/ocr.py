@@ -385,8 +385,14 @@ class _Lines:
             if old is not None and changes:
                 streak.text, streak.text_changes = old.text, old.text_changes
             streaks.append(streak)
-            if changes >= TICKER_LOOKS and self._text_changed(look, streak):
-                self._promote(region, look.t)
+            if changes >= TICKER_LOOKS and self._ticker_of(region) is None:
+                if self._text_changed(look, streak):
+                    self._promote(region, look.t)
+                elif not streak.text_changes:
+                    # Same words (text over moving footage): the next crop read waits until its
+                    # pixels have changed at TICKER_LOOKS more looks, so such a region costs one
+                    # crop read per TICKER_LOOKS probes, not one per probe.
+                    streak.changes = 0
             if (ticker := self._ticker_of(region)) is not None:
                 ticker.region, ticker.missing = region, -1  # follow it (a counter gaining a digit)
         for ticker in self.tickers:
