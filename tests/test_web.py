@@ -118,6 +118,29 @@ def not_blank(image: Image.Image, box: dict[str, float]) -> None:
     assert spread > 20, f"looks uniform (stddev {spread:.1f})"
 
 
+def assert_fits(page: Any, width: int) -> None:
+    """Nothing is wider than the viewport: not the page, not any visible element's right edge."""
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    wide = page.evaluate(
+        """(w) => [...document.querySelectorAll('body *')].filter(e => {
+                const r = e.getBoundingClientRect();
+                return r.width > 0 && r.height > 0 && r.right > w + 1; })
+            .map(e => `${e.tagName}#${e.id}.${e.className} right ${Math.round(e.getBoundingClientRect().right)}`)""",
+        width,
+    )
+    assert not wide, wide
+
+
+#: Command-line syntax the page must not show (a backticked command, a flag).
+CLI_SYNTAX = re.compile(r"`|(^|[\s(/])--[a-z]")
+
+
+def no_cli_syntax(page: Any) -> None:
+    """The page's visible text carries no command-line advice."""
+    shown = page.evaluate("() => document.body.innerText")
+    assert not CLI_SYNTAX.search(shown), [line for line in shown.splitlines() if CLI_SYNTAX.search(line)]
+
+
 def player_state(page: Any) -> dict[str, Any]:
     return page.evaluate(
         """() => { const p = document.querySelector('#player');
@@ -144,6 +167,24 @@ def test_search_first_a_result_plays_its_range_in_view_and_stops_at_its_end(
         expect(page.locator(".video-row", has_text="fruit and sea.mp4")).to_be_visible(timeout=20_000)
         # Search comes first: its box is at the top of the page, in view without scrolling.
         assert in_view(page, "#search-q")["y"] < 150
+        # Stage states are labelled: a summary in words, a title per dot, a legend.
+        row = page.locator(".video-row", has_text="fruit and sea.mp4")
+        expect(row.locator(".summary")).to_have_text(re.compile(r"^ready( · \d+ (skipped|without a model))*$"))
+        titles = row.locator(".stage").evaluate_all("ds => ds.map(d => d.title)")
+        assert len(titles) >= 10 and all(re.match(r"^[a-z_]+: \w", t) for t in titles), titles
+        expect(page.locator("#stage-legend")).to_contain_text("skipped")
+
+        # What is off is disabled, with the reason in words (no command to type).
+        features = page.evaluate("async () => (await fetch('/api/features')).json()")
+        image_input = page.locator("#search-image")
+        if not features["visual_search"]["on"]:
+            expect(image_input).to_be_disabled()
+            reason = page.get_attribute("#search-image-label", "title") or ""
+            assert reason.startswith("visual search is off") and "`" not in reason, reason
+            assert image_input.get_attribute("aria-description") == reason
+        if not features["planner"]["on"]:  # no chat model here: the agents are off, and say why
+            expect(page.locator("#ask-agent")).to_be_disabled()
+            assert "no chat model" in (page.get_attribute("#ask-agent", "title") or "")
 
         page.fill("#search-q", "red apple")
         page.press("#search-q", "Enter")
@@ -191,25 +232,19 @@ def test_search_first_a_result_plays_its_range_in_view_and_stops_at_its_end(
         expect(page.locator("#now-playing")).to_have_text("fruit and sea.mp4 from 0:00.0")
         expect(page.locator("#range-mark")).to_be_hidden()
 
-        # By image: the server's answer, or its reason when it has no visual search.
+        # By image: the server's answer (when it has visual search; else the control is off).
         frame = page.evaluate(
             f"async () => {{ const r = await fetch('/api/videos/{library.video_id}/thumbnail?t=6');"
             " return Array.from(new Uint8Array(await r.arrayBuffer())); }"
         )
-        with page.expect_response("**/api/search/image*") as answered:
-            page.set_input_files(
-                "#search-image",
-                files=[{"name": "ocean.jpg", "mimeType": "image/jpeg", "buffer": bytes(frame)}],
-            )
-        response = answered.value
-        if response.ok:
+        if features["visual_search"]["on"]:
+            with page.expect_response("**/api/search/image*") as answered:
+                page.set_input_files(
+                    "#search-image",
+                    files=[{"name": "ocean.jpg", "mimeType": "image/jpeg", "buffer": bytes(frame)}],
+                )
+            assert answered.value.ok
             expect(cards.first).to_be_visible()
-        else:
-            detail = response.json()["detail"]
-            expect(page.locator("#search-results .error")).to_have_text(
-                f"search failed: {response.status}: {detail}"
-            )
-            problems = [p for p in problems if str(response.status) not in p]  # the browser logs it
 
         # At phone width: one column, search on top, a result's click brings the player into view.
         page.set_viewport_size(PHONE)
@@ -227,7 +262,16 @@ def test_search_first_a_result_plays_its_range_in_view_and_stops_at_its_end(
         phone = screenshot(page, "search-play-phone")
         assert phone.size == (PHONE["width"], PHONE["height"])
         assert_marked(phone, page, 5.0, 8.0, player_state(page)["d"])
-        assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
+        assert_fits(page, PHONE["width"])
+        no_cli_syntax(page)
+        # A note about weaker moments offers "show" (the terminal's --all), in words.
+        show = page.locator("#search-results .show-all")
+        if show.count():
+            shown = cards.count()
+            expect(show.locator("xpath=..")).to_contain_text("under the relevance bar")
+            show.click()
+            expect(cards).not_to_have_count(shown, timeout=30_000)
+            assert_fits(page, PHONE["width"])
         page.screenshot(path=str(SHOTS / "search-play-phone-full.png"), full_page=True)
         page.close()
     assert not problems, problems
@@ -249,14 +293,14 @@ def test_ask_streams_each_step_then_a_cited_answer_and_keeps_the_conversation(
     from playwright.sync_api import expect
 
     search = {"video_id": library.video_id, "query": "blue ocean", "top_k": 2}
+    # A long unbroken string (a URL) in the answer: it wraps inside the Ask panel.
+    url_in_answer = "https://example.org/" + "x" * 300
+    answer = f"The ocean shows from 0:05. {url_in_answer}"
     llm_server.script(
         [
             tool_call("clip_search", search, call_id="s1"),
             # The model takes its time over the answer: the step is on the page meanwhile.
-            replace(
-                tool_call("finish", {"answer": "The ocean shows from 0:05.", "citations": [[5.0, 8.0]]}),
-                seconds=2.5,
-            ),
+            replace(tool_call("finish", {"answer": answer, "citations": [[5.0, 8.0]]}), seconds=2.5),
             tool_call("finish", {"answer": "An apple, at the start.", "citations": [[0.0, 5.0]]}),
         ]
     )
@@ -267,18 +311,30 @@ def test_ask_streams_each_step_then_a_cited_answer_and_keeps_the_conversation(
         page.press("#ask-q", "Enter")
         turn = page.locator("#conversation .turn").first
         step = turn.locator(".step").first
-        expect(step.locator(".tool")).to_have_text("clip_search", timeout=30_000)
+        # The step in words: the tool (its name as the title), the query, where, what it found.
+        expect(step.locator(".tool")).to_have_text("searched the clips", timeout=30_000)
+        assert step.locator(".tool").get_attribute("title") == "clip_search"
         # Streamed: the step is shown while the answer is still being written.
         expect(turn.locator(".pending")).to_contain_text("thinking… 1 step")
         expect(turn.locator(".answer-text")).to_have_count(0)
-        # The arguments, with the video named by its file: what the agent looked for, and where.
-        expect(step.locator(".args")).to_contain_text('"video_id":"fruit and sea.mp4","query":"blue ocean"')
+        expect(step.locator(".query")).to_have_text("“blue ocean” in fruit and sea.mp4")
         expect(step.locator(".observation")).not_to_be_empty()
+        assert "{" not in step.inner_text() and '"' not in step.inner_text()  # no raw JSON
         thinking = screenshot(page, "ask-streaming")
         in_view(page, "#conversation .turn .step")
         assert thinking.size == (DESKTOP["width"], DESKTOP["height"])
 
-        expect(turn.locator(".answer-text")).to_have_text("The ocean shows from 0:05.", timeout=30_000)
+        expect(turn.locator(".answer-text")).to_have_text(answer, timeout=30_000)
+        # The long answer wraps inside the Ask panel; the trace id links to the whole trace.
+        panel = page.locator("#ask-panel").bounding_box()
+        text_box = turn.locator(".answer-text").bounding_box()
+        assert panel and text_box and text_box["x"] + text_box["width"] <= panel["x"] + panel["width"]
+        link = turn.locator("a.trace-link")
+        href = link.get_attribute("href") or ""
+        assert re.fullmatch(r"/api/traces/[0-9a-f]{16}", href), href
+        expect(link).to_have_text(f"trace {href.rsplit('/', 1)[1]}")
+        traced = page.evaluate(f"async () => (await fetch('{href}')).json()")
+        assert traced["answer"] == answer and traced["trace"][0]["tool"] == "clip_search"
         cited = turn.locator(".evidence")
         expect(cited).to_have_count(1)
         expect(cited.locator(".time")).to_have_text("0:05.0–0:08.0")
@@ -292,6 +348,7 @@ def test_ask_streams_each_step_then_a_cited_answer_and_keeps_the_conversation(
         expect(turns).to_have_count(2)
         expect(turns.nth(1).locator(".answer-text")).to_have_text("An apple, at the start.", timeout=30_000)
         expect(turns.nth(0).locator(".question")).to_contain_text("when does the blue ocean show?")
+        expect(page.locator("#ask-agent")).to_be_enabled()  # a chat model here: the agents are on
 
         # A citation plays its moment, marked.
         wait_images(page, "#conversation .evidence img")
@@ -304,6 +361,12 @@ def test_ask_streams_each_step_then_a_cited_answer_and_keeps_the_conversation(
         answered = screenshot(page, "ask-answered")
         assert_marked(answered, page, 5.0, 8.0, player_state(page)["d"])
         not_blank(answered, cited.locator("img").bounding_box())
+        # At phone width after the ask (the URL included) nothing is wider than the screen.
+        page.set_viewport_size(PHONE)
+        turns.nth(0).locator(".answer-text").scroll_into_view_if_needed()
+        screenshot(page, "ask-answered-phone")
+        assert_fits(page, PHONE["width"])
+        no_cli_syntax(page)
         page.close()
     assert not problems, problems
     assert llm_server.pending == 0
@@ -398,10 +461,10 @@ def test_compare_streams_its_steps_and_cites_clickable_moments_of_each_video(
         body = sent.value.post_data_json
         assert sorted(body["videos"]) == sorted([library.video_id, second]) and body["agent"] == "sama"
         turn = page.locator("#comparisons .turn").first
-        grounding = turn.locator(".step", has_text="temporal_grounding")
+        grounding = turn.locator(".step[data-tool=temporal_grounding]")
         expect(grounding).to_be_visible(timeout=30_000)
         expect(turn.locator(".answer-text")).to_have_count(0)  # the step came before the answer
-        expect(grounding.locator(".args")).to_contain_text('"query":"the sea"')
+        expect(grounding.locator(".query")).to_have_text("“the sea” in fruit and sea.mp4")
 
         expect(turn.locator(".answer-text")).to_have_text(
             "Only the first video shows the sea.", timeout=30_000
@@ -439,6 +502,12 @@ def test_compare_streams_its_steps_and_cites_clickable_moments_of_each_video(
         expect(page.locator("#now-playing")).to_have_text("fruit and sea.mp4 · 0:05.0–0:08.0")
         page.keyboard.press("ArrowRight")
         expect(cited.nth(1)).to_have_class("moment evidence unverified playing")
+        # At phone width after the comparison nothing is wider than the screen.
+        page.set_viewport_size(PHONE)
+        turn.locator(".answer-text").scroll_into_view_if_needed()
+        screenshot(page, "compare-answered-phone")
+        assert_fits(page, PHONE["width"])
+        no_cli_syntax(page)
         page.close()
     assert not problems, problems
     assert llm_server.pending == 0
@@ -516,7 +585,7 @@ def test_an_ingestion_started_on_the_page_shows_each_stage_live_then_the_video_p
         expect(status).to_have_text("ingestion done", timeout=240_000)
         assert seen and all(": " in title for title in seen), seen
         row = page.locator(".video-row", has_text="harbour.mp4")
-        expect(row.locator(".summary")).to_have_text("ready")
+        expect(row.locator(".summary")).to_have_text(re.compile(r"^ready\b"))
         row.click()
         page.wait_for_function("() => document.querySelector('#player').readyState >= 1", timeout=30_000)
         expect(page.locator("#player-error")).to_be_hidden()

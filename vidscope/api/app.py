@@ -14,7 +14,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from vidscope import __version__
-from vidscope.api.routes import ask, compare, ingest, search, session, strategies, traces, videos, web
+from vidscope.api.routes import (
+    ask,
+    compare,
+    features,
+    ingest,
+    search,
+    session,
+    strategies,
+    traces,
+    videos,
+    web,
+)
 from vidscope.api.security import BodyLimitMiddleware
 from vidscope.api.state import ApiState, app_state
 from vidscope.core.settings import Settings, disable_telemetry
@@ -42,7 +53,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.api.max_request_bytes)
     app.state.vidscope = ApiState.from_settings(settings)
     # The order of the routers is the order of the paths in the OpenAPI document.
-    for routes in (session, videos, ingest, ask, compare, strategies, traces, search, web):
+    for routes in (session, videos, ingest, ask, compare, strategies, features, traces, search, web):
         app.include_router(routes.router)
     app.mount("/static", web.static_files(), name="static")
     return app

@@ -35,6 +35,42 @@ function setStatus(text, isError = false) {
   status.classList.toggle("error", isError);
 }
 
+// ------------------------------------------------------------------ words for a page user
+
+// Command-line advice in a server's note: a backticked command (`vidscope models pull`) or a flag
+// (--all, --tau-soft). The notes are written for the terminal; the page keeps what they say and
+// leaves out what to type (its own controls, such as "show", do what the flag would).
+const CLI_ADVICE = /`[^`]*`|(^|[\s(/])--[a-z][\w-]*/i;
+
+// ``text`` without its command-line advice: parenthesised parts and clauses (between "; ", ". ",
+// " — " or ", or ") that carry a command or a flag are dropped; the rest is kept as written.
+function plainWords(text) {
+  let out = String(text || "").replace(/\s*\(([^()]*)\)/g, (whole, inner) => {
+    if (!CLI_ADVICE.test(inner)) return whole;
+    const kept = inner.split(/;\s*/).filter((part) => !CLI_ADVICE.test(part));
+    return kept.length ? ` (${kept.join("; ")})` : "";
+  });
+  const pieces = out.split(/(;\s+|\.\s+|\s+[—–]\s+|,\s+or\s+)/);
+  const kept = [];
+  for (let i = 0; i < pieces.length; i += 2) {
+    if (CLI_ADVICE.test(pieces[i])) continue;
+    if (kept.length) kept.push(pieces[i - 1]);
+    kept.push(pieces[i]);
+  }
+  out = kept.join("").replace(/\s+([,;.])/g, "$1").trim().replace(/[;,:—–]\s*$/, "");
+  // The relevance bar's count, as a sentence ("1 weaker moment … is not shown").
+  out = out.replace(
+    /\b(\d+) weaker (moments?) under the relevance bar [\d.]+ not shown/,
+    (_, n, word) => `${n} weaker ${word} under the relevance bar ${n === "1" ? "is" : "are"} not shown`,
+  );
+  return out.replace(/image-text/g, "image–text");
+}
+
+// A server note that points at the hidden weaker moments (the terminal's --all).
+function mentionsHidden(note) {
+  return /relevance bar/.test(note) && /--all\b/.test(note);
+}
+
 // The server's reason for a failed request: its JSON "detail" when it sent one.
 async function failure(response) {
   let detail = response.statusText;
@@ -42,6 +78,7 @@ async function failure(response) {
     const body = await response.json();
     detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
   } catch (_) { /* not JSON */ }
+  detail = plainWords(detail);
   const error = new Error(`${response.status}: ${detail}`);
   error.detail = detail;
   return error;
@@ -92,7 +129,7 @@ async function streamQuestion(path, body, onStep) {
       const event = JSON.parse(line);
       if (event.step) onStep(event.step);
       else if (event.result) return event.result;
-      else if (event.error) throw new Error(`${event.error.status}: ${event.error.message}`);
+      else if (event.error) throw new Error(`${event.error.status}: ${plainWords(event.error.message)}`);
     }
     if (done) throw new Error("the answer stream ended early");
   }
@@ -355,15 +392,67 @@ function evidenceButton(videoId, start, end, extraClass = "", label = "", level 
 
 // ------------------------------------------------------------------ library
 
+// What each ledger state of a stage means, for the dots' titles and the legend.
+const STAGE_STATES = {
+  done: "done",
+  cached: "done before (reused)",
+  skipped: "skipped: nothing to do, or switched off",
+  unavailable: "not run: its model is not available",
+  failed: "failed",
+  blocked: "not run: a stage it needs failed",
+  running: "running",
+  pending: "not run yet",
+};
+
+// The legend's entries: one colour each (done and cached share one, as do failed and blocked).
+const STAGE_LEGEND = [
+  ["done", "done"], ["skipped", "skipped"], ["unavailable", "model missing"], ["failed", "failed"],
+  ["running", "running"], ["pending", "to do"],
+];
+
+// A video's stages in a few words: "ready · 5 skipped", "failed: speech", "9/14 stages".
 function stageSummary(stages) {
   const entries = Object.entries(stages);
-  const failed = entries.filter(([, s]) => s === "failed" || s === "blocked").map(([n]) => n);
-  const running = entries.filter(([, s]) => s === "running").map(([n]) => n);
-  const pending = entries.filter(([, s]) => s === "pending").map(([n]) => n);
+  const named = (...states) => entries.filter(([, s]) => states.includes(s)).map(([n]) => n);
+  const failed = named("failed", "blocked");
+  const running = named("running");
+  const pending = named("pending");
   if (failed.length) return { text: `failed: ${failed.join(", ")}`, state: "failed" };
   if (running.length) return { text: `running: ${running.join(", ")}`, state: "running" };
   if (pending.length) return { text: `${entries.length - pending.length}/${entries.length} stages`, state: "pending" };
-  return { text: "ready", state: "done" };
+  const quiet = [["skipped", named("skipped")], ["unavailable", named("unavailable")]]
+    .filter(([, names]) => names.length)
+    .map(([state, names]) => `${names.length} ${state === "unavailable" ? "without a model" : "skipped"}`);
+  return { text: ["ready", ...quiet].join(" · "), state: "done" };
+}
+
+// The row of stage dots: each names its stage and state (title), the row reads as one image.
+function stageDots(stages) {
+  const entries = Object.entries(stages);
+  const counts = {};
+  for (const [, state] of entries) counts[state] = (counts[state] || 0) + 1;
+  const label = Object.entries(counts).map(([state, n]) => `${n} ${state}`).join(", ");
+  const dots = el("span", { className: "stages", role: "img", "aria-label": `stages: ${label}` });
+  for (const [name, state] of entries) {
+    dots.append(el("span", {
+      className: `stage ${state}`, title: `${name}: ${STAGE_STATES[state] || state}`, dataset: { stage: name },
+    }));
+  }
+  return dots;
+}
+
+function stageLegend() {
+  return el(
+    "p",
+    { id: "stage-legend", className: "meta legend" },
+    "stages: ",
+    ...STAGE_LEGEND.map(([state, words]) => el(
+      "span",
+      { className: "legend-item", title: STAGE_STATES[state] },
+      el("span", { className: `stage ${state}` }),
+      words,
+    )),
+  );
 }
 
 async function loadLibrary() {
@@ -375,10 +464,7 @@ async function loadLibrary() {
   select.replaceChildren();
   for (const video of videos) {
     const summary = stageSummary(video.stages);
-    const dots = el("span", { className: "stages" });
-    for (const [name, state] of Object.entries(video.stages)) {
-      dots.append(el("span", { className: `stage ${state}`, title: `${name}: ${state}`, dataset: { stage: name } }));
-    }
+    const dots = stageDots(video.stages);
     const play = el(
       "button",
       { type: "button", className: "link", title: `play ${video.file_name}` },
@@ -414,10 +500,14 @@ async function loadLibrary() {
     select.append(el("option", { value: video.video_id, text: video.file_name }));
   }
   if (!videos.length) {
-    body.append(el("tr", {}, el("td", { colspan: "4", className: "meta", text: "no video yet: ingest one below, or with `vidscope ingest`" })));
+    body.append(el("tr", {}, el("td", { colspan: "4", className: "meta", text: "no video yet: ingest one below" })));
   }
+  const legend = document.querySelector("#stage-legend");
+  if (legend) legend.remove();
+  if (videos.length) $("#library").after(stageLegend());
   if (videos.some((v) => v.video_id === previous)) select.value = previous;
   fillCompareChoices();
+  await loadFeatures();
   await loadStrategies();
   setStatus(plural(videos.length, "video"));
 }
@@ -474,7 +564,7 @@ $("#ingest-form").addEventListener("submit", async (event) => {
     const refused = Object.entries(job.refused).map(([p, why]) => `${p}: ${why}`).join("; ");
     out.replaceChildren(el("p", {
       className: job.state === "failed" ? "error" : "meta",
-      text: `ingestion ${job.state}${job.error ? ` (${job.error})` : ""}${refused ? `; refused ${refused}` : ""}`,
+      text: `ingestion ${job.state}${job.error ? ` (${plainWords(job.error)})` : ""}${refused ? `; refused ${refused}` : ""}`,
     }));
     await loadLibrary();
   } catch (error) {
@@ -484,30 +574,102 @@ $("#ingest-form").addEventListener("submit", async (event) => {
 
 // ------------------------------------------------------------------ ask and compare
 
-// A tool's arguments, short: a video id reads as its file name.
-function shortJson(value) {
-  const names = Object.fromEntries(videos.map((v) => [v.video_id, v.file_name]));
-  const text = JSON.stringify(value, (key, item) => (typeof item === "string" && names[item] ? names[item] : item));
-  return text.length > 160 ? `${text.slice(0, 157)}…` : text;
-}
-
 function shortText(text, limit = 220) {
   const flat = String(text || "").replace(/\s+/g, " ").trim();
   return flat.length > limit ? `${flat.slice(0, limit - 1)}…` : flat;
 }
 
-// One agent step as a list item: the tool and its arguments, then a short observation.
-function stepItem(step) {
-  const head = step.tool
-    ? [el("span", { className: "tool", text: step.tool }), el("code", { className: "args", text: shortJson(step.arguments) })]
-    : [el("span", { className: "tool kind", text: step.kind })];
+// What each tool does, in words (a tool not listed reads as its name with spaces).
+const TOOL_WORDS = {
+  clip_search: "searched the clips",
+  library_search: "searched the library",
+  global_browse: "read the video's overview",
+  global_explore: "looked over the videos",
+  frame_inspect: "looked at frames",
+  frame_analysis: "looked at frames",
+  temporal_grounding: "looked for when it happens",
+  audio_query: "listened",
+  subtitle_extractor: "read the transcript",
+  subtitle_retriever: "searched the transcript",
+  text_extract: "read the on-screen text",
+  object_detect: "looked for objects",
+  object_tracker: "followed objects",
+  scene_detector: "found the scene changes",
+  scene_graph: "read who does what",
+  boundary_detect: "found where things change",
+  clip_merge: "joined clips",
+  clip_retrieve: "fetched clips",
+  graph_retrieve: "searched the knowledge graph",
+  video_reader: "watched a span",
+  visual_query: "looked at a span",
+  visual_similarity: "compared pictures",
+  finish: "answered",
+  answer: "answered",
+};
+
+// Steps that are not tool calls, in words.
+const STEP_KINDS = {
+  nudge: "reminded the model to use a tool or answer",
+  "model-error": "the model failed",
+  extractive: "answered from what was said and shown",
+  refused: "a reply was set aside",
+};
+
+// The question a tool was asked, in words: its query (or question, text…) and where it looked.
+// A long, wrapped prompt (an agent briefing another) reads as its question line only.
+function stepAsked(args) {
+  const names = Object.fromEntries(videos.map((v) => [v.video_id, v.file_name]));
+  const value = ["query", "question", "queries", "text", "keywords", "target", "description"]
+    .map((key) => args[key]).find((v) => v !== undefined && v !== null && v !== "");
+  let asked = Array.isArray(value) ? value.join("; ") : typeof value === "string" ? value : "";
+  if (asked.length > 160 || asked.includes("\n")) {
+    const lines = asked.split("\n").map((l) => l.trim()).filter(Boolean);
+    const question = lines.find((l) => /^question\s*:/i.test(l)) || lines.reverse().find((l) => l.endsWith("?"));
+    if (question) asked = question.replace(/^question\s*:\s*/i, "");
+  }
+  const parts = asked ? [`“${shortText(asked, 160)}”`] : [];
+  const ids = [args.video_id, ...(Array.isArray(args.video_ids) ? args.video_ids : [])].filter(Boolean);
+  if (ids.length) parts.push(`in ${ids.map((id) => names[id] || id).join(", ")}`);
+  const from = args.start ?? args.t0 ?? args.start_time;
+  const to = args.end ?? args.t1 ?? args.end_time;
+  if (typeof from === "number" && typeof to === "number") parts.push(`at ${fmtTime(from)}–${fmtTime(to)}`);
+  return parts.join(" ");
+}
+
+// The gist of what a step returned: a count for a list, the answer or error of a reply, else
+// its first words.
+function stepGist(step) {
+  if (step.tool === "finish" || step.tool === "answer") return shortText(step.arguments.answer || step.observation, 160);
   const said = step.observation || step.reasoning || "";
+  let value = null;
+  try { value = JSON.parse(said); } catch (_) { /* words, not JSON */ }
+  if (Array.isArray(value)) return plural(value.length, "result");
+  if (value && typeof value === "object") {
+    for (const key of ["error", "answer", "summary", "text"]) {
+      if (typeof value[key] === "string" && value[key]) return shortText(value[key], 160);
+    }
+    const list = Object.entries(value).find(([, v]) => Array.isArray(v));
+    if (list) return `${list[1].length} ${list[0].replace(/_/g, " ")}`;
+    return "";
+  }
+  return shortText(said, 160);
+}
+
+// One agent step as a list item: the tool in words, what it asked (and where), what it found.
+// The tool's own name is its title; the whole step is in the answer's trace.
+function stepItem(step) {
+  const doing = step.tool
+    ? TOOL_WORDS[step.tool] || step.tool.replace(/_/g, " ")
+    : STEP_KINDS[step.kind] || step.kind.replace(/[-_]/g, " ");
+  const asked = step.tool && step.tool !== "finish" && step.tool !== "answer" ? stepAsked(step.arguments || {}) : "";
+  const gist = stepGist(step);
   return el(
     "li",
-    { className: `step${step.ok ? "" : " failed"}`, dataset: { kind: step.kind } },
+    { className: `step${step.ok ? "" : " failed"}`, dataset: { kind: step.kind, tool: step.tool || "" } },
     ...(step.phase ? [el("span", { className: "phase", text: step.phase })] : []),
-    ...head,
-    ...(said ? [el("span", { className: "observation", text: shortText(said) })] : []),
+    el("span", { className: step.tool ? "tool" : "tool kind", title: step.tool || step.kind, text: doing }),
+    ...(asked ? [el("span", { className: "query", text: asked })] : []),
+    ...(gist ? [el("span", { className: "observation", text: gist })] : []),
   );
 }
 
@@ -555,7 +717,7 @@ $("#ask-form").addEventListener("submit", async (event) => {
   const question = $("#ask-q").value;
   const video = videos.find((v) => v.video_id === videoId);
   // An empty menu (strategies not loaded yet, or failed to) leaves the choice to the server default.
-  const agent = $("#ask-agent").value || null;
+  const agent = chosenAgent($("#ask-agent"));
   const turn = startTurn($("#conversation"), question, `${video ? video.file_name : videoId}${agent ? ` · ${agent}` : ""}`);
   $("#ask-q").value = "";
   try {
@@ -571,10 +733,17 @@ $("#ask-form").addEventListener("submit", async (event) => {
       el("p", { className: "answer-text", text: result.answer }),
       ...(result.choice ? [el("p", { text: `Choice ${result.choice}: ${result.choice_text || ""}` })] : []),
       list,
-      el("p", {
-        className: "meta",
-        text: `${kind} · ${result.seconds.toFixed(2)} s · ${plural(result.trace.length, "step")} · trace ${result.query_id}`,
-      }),
+      // The trace id opens the whole trace (GET /api/traces/{id}, kept for recent answers).
+      el(
+        "p",
+        { className: "meta" },
+        `${kind} · ${result.seconds.toFixed(2)} s · ${plural(result.trace.length, "step")} · `,
+        el("a", {
+          className: "trace-link", href: `/api/traces/${encodeURIComponent(result.query_id)}`, target: "_blank",
+          rel: "noopener", title: "the whole trace: every step, its arguments and what it returned",
+          text: `trace ${result.query_id}`,
+        }),
+      ),
     );
   } catch (error) {
     turn.fail(error.message);
@@ -590,12 +759,67 @@ async function loadStrategies() {
     const previous = select.value;
     select.replaceChildren();
     for (const s of strategies.filter((s) => s.scopes.includes(scope))) {
-      const option = el("option", { value: s.name, text: s.title, title: s.help });
+      const option = el("option", { value: s.name, text: s.title, title: s.help, dataset: { needsPlanner: String(s.needs_planner), help: s.help } });
       option.selected = s.default_for.includes(scope);
       select.append(option);
     }
     if ([...select.options].some((o) => o.value === previous)) select.value = previous;
   }
+  applyFeatures();
+}
+
+// What the server can do (GET /api/features): search by image, a chat model for the agents.
+let features = null;
+
+async function loadFeatures() {
+  try {
+    features = await api("/api/features");
+  } catch (_) {
+    features = null; // an older server: every control stays offered, the server says no when asked
+  }
+  applyFeatures();
+}
+
+// ``node`` is off for ``reason`` (or on again): disabled, the reason as its title and description.
+function setOff(node, reason, onTitle = "") {
+  if ("disabled" in node) node.disabled = Boolean(reason);
+  else if (reason) node.setAttribute("aria-disabled", "true");
+  else node.removeAttribute("aria-disabled");
+  node.classList.toggle("off", Boolean(reason));
+  if (reason) {
+    node.title = reason;
+    node.setAttribute("aria-description", reason);
+  } else {
+    node.title = onTitle;
+    node.removeAttribute("aria-description");
+  }
+}
+
+// Controls for what is off are disabled with the reason: "by image…" without visual search, and
+// the agents that need a chat model when none can be used (the question is then answered
+// extractively, from what was said and shown).
+function applyFeatures() {
+  if (!features) return;
+  const visual = features.visual_search.on ? "" : plainWords(features.visual_search.reason);
+  setOff($("#search-image"), visual);
+  setOff($("#search-image-label"), visual, "find the moments that look like an image");
+  const planner = features.planner.on
+    ? ""
+    : `${plainWords(features.planner.reason)}: questions are answered from what was said and shown`;
+  for (const select of document.querySelectorAll("select[data-scope]")) {
+    for (const option of select.options) {
+      if (option.dataset.needsPlanner === "true") setOff(option, planner, option.dataset.help);
+    }
+    const usable = [...select.options].filter((o) => !o.disabled);
+    if (usable.length && select.selectedOptions[0] && select.selectedOptions[0].disabled) select.value = usable[0].value;
+    setOff(select, usable.length || !select.options.length ? "" : planner);
+  }
+}
+
+// The agent a menu names, or null (the server's default) when it offers none that can be used.
+function chosenAgent(select) {
+  const option = select.selectedOptions[0];
+  return select.disabled || !option || option.disabled ? null : option.value;
 }
 
 // One checkbox per video of the library; the ones ticked before a reload stay ticked.
@@ -620,7 +844,7 @@ $("#compare-form").addEventListener("submit", async (event) => {
   }
   hint.textContent = "";
   const question = $("#compare-q").value;
-  const agent = $("#compare-agent").value || null;
+  const agent = chosenAgent($("#compare-agent"));
   const turn = startTurn($("#comparisons"), question, `${plural(chosen.length, "video")}${agent ? ` · ${agent}` : ""}`);
   $("#compare-q").value = "";
   try {
@@ -640,7 +864,7 @@ $("#compare-form").addEventListener("submit", async (event) => {
       el("p", { className: "answer-text", text: result.answer }),
       ...(result.choice ? [el("p", { text: `Choice ${result.choice}` })] : []),
       list,
-      ...(result.note ? [el("p", { className: "meta note", text: result.note })] : []),
+      ...(result.note ? [el("p", { className: "meta note", text: plainWords(result.note) })] : []),
       el("p", {
         className: "meta compare-meta",
         text: `${kind} · ${plural(result.videos.length, "video")} · ${result.seconds.toFixed(2)} s · ${plural(result.trace.length, "step")}`,
@@ -661,16 +885,36 @@ function searchFailed(error) {
   $("#search-results").replaceChildren(el("p", { className: "error", text: `search failed: ${error.message}` }));
 }
 
+// Moments matching ``query``; ``all`` adds those under the relevance bar (the "show" control).
+async function findMoments(query, all = false) {
+  searching(all ? "showing the weaker moments too…" : "searching…");
+  try {
+    showMoments(await api(`/api/moments?q=${encodeURIComponent(query)}${all ? "&all=true" : ""}`), all);
+  } catch (error) {
+    searchFailed(error);
+  }
+}
+
+// A server's note in words; one about hidden weaker moments gets a "show" control that shows them.
+function noteLine(note, query = null) {
+  const line = el("p", { className: "meta note", text: plainWords(note) });
+  if (query !== null && mentionsHidden(note)) {
+    const show = el("button", { type: "button", className: "show-all", text: "show", title: "also show the moments under the relevance bar" });
+    show.addEventListener("click", () => findMoments(query, true));
+    line.append(" ", show);
+  }
+  return line;
+}
+
 $("#search-form").addEventListener("submit", async (event) => {
   event.preventDefault();
+  if ($("#search-mode").value === "moments") {
+    await findMoments($("#search-q").value);
+    return;
+  }
   searching("searching…");
   try {
-    const q = encodeURIComponent($("#search-q").value);
-    if ($("#search-mode").value === "moments") {
-      showMoments(await api(`/api/moments?q=${q}`));
-    } else {
-      showVideos(await api(`/api/search?q=${q}`));
-    }
+    showVideos(await api(`/api/search?q=${encodeURIComponent($("#search-q").value)}`));
   } catch (error) {
     searchFailed(error);
   }
@@ -685,7 +929,7 @@ $("#search-image").addEventListener("change", async () => {
   const form = new FormData();
   form.append("image", file);
   try {
-    showMoments(await api("/api/search/image?k=10", { method: "POST", body: form }));
+    showMoments(await api("/api/search/image?k=10", { method: "POST", body: form }), true); // no "show": an image has no bar
   } catch (error) {
     searchFailed(error);
   } finally {
@@ -699,7 +943,7 @@ function relevanceText(m) {
 }
 
 // Moments across the library, as cards: thumbnail, video, range, what was said or shown, level.
-function showMoments(result) {
+function showMoments(result, all = false) {
   lastSearch = result;
   markTranscript();
   const cards = result.moments.map((m) =>
@@ -719,7 +963,7 @@ function showMoments(result) {
     ...(cards.length
       ? [el("div", { className: "cards moments" }, ...cards)]
       : [el("p", { className: "meta", text: "no moment matches" })]),
-    ...result.notes.map((n) => el("p", { className: "meta", text: n })),
+    ...result.notes.map((n) => noteLine(n, all ? null : result.query)),
     el("p", { className: "meta", text: `${plural(result.moments.length, "moment")} · ${result.seconds.toFixed(2)} s` }),
   );
 }
@@ -738,6 +982,7 @@ function showVideos(result) {
   );
   $("#search-results").replaceChildren(
     ...(hits.length ? hits : [el("p", { className: "meta", text: "no video matches" })]),
+    ...(result.notes || []).map((n) => noteLine(n)),
     el("p", { className: "meta", text: `${plural(result.hits.length, "video")} · ${result.seconds.toFixed(2)} s` }),
   );
 }
@@ -823,10 +1068,10 @@ async function showOverview(videoId) {
   }
   if (overviewVideo !== videoId) return; // another video was opened meanwhile
   if (overview.error) {
-    $("#overview-note").textContent = overview.error.detail || overview.error.message;
+    $("#overview-note").textContent = overview.error.detail || overview.error.message; // in words (failure())
   } else {
     $("#overview-summary").textContent = overview.summary;
-    $("#overview-note").textContent = overview.note || "";
+    $("#overview-note").textContent = plainWords(overview.note || "");
     $("#chapters").replaceChildren(...overview.chapters.map((c) =>
       overviewItem(videoId, c.start, c.end, "chapter", c.title, c.summary)));
     $("#highlights").replaceChildren(...overview.highlights.map((h) =>
