@@ -223,16 +223,21 @@ def test_an_ablated_sub_agent_is_neither_offered_nor_run(
     settings = settings_for(tmp_path, llm_server)
     listen = json.dumps({"actions": [{"action": "audio_query", "video_id": "gen-7-v1", "t0": 0, "t1": 10}]})
     llm_server.script([text(listen), text(answer(answer="D", choice="D"))])
-    question = four_options()
+    question = four_options(task="NC")
     ctx = SimContext(settings, ScriptSimulator(script_with(question)), chat=registry.planner_model(settings))
+    ctx.config = ctx.config.model_copy(update={"cvr_min_queries": 0})
     parts = strategies.ablation_parts(strategies.parse_ablations("cvr", [ablation]))
-    request = StrategyRequest(question.text, question.video_ids, "videos", question.options, ablations=parts)
+    request = StrategyRequest(
+        question.text, question.video_ids, "videos", question.options, task="NC", ablations=parts
+    )
     said = strategies.answer("cvr", ctx, request)
     registry.clear_cache()
 
     system = llm_server.chat_requests[0]["messages"][0]["content"]
     shown = [a for a in ("visual_query", "audio_query", "answer") if f'"action": "{a}"' in system]
     assert shown == offered
+    opening = llm_server.chat_requests[0]["messages"][1]["content"]
+    assert "(NC)" in opening and "Worked example" not in opening  # its example needs both sub-agents
     (step,) = [s for s in said.trace if s.kind == "tool"]
     assert step.ok == ("audio_query" in offered)  # an action not offered is refused, never run
 
@@ -258,3 +263,5 @@ def test_a_single_pass_run_answers_after_one_round_of_queries(
     assert [s.kind for s in said.trace] == ["tool", "nudge", "finish"]  # the second round is not run
     assert said.choice == "D" and not said.forced
     assert "answer now" in llm_server.chat_requests[1]["messages"][-1]["content"]
+    opening = llm_server.chat_requests[0]["messages"][1]["content"]
+    assert "(NC)" in opening and "Worked example" not in opening and "at least" not in opening

@@ -258,7 +258,8 @@ def run_cvr(
     prompt = task_prompt(task) if task else None
     min_queries = ctx.config.cvr_min_queries if prompt is not None and not single_pass else 0
     rounds = 0  # turns whose queries ran (a single-pass run allows one)
-    state = LoopState(messages=opening_messages(ctx, question, video_ids, options, task=task))
+    opening = opening_messages(ctx, question, video_ids, options, task=task, single_pass=single_pass)
+    state = LoopState(messages=opening)
     state.multi_select = multi_select or (prompt is not None and prompt.multi_select)
 
     def record(step: TraceStep) -> None:

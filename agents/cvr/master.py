@@ -83,17 +83,27 @@ def opening_messages(
     options: Sequence[str] | None = None,
     *,
     task: str | None = None,
+    single_pass: bool = False,
 ) -> list[ChatMessage]:
-    """The conversation the master starts from: :data:`SYSTEM` and the question about the videos
-    as ``ctx`` describes them (the store's records, or the simulator's), after the prompt of
-    ``task`` (a CrossVid task code) with its minimum of queries (``[agent] cvr_min_queries``)
-    when there is one."""
+    """The conversation the master starts from: :data:`SYSTEM` (the actions ``ctx.registry``
+    offers) and the question about the videos as ``ctx`` describes them (the store's records, or
+    the simulator's), after the prompt of ``task`` (a CrossVid task code) with its minimum of
+    queries (``[agent] cvr_min_queries``) when there is one. An ablated run (a sub-agent off, or
+    ``single_pass``) gets the task's brief without the worked example it could not follow, and a
+    single-pass run no minimum."""
+    offered = ctx.registry.names if ctx.registry is not None else None
+    both = offered is None or {visual_query.name, audio_query.name} <= set(offered)
     prompt = task_prompt(task) if task else None
     brief = (
-        prompt.render(ctx.config.cvr_min_queries, with_options=bool(options)) if prompt is not None else ""
+        prompt.render(
+            0 if single_pass else ctx.config.cvr_min_queries,
+            with_options=bool(options),
+            example=both and not single_pass,
+        )
+        if prompt is not None
+        else ""
     )
     videos = describe_videos(ctx, video_ids)
-    offered = ctx.registry.names if ctx.registry is not None else None
     return [
         ChatMessage(role="system", content=system_prompt(offered)),
         ChatMessage(role="user", content=question_text(question, options, videos, brief)),

@@ -85,9 +85,10 @@ class TaskPrompt:
             lines
         )
 
-    def render(self, min_queries: int, *, with_options: bool = True) -> str:
+    def render(self, min_queries: int, *, with_options: bool = True, example: bool = True) -> str:
         """The instruction the master reads before the question (``with_options``: the question
-        lists options): the task, how to work, a worked example, the answer's form and the rule."""
+        lists options): the task, how to work and a worked example (unless ``example`` is off: an
+        ablation whose master could not follow them), the answer's form and the rule."""
         form = self.answer_form if with_options or not self.open_form else self.open_form
         rule = (
             f"Make at least {min_queries} queries (visual_query or audio_query) that return a result "
@@ -95,11 +96,9 @@ class TaskPrompt:
             if min_queries > 0
             else ""
         )
-        parts = [
-            f"Task: {self.name} ({self.code}). {self.brief}",
-            _METHOD,
-            self.example(with_options=with_options, min_queries=min_queries),
-        ]
+        parts = [f"Task: {self.name} ({self.code}). {self.brief}"]
+        if example:
+            parts += [_METHOD, self.example(with_options=with_options, min_queries=min_queries)]
         return "\n".join(p for p in [*parts, f"Answer: {form}", rule] if p).strip()
 
 
