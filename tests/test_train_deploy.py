@@ -81,6 +81,14 @@ def test_grpo_defaults_are_agentcvrs_and_the_command_checks_its_flags(tmp_path: 
     assert trl_batches(options, processes=8)["gradient_accumulation_steps"] == 2
     with pytest.raises(ValueError, match="multiple of the mini-batch"):
         trl_batches(options.model_copy(update={"questions_per_step": 24}))
+    bad = CliRunner().invoke(
+        app,
+        ["train", "grpo", "m", "--out", str(tmp_path / "o"), "--questions-per-step", "3"],
+        env={"VIDSCOPE_DATA_DIR": str(tmp_path / "data")},
+    )
+    said = " ".join(bad.output.split())
+    assert bad.exit_code == 2 and "Traceback" not in said
+    assert said == "train grpo: questions per step (3) must be a multiple of the mini-batch (16 questions)"
     with pytest.raises(ValueError, match="does not split"):
         trl_batches(options.model_copy(update={"per_device_batch_size": 3}))
     env = {"VIDSCOPE_DATA_DIR": str(tmp_path / "data")}

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vidscope.agents.cvr.master import opening_messages
 from vidscope.agents.simulator.script import Question, Script, load_script
@@ -122,6 +122,15 @@ class GrpoOptions(BaseModel):
     logging_steps: int = Field(1, ge=1)
     save_steps: int = Field(100, ge=1)
     report_to: str = Field("none", description="TRL/transformers loggers: none, tensorboard, wandb…")
+
+    @model_validator(mode="after")
+    def _batches_divide(self) -> GrpoOptions:
+        if self.questions_per_step % self.mini_batch_questions:
+            raise ValueError(
+                f"questions per step ({self.questions_per_step}) must be a multiple of the mini-batch "
+                f"({self.mini_batch_questions} questions)"
+            )
+        return self
 
 
 class TrainResult(BaseModel):

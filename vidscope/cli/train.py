@@ -126,7 +126,9 @@ def grpo(
         )
     except ValidationError as exc:
         first = exc.errors()[0]
-        errors.print(f"[red]train grpo:[/red] {'.'.join(map(str, first['loc']))}: {first['msg']}")
+        where = ".".join(map(str, first["loc"]))
+        message = str(first["msg"]).removeprefix("Value error, ")
+        errors.print(f"[red]train grpo:[/red] {f'{where}: ' if where else ''}{message}")
         raise typer.Exit(2) from None
     if scripts is not None and not scripts.exists():
         errors.print(f"[red]train grpo:[/red] no scripts at {scripts}")
