@@ -218,7 +218,10 @@ class LocalPostgres:
         if not (self.cluster / "PG_VERSION").exists():
             self._initialise()
         if self.pid() is None:
-            port = _free_port()
+            # The last port again if it is free: a Prefect server still running keeps its URL.
+            port = self.port()
+            if port is None or not _port_free(port):
+                port = _free_port()
             self.port_file.write_text(f"{port}\n")
             self._run("pg_ctl", "-D", str(self.cluster), "-l", str(self.log), "-o", f"-p {port}", "-w",
                       "-t", "60", "start")  # fmt: skip
@@ -248,6 +251,18 @@ class LocalPostgres:
             while self.pid() is not None and time.monotonic() < deadline:
                 time.sleep(0.1)
         return True
+
+
+def _port_free(port: int) -> bool:
+    """Nothing listens on 127.0.0.1:``port``. Bound as PostgreSQL binds (SO_REUSEADDR): the
+    connections its last shutdown closed linger in TIME_WAIT, which does not stop it."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _free_port() -> int:

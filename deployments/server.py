@@ -426,7 +426,21 @@ def start(settings: Settings, timeout: float = 120.0, api: bool = True) -> Serve
     spawned: list[str] = []
     cluster_started = False
     try:
-        if not process_status(settings, "server").alive:
+        shown = recorded(server_paths(settings).database_record)
+        cluster = local_postgres(settings)
+        if process_status(settings, "server").alive:
+            if shown is not None and shown.kind == "postgres-local" and cluster.pid() is None:
+                # The server outlived its cluster: start it again, on the port the server was given.
+                try:
+                    back = cluster.start()
+                except DatabaseError as exc:
+                    raise ServerError(str(exc)) from exc
+                if back.where != shown.where:  # its port was taken meanwhile
+                    raise ServerError(
+                        f"the local PostgreSQL cluster is back on {back.where}, but the running server "
+                        f"uses {shown.where}: run `vidscope server down`, then `vidscope server up`"
+                    )
+        else:
             if _port_taken(settings.server.host, settings.server.port):
                 raise ServerError(
                     f"{settings.server.host}:{settings.server.port} is already in use by another "

@@ -88,7 +88,7 @@ def test_the_server_runs_on_a_local_postgres_cluster_and_down_leaves_nothing(
 ) -> None:
     data = reachable_root / "data"
     port = free_port()
-    env = {"VIDSCOPE_SERVER__PORT": str(port)}
+    env = {"VIDSCOPE_SERVER__PORT": str(port), "COLUMNS": "300"}  # no wrapped lines
     settings = Settings(data_dir=data, server=ServerSettings(port=port, database="postgres-local"))
     try:
         up = cli(data, env, "up", "--no-api", "--database", "postgres-local")
@@ -116,6 +116,21 @@ def test_the_server_runs_on_a_local_postgres_cluster_and_down_leaves_nothing(
         assert run.state_type == StateType.COMPLETED
         # The run the API returned is a row of PostgreSQL's flow_run table.
         assert (run.name, "COMPLETED") in flow_runs_in_postgres(cluster.database().url)
+
+        # The cluster stopped under a running server: status fails and says so; up starts it again,
+        # on the port the server was given.
+        assert cluster.stop() and cluster.pid() is None
+        lost = cli(data, env, "status")
+        assert lost.exit_code == 1 and "not reachable (the local cluster is not running)" in lost.output
+        again = cli(data, env, "up", "--no-api")
+        assert again.exit_code == 0, again.output
+        postmaster = cluster.pid()
+        assert postmaster is not None and f"127.0.0.1:{cluster.port()}/prefect: reachable" in again.output
+        assert int(paths.pid_file("server").read_text()) == pids[1]  # the same server
+        pids[0] = postmaster
+        # The server reads from the restarted database (status asks it for the pool's workers).
+        back = cli(data, env, "status")
+        assert back.exit_code == 0 and "online" in back.output, back.output
 
         down = cli(data, env, "down")
         assert down.exit_code == 0 and "postgres" in down.output and "server" in down.output, down.output
