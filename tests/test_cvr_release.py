@@ -265,3 +265,15 @@ def test_a_single_pass_run_answers_after_one_round_of_queries(
     assert "answer now" in llm_server.chat_requests[1]["messages"][-1]["content"]
     opening = llm_server.chat_requests[0]["messages"][1]["content"]
     assert "(NC)" in opening and "Worked example" not in opening and "at least" not in opening
+
+
+def test_the_oracle_answers_a_bu_question_with_its_set_of_letters_after_four_queries(tmp_path: Path) -> None:
+    """The oracle keeps the master's rule (≥4 answered queries for a task's question) and answers a
+    multi-select question with all its letters: 1 + 0.1."""
+    from vidscope.agents.simulator.policies import OraclePolicy
+
+    settings = Settings(data_dir=tmp_path / "data")
+    question = four_options(answers=["d", "b"], task="BU")
+    table = rollout(settings, [script_with(question)], lambda q, rng: OraclePolicy(q), group_size=1)
+    (row,) = table.to_pylist()
+    assert row["choice"] == "BD" and row["tool_calls"] >= 4 and row["reward"] == pytest.approx(1.1)

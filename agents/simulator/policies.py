@@ -142,6 +142,10 @@ def _letter(options: Sequence[str], text: str) -> str | None:
     return chr(ord("A") + list(options).index(text)) if text in options else None
 
 
+#: Queries the oracle makes before answering a CrossVid task's question (the master's rule: 4).
+MIN_TASK_QUERIES = 4
+
+
 class OraclePolicy:
     """Looks at a question's evidence with visual/audio queries and answers from what it reads.
 
@@ -211,7 +215,7 @@ class OraclePolicy:
             args = {
                 "answer": self._answer,
                 "citations": citations,
-                "choice": _letter(q.options, self._answer),
+                "choice": self._choice(),
             }
             return self._call("finish", args)
         return ChatReply(text=f"I have what I need: {self._answer}")
@@ -235,7 +239,7 @@ class OraclePolicy:
         action = {
             "action": "answer",
             "answer": self._answer,
-            "choice": _letter(q.options, self._answer),
+            "choice": self._choice(),
             "citations": [{"video_id": e.video_id, "start": e.start, "end": e.end} for e in q.evidence],
         }
         return ChatReply(text=json.dumps({"actions": [action]}))
@@ -330,17 +334,36 @@ class OraclePolicy:
         loop, the actions and the citations, not reading)."""
         q = self.question
         target = q.focus[0] if q.focus else q.text
+        asked = 0
         for i, ev in enumerate(q.evidence):
             focus = q.focus[i] if len(q.focus) == len(q.evidence) else target
             yield _tool(
                 "visual_query", targets=[{"video_id": ev.video_id, "t0": ev.start, "t1": ev.end}], focus=focus
             )
+            asked += 1
         if q.kind == "temporal_alignment" and q.evidence:
             ev = q.evidence[0]
             yield _tool("audio_query", video_id=ev.video_id, t0=ev.start, t1=ev.end)
+            asked += 1
+        # A task's question (CrossVid) is answered after at least MIN_TASK_QUERIES queries, as the
+        # master's rule asks: the rest listen to each video's quarters in turn (a new call each).
+        quarters = [
+            (v, part * duration / 4, (part + 1) * duration / 4)
+            for part in range(4)
+            for v in q.video_ids
+            for duration in [videos.get(v, ("", 0.0))[1]]
+            if duration > 0
+        ]
+        for video_id, t0, t1 in quarters[: max(0, MIN_TASK_QUERIES - asked) if q.task else 0]:
+            yield _tool("audio_query", video_id=video_id, t0=round(t0, 2), t1=round(t1, 2))
         return q.answer
 
     # ------------------------------------------------------------------ helpers
+
+    def _choice(self) -> str | None:
+        """The letter (letters, for a multi-select question) of the answer the plan reached."""
+        q = self.question
+        return q.answer_letter if self._answer == q.answer else _letter(q.options, self._answer or "")
 
     def _call(self, name: str, arguments: dict[str, Any]) -> ChatReply:
         return self._with_id(_tool(name, **arguments))

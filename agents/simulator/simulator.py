@@ -119,7 +119,13 @@ _FOCUS_FILLER = frozenset(
 
 
 def _focus_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in _FOCUS_FILLER}
+    # A plural matches its singular ("cups" answers a focus on the "cup"), as a viewer's would.
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return {
+        w[:-1] if len(w) > 3 and w.endswith("s") else w
+        for w in words
+        if len(w) > 2 and w not in _FOCUS_FILLER
+    }
 
 
 def focus_matches(focus: str, fact: str) -> bool:

@@ -51,6 +51,7 @@ from vidscope.agents.dvd.tools import frame_inspect as real_frame_inspect
 from vidscope.agents.dvd.tools import global_browse as real_global_browse
 from vidscope.agents.evidence import ClipHit, ClipSearchResult, keyword_scores, sample_evenly
 from vidscope.agents.perception import TimeRange
+from vidscope.agents.simulator.script import Event
 from vidscope.agents.simulator.simulator import (
     NO_EVIDENCE,
     describe_event,
@@ -104,8 +105,15 @@ def visual_query(
         usage=usage,
         note=note,
         found=bool(matching),
-        seen_at=sorted({max(e.start, looked[0].t0) for e in matching}) if len(looked) == 1 else [],
+        seen_at=_seen_at(matching, looked[0]) if len(looked) == 1 else [],
     )
+
+
+def _seen_at(events: list[Event], looked: LookedRange) -> list[float]:
+    """The frame times a viewer would name for ``events``: each one's start, middle and end, inside
+    the looked range."""
+    times = {round(t, 2) for e in events for t in (e.start, (e.start + e.end) / 2, e.end)}
+    return sorted(t for t in times if looked.t0 <= t <= looked.t1)
 
 
 @simulates(real_audio_query, version=2)
