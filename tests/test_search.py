@@ -520,7 +520,9 @@ def test_cli_search_json_and_an_empty_library(tmp_path: Path) -> None:
     assert data["plan"] == {"object": "dogs", "action": "running"}
     assert [h["video_id"] for h in data["hits"]] == [TRUE_MATCH]
     table = runner.invoke(app, [*args, "--dropped"])
-    assert table.exit_code == 0 and "dog_beach.mp4" in table.output and "dropped" in table.output
+    assert table.exit_code == 0 and "dog_beach.mp4" in table.output and "looked for" in table.output
+    explained = runner.invoke(app, [*args, "--dropped", "--explain"])  # the pipeline's own terms
+    assert explained.exit_code == 0 and "fusion veto" in explained.output and "dropped" in explained.output
     # The MAVIS paper's thresholds stay available; MiniLM scores no one-word intent 0.5 here.
     paper = runner.invoke(app, [*args, "--tau-soft", "0.5", "--tau-hard", "0.3", "--json"])
     assert paper.exit_code == 0, paper.output

@@ -141,8 +141,10 @@ def render_search(
     columns = (
         ("#", "video", "score", *dims, "caption", "moments") if explain else ("#", "video", "why", "moments")
     )
+    # A file name is read whole: its column is as wide as the longest one (up to 40); the others fold.
+    name_width = min(40, max((len(hit.file_name) for hit in result.hits), default=5))
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", min_width=name_width if column == "video" else None)
     for rank, hit in enumerate(result.hits, 1):
         moments = ", ".join(f"{a:.1f}–{b:.1f}s" for a, b in hit.moments)
         if explain:
