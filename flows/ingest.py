@@ -69,12 +69,32 @@ def stage_task(stage: Stage) -> StageTask:
     is current)."""
 
     def run(video_id: str, path: Path, settings: Settings) -> StageResult:
-        return run_stage(stage, video_id, path, settings)
+        return _in_its_state(run_stage(stage, video_id, path, settings))
 
     # Prefect keys a task by its function's qualified name: one key per stage, as the UI shows.
     run.__qualname__ = run.__name__ = f"{stage.name}_stage"
     build = task(name=stage.name, cache_policy=NO_CACHE, task_run_name=f"{stage.name} · {{path.name}}")
     return build(run)
+
+
+#: Prefect state names of the stage outcomes that are not work done: a completed task run under its
+#: own name (the UI shows "Skipped", not a green "Completed"), the ledger's reason as its message.
+STATE_NAMES = {"skipped": "Skipped", "cached": "Cached", "unavailable": "Unavailable", "blocked": "Blocked"}
+
+
+def _in_its_state(result: StageResult) -> StageResult:
+    """``result``, as a completed Prefect state named after it when the stage did no work (the
+    task's value is still ``result``: a task returning a state ends in it, with its data)."""
+    name = STATE_NAMES.get(result.status)
+    if name is None:
+        return result
+    from prefect.states import Completed
+
+    reason = result.error or str(result.details.get("reason") or "") or f"{result.stage}: {result.status}"
+    if result.status == "cached":
+        reason = f"up to date: {result.rows} rows from an earlier run (the ledger)"
+    state: StageResult = Completed(name=name, message=reason[:1000], data=result)  # type: ignore[assignment]
+    return state
 
 
 class IngestFailed(RuntimeError):
