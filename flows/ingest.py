@@ -133,7 +133,10 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
         future = task_of_stage.submit(video_id, path, settings)
         return lambda: _resolve(stage.name, future, path)
 
-    return _ingest_video(Path(path), settings, video_id, submit, hash_task)
+    from prefect.logging import get_run_logger
+
+    run_log = get_run_logger()  # the flow run's own log in the Prefect UI
+    return _ingest_video(Path(path), settings, video_id, submit, hash_task, say=run_log.log)
 
 
 def _ingest_video(
@@ -142,9 +145,12 @@ def _ingest_video(
     video_id: str | None,
     submit: SubmitStage,
     hasher: Callable[[Path], str],
+    say: Callable[[int, str], None] = log.log,
 ) -> VideoReport:
     """The body of ``ingest_video``, whichever way its stages run (``submit``): probe, then every
-    stage once what it needs or reads has finished; the report; :class:`IngestFailed` on failure."""
+    stage once what it needs or reads has finished; the report; :class:`IngestFailed` on failure.
+    ``say`` gets one line per stage (what it did, or why not) with its logging level (a warning
+    when the stage failed or could not run): the flow run's log under Prefect."""
     video_report = VideoReport(path=str(path))
     store = open_store(settings)
     try:
@@ -170,6 +176,14 @@ def _ingest_video(
         if name not in results:
             results[name] = wait()
 
+    for name, result in results.items():
+        why = result.error or str(result.details.get("reason") or "")
+        done = f"{result.rows} rows in {result.seconds:.1f} s" if result.status == "done" else ""
+        level = logging.WARNING if result.status in ("failed", "blocked", "unavailable") else logging.INFO
+        line = f"{path.name} · {name}: {result.status}" + "".join(
+            f" · {part}" for part in (done, why) if part
+        )
+        say(level, line)
     video_report.stages = [
         StageReport(
             stage=r.stage,
@@ -329,7 +343,7 @@ def ingest_library(
     return reports
 
 
-@task(name="optimize", cache_policy=NO_CACHE)
+@task(name="optimize", cache_policy=NO_CACHE, task_run_name="optimize the store")
 def optimize_task(settings: Settings) -> dict[str, str]:
     """Compact the tables and rebuild indexes after ingestion."""
     return open_store(settings).optimize()

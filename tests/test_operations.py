@@ -29,6 +29,8 @@ from prefect.client.schemas.filters import (
     FlowRunFilter,
     FlowRunFilterId,
     FlowRunFilterName,
+    LogFilter,
+    LogFilterFlowRunId,
 )
 from prefect.client.schemas.objects import FlowRun, StateType, TaskRun
 from prefect.settings import PREFECT_API_URL, temporary_settings
@@ -175,6 +177,15 @@ def test_a_failing_stage_is_a_failed_task_run_with_its_reason(
         assert name.endswith(" · modeldown.mp4")
         assert "the model server is down" in (task_run.state.message or ""), task_run.state
     assert task_runs_of(run)["frames · modeldown.mp4"].state_type == StateType.COMPLETED
+    # What each stage did is in the flow run's log; a failure as a warning with its reason (the
+    # suite keeps Prefect's loggers at WARNING, so the lines of stages that ran are not sent here).
+    with get_client(sync_client=True) as client:
+        flow_run_logs = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id]))
+        logs = [r.message for r in client.read_logs(log_filter=flow_run_logs)]
+    assert any(
+        m.startswith("modeldown.mp4 · ") and ": failed · " in m and "the model server is down" in m
+        for m in logs
+    ), logs
 
     [artifact] = artifacts_keyed(f"ingest-{report.video_id[:12]}")
     rows = {row["stage"]: row for row in table_rows(artifact)}
