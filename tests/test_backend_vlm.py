@@ -380,9 +380,10 @@ def test_ingestion_captions_clips_with_the_local_vlm(tiny_vlm_dir: Path, tmp_pat
     settings = Settings(data_dir=tmp_path / "data", models=models, ingest={"stage_retries": 0})
     (report,) = run_ingest([str(video)], settings)
     # A random tiny VLM cannot write the structured parse's JSON: that stage fails clearly after
-    # asking twice (tags, which needs it, is blocked); every other stage's rows are stored.
+    # asking twice (tags, which needs it, is blocked); every other stage's rows are stored. Both
+    # are optional enrichments, so the video is ingested, "degraded" (issue 37).
     stages = {s.stage: s for s in report.stages}
-    assert report.status == "failed"
+    assert report.status == "degraded"
     assert stages["parse"].status == "failed" and "no usable parse" in (stages["parse"].error or "")
     assert stages["tags"].status == "blocked"
     assert all(s.status != "failed" for name, s in stages.items() if name != "parse")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, settings
+from vidscope.cli.common import app, console, errors, safe, settings
 
 if TYPE_CHECKING:
     from vidscope.deployments.server import ServerStatus
@@ -82,7 +82,7 @@ def up(
         with console.status(f"starting the Prefect server on port {cfg.server.port} …"):
             state = start(cfg, timeout=timeout, api=api)
     except ServerError as exc:
-        errors.print(f"[red]could not start the server:[/red] {exc}")
+        errors.print(f"[red]could not start the server:[/red] {safe(str(exc))}", soft_wrap=True)
         raise typer.Exit(1) from exc
     _print_status(state)
     # vidscope commands find the running server by its pid file; no PREFECT_API_URL to export.
