@@ -343,6 +343,7 @@ def test_a_crossvid_file_runs_end_to_end_with_its_report_naming_what_it_covers(t
     assert "missing tasks (not in the overall score)" in output and "judged by openai:grader" in output
 
 
+@pytest.mark.slow  # a cold `vidscope eval` in-process: ~40 s of the default suite on 2 busy cores
 def test_a_file_of_msr_questions_only_says_why_nothing_was_scored(tmp_path: Path) -> None:
     uav = {"vid": "007", "question": "Is {A1} left of {B1}?", "options": ["A. yes", "B. no"],
            "objects": [{"id": 1}], "answer": "A"}  # fmt: skip
