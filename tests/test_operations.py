@@ -179,13 +179,21 @@ def test_a_failing_stage_is_a_failed_task_run_with_its_reason(
     assert task_runs_of(run)["frames · modeldown.mp4"].state_type == StateType.COMPLETED
     # What each stage did is in the flow run's log; a failure as a warning with its reason (the
     # suite keeps Prefect's loggers at WARNING, so the lines of stages that ran are not sent here).
-    with get_client(sync_client=True) as client:
-        flow_run_logs = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id]))
-        logs = [r.message for r in client.read_logs(log_filter=flow_run_logs)]
-    assert any(
-        m.startswith("modeldown.mp4 · ") and ": failed · " in m and "the model server is down" in m
-        for m in logs
-    ), logs
+    flow_run_logs = LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run.id]))
+
+    def failed_line(messages: list[str]) -> bool:
+        return any(
+            m.startswith("modeldown.mp4 · ") and ": failed · " in m and "the model server is down" in m
+            for m in messages
+        )
+
+    logs: list[str] = []
+    deadline = time.monotonic() + 30  # Prefect sends run logs in batches, every few seconds
+    while not failed_line(logs) and time.monotonic() < deadline:
+        time.sleep(1)
+        with get_client(sync_client=True) as client:
+            logs = [r.message for r in client.read_logs(log_filter=flow_run_logs)]
+    assert failed_line(logs), logs
 
     [artifact] = artifacts_keyed(f"ingest-{report.video_id[:12]}")
     rows = {row["stage"]: row for row in table_rows(artifact)}

@@ -71,6 +71,8 @@ SAMA_TOOLS = (
 #: The planner's system prompt: what it sees, then App. C.2's seven strict rules
 #: (:data:`vidscope.agents.prompts.SAMA_RULES`, each traced there); the skills follow it.
 SYSTEM = prompts.SAMA_SYSTEM
+#: The closing line of every planner turn.
+NEXT_TURN = "Your turn: call one tool to gather the evidence you still need, or call answer."
 
 #: Told when several options may be right (CrossVid BU: "one to three correct choices").
 MULTI_SELECT_NOTE = (
@@ -130,9 +132,15 @@ def _prompt(
         if multi_select:
             parts.append(MULTI_SELECT_NOTE)
     parts.append(f"Videos:\n{json.dumps(videos)}")
-    parts.append(f"Evidence memory:\n{quote_data(memory.render(note_tokens, result_tokens))}")
+    shown = memory.render(note_tokens, result_tokens)
+    # An empty memory in words, not an empty data block: a small model (Qwen2.5-Coder-1.5B in the
+    # real-model tier) copies a trailing "<video_data>{}</video_data>" as its reply, turn after turn.
+    gathered = any(any(parts.values()) for parts in shown.values() if isinstance(parts, dict))
+    evidence = quote_data(shown) if gathered else "(empty: no tool has been called yet)"
+    parts.append(f"Evidence memory:\n{evidence}")
     if last:
         parts.append("Since your last turn:\n" + "\n".join(last))
+    parts.append(NEXT_TURN)  # the last words are what to do now, not the data above
     return [ChatMessage(role="system", content=system), ChatMessage(role="user", content="\n\n".join(parts))]
 
 
