@@ -101,8 +101,11 @@ def test_a_phrased_simulated_look_has_the_real_result_shape(
     for outcome in (rule, phrased_outcome):
         assert type(outcome.result) is real_type
         assert set(outcome.result.model_dump()) == set(real_type.model_fields)
-    # The facts stay the structured fields: the model only words the answer.
-    assert phrased_outcome.result.events == rule.result.events and rule.result.events
+    # The facts stay the structured fields: the model only words the answer. Like the real look
+    # (issue 38) the simulated one carries no structured events, only found and seen_at.
+    assert phrased_outcome.result.events == rule.result.events == []
+    assert phrased_outcome.result.found == rule.result.found and rule.result.found
+    assert phrased_outcome.result.seen_at == rule.result.seen_at and rule.result.seen_at
     assert phrased_outcome.result.targets == rule.result.targets
     assert phrased_outcome.result.answer.strip()
     assert phrased_outcome.result.usage is not None, "the answer was not phrased by the model"
