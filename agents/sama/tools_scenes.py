@@ -104,6 +104,28 @@ class ScenesResult(ToolResult):
         )
 
 
+#: scene_detector's ``fps`` and ``threshold`` arguments as the model sees them (the real tool and
+#: its simulated twin offer the same spec).
+FpsArgument = Annotated[
+    float,
+    Field(
+        description="Frames compared per second (2: the stored frames; up to 10, read from "
+        "the video file, places a cut more precisely).",
+        gt=0,
+        le=MAX_FPS,
+    ),
+]
+ThresholdArgument = Annotated[
+    float,
+    Field(
+        description="How different two consecutive frames must be to count as a cut, in "
+        "[0, 1] (0.15; lower finds subtler cuts and more false ones).",
+        gt=0,
+        le=1,
+    ),
+]
+
+
 def frame_signature(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(normalised joint colour histogram, grey thumbnail in [0, 1]) of an RGB uint8 image."""
     pixels = image.reshape(-1, 3).astype(np.int64) * BINS // 256
@@ -162,24 +184,8 @@ def scene_detector(
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the interval, in seconds."],
     t1: Annotated[float, "End of the interval, in seconds."],
-    fps: Annotated[
-        float,
-        Field(
-            description="Frames compared per second (2: the stored frames; up to 10, read from "
-            "the video file, places a cut more precisely).",
-            gt=0,
-            le=MAX_FPS,
-        ),
-    ] = FPS,
-    threshold: Annotated[
-        float,
-        Field(
-            description="How different two consecutive frames must be to count as a cut, in "
-            "[0, 1] (0.15; lower finds subtler cuts and more false ones).",
-            gt=0,
-            le=1,
-        ),
-    ] = THRESHOLD,
+    fps: FpsArgument = FPS,
+    threshold: ThresholdArgument = THRESHOLD,
 ) -> ScenesResult:
     """The scene boundaries (shot changes, hard cuts) of a video between two times, and the
     scenes between them, measured on frames (2 per second by default, so a cut is placed within

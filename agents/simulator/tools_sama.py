@@ -294,24 +294,8 @@ def scene_detector(
     video_id: Annotated[str, "Id of the video."],
     t0: Annotated[float, "Start of the interval, in seconds."],
     t1: Annotated[float, "End of the interval, in seconds."],
-    fps: Annotated[
-        float,
-        Field(
-            description="Frames compared per second (2: the stored frames; up to 10, read from "
-            "the video file, places a cut more precisely).",
-            gt=0,
-            le=tools_scenes.MAX_FPS,
-        ),
-    ] = tools_scenes.FPS,
-    threshold: Annotated[
-        float,
-        Field(
-            description="How different two consecutive frames must be to count as a cut, in "
-            "[0, 1] (0.15; lower finds subtler cuts and more false ones).",
-            gt=0,
-            le=1,
-        ),
-    ] = tools_scenes.THRESHOLD,
+    fps: tools_scenes.FpsArgument = tools_scenes.FPS,
+    threshold: tools_scenes.ThresholdArgument = tools_scenes.THRESHOLD,
 ) -> ScenesResult:
     """Simulated scene_detector (the script's scene events begin and end at shot changes; a cut
     is placed half a frame interval either side of its time, the frames at ``fps``; a script's
