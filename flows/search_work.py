@@ -283,7 +283,7 @@ def find_moments(
         store,
         result.query,
         embedder.embed,
-        near=result.moments,
+        near=result.moments[: k - k // 3],  # the clip moments that will be shown
         filters=filters,
         min_relevance=0 if show_all else bar,
         k=k // 3,

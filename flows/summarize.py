@@ -279,9 +279,21 @@ CHAPTER_CANDIDATES = 16
 
 
 def chapter_text(title: str, summary: str) -> str:
-    """What a chapter moment says: its title, then its summary."""
+    """What a chapter moment says: its title, then its summary (once when they are the same words)."""
     title, summary = _one_line(title), _one_line(summary)
+    if title.casefold() == summary.casefold():
+        return title
     return f"{title} — {summary}" if title and summary else title or summary
+
+
+def _same_span(row: dict[str, Any], moment: Moment) -> bool:
+    """Whether a chapter covers (nearly) the span of a clip moment already shown: 90 % or more of
+    their union overlaps, so listing the chapter would show the same moment twice."""
+    if row["video_id"] != moment.video_id:
+        return False
+    inter = min(row["end"], moment.end) - max(row["start"], moment.start)
+    union = max(row["end"], moment.end) - min(row["start"], moment.start)
+    return union > 0 and inter / union >= 0.9
 
 
 def chapter_moments(
@@ -335,7 +347,8 @@ def chapter_moments(
 
     scored = [(overlap(r), r) for r in rows]
     candidates = [r for key, r in sorted(scored, key=lambda p: (-p[0][0], not p[0][1])) if key[0] or key[1]]
-    candidates = candidates[:CHAPTER_CANDIDATES]
+    # A chapter spanning what a clip moment already spans (a short video's only chapter) repeats it.
+    candidates = [r for r in candidates if not any(_same_span(r, m) for m in near)][:CHAPTER_CANDIDATES]
     if not candidates or k < 1:
         return []
     vectors = embed([query, *(chapter_text(r["title"], r["text"] or "") for r in candidates)])
@@ -347,7 +360,7 @@ def chapter_moments(
             start=r["start"],
             end=r["end"],
             score=0.0,
-            relevance=min(1.0, max(0.0, s)),
+            relevance=round(min(1.0, max(0.0, s)), 3),
             text=chapter_text(r["title"], r["text"] or ""),
             kind="chapter",
         )

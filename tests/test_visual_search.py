@@ -442,7 +442,8 @@ def test_offline_ingestion_says_once_that_visual_search_is_off(tmp_path: Path) -
     output = ingested.stdout + ingested.stderr
     assert output.count("visual search is off") == 1, output
     # One short line (issue 41): no hub URL, the one command that fixes it.
-    assert "https://" not in output and "`vidscope models pull`" in output, output
+    said = " ".join(output.split())  # the terminal wraps long lines
+    assert "https://" not in said and "`vidscope models pull`" in said, output
     found = cli(toml, "search", "--moments", "hello", "--json")
     assert found.returncode == 0 and json.loads(found.stdout)["moments"], found.stderr
     photo = tmp_path / "photo.png"

@@ -164,7 +164,8 @@ def thresholds_for(search: SearchSettings, embedder: str | None) -> tuple[Search
         warning = (
             f"the text embedder {embedder or '(none)'} has no calibrated thresholds: the defaults "
             f"tau_soft {options.tau_soft:g} / tau_hard {options.tau_hard:g} (calibrated for {known}) "
-            "were used; calibrate it (benchmarks/search_scale.py --calibrate) and set "
+            "were used; calibrate it (python benchmarks/search_scale.py --calibrate --embedder "
+            f"'{embedder}') and set "
             f'[search.thresholds."{embedder}"], or give --tau-soft/--tau-hard (MAVIS: 0.5 / 0.3 '
             "with text-embedding-3-large)"
         )

@@ -70,6 +70,13 @@ class SafeConsole(Console):
     (with its brackets shown literally) rather than ending the command with a traceback.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Rich fixes the width from COLUMNS as it was when the console was made (at import); the
+        # width follows the terminal (and COLUMNS) as it is when a command prints instead.
+        if kwargs.get("width") is None:
+            self._width = None
+
     def render_str(self, text: str, **kwargs: Any) -> Any:  # noqa: D102 (Rich's own signature)
         from rich.errors import MarkupError
 
