@@ -7,7 +7,7 @@ result (the CLI rendering an answer a running ``vidscope api`` computed) does no
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -157,6 +157,11 @@ class Answer(BaseModel):
 
     answer: str
     choice: str | None = None
+    #: Where ``choice`` came from: ``"given"``, the agent gave it as its choice (the answer
+    #: action's ``choice`` argument, a review's choice, the extractive ranking's pick); ``"read"``,
+    #: read from its words by the evaluation's lenient extraction rules. A strict score (CrossVid's
+    #: release compares the reply as a string) takes only a given choice as the reply.
+    choice_source: Literal["given", "read"] | None = None
     citations: list[Citation] = Field(default_factory=list)
     #: For "when does X happen" questions: the [start, end] the answer places the event in, checked
     #: like a citation.

@@ -201,6 +201,7 @@ def answer_extractively(
     return Answer(
         answer="\n".join(lines),
         choice=choice,
+        choice_source="given" if choice else None,  # the ranking picked it; no words were read
         citations=citations,
         extractive=True,
         trace=trace,

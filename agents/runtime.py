@@ -27,7 +27,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import json_repair
 from pydantic import ValidationError
@@ -82,6 +82,24 @@ def pick_choice(
         if letter:
             return letter
     return None
+
+
+def picked_choice(
+    choice: str | Sequence[str] | None,
+    answer: str,
+    options: Sequence[str] | None,
+    *,
+    multi_select: bool = False,
+) -> tuple[str | None, Literal["given", "read"] | None]:
+    """:func:`pick_choice` and where its letter came from: ``"given"`` when the ``choice``
+    argument alone names it (the agent's answer action chose it), ``"read"`` when only the
+    answer's words did (our lenient extraction rules, which a strict score must not take as the
+    reply; ``Answer.choice_source``)."""
+    letter = pick_choice(choice, answer, options, multi_select=multi_select)
+    if letter is None:
+        return None, None
+    given = choice is not None and pick_choice(choice, "", options, multi_select=multi_select) == letter
+    return letter, "given" if given else "read"
 
 
 def _joined(choice: str | Sequence[str] | None) -> str | None:
@@ -756,9 +774,11 @@ def _final(
     """The run's :class:`Answer`: ``text``'s words (:func:`statement`: never a data echo), its
     choice, the citations; ``no_answer`` when no words are left."""
     said = statement(text)
+    letter, source = picked_choice(choice, said, options, multi_select=state.multi_select)
     return Answer(
         answer=said or NO_ANSWER.format(why=why),
-        choice=pick_choice(choice, said, options, multi_select=state.multi_select),
+        choice=letter,
+        choice_source=source,
         citations=citations,
         trace=state.trace,
         usage=state.usage,

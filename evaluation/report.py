@@ -48,6 +48,7 @@ from vidscope.evaluation.scoring import (
     Judge,
     dimension_means,
     is_correct,
+    is_strict,
     mean,
     read_interval,
     read_order,
@@ -406,7 +407,10 @@ def summarise(
         interval_method=ACCURACY_METHOD,
     )
     summary.unusable = {i.question_id: reason for i in items if (reason := unusable(i))}
-    responses = {q: p.response for q, p in answers.items()}
+    # Strictly scored items (CrossVid) read the agent's given choice, else its words as they are
+    # (a choice our lenient rules read from the words is not the reply; Prediction.reply).
+    strict_ids = {i.question_id for i in ready if is_strict(i)}
+    responses = {q: p.reply(q in strict_ids) for q, p in answers.items()}
     #: What the scorer read from each answer, and each scored question's score (0-1).
     parsed: dict[str, str | None] = {}
     score: dict[str, float] = {}

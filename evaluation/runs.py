@@ -91,6 +91,12 @@ class Prediction(BaseModel):
     video_ids: list[str]
     answer: str = Field(description="The agent's answer, as it gave it.")
     choice: str | None = Field(None, description="The option letter the agent chose, if it named one.")
+    choice_source: Literal["given", "read"] | None = Field(
+        None,
+        description="given: the agent gave the choice (its answer action's choice argument); read: "
+        "our lenient rules read it from the answer's words. None with a choice: a run before this "
+        "was recorded (taken as given).",
+    )
     interval: tuple[float, float] | None = Field(None, description="Grounding: the predicted [start, end].")
     ranking: list[str] = Field(
         default_factory=list, description="Retrieval: benchmark video names, best first."
@@ -162,6 +168,14 @@ class Prediction(BaseModel):
     def response(self) -> str:
         """What answer extraction reads: the explicit choice when the agent gave one, else its text."""
         return self.choice or self.answer
+
+    def reply(self, strict: bool) -> str:
+        """The reply a score reads: :attr:`response`; strictly (CrossVid's string comparison), the
+        choice only when the agent gave it (its answer action's choice), else its words as they
+        are: a choice our lenient rules read from the words is not the reply."""
+        if strict and self.choice_source == "read":
+            return self.answer
+        return self.response
 
 
 def read_spec(run_dir: Path) -> RunSpec:

@@ -62,6 +62,9 @@ class Sample(BaseModel):
     gold: str | None = Field(None, description="The gold letter(s), interval or video; None: not given.")
     response: str | None = Field(None, description="The agent's answer as it gave it (None: no answer).")
     choice: str | None = Field(None, description="The option the agent chose explicitly, if it did.")
+    choice_source: str | None = Field(
+        None, description="given (the answer action's choice) or read (from the answer's words)."
+    )
     parsed: str | None = Field(
         None, description="What the scorer read: a letter, 'start-end' seconds, an order, the top video."
     )
@@ -111,6 +114,7 @@ def sample(
         gold=gold_of(item),
         response=prediction.answer if answered and prediction is not None else None,
         choice=prediction.choice if answered and prediction is not None else None,
+        choice_source=prediction.choice_source if answered and prediction is not None else None,
         parsed=parsed,
         score=score,
         status=status,

@@ -660,6 +660,7 @@ def answer_question(
                 video_ids=list(video_ids),
                 answer=answer.answer,
                 choice=answer.choice,
+                choice_source=answer.choice_source,
                 interval=_interval_of(answer) if item.kind == "grounding" else None,
                 steps=len(answer.trace),
                 iterations=reasoning_iterations(trace),

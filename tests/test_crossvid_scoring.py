@@ -103,6 +103,65 @@ def test_strict_parsing_is_the_releases_string_equality_and_lenient_is_named(tmp
     }
 
 
+#: The answer action as the real Qwen2.5-Coder 1.5B called it in the tier's AgentCVR compare
+#: (benchmarks/out/real_model/compare-cvr.out, 2026-11-27): words, citations, no ``choice``.
+RECORDED_ANSWER = {
+    "answer": "The ferry ticket is cheaper at the harbour tour.",
+    "citations": [{"video_id": "v1", "start": 0.0, "end": 4.0}, {"video_id": "v2", "start": 0.0, "end": 7.0}],
+}
+
+
+def test_strict_scoring_takes_the_choice_the_answer_action_gave_and_reads_words_as_they_are(
+    tmp_path: Path,
+) -> None:
+    """The runtime's end of a run (``finish_answer``, DVD's finish, SAMA's and AgentCVR's answer)
+    on the recorded answer action. Given a ``choice`` ("A"), strict CrossVid scoring takes it:
+    right, not unparsed. Without one (as recorded) the runtime still reads "A" from the words with
+    our lenient rules, but that is not the reply: strictly the words are compared as they are
+    (unparsed), leniently the read choice counts. A legacy line without ``choice_source`` keeps
+    its choice."""
+    from vidscope.agents.runtime import LoopState, finish_answer
+    from vidscope.evaluation.report import summarise
+    from vidscope.evaluation.runs import Prediction, RunSpec
+
+    options = ["the harbour tour", "the river port"]
+    records = [{"id": q, "task": "CC", "videos": ["a.mp4", "b.mp4"], "question": "Where is it cheaper?",
+                "options": [f"A. {options[0]}", f"B. {options[1]}"], "answer": "A"}
+               for q in ("given", "read", "legacy")]  # fmt: skip
+
+    def answered(values: dict[str, Any]) -> Any:
+        state = LoopState(messages=[])
+        return finish_answer(None, state, "answer", values, "v1", options, lambda step: None, citations=[])  # type: ignore[arg-type]
+
+    given = answered({**RECORDED_ANSWER, "choice": "A"})
+    read = answered(RECORDED_ANSWER)
+    assert (given.choice, given.choice_source) == ("A", "given")
+    assert (read.choice, read.choice_source) == ("A", "read")
+    made = {"given": given, "read": read}
+    predictions = {
+        q: Prediction(question_id=q, kind="multiple_choice", video_ids=["v1", "v2"], answer=a.answer,
+                      choice=a.choice, choice_source=a.choice_source)
+        for q, a in made.items()
+    }  # fmt: skip
+    predictions["legacy"] = Prediction(
+        question_id="legacy", kind="multiple_choice", video_ids=["v1", "v2"], answer=read.answer, choice="A"
+    )
+    for parse, right, unparsed in (("strict", 2, ["read"]), ("lenient", 3, [])):
+        folder = tmp_path / parse
+        folder.mkdir()
+        (folder / "CC.json").write_text(json.dumps(records))
+        items = load_benchmark("crossvid", folder / "CC.json", parse=parse)
+        spec = RunSpec(name="r", benchmark="crossvid", annotations=str(folder / "CC.json"), root="/v",
+                       agent="cvr", settings_fingerprint="-",
+                       created_at="2026-01-01T00:00:00+00:00")  # fmt: skip
+        summary = summarise(spec, items, items, predictions, [], [])
+        assert summary.overall is not None and summary.overall.correct == right, parse
+        assert summary.unparsed == unparsed, parse
+        samples = {s.question_id: s for s in summary.samples}
+        assert samples["given"].status == "scored" and samples["given"].choice_source == "given"
+        assert samples["read"].status == ("unparsed" if parse == "strict" else "scored")
+
+
 def test_parse_is_refused_for_other_benchmarks_and_bad_values_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "NC.json").write_text(json.dumps(_bu(["A"])))
     for args, message in (

@@ -58,7 +58,7 @@ from vidscope.agents.runtime import (
     format_observation,
     nudge_if_looping,
     parse_citations,
-    pick_choice,
+    picked_choice,
     remember_call,
     reply_cost,
     run_tool,
@@ -655,9 +655,11 @@ class _AviRun:
             )
         )
         said = statement(review.answer)  # never a data echo as the answer
+        letter, source = picked_choice(review.choice, said, self.options)
         return Answer(
             answer=said or NO_ANSWER.format(why="(the reply was data, not an answer)"),
-            choice=pick_choice(review.choice, said, self.options),
+            choice=letter,
+            choice_source=source,
             citations=citations,
             interval=interval,
             trace=self.state.trace,
