@@ -32,6 +32,7 @@ PUBLIC = {
     "VideoRecord",
     "VideoOverview",
     "Digest",
+    "TranscriptLine",
     "VidscopeError",
     "BackendUnavailable",
     "VideoNotFound",
@@ -39,6 +40,7 @@ PUBLIC = {
     "VisualSearchOff",
     "BundleError",
     "SqlError",
+    "NotSummarized",
 }
 LIBRARY_METHODS = {
     "ingest",
@@ -53,6 +55,7 @@ LIBRARY_METHODS = {
     "ask_steps",
     "compare",
     "summarize",
+    "transcript",
     "digest",
     "export",
     "import_",
@@ -130,6 +133,11 @@ def test_a_script_ingests_searches_asks_and_moves_videos_like_the_cli(
 
     overview = library.summarize("menu.mp4")
     assert isinstance(overview, vidscope.VideoOverview)
+    lines = library.transcript("menu")  # no speech recognizer: the texts the video shows
+    assert any("SOUP OF THE DAY" in line.text for line in lines)
+    assert library.digest("1d").count == 1
+    with pytest.raises(ValueError):
+        library.digest("yesterday")
     counted = library.sql("SELECT count(*) AS n FROM clips")
     assert counted.column("n").to_pylist()[0] >= 1
     with pytest.raises(vidscope.SqlError):

@@ -28,6 +28,7 @@ _PUBLIC = {
     "VideoRecord": "vidscope.storage.videos",
     "VideoOverview": "vidscope.flows.summarize",
     "Digest": "vidscope.flows.summarize",
+    "TranscriptLine": "vidscope.flows.summarize",
     # errors
     "VidscopeError": "vidscope.core.errors",
     "BackendUnavailable": "vidscope.core.errors",
@@ -36,6 +37,7 @@ _PUBLIC = {
     "VisualSearchOff": "vidscope.flows.search_work",
     "BundleError": "vidscope.storage.bundle_files",
     "SqlError": "vidscope.storage.sql",
+    "NotSummarized": "vidscope.flows.summarize",
 }
 
 __all__ = [
@@ -53,6 +55,7 @@ __all__ = [
     "VideoRecord",
     "VideoOverview",
     "Digest",
+    "TranscriptLine",
     "VidscopeError",
     "BackendUnavailable",
     "VideoNotFound",
@@ -60,6 +63,7 @@ __all__ = [
     "VisualSearchOff",
     "BundleError",
     "SqlError",
+    "NotSummarized",
 ]
 assert set(__all__) == {"__version__", *_PUBLIC}  # one list, spelled out for type checkers and linters
 
@@ -72,7 +76,7 @@ if TYPE_CHECKING:
     from vidscope.flows.compare_work import CompareResult
     from vidscope.flows.ingest_plan import VideoReport
     from vidscope.flows.search_work import VisualSearchOff
-    from vidscope.flows.summarize import Digest, VideoOverview
+    from vidscope.flows.summarize import Digest, NotSummarized, TranscriptLine, VideoOverview
     from vidscope.library import Library
     from vidscope.storage.bundle_files import BundleError
     from vidscope.storage.sql import SqlError

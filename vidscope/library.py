@@ -17,7 +17,8 @@ server is running (``vidscope server up``), in this process otherwise; ingestion
 Errors are exceptions, documented per method: :class:`VideoNotFound` (a reference matching no
 video, or several), :class:`LibraryEmpty` (nothing ingested yet), :class:`BackendUnavailable` (a
 configured model that cannot be loaded), :class:`BundleError`, :class:`SqlError`,
-:class:`VisualSearchOff`, and ``ValueError`` for bad arguments (an empty question, unknown agent).
+:class:`VisualSearchOff`, :class:`NotSummarized`, and ``ValueError`` for bad arguments (an empty
+question, unknown agent).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from vidscope.core.settings import Settings
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from vidscope.agents.moments import MomentFilters, MomentSearch
     from vidscope.flows.compare_work import CompareResult
     from vidscope.flows.ingest_plan import VideoReport
-    from vidscope.flows.summarize import Digest, VideoOverview
+    from vidscope.flows.summarize import Digest, TranscriptLine, VideoOverview
     from vidscope.storage.bundle import BundleManifest, ImportReport
     from vidscope.storage.store import Store
     from vidscope.storage.videos import VideoRecord
@@ -124,6 +125,31 @@ class Library:
 
     # ------------------------------------------------------------------ search
 
+    @overload
+    def search(
+        self,
+        query: str,
+        *,
+        moments: Literal[False] = False,
+        k: int | None = None,
+        filters: None = None,
+        show_all: Literal[False] = False,
+        fusion: str | None = None,
+        tau_soft: float | None = None,
+        tau_hard: float | None = None,
+    ) -> SearchResult: ...
+
+    @overload
+    def search(
+        self,
+        query: str,
+        *,
+        moments: Literal[True],
+        k: int | None = None,
+        filters: MomentFilters | None = None,
+        show_all: bool = False,
+    ) -> MomentSearch: ...
+
     def search(
         self,
         query: str,
@@ -132,11 +158,18 @@ class Library:
         k: int | None = None,
         filters: MomentFilters | None = None,
         show_all: bool = False,
+        fusion: str | None = None,
+        tau_soft: float | None = None,
+        tau_hard: float | None = None,
     ) -> SearchResult | MomentSearch:
         """Whole videos ranked for ``query`` (MAVIS; a :class:`SearchResult`), or with
         ``moments=True`` the best moments of every video (a :class:`MomentSearch`; ``filters``
-        and ``show_all`` apply to moments only). Raises :class:`LibraryEmpty`, ``ValueError``."""
+        and ``show_all`` apply to moments only; ``fusion``, ``tau_soft`` and ``tau_hard`` to whole
+        videos only, each ``None`` read from ``[search]``). Raises :class:`LibraryEmpty`,
+        :class:`BackendUnavailable` (no text embedder), ``ValueError``."""
         if moments:
+            if fusion is not None or tau_soft is not None or tau_hard is not None:
+                raise ValueError("fusion, tau_soft and tau_hard are for whole videos: leave moments off")
             from vidscope.flows.search_work import run_search_moments
 
             return run_search_moments(self.settings, query, k=k or 10, filters=filters, show_all=show_all)
@@ -144,19 +177,27 @@ class Library:
             raise ValueError("filters and show_all are for moments: pass moments=True")
         from vidscope.flows.search_work import run_search
 
-        return run_search(self.settings, query, k=k)
+        return run_search(self.settings, query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
 
     def search_image(
-        self, picture: str | Path | bytes, *, k: int = 10, filters: MomentFilters | None = None
+        self,
+        picture: str | Path | bytes,
+        *,
+        k: int = 10,
+        filters: MomentFilters | None = None,
+        label: str | None = None,
     ) -> MomentSearch:
-        """Moments whose frames look like ``picture`` (a file path or the image's bytes). Raises
-        :class:`VisualSearchOff` without a usable image–text model, ``ValueError`` for a file that
-        is not a picture, :class:`LibraryEmpty`."""
+        """Moments whose frames look like ``picture`` (a file path or the image's bytes), named
+        ``label`` in the result (default: the file name, or "image"). Raises
+        :class:`VisualSearchOff` without a usable image–text model, ``ValueError`` for data that is
+        not a picture (or has more pixels than search decodes), ``OSError`` for a file that cannot
+        be read, :class:`LibraryEmpty`."""
         from vidscope.core.images import decode_image, read_image_file
         from vidscope.flows.search_work import run_search_moments_by_image
 
         data = picture if isinstance(picture, bytes) else read_image_file(Path(picture).expanduser())
-        label = "image" if isinstance(picture, bytes) else Path(picture).name
+        if label is None:
+            label = "image" if isinstance(picture, bytes) else Path(picture).name
         return run_search_moments_by_image(
             self.settings, decode_image(data), k=k, filters=filters, label=label
         )
@@ -231,13 +272,22 @@ class Library:
 
     def summarize(self, video: str) -> VideoOverview:
         """The video's summary, chapters (start, end, title, summary) and highlights, as the
-        ``chapters`` stage stored them. Raises :class:`VideoNotFound`."""
+        ``chapters`` stage stored them. Raises :class:`VideoNotFound`, :class:`NotSummarized`
+        (the stage has not run or failed; the reason in one line)."""
         from vidscope.flows.summarize import read_summary
 
         return read_summary(self.store, self.video(video))
 
+    def transcript(self, video: str) -> list[TranscriptLine]:
+        """What the video says, line by line in time order (for a video without speech: the texts
+        it shows; empty when neither). Raises :class:`VideoNotFound`."""
+        from vidscope.flows.summarize import read_transcript
+
+        return read_transcript(self.store, self.video(video))
+
     def digest(self, since: str | timedelta = "1d") -> Digest:
-        """What the library gained in the last ``since`` ("1d", "12h", "2w", or a timedelta)."""
+        """What the library gained in the last ``since`` ("1d", "12h", "2w", or a timedelta).
+        Raises ``ValueError`` for a window it cannot read."""
         from vidscope.flows.summarize import parse_since, read_digest
 
         window = since if isinstance(since, timedelta) else parse_since(since)

@@ -2,6 +2,8 @@
 
 It speaks MCP over stdio and reads the same settings as the CLI (``VIDSCOPE_*`` environment
 variables, ``vidscope.toml``). Run it with ``vidscope mcp`` or ``python -m vidscope.mcp_server``.
+Each tool is a thin layer over :class:`vidscope.library.Library` (the one implementation of each
+command); it turns the Library's documented exceptions into ``ToolError`` lines.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from vidscope.api.models import MomentsResponse, SearchResponse, search_response
 from vidscope.core.settings import Settings, disable_telemetry
 from vidscope.flows.ask import AskResult
 from vidscope.flows.summarize import Digest, VideoOverview
+from vidscope.library import Library
 
 INSTRUCTIONS = (
     "vidscope answers questions about, and searches, a library of videos that were ingested "
@@ -34,7 +37,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
     from vidscope.core.settings import get_settings
 
     disable_telemetry()
-    cfg = settings or get_settings()
+    lib = Library(settings=settings or get_settings())
     server: MCPServer = MCPServer("vidscope", instructions=INSTRUCTIONS)
 
     @server.tool()
@@ -54,11 +57,10 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         include_trace: Annotated[bool, Field(description="Return every agent step, too (long).")] = False,
     ) -> AskResult:
         """Answer a question about one ingested video, citing the moments (seconds) that support it."""
-        from vidscope.flows.ask import run_ask
         from vidscope.storage.videos import VideoNotFound
 
         try:
-            result = run_ask(cfg, video, question, options, agent=agent)
+            result = lib.ask(video, question, options=options, agent=agent)
         except (VideoNotFound, ValueError) as exc:
             raise ToolError(str(exc)) from exc
         if not include_trace:
@@ -74,13 +76,14 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         if not query.strip():
             raise ToolError("the query is empty")
         try:
-            from vidscope.flows.search import LibraryEmpty, run_search
+            import vidscope.flows.search_work  # noqa: F401 (what Library.search runs)
         except ImportError as exc:
             raise ToolError(f"library search is not available: {exc}") from exc
+        from vidscope.agents.mavis.search import LibraryEmpty
         from vidscope.core.errors import BackendUnavailable
 
         try:
-            return search_response(run_search(cfg, query.strip(), k=k))
+            return search_response(lib.search(query.strip(), k=k))
         except (LibraryEmpty, ValueError, BackendUnavailable) as exc:
             raise ToolError(str(exc)) from exc
 
@@ -102,18 +105,17 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         ] = False,
     ) -> MomentsResponse:
         """Find moments of any ingested video that match a query (video id, file, start, end, score, text)."""
-        from vidscope.flows.search import LibraryEmpty, MomentFilters, run_search_moments
-        from vidscope.models.open_store import open_store
-        from vidscope.storage.videos import VideoNotFound, find_video
+        from vidscope.agents.mavis.search import LibraryEmpty
+        from vidscope.agents.moments import MomentFilters
+        from vidscope.storage.videos import VideoNotFound
 
         if not query.strip():
             raise ToolError("the query is empty")
         try:
-            ids = [find_video(open_store(cfg), ref).video_id for ref in videos] if videos else None
+            ids = [lib.video(ref).video_id for ref in videos] if videos else None
             filters = MomentFilters(videos=ids, start=start, end=end)
-            return MomentsResponse(
-                **run_search_moments(cfg, query.strip(), k=k, filters=filters, show_all=show_all).model_dump()
-            )
+            found = lib.search(query.strip(), moments=True, k=k, filters=filters, show_all=show_all)
+            return MomentsResponse(**found.model_dump())
         except (VideoNotFound, LibraryEmpty, ValueError) as exc:
             raise ToolError(str(exc)) from exc
 
@@ -123,15 +125,11 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         k: Annotated[int, Field(ge=1, le=100, description="Moments to return.")] = 10,
     ) -> MomentsResponse:
         """Find moments of any ingested video whose frames look like a picture (visual search)."""
-        from pathlib import Path
+        from vidscope.agents.mavis.search import LibraryEmpty
+        from vidscope.flows.search_work import VisualSearchOff
 
-        from vidscope.core.images import decode_image, read_image_file
-        from vidscope.flows.search_work import LibraryEmpty, VisualSearchOff, run_search_moments_by_image
-
-        picture_path = Path(path).expanduser()
         try:
-            picture = decode_image(read_image_file(picture_path))
-            found = run_search_moments_by_image(cfg, picture, k=k, label=picture_path.name)
+            found = lib.search_image(path, k=k)
         except OSError as exc:
             raise ToolError(f"cannot read {path}: {exc.strerror or exc}") from exc
         except (LibraryEmpty, VisualSearchOff, ValueError) as exc:
@@ -144,13 +142,11 @@ def build_server(settings: Settings | None = None) -> MCPServer:
     ) -> VideoOverview:
         """What one ingested video is about: its summary, chapters (start, end, title, summary) and
         highlights, in the video's own words (made at ingestion; no model needed)."""
-        from vidscope.flows.summarize import NotSummarized, read_summary
-        from vidscope.models.open_store import open_store
-        from vidscope.storage.videos import VideoNotFound, find_video
+        from vidscope.flows.summarize import NotSummarized
+        from vidscope.storage.videos import VideoNotFound
 
-        store = open_store(cfg)
         try:
-            return read_summary(store, find_video(store, video))
+            return lib.summarize(video)
         except (VideoNotFound, NotSummarized) as exc:
             raise ToolError(str(exc)) from exc
 
@@ -160,14 +156,10 @@ def build_server(settings: Settings | None = None) -> MCPServer:
     ) -> Digest:
         """What the library gained: the videos ingested in the window, newest first, each with its
         summary and chapter titles, and the counts."""
-        from vidscope.flows.summarize import parse_since, read_digest
-        from vidscope.models.open_store import open_store
-
         try:
-            window = parse_since(since)
+            return lib.digest(since)
         except ValueError as exc:
             raise ToolError(str(exc)) from exc
-        return read_digest(open_store(cfg), window)
 
     return server
 

@@ -119,16 +119,15 @@ class IngestJobs:
             ] + [latest]
 
     def _run(self, job_id: str) -> None:
-        from vidscope.flows.ingest import run_ingest
-        from vidscope.tasks.progress import listen
+        from vidscope.library import Library
 
         job = self.get(job_id)
         if job is None:
             return
         self._update(job_id, state="running")
         try:
-            with listen(lambda event: self._on_event(job_id, event)):
-                reports = run_ingest(job.files, self.settings)
+            library = Library(settings=self.settings)
+            reports = library.ingest(job.files, progress=lambda event: self._on_event(job_id, event))
         except Exception as exc:  # a job reports its failure; the server keeps running
             self._update(job_id, state="failed", error=f"{type(exc).__name__}: {exc}", finished=True)
             return

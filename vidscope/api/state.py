@@ -22,6 +22,7 @@ from vidscope.api.security import TokenAuth, VideoRoots, is_loopback
 from vidscope.core.settings import Settings
 
 if TYPE_CHECKING:
+    from vidscope.library import Library
     from vidscope.storage import Store
 
 
@@ -112,6 +113,13 @@ class ApiState:
         from vidscope.models.open_store import open_store
 
         return open_store(self.settings)
+
+    def library(self) -> Library:
+        """The Python API over this app's settings: every route's command goes through it (one
+        implementation of each command for the CLI, this API and MCP)."""
+        from vidscope.library import Library
+
+        return Library(settings=self.settings)
 
     def warm(self) -> None:
         """Open the store, load the text embedder and the query code once, so that the first

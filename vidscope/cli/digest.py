@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, refuse, safe, store, timestamp
+from vidscope.cli.common import app, console, refuse, safe, settings, timestamp
 
 if TYPE_CHECKING:
     from vidscope.flows.summarize import Digest
@@ -22,13 +22,12 @@ def digest(
     as_json: Annotated[bool, typer.Option("--json", help="Print the digest as JSON.")] = False,
 ) -> None:
     """What the library gained: videos ingested in the window with their summaries and chapters."""
-    from vidscope.flows.summarize import parse_since, read_digest
+    from vidscope.library import Library
 
     try:
-        window = parse_since(since)
+        result = Library(settings=settings()).digest(since)
     except ValueError as exc:
         refuse(exc, 2, as_json)
-    result = read_digest(store(), window)
     if as_json:
         print(result.model_dump_json(indent=2))
     else:

@@ -100,9 +100,8 @@ def _run(
     """
     quiet_prefect()
     from vidscope.deployments.lifeline import start_watchdog
-    from vidscope.flows.ingest import run_ingest
     from vidscope.flows.prefect_api import reachable_api
-    from vidscope.tasks.progress import listen
+    from vidscope.library import Library
     from vidscope.tasks.stages import stage_names
 
     start_watchdog()  # even a SIGKILL of this process must not leave the temporary server behind
@@ -133,8 +132,8 @@ def _run(
 
         def run() -> None:
             try:
-                with listen(on_event), _reporting_to(api):
-                    outcome["reports"] = run_ingest([str(p) for p in pending], cfg)
+                with _reporting_to(api):
+                    outcome["reports"] = Library(settings=cfg).ingest(pending, progress=on_event)
             except BaseException as exc:  # reported by the main thread
                 outcome["error"] = exc
 

@@ -125,22 +125,21 @@ def search(
     if not query:
         errors.print("[red]give a query (or --image PICTURE)[/red]")
         raise typer.Exit(2)
+    from vidscope.library import Library
+
+    library = Library(settings=settings())
     try:
         if moments:
-            from vidscope.flows.search_work import run_search_moments
-
-            found = run_search_moments(
-                settings(),
+            found = library.search(
                 query,
+                moments=True,
                 k=k or 10,
                 filters=_filters(videos, start, end, since, until, as_json),
                 show_all=show_all,
             )
             render_moments(found, console, as_json)
             return
-        from vidscope.flows.search_work import run_search
-
-        result = run_search(settings(), query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
+        result = library.search(query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:
         refuse(exc, 1, as_json, style="yellow")
     except ValueError as exc:
@@ -193,12 +192,11 @@ def _bound(name: str, value: str | None, as_json: bool) -> float | datetime | ti
 def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> None:
     """``vidscope search --image``: the moments whose frames look like the picture at ``path``."""
     from vidscope.agents.mavis.search import LibraryEmpty
-    from vidscope.core.images import decode_image, read_image_file
-    from vidscope.flows.search_work import VisualSearchOff, run_search_moments_by_image
+    from vidscope.flows.search_work import VisualSearchOff
+    from vidscope.library import Library
 
     try:
-        picture = decode_image(read_image_file(path))
-        found = run_search_moments_by_image(settings(), picture, k=k, filters=filters, label=path.name)
+        found = Library(settings=settings()).search_image(path, k=k, filters=filters)
     except OSError as exc:
         refuse(exc, 2, as_json, reason=f"cannot read {path}: {exc.strerror or exc}")
     except ValueError as exc:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from vidscope.cli.common import app, console, errors, find, refuse, safe, timestamp
+from vidscope.cli.common import app, console, errors, refuse, safe, settings, timestamp
 
 if TYPE_CHECKING:
     from vidscope.flows.summarize import VideoOverview
@@ -38,12 +38,15 @@ def summarize(
     ] = None,
 ) -> None:
     """The summary, chapters and highlights of a video (made at ingestion, no model needed)."""
-    from vidscope.flows.summarize import NotSummarized, as_markdown, as_webvtt, read_summary
+    from vidscope.flows.summarize import NotSummarized, as_markdown, as_webvtt
+    from vidscope.library import Library
+    from vidscope.storage.videos import VideoNotFound
 
     json_out = as_json or output_format == "json"
-    store, record = find(video, json_out)
     try:
-        overview = read_summary(store, record)
+        overview = Library(settings=settings()).summarize(video)
+    except VideoNotFound as exc:
+        refuse(exc, 1, json_out)
     except NotSummarized as exc:
         refuse(exc, 1, json_out, style="yellow")
     if json_out:

@@ -36,9 +36,9 @@ router = guarded_router()
 
 def _answer(state: ApiState, body: AskRequest, on_step: Any = None) -> AskResponse:
     """Answer ``body`` and remember the answer for ``/api/traces``."""
-    from vidscope.flows.ask import run_ask
-
-    result = run_ask(state.settings, body.video, body.question, body.options, on_step, agent=body.agent)
+    result = state.library().ask(
+        body.video, body.question, options=body.options, agent=body.agent, on_step=on_step
+    )
     answer = AskResponse(**result.model_dump(), query_id=uuid.uuid4().hex[:16])
     state.traces.put(answer)
     return answer

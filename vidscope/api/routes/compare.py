@@ -46,10 +46,7 @@ class CompareRequest(RequestBody):
 
 def _compare(state: ApiState, body: CompareRequest, on_step: OnStep | None = None) -> CompareResult:
     """Answer ``body`` with the settings of ``state``; ``on_step`` sees each agent step."""
-    from vidscope.flows.compare import run_compare
-
-    return run_compare(
-        state.settings,
+    return state.library().compare(
         body.videos,
         body.question,
         options=body.options,

@@ -59,13 +59,14 @@ def search(
     if not q.strip():
         raise HTTPException(422, "the query is empty")
     try:
-        from vidscope.flows.search import LibraryEmpty, run_search
+        import vidscope.flows.search_work  # noqa: F401 (what Library.search runs)
     except ImportError as exc:
         raise HTTPException(501, f"library search is not available: {exc}") from exc
+    from vidscope.agents.mavis.search import LibraryEmpty
     from vidscope.core.errors import BackendUnavailable
 
     try:
-        return search_response(run_search(state.settings, q.strip(), k=k))
+        return search_response(state.library().search(q.strip(), k=k))
     except LibraryEmpty as exc:
         raise HTTPException(409, str(exc)) from exc
     except ValueError as exc:
@@ -107,10 +108,10 @@ def moments(
 ) -> MomentsResponse:
     """Moments of every video that match ``q``: clips found by meaning and by the words said or
     shown in them, adjacent ones merged; each with its video, file, start, end, score and text."""
+    from vidscope.agents.mavis.search import LibraryEmpty
+    from vidscope.agents.moments import MomentFilters
     from vidscope.core.errors import BackendUnavailable
-    from vidscope.flows.search import LibraryEmpty, MomentFilters, run_search_moments
-    from vidscope.models.open_store import open_store
-    from vidscope.storage.videos import VideoNotFound, find_video
+    from vidscope.storage.videos import VideoNotFound
 
     ranges = MomentFilters(start=start, end=end, added_after=since, added_before=until)
     try:
@@ -119,10 +120,11 @@ def moments(
         # Schema-valid, so not a client error: no moment can fall in an empty time or date range
         # (the CLI, where it is likely a typo, refuses it instead).
         return MomentsResponse(query=q.strip(), notes=[str(exc)])
+    library = state.library()
     try:
-        ids = [find_video(open_store(state.settings), ref).video_id for ref in video] if video else None
+        ids = [library.video(ref).video_id for ref in video] if video else None
         filters = MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
-        found = run_search_moments(state.settings, q.strip(), k=k, filters=filters, show_all=show_all)
+        found = library.search(q.strip(), moments=True, k=k, filters=filters, show_all=show_all)
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
     except LibraryEmpty as exc:
@@ -152,19 +154,16 @@ def search_image(
 ) -> MomentsResponse:
     """Moments of every video whose frames look like the uploaded picture (visual search), in the
     same shape as ``GET /api/moments``."""
-    from vidscope.core.images import decode_image
-    from vidscope.flows.search_work import LibraryEmpty, VisualSearchOff, run_search_moments_by_image
+    from vidscope.agents.mavis.search import LibraryEmpty
+    from vidscope.flows.search_work import VisualSearchOff
 
     data = image.file.read(MAX_IMAGE_BYTES + 1)
     if len(data) > MAX_IMAGE_BYTES:
         raise HTTPException(413, "the picture is larger than 20 MB")
-    try:
-        picture = decode_image(data)
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from exc
     label = (image.filename or "image").rsplit("/", 1)[-1][:200]
     try:
-        found = run_search_moments_by_image(state.settings, picture, k=k, label=label)
+        # Not a picture, or too many pixels: ValueError (422), before any model is loaded.
+        found = state.library().search_image(data, k=k, label=label)
     except LibraryEmpty as exc:
         raise HTTPException(409, str(exc)) from exc
     except VisualSearchOff as exc:

@@ -20,7 +20,7 @@ from fastapi.responses import FileResponse
 from vidscope.api.models import StageState, VideoDetail, VideoSummary
 from vidscope.api.routes import guarded_router
 from vidscope.api.security import VideoRoots
-from vidscope.api.state import State
+from vidscope.api.state import ApiState, State
 from vidscope.flows.summarize import Digest, TranscriptLine, VideoOverview
 
 if TYPE_CHECKING:
@@ -90,12 +90,12 @@ def _stage_states(ledger: Ledger) -> list[StageState]:
     return states
 
 
-def _video_row(store: Store, ref: str) -> dict[str, Any]:
+def _video_row(state: ApiState, ref: str) -> dict[str, Any]:
     """The stored row of the video ``ref`` names; 404 when none (or several) match."""
-    from vidscope.storage.videos import VideoNotFound, find_video
+    from vidscope.storage.videos import VideoNotFound
 
     try:
-        return find_video(store, ref).model_dump()
+        return state.library().video(ref).model_dump()
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
 
@@ -104,7 +104,7 @@ def _video_row(store: Store, ref: str) -> dict[str, Any]:
 def list_videos(state: State) -> list[VideoSummary]:
     """Every ingested video with the status of each ingestion stage, oldest first."""
     store = state.store()
-    rows = sorted(store.rows(store.videos).to_pylist(), key=lambda r: r["added_at"])
+    rows = [v.model_dump() for v in state.library().videos()]
     roots = state.roots.snapshot()
     return [VideoSummary(**_summary_fields(r, _ledger(store, r["video_id"]), store, roots)) for r in rows]
 
@@ -118,7 +118,7 @@ def list_videos(state: State) -> list[VideoSummary]:
 def get_video(video_id: VideoId, state: State) -> VideoDetail:
     """One video with its per-stage ledger (rows, seconds, errors)."""
     store = state.store()
-    row = _video_row(store, video_id)
+    row = _video_row(state, video_id)
     ledger = _ledger(store, row["video_id"])
     return VideoDetail(**_summary_fields(row, ledger, store, state.roots), ledger=_stage_states(ledger))
 
@@ -139,7 +139,7 @@ def thumbnail(
 ) -> Response:
     """The stored frame nearest to ``t`` seconds, as JPEG (frames are sampled at ingestion)."""
     store = state.store()
-    row = _video_row(store, video_id)
+    row = _video_row(state, video_id)
     times = store.rows(store.frames, video_id=row["video_id"], columns=["frame_index", "t"]).to_pylist()
     if not times:
         raise HTTPException(404, "this video has no stored frames (is ingestion finished?)")
@@ -171,7 +171,7 @@ def thumbnail(
 )
 def stream(video_id: VideoId, state: State) -> FileResponse:
     """The video file, with HTTP ``Range`` support so players can seek (see the module notes)."""
-    row = _video_row(state.store(), video_id)
+    row = _video_row(state, video_id)
     path = Path(row["path"])
     roots = state.roots.snapshot()
     why_not = roots.unplayable(path)
@@ -194,12 +194,11 @@ router.add_api_route("/videos/{video_id}/stream", stream, methods=["HEAD"], incl
 )
 def summary(video_id: VideoId, state: State) -> VideoOverview:
     """The video's summary, chapters and highlights, made at ingestion (the ``chapters`` stage)."""
-    from vidscope.flows.summarize import NotSummarized, read_summary
-    from vidscope.storage.videos import VideoNotFound, find_video
+    from vidscope.flows.summarize import NotSummarized
+    from vidscope.storage.videos import VideoNotFound
 
-    store = state.store()
     try:
-        return read_summary(store, find_video(store, video_id))
+        return state.library().summarize(video_id)
     except (VideoNotFound, NotSummarized) as exc:
         raise HTTPException(404, str(exc)) from exc
 
@@ -212,12 +211,10 @@ def summary(video_id: VideoId, state: State) -> VideoOverview:
 )
 def transcript(video_id: VideoId, state: State) -> list[TranscriptLine]:
     """What the video says, line by line (for a video without speech: the texts it shows)."""
-    from vidscope.flows.summarize import read_transcript
-    from vidscope.storage.videos import VideoNotFound, find_video
+    from vidscope.storage.videos import VideoNotFound
 
-    store = state.store()
     try:
-        return read_transcript(store, find_video(store, video_id))
+        return state.library().transcript(video_id)
     except VideoNotFound as exc:
         raise HTTPException(404, str(exc)) from exc
 
@@ -234,10 +231,7 @@ def digest(
     ] = "1d",
 ) -> Digest:
     """What the library gained: the videos ingested in the window with their summaries and chapters."""
-    from vidscope.flows.summarize import parse_since, read_digest
-
     try:
-        window = parse_since(since)
+        return state.library().digest(since)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    return read_digest(state.store(), window)
