@@ -343,6 +343,7 @@ register(
         ablations=(
             Ablation("skills", "SAMA without its skills (no skill guidance in the plan)"),
             Ablation("conflict_check", "SAMA without conflict checks (facts kept as they come)"),
+            Ablation("chapters", "SAMA without the chapter overview of each video"),
         ),
     )
 )

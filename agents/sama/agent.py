@@ -10,8 +10,13 @@ conflict between comparable facts is re-read with ``video_reader`` over their sh
 only the verified value is kept. ``answer`` ends the conversation; its
 citations are checked like ``ask``'s.
 
+Beside the list of videos the planner reads each video's chapter overview
+(:mod:`vidscope.agents.sama.overview`: the chapters stage's titled parts, bounded, quoted as data,
+said to be no evidence) when the video has one, as DVD's ``global_browse`` returns the same list.
+
 Ablations: ``use_skills=False`` offers every tool in declared order with no skill text;
-``conflict_check=False`` keeps facts as they come.
+``conflict_check=False`` keeps facts as they come; ``use_chapters=False`` leaves the chapter
+overview out.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from vidscope.agents.runtime import (
 )
 from vidscope.agents.sama.facts import REREAD_NOTE, Fact
 from vidscope.agents.sama.memory import EvidenceMemory, admit, estimate_tokens
+from vidscope.agents.sama.overview import chapter_overview
 from vidscope.agents.sama.skills import META, Skill, classify, load_skills
 from vidscope.agents.sama.tools_find import (
     subtitle_extractor,
@@ -124,6 +130,7 @@ def _prompt(
     result_tokens: int | None = None,
     note_tokens: int | None = None,
     multi_select: bool = False,
+    overview: str = "",
 ) -> list[ChatMessage]:
     system = SYSTEM + (f"\n\nSkills:\n{skills}" if skills else "")
     parts = [f"Question: {question}"]
@@ -132,6 +139,8 @@ def _prompt(
         if multi_select:
             parts.append(MULTI_SELECT_NOTE)
     parts.append(f"Videos:\n{json.dumps(videos)}")
+    if overview:
+        parts.append(overview)
     shown = memory.render(note_tokens, result_tokens)
     # An empty memory in words, not an empty data block: a small model (Qwen2.5-Coder-1.5B in the
     # real-model tier) copies a trailing "<video_data>{}</video_data>" as its reply, turn after turn.
@@ -201,9 +210,11 @@ def run_sama(
     conflict_check: bool = True,
     on_step: StepCallback | None = None,
     multi_select: bool = False,
+    use_chapters: bool = True,
 ) -> Answer:
     """Answer ``question`` about ``video_ids`` with SAMA (``ctx.chat`` is the planner).
 
+    ``use_chapters``: the planner reads each video's chapter overview (when it has one).
     ``multi_select``: several options may be right (CrossVid BU); the planner is told so and the
     answer's choice is the set of letters it names (``"AC"``)."""
     if ctx.chat is None:
@@ -239,8 +250,11 @@ def run_sama(
     specs = registry.specs(names)
     specs.sort(key=lambda s: names.index(s.name))
     videos = describe_videos(ctx, video_ids)
+    overview = chapter_overview(ctx, video_ids) if use_chapters else ""
     last: list[str] = []
-    fixed = _prompt(question, videos, skills, EvidenceMemory(), [], options, multi_select=multi_select)
+    fixed = _prompt(
+        question, videos, skills, EvidenceMemory(), [], options, multi_select=multi_select, overview=overview
+    )
     result_tokens, note_tokens = memory_budgets(ctx, fixed, specs)
 
     def prompt(lines: list[str]) -> list[ChatMessage]:
@@ -255,6 +269,7 @@ def run_sama(
             result_tokens=result_tokens,
             note_tokens=note_tokens,
             multi_select=multi_select,
+            overview=overview,
         )
 
     def reread(fact: Fact, start: float, end: float) -> list[Fact]:
@@ -377,8 +392,8 @@ def run_sama(
 
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
-    """The SAMA strategy's run: :func:`run_sama`; the ablations ``skills`` and ``conflict_check``
-    switch those parts off."""
+    """The SAMA strategy's run: :func:`run_sama`; the ablations ``skills``, ``conflict_check`` and
+    ``chapters`` switch those parts off."""
     return run_sama(
         ctx,
         request.prompt,
@@ -388,6 +403,7 @@ def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
         conflict_check="conflict_check" not in request.ablations,
         on_step=request.on_step,
         multi_select=request.multi_select,
+        use_chapters="chapters" not in request.ablations,
     )
 
 
