@@ -38,6 +38,7 @@ from typing import Any
 
 from prefect import flow, task
 from prefect.futures import PrefectFuture, as_completed
+from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field, ValidationError
 
@@ -88,7 +89,13 @@ from vidscope.flows.eval_agents import (
     choose_judge,
     judge_of,
 )
-from vidscope.flows.ingest import VideoReport, hash_task, ingest_one, optimize_task
+from vidscope.flows.ingest import (
+    EPHEMERAL_STARTUP_SECONDS,
+    VideoReport,
+    hash_task,
+    ingest_one,
+    optimize_task,
+)
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
@@ -901,9 +908,14 @@ def run_evaluate(
     if not 0 <= max_failed <= 1:
         raise ValueError(f"--max-failed is a share of the questions, from 0 to 1 (got {max_failed:g})")
     token = _on_progress.set(on_progress)
+    # Without a Prefect server the flow starts a temporary one; Prefect gives it 20 s, which a
+    # loaded machine misses (a real-model run beside other work failed every family so): as
+    # much time as ingestion gives it.
+    startup = max(EPHEMERAL_STARTUP_SECONDS, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
     try:
         runner: Any = ThreadPoolTaskRunner(max_workers=concurrency)
-        outcome = evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
+        with temporary_settings({PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: startup}):
+            outcome = evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
     finally:
         _on_progress.reset(token)
     outcome.too_many_failed = too_many_failed(outcome.summary, max_failed)
