@@ -343,7 +343,7 @@ def test_grounding_on_a_charades_sta_file_scores_the_agents_intervals(cli, bench
         "mIoU": sum(ious) / 4,
     }
     assert summary["scores"] == pytest.approx(expected)
-    assert "| mIoU | 41.2 |" in (bench["folder"] / "data" / "eval" / "charades-run" / "report.md").read_text()
+    assert "| mIoU | 41.2 |" in _report_columns(bench, "charades-run")[1]
 
 
 def test_retrieval_on_an_msrvtt_file_scores_the_mavis_rankings(cli, bench, tmp_path) -> None:
@@ -380,8 +380,82 @@ def test_retrieval_on_an_msrvtt_file_scores_the_mavis_rankings(cli, bench, tmp_p
         assert record["gallery"] == 2 and record["pool"] <= 2 and record["v_contro"] <= record["pool"]
         assert record["thresholds"] == "calibrated" and record["tau_soft"] == 0.3
     assert summary["retrieval"]["queries"] == 3 and set(summary["retrieval"]["v_contro"]) == set(gold)
-    report = (bench["folder"] / "data" / "eval" / "msrvtt-run" / "report.md").read_text()
+    report = _report_columns(bench, "msrvtt-run")[1]
     assert "## How the queries were ranked" in report and "over a gallery of 2 videos" in report
+
+
+# ---------------------------------------------------------------------------- the families' reports
+# Each benchmark family with a real annotation file under ../shared/benchmarks/ (and the
+# multi-video ones) runs end to end here with the scripted model: a file in its loader's format
+# about the module's videos, and the report showing the columns of issue 37.
+
+
+def _report_columns(bench, run: str) -> tuple[dict[str, Any], str]:  # type: ignore[no-untyped-def]
+    """The run's summary and report, after checking the report shows every question's status
+    (its counts as the summary's), strict beside answered figures and the interval method."""
+    run_dir = bench["folder"] / "data" / "eval" / run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    report = (run_dir / "report.md").read_text()
+    o = summary["outcomes"]
+    assert (
+        f"Outcomes: scored {o['scored']}, unparsed {o['unparsed']} (answered, nothing read), unscored "
+        f"{o['unscored']} (nothing to score against), failed {o['failed']}, skipped {o['skipped']}"
+    ) in report
+    assert "| metric | strict % | 95 % interval | over answered % | 95 % interval |" in report
+    assert "Intervals: Wilson score interval (95 %)" in report
+    return summary, report
+
+
+def test_an_egoschema_file_scores_with_its_answers_file_and_wilson_intervals(cli, bench, tmp_path) -> None:
+    """EgoSchema's format (questions.json, subset_answers.json): one question about the harbor
+    sign, its video named by its q_uid; answered right → 1/1, whose Wilson interval is 20.7-100."""
+    root = tmp_path / "ego"
+    root.mkdir()
+    (root / "ego-q1.mp4").symlink_to(bench["root"] / "harbor" / "harbor.mp4")  # same bytes, same id
+    record = {"q_uid": "ego-q1", "google_drive_id": "", "question": "Which colour is the boat shown?"}
+    record |= {f"option {i}": c for i, c in enumerate(["RED", "BLUE", "GREEN", "YELLOW", "BLACK"])}
+    (root / "questions.json").write_text(json.dumps([record]))
+    (root / "subset_answers.json").write_text(json.dumps({"ego-q1": 1}))
+    result = cli(
+        "eval", "egoschema", "--root", str(root), "--annotations", str(root / "questions.json"),
+        "--option", f"answers={root / 'subset_answers.json'}", "--agent", "dvd", "--run", "ego-run",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary, report = _report_columns(bench, "ego-run")
+    assert summary["outcomes"]["scored"] == 1 and summary["scores"]["accuracy"] == 1.0
+    assert "| accuracy | 100.0 | 20.7–100.0 | 100.0 | 20.7–100.0 |" in report
+
+
+def test_an_activitynet_captions_file_grounds_and_a_mvx_file_counts_an_unread_answer(
+    cli, bench, tmp_path
+) -> None:
+    """ActivityNet Captions (``{v_id: {duration, timestamps, sentences}}``, found without ``v_``):
+    the agent's interval 1-4 s against 0-5 s is IoU 0.6. MVX-Bench (a reference, a candidate,
+    "Video A" mapped to it): the scripted model finds no option's text in what it read and says it
+    cannot tell: answered, no choice read (unparsed), strict and answered accuracy both 0."""
+    server: ReadingServer = bench["server"]
+    sentence = "a sign with the blue boat is shown"
+    server.grounding[sentence] = "From 1.0 to 4.0 seconds."
+    annotations = tmp_path / "val_1.json"
+    annotations.write_text(json.dumps({"v_harbor": {"duration": 5.0, "timestamps": [[0.0, 5.0]],
+                                                    "sentences": [sentence + "."]}}))  # fmt: skip
+    result = cli("eval", "activitynet_captions", "--root", str(bench["root"]), "--annotations",
+                 str(annotations), "--agent", "dvd", "--run", "anet-run")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary, report = _report_columns(bench, "anet-run")
+    assert summary["scores"]["mIoU"] == pytest.approx(0.6) and summary["answered_scores"]["mIoU"] == 0.6
+    assert "| mIoU | 60.0 | — | 60.0 | — |" in report
+
+    mvx = tmp_path / "mvx.json"
+    mvx.write_text(json.dumps([{"id": "m1", "task": "retrieval", "reference_video": "harbor.mp4",
+                                "candidate_videos": ["market.mp4"], "question": "Which sells fruit?",
+                                "options": ["A. Video A", "B. no candidate"], "answer": "A"}]))  # fmt: skip
+    result = cli("eval", "mvx_bench", "--root", str(bench["root"]), "--annotations", str(mvx),
+                 "--agent", "dvd", "--run", "mvx-run")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary, report = _report_columns(bench, "mvx-run")
+    assert summary["outcomes"]["unparsed"] == 1 and summary["unparsed"] == ["m1"]
+    assert summary["scores"]["accuracy"] == 0.0 and summary["answered_scores"]["accuracy"] == 0.0
 
 
 def _videomme(folder: Path) -> Path:
