@@ -498,6 +498,24 @@ def _config_file() -> Path:
     return Path(os.environ.get("VIDSCOPE_CONFIG", "vidscope.toml"))
 
 
+#: The environment variable naming the model cache (what ``model_cache`` reads too).
+MODEL_CACHE_VARIABLE = "VIDSCOPE_MODEL_CACHE"
+
+
+def model_cache_dir(configured: Path | None = None) -> Path:
+    """The user's model cache, shared by every data dir: ``configured`` (the ``model_cache``
+    setting) when given, else ``$VIDSCOPE_MODEL_CACHE``, else ``$XDG_CACHE_HOME/vidscope``, else
+    ``~/.cache/vidscope`` (the XDG base directory rule: a relative XDG_CACHE_HOME is ignored)."""
+    if configured is not None and str(configured):
+        return Path(configured).expanduser()
+    named = os.environ.get(MODEL_CACHE_VARIABLE, "")
+    if named:
+        return Path(named).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "vidscope"
+
+
 class Settings(BaseSettings):
     """All of vidscope's configuration. Build it with :func:`get_settings` or directly in tests."""
 
@@ -508,6 +526,11 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(Path("vidscope-data"), description="Where the store and caches live.")
+    model_cache: Path | None = Field(
+        None,
+        description="Where fetched and unpacked models live, shared by every data dir (unset: "
+        "$XDG_CACHE_HOME/vidscope or ~/.cache/vidscope; see model_cache_dir).",
+    )
     profile: Profile = "embedded"
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     models: ModelSettings = Field(default_factory=ModelSettings)

@@ -1,4 +1,4 @@
-"""Model files that vidscope fetches itself: manifests, sha256 pins, the data dir's model cache.
+"""Model files that vidscope fetches itself: manifests, sha256 pins, the user's model cache.
 
 A fetched model is described by a *manifest* (:class:`Manifest`, stored beside its files as
 ``vidscope-model.json``): the model's name, licence and source, how to run it (free-form
@@ -11,7 +11,11 @@ default models, their pins copied from the publisher's file listing), or it is n
 together with the sha256 of the manifest file (``[models.options.onnx-clip] sha256``), which pins
 every file it lists in turn.
 
-Where models live: ``<data_dir>/models/<name>/``. :func:`pull` fills it from the network (once),
+Where models live: ``<model cache>/<name>/``, one cache per user shared by every data dir
+(:func:`vidscope.core.settings.model_cache_dir`: the ``model_cache`` setting, ``$VIDSCOPE_MODEL_CACHE``,
+``$XDG_CACHE_HOME/vidscope`` or ``~/.cache/vidscope``). A data dir made before that kept its own
+copy in ``<data_dir>/models/``: it is still read when the shared cache lacks the model
+(:func:`legacy_cache`). :func:`pull` fills the cache from the network (once),
 :func:`export_to` copies a complete cache entry to a directory (a USB stick) and :func:`import_from`
 checks such a directory against the same pins and copies it in, for machines without a network.
 
@@ -41,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from vidscope.core.settings import model_cache_dir
 
 MANIFEST = "vidscope-model.json"
 #: Seconds a hub request may stall before the fetch gives up (once the host answered).
@@ -186,9 +192,26 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def cache_root(data_dir: Path) -> Path:
-    """Where fetched models live under the data dir."""
+def cache_root(model_cache: Path | None = None) -> Path:
+    """The user's model cache (``model_cache`` as configured; ``None``: the default place)."""
+    return model_cache_dir(model_cache)
+
+
+def legacy_cache(data_dir: Path) -> Path:
+    """Where a data dir kept its own models before the shared cache (read as a fallback only)."""
     return Path(data_dir).expanduser() / "models"
+
+
+def cache_usage(root: Path) -> tuple[int, int]:
+    """How many model directories ``root`` holds and their bytes (links not followed)."""
+    if not root.is_dir():
+        return 0, 0
+    models, size = 0, 0
+    for entry in root.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            models += 1
+            size += sum(f.lstat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+    return models, size
 
 
 #: Hosts this process could not reach, with why: tried once, then refused at once.

@@ -23,7 +23,9 @@ The spec's target is one of:
   sha256 in ``[models.options.onnx-clip] sha256``;
 * a directory holding a manifest and its files (what ``vidscope models pull --to`` writes).
 
-Named and URL models are fetched once into ``<data_dir>/models/`` when first used (``fetch =
+Named and URL models are fetched once into the user's model cache (shared by every data dir,
+:func:`vidscope.core.settings.model_cache_dir`; a data dir's own ``<data_dir>/models/`` from before
+is still read when the cache lacks the model) when first used (``fetch =
 false`` turns that off: then only ``vidscope models pull`` fetches) and checked against their pins
 every time they load (``VIDSCOPE_MODEL_FETCH=0`` in the environment also turns fetching on first
 use off). Options: ``sha256``, ``fetch`` (true), ``batch_size`` (16), ``threads`` (onnxruntime's
@@ -57,7 +59,7 @@ _failures: dict[tuple[str, str], tuple[str, str]] = {}
 #: The short line shown once per command when the model is not in the cache and cannot be fetched.
 NOT_DOWNLOADED = "the image-text model is not downloaded; `vidscope models pull` fetches it"
 #: What loading an onnx-clip model tries, as its "cannot load" line says.
-TRIED = "the data dir's model cache and the model's host"
+TRIED = "the model cache and the model's host"
 _failures_lock = threading.Lock()
 
 
@@ -65,27 +67,60 @@ def _is_url(target: str) -> bool:
     return target.startswith(("http://", "https://"))
 
 
-def cache_dir(target: str, options: dict[str, Any], data_dir: Path) -> Path | None:
-    """Where the model ``target`` names is cached under ``data_dir`` (``None``: a local directory)."""
+def cache_dir(target: str, options: dict[str, Any], model_cache: Path | None = None) -> Path | None:
+    """Where the model ``target`` names is cached in the model cache (``None``: a local directory)."""
     if target in CARDS:
-        return model_files.cache_root(data_dir) / target
+        return model_files.cache_root(model_cache) / target
     if _is_url(target):
         pin = str(options.get("sha256", ""))
         if pin and not re.fullmatch(r"[0-9a-fA-F]{64}", pin):
             raise ValueError(f"[models.options.{KIND}] sha256 must be 64 hex digits, not {pin[:80]!r}")
-        return model_files.cache_root(data_dir) / f"sha256-{pin[:16].lower()}"
+        return model_files.cache_root(model_cache) / f"sha256-{pin[:16].lower()}"
     return None
 
 
-def resolve(target: str, options: dict[str, Any], data_dir: Path, *, fetch: bool) -> tuple[Manifest, Path]:
-    """The manifest of ``target`` and the directory holding its verified files.
+def _complete(target: str, options: dict[str, Any], directory: Path) -> bool:
+    """Whether ``directory`` holds every file of ``target``'s model (sizes only; loading verifies)."""
+    if target in CARDS:
+        manifest = CARDS[target]
+    else:
+        raw = _cached_manifest(directory, str(options.get("sha256", "")))
+        if raw is None:
+            return False
+        manifest = model_files.parse_manifest(raw, directory / model_files.MANIFEST)
+    return not model_files.missing_files(manifest, directory)
 
-    Fetches missing files when ``fetch`` is true. Raises :class:`FetchError` (the model cannot be
-    had: offline, not pulled, a file that does not match its pin) or ``ValueError`` (a bad spec).
+
+def _shared_or_legacy(target: str, options: dict[str, Any], shared: Path, data_dir: Path | None) -> Path:
+    """``shared`` unless only the data dir's own cache from before the shared one holds the model."""
+    if data_dir is None:
+        return shared
+    legacy = model_files.legacy_cache(data_dir) / shared.name
+    if legacy.is_dir() and not _complete(target, options, shared) and _complete(target, options, legacy):
+        return legacy
+    return shared
+
+
+def resolve(
+    target: str,
+    options: dict[str, Any],
+    data_dir: Path | None,
+    *,
+    fetch: bool,
+    model_cache: Path | None = None,
+) -> tuple[Manifest, Path]:
+    """The manifest of ``target`` and the directory holding its verified files: in the model cache,
+    or in ``data_dir``'s own cache from before when only that one holds it.
+
+    Fetches missing files (into the model cache) when ``fetch`` is true. Raises :class:`FetchError`
+    (the model cannot be had: offline, not pulled, a file that does not match its pin) or
+    ``ValueError`` (a bad spec).
     """
     if not target:
         raise ValueError(f"name a model: {KIND}:<{' | '.join(CARDS)} | manifest URL | directory>")
-    directory = cache_dir(target, options, data_dir)
+    directory = cache_dir(target, options, model_cache)
+    if directory is not None:
+        directory = _shared_or_legacy(target, options, directory, data_dir)
     if directory is None:
         local = Path(target).expanduser()
         manifest = model_files.manifest_in(local)
@@ -222,10 +257,13 @@ class OnnxClipEmbedder:
         return np.concatenate(parts, axis=0)
 
 
-def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> OnnxClipEmbedder:
-    """``onnx-clip:<model name | manifest URL | directory>`` (see the module docstring)."""
+def from_spec(
+    role: str, target: str, options: dict[str, Any], data_dir: Path, model_cache: Path | None = None
+) -> OnnxClipEmbedder:
+    """``onnx-clip:<model name | manifest URL | directory>`` (see the module docstring), from the
+    model cache ``model_cache`` (``None``: the default place)."""
     spec = f"{KIND}:{target}"
-    key = (target, str(Path(data_dir).expanduser().resolve()))
+    key = (target, f"{Path(data_dir).expanduser().resolve()}|{model_files.cache_root(model_cache)}")
     with _failures_lock:
         known = _failures.get(key)
     if known is not None:
@@ -243,7 +281,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
         ) from exc
     try:
         fetch = bool(options.get("fetch", True)) and os.environ.get(NO_FETCH_VARIABLE, "1") != "0"
-        manifest, directory = resolve(target, options, data_dir, fetch=fetch)
+        manifest, directory = resolve(target, options, data_dir, fetch=fetch, model_cache=model_cache)
         return OnnxClipEmbedder(manifest, directory, options)
     except (FetchError, ValueError, OSError, KeyError, RuntimeError) as exc:
         fix = (
@@ -271,19 +309,21 @@ def _not_downloaded(exc: BaseException) -> bool:
 def pull(
     target: str,
     options: dict[str, Any],
-    data_dir: Path,
+    data_dir: Path | None = None,
     *,
     to: Path | None = None,
     source: Path | None = None,
+    model_cache: Path | None = None,
 ) -> tuple[Manifest, Path]:
-    """``vidscope models pull``: the model ``target`` names into the data dir's cache, checked.
+    """``vidscope models pull``: the model ``target`` names into the model cache, checked (a
+    model ``data_dir``'s own cache from before already holds is used from there).
 
     From the network, or from ``source`` (a directory ``pull --to`` wrote on another machine,
     checked against the same pins). With ``to`` the cached model is then copied there too. Returns
     the manifest and the directory it was copied to last. Raises :class:`FetchError` or ``ValueError``.
     """
     model_files.forget_unreachable()  # asked for by name: the host gets a full try
-    directory = cache_dir(target, options, data_dir)
+    directory = cache_dir(target, options, model_cache)
     if directory is None:
         raise ValueError(f"'{target}' is a local directory: there is nothing to pull")
     if source is not None:
@@ -303,7 +343,7 @@ def pull(
         if raw is not None:
             model_files.write_manifest(directory, raw)
     else:
-        manifest, directory = resolve(target, options, data_dir, fetch=True)
+        manifest, directory = resolve(target, options, data_dir, fetch=True, model_cache=model_cache)
     forget_failures()
     if to is None:
         return manifest, directory

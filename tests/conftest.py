@@ -3,7 +3,9 @@ suite's time budget."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -15,6 +17,10 @@ import pytest
 # Before anything imports prefect or a model library: nothing may reach for the network, and Prefect
 # must not touch the developer's own ~/.prefect (its ephemeral API server lives in a temp dir).
 _PREFECT_HOME = tempfile.mkdtemp(prefix="vidscope-test-prefect-")
+# Models are cached per user (~/.cache/vidscope): the suite's own cache, shared by its tests (the
+# embedded Whisper is joined once per process) and removed when the process ends.
+_MODEL_CACHE = tempfile.mkdtemp(prefix="vidscope-test-models-")
+atexit.register(shutil.rmtree, _MODEL_CACHE, True)
 os.environ.update(
     {
         "PREFECT_HOME": _PREFECT_HOME,
@@ -30,11 +36,12 @@ os.environ.update(
         "VIDSCOPE_CONFIG": os.path.join(_PREFECT_HOME, "no-such-vidscope.toml"),
         # The default profile's CLIP is fetched on first use; no test data dir may download it.
         "VIDSCOPE_MODEL_FETCH": "0",
+        "VIDSCOPE_MODEL_CACHE": _MODEL_CACHE,
     }
 )
 os.environ.pop("PREFECT_API_URL")
 # VIDSCOPE_TEST_BUDGET_S is the suite's own knob (see the budget below), not a setting.
-_KEEP = {"VIDSCOPE_CONFIG", "VIDSCOPE_MODEL_FETCH", "VIDSCOPE_TEST_BUDGET_S"}
+_KEEP = {"VIDSCOPE_CONFIG", "VIDSCOPE_MODEL_FETCH", "VIDSCOPE_MODEL_CACHE", "VIDSCOPE_TEST_BUDGET_S"}
 # The real-model tier's own knobs (VIDSCOPE_REAL_MODEL_DIR, ..._THREADS) are no settings: they stay,
 # or the tier re-assembles its model under the repo whatever directory it was told.
 for _key in [

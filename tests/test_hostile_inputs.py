@@ -80,6 +80,7 @@ def pull(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[.
     """``vidscope models pull`` with an onnx-clip model named by URL and pinned by ``pin``."""
     overrides.clear()
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("VIDSCOPE_MODEL_CACHE", str(tmp_path / "home" / "data" / "models"))
 
     def invoke(url: str, pin: str, *args: str) -> Result:
         toml = tmp_path / "vidscope.toml"
@@ -500,18 +501,21 @@ def whisper_base_installed() -> bool:
 @pytest.mark.skipif(not whisper_base_installed(), reason="needs the whisper-base extra")
 def test_the_speech_model_says_it_needs_room_in_the_data_dir(tmp_path: Path) -> None:
     """Before: "speech: [Errno 28] No space left on device". The embedded Whisper (148 MB) is
-    copied into the data dir on first use; a file size limit of 8 MB stops the copy for real."""
+    copied into the model cache on first use; a file size limit of 8 MB stops the copy for real."""
     result = run_vidscope(
         tmp_path,
         "--data-dir",
         str(tmp_path / "data"),
         "models",
-        env={"VIDSCOPE_MODELS__SPEECH_RECOGNIZER": "faster-whisper:embedded-base"},
+        env={
+            "VIDSCOPE_MODELS__SPEECH_RECOGNIZER": "faster-whisper:embedded-base",
+            "VIDSCOPE_MODEL_CACHE": str(tmp_path / "cache"),
+        },
         file_size_limit=8 << 20,
     )
     output = " ".join(result.stdout.replace("│", " ").split())
     assert result.returncode == 1, result.stdout + result.stderr
-    target = tmp_path / "data" / "models" / "whisper-base"
+    target = tmp_path / "cache" / "whisper-base"
     assert f"tried copying it into {target} (File too large)" in output, output
     assert "file size limit" in output and "Traceback" not in result.stdout + result.stderr
     assert not list(target.glob("*model.bin*")), "a half-written copy was left behind"

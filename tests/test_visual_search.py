@@ -237,6 +237,7 @@ def shape_video(path: Path, colour: str, shape: str, seconds: float = 4.0) -> Pa
 def config(tmp_path: Path, data: Path, image_text: str, options: dict[str, object]) -> Path:
     lines = [
         f"data_dir = {json.dumps(str(data))}",
+        f"model_cache = {json.dumps(str(data / 'models'))}",  # one machine each: its own cache
         "[models]",
         'speech_recognizer = ""',
         f"image_text = {json.dumps('onnx-clip:' + image_text)}",
@@ -250,6 +251,7 @@ def config(tmp_path: Path, data: Path, image_text: str, options: dict[str, objec
 
 def cli(toml: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "VIDSCOPE_CONFIG": str(toml)}
+    env.pop("VIDSCOPE_MODEL_CACHE", None)  # the config names each machine's own model cache
     return subprocess.run(
         [sys.executable, "-m", "vidscope.cli", *args], capture_output=True, text=True, env=env, timeout=600
     )

@@ -83,13 +83,14 @@ def test_embedded_base_reads_the_audio_track_of_a_video(
 
 @needs_base
 def test_embedded_base_is_assembled_once_and_verified(tmp_path: Path) -> None:
-    model_dir = whisper.assemble_embedded_model(tmp_path)
-    assert model_dir == (tmp_path / "models" / "whisper-base").resolve()
+    cache = tmp_path / "cache"
+    model_dir = whisper.assemble_embedded_model(tmp_path, model_cache=cache)
+    assert model_dir == (cache / "whisper-base").resolve()
     for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
         assert (model_dir / name).is_file()
     model_bin = model_dir / "model.bin"
     first = model_bin.stat()
-    assert whisper.assemble_embedded_model(tmp_path) == model_dir
+    assert whisper.assemble_embedded_model(tmp_path, model_cache=cache) == model_dir
     again = model_bin.stat()
     assert (again.st_ino, again.st_mtime_ns) == (first.st_ino, first.st_mtime_ns)  # not rewritten
     assert not [p for p in model_dir.iterdir() if p.name.startswith(".model.bin.")]  # no temp left
@@ -100,10 +101,10 @@ def test_embedded_base_is_assembled_once_and_verified(tmp_path: Path) -> None:
         handle.seek(size // 2)
         handle.write(b"\x00" * 64)
     with pytest.raises(BackendUnavailable, match="sha256") as info:
-        whisper.assemble_embedded_model(tmp_path)
+        whisper.assemble_embedded_model(tmp_path, model_cache=cache)
     assert whisper.EMBEDDED_MODEL_SHA256 in str(info.value)
     assert not model_bin.exists()
-    whisper.assemble_embedded_model(tmp_path)  # re-joined from the packages
+    whisper.assemble_embedded_model(tmp_path, model_cache=cache)  # re-joined from the packages
     assert model_bin.stat().st_size == size
 
 

@@ -85,8 +85,31 @@ def models(
             # Escaped: the fix names an extra (pip install 'vidscope[yolo]'), which Rich reads as markup.
             table.add_row(role, safe(spec), "[red]no[/red]", safe(exc))
     console.print(table)
+    _print_cache(cfg)
     if failures:
         raise typer.Exit(1)
+
+
+def _print_cache(cfg: Settings) -> None:
+    """Where the model cache is and how big (and this data dir's own cache from before, if any)."""
+    from vidscope.core.settings import model_cache_dir
+    from vidscope.models.model_files import cache_usage, legacy_cache
+
+    cache = model_cache_dir(cfg.model_cache)
+    count, size = cache_usage(cache)
+    console.print(
+        f"model cache: {safe(str(cache))} ({count} models, {size / 1e6:.1f} MB; shared by every data "
+        "dir; set with model_cache or VIDSCOPE_MODEL_CACHE)",
+        soft_wrap=True,
+    )
+    legacy = legacy_cache(cfg.data_dir)
+    count, size = cache_usage(legacy)
+    if count:
+        console.print(
+            f"this data dir's own model cache from before: {safe(str(legacy))} ({count} models, "
+            f"{size / 1e6:.1f} MB; read while the shared cache lacks a model)",
+            soft_wrap=True,
+        )
 
 
 @models_app.command("pull")
@@ -103,7 +126,8 @@ def pull(
         ),
     ] = None,
 ) -> None:
-    """Fetch the image-text model (models.image_text) into the data dir's model cache, checked
+    """Fetch the image-text model (models.image_text) into the model cache (shared by every data
+    dir: model_cache, VIDSCOPE_MODEL_CACHE, ~/.cache/vidscope), checked
     against its sha256 pins; --to / --from carry it to a machine without network."""
     from vidscope.models import onnx_clip, registry
     from vidscope.models.model_files import FetchError
@@ -118,7 +142,12 @@ def pull(
         raise typer.Exit(2)
     try:
         manifest, where = onnx_clip.pull(
-            target, registry.backend_options(cfg, spec), cfg.data_dir, to=to, source=source
+            target,
+            registry.backend_options(cfg, spec),
+            cfg.data_dir,
+            to=to,
+            source=source,
+            model_cache=cfg.model_cache,
         )
     except (FetchError, ValueError, OSError) as exc:
         errors.print(f"[red]cannot pull {safe(spec or '')}:[/red] {safe(str(exc))}")
