@@ -2,7 +2,8 @@
 # Set up vidscope on a fresh Debian/Ubuntu machine: system packages, a virtualenv in .venv, the
 # whole stack (including the optional extras, so every test can run). Safe to run again.
 #   bash scripts/setup.sh          everything: vidscope[all] with the dev tools (what CI installs)
-#   bash scripts/setup.sh --core   only what the embedded profile runs: no torch, ~1/10 of the size
+#   bash scripts/setup.sh --core   only what the embedded profile runs: no torch, no browser, ~1/10
+#                                  of the size
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=all
@@ -13,17 +14,19 @@ case "${1:-}" in
 esac
 
 # ffmpeg: video tools used by tests and benchmarks; espeak-ng + sox: synthetic speech for the demo
-# and tests; chromium: the web page's browser test. PyAV and decord bring their own decoders, so
-# ingestion itself does not need these.
+# and tests. PyAV and decord bring their own decoders, so ingestion itself does not need these.
+# chromium is a test dependency (the web page's browser test): the full install only.
+tools=(ffmpeg espeak-ng sox)
+[ "$mode" = core ] || tools+=(chromium)
 missing=()
-for tool in ffmpeg espeak-ng sox chromium; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+for tool in "${tools[@]}"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   elif command -v apt-get >/dev/null && command -v sudo >/dev/null; then
     sudo apt-get update -qq
-    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg espeak-ng sox chromium >/dev/null
+    sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   else
     echo "warning: please install ${missing[*]} with your package manager" >&2
   fi
