@@ -335,7 +335,10 @@ class CrossVidServer(ScriptedLLMServer):
             self.models.append(str(body.get("model")))
             reply = text('{"coverage": [true, true], "correctness": [true, false]}')
         elif isinstance(opening, str) and opening.startswith("Question: Who"):
-            reply = tool_call("finish", {"answer": "B", "choice": "B", "citations": []})
+            # The answer action as models call it: words, and the letter as its choice.
+            reply = tool_call(
+                "finish", {"answer": "Person y cooks in both videos.", "choice": "B", "citations": []}
+            )
         elif isinstance(opening, str) and opening.startswith("Question: "):
             reply = tool_call("finish", {"answer": "The first is spicier: chili.", "citations": []})
         else:
@@ -347,9 +350,10 @@ class CrossVidServer(ScriptedLLMServer):
 
 @pytest.mark.slow  # ingests two short videos (60-80 s on 2 busy cores)
 def test_a_crossvid_file_runs_end_to_end_with_its_report_naming_what_it_covers(tmp_path: Path) -> None:
-    """A file of every kind: an NC question (answered "B", right), a CCQA question (judged by the
-    judge role: 3 of 4 points), an MSR question (missing task) and a record whose gold names no
-    option (skipped, one line). The report and summary say all of it; O.Avg is named for 2 tasks."""
+    """A file of every kind: an NC question (answered in words with the choice "B": right), a CCQA
+    question (judged by the judge role: 3 of 4 points), an MSR question (missing task) and a record
+    whose gold names no option (skipped, one line). The report and summary say all of it; O.Avg
+    is named for 2 tasks."""
     from media import text_video
 
     root = tmp_path / "videos"
@@ -398,6 +402,10 @@ def test_a_crossvid_file_runs_end_to_end_with_its_report_naming_what_it_covers(t
     samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     assert {s["question_id"]: s["status"] for s in samples} == {
         "nc": "scored", "q1": "scored", "msr": "skipped", "bad": "skipped"}  # fmt: skip
+    # Strict parsing scored the choice the answer action gave, not its words.
+    assert [(s["choice"], s["choice_source"], s["parsed"]) for s in samples if s["question_id"] == "nc"] == [
+        ("B", "given", "B")
+    ]
     output = " ".join(result.output.split())
     assert "missing tasks (not in the overall score)" in output and "judged by openai:grader" in output
 
