@@ -17,6 +17,7 @@ from vidscope.cli.common import (
     find,
     plural,
     safe,
+    settings,
     store,
     timestamp,
     visible,
@@ -29,20 +30,23 @@ if TYPE_CHECKING:
 @app.command()
 def videos() -> None:
     """List ingested videos."""
-    opened = store()
-    rows = opened.rows(opened.videos).to_pylist()
-    table = Table(title=plural(len(rows), "video"))
+    from vidscope.library import Library
+
+    library = Library(settings=settings())
+    records = library.videos()
+    opened = library.store
+    table = Table(title=plural(len(records), "video"))
     for column in ("id", "file", "duration", "size", "fps", "audio", "clips"):
         table.add_column(column)
-    for r in sorted(rows, key=lambda r: r["added_at"]):
+    for r in records:
         table.add_row(
-            r["video_id"][:12],
-            safe(r["file_name"]),
-            f"{r['duration']:.1f}s",
-            f"{r['width']}x{r['height']}",
-            f"{r['fps']:.1f}",
-            "yes" if r["has_audio"] else "no",
-            str(opened.count(opened.clips, r["video_id"])),
+            r.video_id[:12],
+            safe(r.file_name),
+            f"{r.duration:.1f}s",
+            f"{r.width}x{r.height}",
+            f"{r.fps:.1f}",
+            "yes" if r.has_audio else "no",
+            str(opened.count(opened.clips, r.video_id)),
         )
     console.print(table)
 
@@ -164,12 +168,14 @@ def remove(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Remove a video and every row derived from it (the file itself is not touched)."""
-    opened, record = find(video)
+    from vidscope.library import Library
+
+    _, record = find(video)
     if not yes and sys.stdin.isatty():
         typer.confirm(
             f"Remove {visible(record.file_name)} ({record.video_id[:12]}) from the store?", abort=True
         )
-    opened.delete_video(record.video_id)
+    Library(settings=settings()).remove(record.video_id)
     console.print(f"removed {safe(record.file_name)} ({record.video_id[:12]})")
 
 
