@@ -257,3 +257,37 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
     )
     for nodeid, seconds in sorted(_TEST_SECONDS.items(), key=lambda item: -item[1])[:15]:
         write(f"  {seconds:7.2f} s  {nodeid}")
+
+
+#: How long the test process waits for Prefect's log and event workers to drain once the tests end.
+PREFECT_DRAIN_SECONDS = 15.0
+#: How long the process may then take to exit before every thread's stack is printed and it exits 1.
+EXIT_WATCHDOG_SECONDS = 120
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Bound the wait at interpreter exit.
+
+    Prefect drains its log and event workers at interpreter exit without a time limit. In CI
+    (2026-11-28) an events worker whose loop had stopped with a test's server held the slow suite
+    for an hour after pytest printed its verdict, until the CI run timed out. Here the workers drain
+    with a bound; a process that still does not exit prints every thread's stack (faulthandler) and
+    exits 1 instead of hanging.
+    """
+    import faulthandler
+
+    if "prefect" in sys.modules:
+        from prefect._internal.concurrency.services import _QueueServiceBase
+
+        try:
+            waited = _QueueServiceBase.drain_all(timeout=PREFECT_DRAIN_SECONDS, at_exit=True)
+        except Exception as exc:  # noqa: BLE001 — a failing drain must not hide the verdict
+            print(f"\nPrefect's workers could not drain: {exc}", file=sys.stderr)
+        else:
+            stuck = waited[1] if isinstance(waited, tuple) else ()
+            if stuck:
+                print(
+                    f"\n{len(stuck)} Prefect worker(s) did not drain in {PREFECT_DRAIN_SECONDS:g} s",
+                    file=sys.stderr,
+                )
+    faulthandler.dump_traceback_later(EXIT_WATCHDOG_SECONDS, exit=True)

@@ -6,7 +6,7 @@ result back while the interpreter was finalizing (the story is in ``vidscope/cor
 ``vidscope ask`` (DVD) and ``vidscope compare --agent cvr`` / ``--agent sama`` run as real
 subprocesses against a real Prefect server, with the ``openai`` backend talking to a loopback
 planner that answers from what it is sent, and every run must exit 0 with its answer. The default
-suite runs each three times; the slow suite twenty times.
+suite runs each three times; the slow suite twelve times more.
 """
 
 from __future__ import annotations
@@ -107,7 +107,9 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("runs", [3, pytest.param(20, marks=pytest.mark.slow)])
+# 3 runs in the default suite, 12 more in the slow suite: an abort in one run of four (what issue 23
+# saw) escapes 15 runs with probability 0.75**15 ≈ 1.3 % (20 runs cost the slow suite 7 minutes).
+@pytest.mark.parametrize("runs", [3, pytest.param(12, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_commands_with_a_model_exit_zero_every_time(world: dict[str, Any], command: str, runs: int) -> None:
     codes, failures = [], []
