@@ -46,6 +46,7 @@ from vidscope.flows.ingest_plan import StageReport as StageReport
 from vidscope.flows.ingest_plan import VideoReport as VideoReport
 from vidscope.flows.ingest_plan import expand_paths as expand_paths
 from vidscope.flows.runs import publish_table
+from vidscope.flows.stage_schedule import StageRun, run_stages
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
 from vidscope.storage.ledger import earned
@@ -117,9 +118,8 @@ def hash_task(path: Path) -> str:
 # ---------------------------------------------------------------------------- flows
 
 
-#: Starts one stage for one video and returns how to wait for its result: (stage, video id, path,
-#: settings) -> a function that blocks until the stage is over and returns what it did.
-SubmitStage = Callable[[Stage, str, Path, Settings], Callable[[], StageResult]]
+#: Starts one stage for one video: (stage, video id, path, settings) -> the started stage.
+SubmitStage = Callable[[Stage, str, Path, Settings], StageRun]
 
 
 @flow(name="ingest_video", flow_run_name="ingest {path.name}", log_prints=False)
@@ -128,10 +128,13 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
     settings = settings or get_settings()
     retries = settings.ingest.stage_retries
 
-    def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> Callable[[], StageResult]:
+    def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> StageRun:
         task_of_stage = stage_task(stage).with_options(retries=retries, retry_delay_seconds=1)
         future = task_of_stage.submit(video_id, path, settings)
-        return lambda: _resolve(stage.name, future, path)
+        return StageRun(
+            when_done=lambda callback: future.add_done_callback(lambda _: callback()),
+            result=lambda: _resolve(stage.name, future, path),
+        )
 
     from prefect.logging import get_run_logger
 
@@ -162,19 +165,10 @@ def _ingest_video(
         report(video_id or "", PROBE.name, "failed", error=video_report.error, path=str(path))
         raise IngestFailed(video_report) from exc
 
-    # The DAG is the stages' own declarations: a stage is submitted once what it needs or reads
-    # has finished; stages that do not depend on each other run side by side.
-    waits: dict[str, Callable[[], StageResult]] = {}
-    results: dict[str, StageResult] = {}
+    # The DAG is the stages' own declarations: a stage starts as soon as what it needs or reads has
+    # finished, whatever the registered order; stages that do not depend on each other run side by side.
     registered = stages()
-    for stage in registered:
-        for dependency in (*stage.needs, *stage.reads):
-            if dependency in waits and dependency not in results:
-                results[dependency] = waits[dependency]()
-        waits[stage.name] = submit(stage, video_id, path, settings)
-    for name, wait in waits.items():
-        if name not in results:
-            results[name] = wait()
+    results = run_stages(registered, lambda stage: submit(stage, video_id, path, settings))
 
     for name, result in results.items():
         why = result.error or str(result.details.get("reason") or "")
@@ -413,9 +407,12 @@ def ingest_video_direct(path: Path, settings: Settings, video_id: str | None = N
     # As many threads as stages: a stage waits only for what it needs, never for a free thread.
     with ThreadPoolExecutor(len(stages()), thread_name_prefix="vidscope-stage") as pool:
 
-        def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> Callable[[], StageResult]:
+        def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> StageRun:
             future = pool.submit(_with_retries, stage, video_id, path, settings, retries)
-            return lambda: _result_of(stage.name, future, path)
+            return StageRun(
+                when_done=lambda callback: future.add_done_callback(lambda _: callback()),
+                result=lambda: _result_of(stage.name, future, path),
+            )
 
         return _ingest_video(Path(path), settings, video_id, submit, content_hash)
 

@@ -1,10 +1,12 @@
 """The ingestion stages, registered once: their order, and where each one's declaration lives.
 
 Each stage module declares its :class:`~vidscope.tasks.stage.Stage` (name, version, settings,
-``needs`` / ``reads``, ``run``); :data:`STAGES` lists them in the order the ingestion flow submits
-them. Everything else is derived: the flow builds one Prefect task per declaration and its
-dependency graph from ``needs`` / ``reads`` (:mod:`vidscope.flows.ingest`), ``vidscope status``
-and the API list :func:`stage_names`. Adding a stage is two places: its module and one line here
+``needs`` / ``reads``, ``run``); :data:`STAGES` lists them in a valid order (what a stage needs
+before it). The flow starts each stage as soon as what it needs or reads has finished
+(:mod:`vidscope.flows.stage_schedule`), so the order here decides only ties. Everything else is
+derived: the flow builds one Prefect task per declaration and its dependency graph from
+``needs`` / ``reads`` (:mod:`vidscope.flows.ingest`), ``vidscope status`` and the API list
+:func:`stage_names`. Adding a stage is two places: its module and one line here
 (``docs/architecture.md`` walks through an example).
 
 Each entry names the stage beside the import path of its declaration, so the names are known
@@ -23,7 +25,8 @@ from vidscope.core.settings import Settings
 from vidscope.storage import Store
 from vidscope.tasks.stage import Stage, is_current, ledger_rows
 
-#: Every stage in the order the flow submits them, each before the stages that need or read it:
+#: Every stage, each before the stages that need or read it (the flow starts a stage when what it
+#: needs or reads is over, not in this order):
 #: (name, ``"module:attribute"`` of its declaration, or the declaration itself).
 STAGES: list[tuple[str, str | Stage]] = [
     ("probe", "vidscope.tasks.probe:PROBE"),
