@@ -83,7 +83,7 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> sub
     return ran
 
 
-@pytest.mark.slow
+@pytest.mark.wheel  # its own CI phase: the slow suite's 15 minutes are full
 def test_the_wheel_installs_into_a_fresh_venv_and_the_api_and_cli_agree(tmp_path: Path) -> None:
     source, dist, venv, work = (tmp_path / name for name in ("src", "dist", "venv", "work"))
     _tracked_copy(source)
