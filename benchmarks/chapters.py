@@ -12,7 +12,21 @@ RapidOCR, MiniLM; no chat model), and prints per video:
   title holding one of the part's keywords; **summary coverage** the same for the chapter summary;
 - **cost**: the chapters stage's seconds as a share of all stages' seconds for the video (goal ≤ 5 %).
 
-    .venv/bin/python benchmarks/chapters.py [--data DIR] [--json]
+With ``--planner URL`` (an OpenAI-compatible server, e.g. llama.cpp's with the real-model tier's
+Qwen2.5-Coder-1.5B; ``--model`` names what it serves) the chapters stage then runs again on each
+video with that planner (:mod:`vidscope.tasks.chapter_writer` writes titles and summaries; the
+boundaries are the same), and a second table gives per video the title and summary coverage of the
+written chapters, how many titles the model wrote and how many fell back to the extractive title
+(a reply refused as nonsense, with the first reason), and the stage's seconds as a share of
+ingestion (the embedded run's other stages plus this stage). Only the chapters stage re-runs: with
+a planner configured for the whole ingestion the subjects and graph stages would use it too, so the
+share printed is an upper bound. The server is yours to start and stop, e.g.::
+
+    .venv/bin/python -m tests.real_model.llama_server serve .real-model/qwen2.5-coder-1.5b-instruct-q4.gguf \
+        --port 8089 --threads 2 --ctx 8192 &
+    .venv/bin/python benchmarks/chapters.py --planner http://127.0.0.1:8089/v1
+
+    .venv/bin/python benchmarks/chapters.py [--data DIR] [--json] [--planner URL [--model NAME]]
 
 ``--data DIR`` keeps the videos and the store (a second run re-reads the stored chapters and
 reports the first run's costs from the ledger).
@@ -215,12 +229,62 @@ class Row:
         return self.stage_seconds / self.ingest_seconds if self.ingest_seconds else 0.0
 
 
-def run(root: Path) -> list[Row]:
+#: A chapter whose title the model's reply did not give (``why`` of the chapter row).
+REFUSED = "model reply refused: "
+
+
+@dataclass
+class PlannerRow:
+    """One video's chapters re-written by a planner: coverage, how titles were made, the cost."""
+
+    case: str
+    chapters: int
+    titles: float | None
+    summaries: float | None
+    model_titles: int
+    fallbacks: int
+    reasons: list[str]
+    stage_seconds: float
+    ingest_seconds: float
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def share(self) -> float:
+        return self.stage_seconds / self.ingest_seconds if self.ingest_seconds else 0.0
+
+
+def planner_settings(data: Path, url: str, model: str) -> Any:
+    """The embedded defaults plus ``url``'s ``model`` as the planner (its response cache off, so
+    the stage's seconds are the model's)."""
+    from vidscope.core.settings import Settings
+
+    options = {
+        "base_url": url,
+        "api_key_env": "VIDSCOPE_BENCHMARK_NO_KEY",
+        "timeout_s": 600,
+        "max_retries": 1,
+        "max_concurrency": 1,
+        "cache": False,
+    }
+    return Settings(data_dir=data, models={"planner": f"openai:{model}", "options": {"openai": options}})
+
+
+def _spent(store: Any, video_id: str) -> dict[str, float]:
+    """Each stage's seconds for ``video_id`` as the ledger holds them (its last run)."""
+    ledger = store.rows(store.ledger, video_id=video_id, columns=["stage", "seconds"]).to_pylist()
+    return {r["stage"]: r["seconds"] or 0.0 for r in ledger}
+
+
+def run(root: Path, planner: str | None = None, model: str = "") -> tuple[list[Row], list[PlannerRow]]:
+    """Ingest the cases under ``root`` with the embedded defaults and measure their chapters; with
+    ``planner`` (a base URL), run the chapters stage again with that model and measure it too."""
     from vidscope.core.settings import Settings
     from vidscope.flows.ingest import run_ingest
     from vidscope.flows.summarize import read_summary
     from vidscope.models.open_store import open_store
     from vidscope.storage.videos import find_video
+    from vidscope.tasks.chapters import CHAPTERS
+    from vidscope.tasks.stage import run_stage
 
     folder = root / "videos"
     folder.mkdir(parents=True, exist_ok=True)
@@ -228,16 +292,18 @@ def run(root: Path) -> list[Row]:
     settings = Settings(data_dir=root / "store")
     reports = run_ingest([str(p) for p in paths], settings, optimize=False)
     store = open_store(settings)
-    ledger = store.rows(store.ledger, columns=["video_id", "stage", "seconds"]).to_pylist()
-    rows = []
+    rows: list[Row] = []
+    ids: list[str] = []
+    embedded: list[dict[str, float]] = []
     for case, path, report in zip(CASES, paths, reports, strict=True):
         record = find_video(store, report.video_id or path.name)
-        overview = read_summary(store, record).model_dump()
-        chapters = overview["chapters"]
+        ids.append(record.video_id)
+        chapters = read_summary(store, record).model_dump()["chapters"]
         found = [c["start"] for c in chapters[1:]]
         truth = case.starts[1:]
         # The first run's stage times, from the ledger (a re-run reports cached stages as 0 s).
-        spent = {r["stage"]: r["seconds"] or 0.0 for r in ledger if r["video_id"] == record.video_id}
+        spent = _spent(store, record.video_id)
+        embedded.append(spent)
         rows.append(
             Row(
                 case=case.name,
@@ -253,11 +319,70 @@ def run(root: Path) -> list[Row]:
                 cuts=[round(t, 1) for t in found],
             )
         )
-    return rows
+    if not planner:
+        return rows, []
+    written = planner_settings(root / "store", planner, model)
+    planned: list[PlannerRow] = []
+    for case, path, video_id, before in zip(CASES, paths, ids, embedded, strict=True):
+        # The ledger's fingerprint names the planner: the stage runs again, timed by the ledger.
+        run_stage(CHAPTERS, video_id, path, written)
+        store = open_store(written)
+        record = find_video(store, video_id)
+        chapters = read_summary(store, record).model_dump()["chapters"]
+        seconds = _spent(store, video_id).get("chapters", 0.0)
+        made = [str(c["title_from"]) for c in chapters]
+        planned.append(
+            PlannerRow(
+                case=case.name,
+                chapters=len(chapters),
+                titles=coverage(case, chapters, "title"),
+                summaries=coverage(case, chapters, "summary"),
+                model_titles=sum(m == "model title" for m in made),
+                fallbacks=sum(REFUSED in m for m in made),
+                reasons=[m.split(REFUSED, 1)[1] for m in made if REFUSED in m],
+                stage_seconds=seconds,
+                ingest_seconds=sum(v for k, v in before.items() if k != "chapters") + seconds,
+                examples=[str(c["title"]) for c in chapters],
+            )
+        )
+    return rows, planned
 
 
 def _pct(value: float | None, digits: int = 0) -> str:
     return "–" if value is None else f"{100 * value:.{digits}f} %"
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def print_planner(rows: list[PlannerRow], model: str) -> None:
+    """The planner table and its totals (Markdown)."""
+    print(f"\nWith the planner {model}:\n")
+    print(
+        "| video | chapters | titles | summaries | model titles | fallbacks (first reason) "
+        "| stage s | share |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        reason = f" ({r.reasons[0][:70]})" if r.reasons else ""
+        print(
+            f"| {r.case} | {r.chapters} | {_pct(r.titles)} | {_pct(r.summaries)} | {r.model_titles} | "
+            f"{r.fallbacks}{reason} | {r.stage_seconds:.1f} | {_pct(r.share, 1)} |"
+        )
+    for r in rows:
+        print(f"  {r.case}: " + " / ".join(r.examples))
+    stage = sum(r.stage_seconds for r in rows)
+    total = sum(r.ingest_seconds for r in rows)
+    titled = sum(r.model_titles + r.fallbacks for r in rows)
+    print(
+        f"\ntitles {_pct(_mean([r.titles for r in rows]))}, summaries "
+        f"{_pct(_mean([r.summaries for r in rows]))} of parts (videos with text); "
+        f"{sum(r.model_titles for r in rows)} model titles, {sum(r.fallbacks for r in rows)} of {titled} "
+        f"fell back to the extractive title; chapters stage {stage:.1f} s of {total:.1f} s ingestion = "
+        f"{_pct(stage / total if total else 0, 1)}"
+    )
 
 
 def main() -> None:
@@ -266,11 +391,23 @@ def main() -> None:
     )
     parser.add_argument("--data", type=Path, help="Keep the videos and the store here.")
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
+    parser.add_argument("--planner", metavar="URL", help="An OpenAI-compatible base URL (…/v1).")
+    parser.add_argument(
+        "--model", default="qwen2.5-coder-1.5b-instruct", help="The model the planner URL serves."
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vidscope-chapters-") as scratch:
-        rows = run(args.data or Path(scratch))
+        rows, planned = run(args.data or Path(scratch), args.planner, args.model)
     if args.json:
-        print(json.dumps([{**r.__dict__, "share": r.share} for r in rows], indent=2))
+        print(
+            json.dumps(
+                {
+                    "embedded": [{**r.__dict__, "share": r.share} for r in rows],
+                    "planner": [{**r.__dict__, "share": r.share} for r in planned],
+                },
+                indent=2,
+            )
+        )
         return
     print(
         "| video | s | parts | chapters | cuts found (true) | F1 ≤3 s | F1 ≤10 s | titles | summaries "
@@ -294,6 +431,8 @@ def main() -> None:
         f"{_pct(sum(r.summaries or 0 for r in told) / len(told))} of parts (videos with text); "
         f"chapters stage {stage:.2f} s of {total:.1f} s ingestion = {_pct(stage / total if total else 0, 1)}"
     )
+    if planned:
+        print_planner(planned, args.model)
 
 
 if __name__ == "__main__":
