@@ -13,7 +13,9 @@ conversation and checks each citation against them:
 - **Whole-video looks verify nothing.** A look that did not say where it saw something supports its
   whole looked range (``localized=False``); when such looks together cover
   :data:`WHOLE_VIDEO_SHARE` of a video (one look over everything, or two halves), they say nothing
-  about *where*, and count as ``echoed``. The same holds for one support of any kind that wide.
+  about *where*, and count as ``echoed``. The same holds for one support of any kind that wide,
+  except a localized one no longer than :data:`ONE_CLIP_SECONDS`: on a video of one or two clips
+  (a 4-s title card), the clip whose text or speech matched is as precise as the store can be.
 - Short supports (an OCR line or a detection on one frame) count :data:`MIN_SUPPORT_SECONDS` wide
   around their time, so a citation of the second they are in can be covered.
 """
@@ -33,6 +35,9 @@ DURATION_TOLERANCE = 0.5
 #: A range that covers at least this share of the video is an overview: it verifies nothing by
 #: its range alone (a frame_inspect or text_extract over the whole video, or two looks at halves).
 WHOLE_VIDEO_SHARE = 0.9
+#: A localized support this short (about one retrieval clip, ``[ingest] clip_seconds`` 5 s, and a
+#: shorter last one) keeps its level even when it spans (nearly) a whole short video.
+ONE_CLIP_SECONDS = 10.0
 #: The share of a cited range that supported ranges must cover for it to be verified.
 MIN_SUPPORTED_SHARE = 0.5
 #: A support shorter than this (seconds) counts this wide around its middle: a text line or a
@@ -90,7 +95,11 @@ class Evidence:
         out = []
         for support in mine:
             level = support.level
-            too_wide = support.end - support.start >= wide or (not support.localized and looks_cover_all)
+            width = support.end - support.start
+            as_precise_as_clips = support.localized and width <= ONE_CLIP_SECONDS
+            too_wide = (width >= wide and not as_precise_as_clips) or (
+                not support.localized and looks_cover_all
+            )
             if level in VERIFYING_LEVELS and too_wide:
                 level = "echoed"  # a look over (nearly) the whole video says nothing about where
             out.append((support, level))

@@ -49,6 +49,12 @@ class ClipHit(BaseModel):
         """The clip's caption, speech and on-screen text in one string."""
         return " ".join(p for p in (self.caption, self.speech, self.on_screen_text) if p)
 
+    def found(self) -> str:
+        """What a citation's support shows of the clip: its speech and on-screen text, the caption
+        only without them (without a captioner the caption is a labelled stand-in made of them)."""
+        said = [p for p in (self.speech, self.on_screen_text) if p]
+        return " ".join(said) if said else self.caption or ""
+
 
 class ClipSearchResult(ToolResult):
     """Clips of one video ranked by relevance to a query, returned in time order."""
@@ -61,7 +67,9 @@ class ClipSearchResult(ToolResult):
     def support(self) -> list[Support]:
         # Each hit for the query supports its clip, with the words found there.
         return [
-            Support(video_id=self.video_id, start=c.start, end=c.end, level="retrieved", found=c.text()[:160])
+            Support(
+                video_id=self.video_id, start=c.start, end=c.end, level="retrieved", found=c.found()[:160]
+            )
             for c in self.clips
         ]
 

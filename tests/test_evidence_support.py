@@ -207,6 +207,24 @@ def test_looks_that_together_cover_the_video_verify_nothing() -> None:
     assert check(one, 20.0, 25.0) == ("perceived", True)
 
 
+def test_a_clip_hit_on_a_video_of_one_clip_verifies_it() -> None:
+    # A 4-s title card is one clip: the hit on its on-screen text is as precise as the store is
+    # (seen with the extractive answer, which called it unverified). A hit as wide as a long
+    # video still verifies nothing.
+    stand_in = "[no visual caption: no captioning model configured] Signals in this clip: …"
+    card = ClipHit(
+        start=0.0, end=4.0, clip_index=0, score=1.0, caption=stand_in, on_screen_text="THANKS FOR WATCHING"
+    )
+    evidence = Evidence()
+    evidence.add(ClipSearchResult(video_id=V, query="card", clips=[card], searched_clips=1), "clip_search")
+    level, _, (support,) = evidence.assess(V, 0.0, 4.0, 4.0)
+    assert level == "retrieved" and support.found == "THANKS FOR WATCHING"
+    wide = ClipHit(start=0.0, end=LENGTH, clip_index=0, score=1.0, on_screen_text="THANKS FOR WATCHING")
+    whole = Evidence()
+    whole.add(ClipSearchResult(video_id=V, query="card", clips=[wide], searched_clips=1), "clip_search")
+    assert check(whole, 10.0, 15.0) == ("echoed", False)
+
+
 def test_hearing_nothing_verifies_nothing() -> None:
     heard = AudioQueryResult(video_id=V, t0=0.0, t1=10.0, answer="no speech is heard in this interval")
     assert [s.level for s in heard.support()] == ["echoed"]
