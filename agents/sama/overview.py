@@ -39,6 +39,9 @@ OVERVIEW_TOKENS = 500
 #: A video's least share (about six bare titles): past ``OVERVIEW_TOKENS // MIN_VIDEO_TOKENS``
 #: videos with chapters, the later ones are counted, not listed.
 MIN_VIDEO_TOKENS = 60
+#: Chapters read per video: all of them (the stage makes at most 3 + 1 per 2 minutes, 183 for the
+#: 6-hour limit), so the line counting those not shown is true; the token budget does the bounding.
+READ_CHAPTERS = 1000
 #: Characters of a chapter's summary kept beside its title.
 SUMMARY_CHARS = 100
 #: Said before the overview: what it is and what it is not.
@@ -89,7 +92,7 @@ def chapter_overview(ctx: ToolContext, video_ids: Sequence[str], budget: int = O
         return ""
     listed: dict[str, list[ChapterEntry]] = {}
     for video_id in video_ids:
-        entries = load_chapters(store, video_id)
+        entries = load_chapters(store, video_id, limit=READ_CHAPTERS)
         if len(entries) >= 2:
             listed[video_id] = entries
     if not listed:
