@@ -26,10 +26,10 @@ change inside a clip is placed at a sentence or slide start within about one cli
 parts share their words (the same product in every chapter) or that speaks in fragments splits late
 or not at all; a title slide shown again later is not a title; the summary quotes the recognised
 speech, errors included; picture changes cut at cuts between scenes, not at a change of subject
-filmed in one place; a long lecture whose parts each cycle through a few sentences is over-split
-(dips deeper than the video's mean depth cut up to the chapter cap: 93 chapters for 36 parts on a
-synthetic 3-hour one, ``benchmarks/chapters_long.py``). Time and memory grow with the duration:
-at most 3 + 1 chapter per 2 minutes, each embedding at most :data:`SENTENCE_CANDIDATES` sentences.
+filmed in one place; on a video over 10 minutes cuts are at least one tiling block apart (up to a
+minute), so shorter chapters there are missed. Time and memory grow with the duration: at most
+3 + 1 chapter per 2 minutes, each embedding at most :data:`SENTENCE_CANDIDATES` sentences
+(``benchmarks/chapters_long.py``: a synthetic 3-hour lecture).
 """
 
 from __future__ import annotations
@@ -292,13 +292,19 @@ def _boundaries(
     min_seconds: float,
 ) -> list[float]:
     """Cut times, in order: the deepest topic changes placed at their moment (module notes)."""
-    limit = min(int(duration // min_seconds), 3 + int(duration // SECONDS_PER_EXTRA_CHAPTER)) - 1
+    block = block_clips(duration, clip_seconds, min_seconds)
+    # Cuts at least one block apart: a dip less than a block from a deeper cut is measured with a
+    # block that still straddles that cut, so it is its echo, not a topic change. Up to 10 minutes
+    # a block is the minimum chapter (nothing changes); on a long video it is up to a minute (a
+    # synthetic 3-hour lecture of 5-minute parts got 93 chapters for 36 parts without this).
+    spacing = max(min_seconds, block * clip_seconds)
+    limit = min(int(duration // spacing), 3 + int(duration // SECONDS_PER_EXTRA_CHAPTER)) - 1
     cuts: list[float] = []
-    for gap in deep_gaps(gaps(units, block_clips(duration, clip_seconds, min_seconds))):
+    for gap in deep_gaps(gaps(units, block)):
         if len(cuts) >= limit:
             break
         t = _cut_time(units[gap.index - 1], units[gap.index], sentences, screen)
-        if fits(cuts, t, duration, min_seconds):
+        if fits(cuts, t, duration, spacing):
             cuts.append(t)
     return sorted(cuts)
 
@@ -718,7 +724,7 @@ def _row(video_id: str, kind: str, index: int, part: Part) -> dict[str, Any]:
 
 CHAPTERS = Stage(
     name="chapters",
-    version=2,
+    version=3,  # 3: cuts at least one tiling block apart (long videos)
     run=_run,
     config=lambda s: {
         **role_config(s, "text_embedder", "embedder"),
