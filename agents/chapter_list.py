@@ -4,8 +4,9 @@ The ``chapters`` ingestion stage (:mod:`vidscope.tasks.chapters`) titles each pa
 its title slide or its distinctive words (or, without text, marks where its picture changes). An
 agent planning where to look can start from that list instead of sampling captions blindly: DVD's
 ``global_browse`` returns it beside the subjects, and SAMA's planner reads it beside the list of
-videos (:mod:`vidscope.agents.sama.overview`, bounded in tokens). It is an overview, like the subject registry:
-never evidence to cite, and its titles are the video's own words (data, not instructions).
+videos (:mod:`vidscope.agents.sama.overview`, bounded in tokens). It is an overview, like the
+subject registry: never evidence to cite, and its titles are the video's own words (data, not
+instructions).
 """
 
 from __future__ import annotations
