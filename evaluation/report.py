@@ -623,6 +623,18 @@ def _task_averages(
     why = {spec.task_name(c) or c: r for i in items if (r := unusable(i)) for c in i.categories}
     label, summary.missing_tasks = task_coverage(tasks, spec.tasks, spec.task_name, why)
     summary.scores[label] = mean(tasks.values())
+    # Over answered questions: a multiple-choice task's answered accuracy; a rule's task as it is
+    # when none of its questions failed (its figure is then over answered questions already). A
+    # task with no such figure leaves the answered overall score out rather than averaging fewer.
+    failed = set(summary.failed)
+    answered = {
+        n: g.answered_accuracy for n, g in summary.by_category.items() if g.answered_accuracy is not None
+    }
+    for task, value in summary.rule_scores.items():
+        if not any(task in i.categories and i.question_id in failed for i in attempted):
+            answered[task] = value
+    if answered.keys() == tasks.keys():
+        summary.answered_scores[label] = mean(answered.values())
 
 
 def _pct(value: float) -> str:

@@ -30,6 +30,7 @@ from vidscope.evaluation.report import (
     SUMMARY_FILE,
     compare_markdown,
     read_summary,
+    report_markdown,
     summarise,
     write_report,
 )
@@ -470,3 +471,34 @@ def test_sama_ablations_skip_the_skill_choice_or_the_conflict_re_read(
     assert ("classify" in kinds) == skills_on
     conflict_on = ablation != "sama:no-conflict-check"
     assert ("verify" in kinds) == conflict_on and ("conflict" in kinds) == conflict_on
+
+
+def test_crossvid_overall_score_is_given_over_answered_questions_too(tmp_path: Path) -> None:
+    """NC: one right, one failed; FSA: one answered with IoU 5/15. Strict O.Avg (2 of 10 tasks) =
+    (1/2 + 1/3) / 2 = 41.7; over answered questions NC is 1/1, so (1 + 1/3) / 2 = 66.7. When the
+    FSA question fails instead, FSA has no figure over answered questions: no answered O.Avg."""
+    from vidscope.evaluation.loaders import load_benchmark
+
+    nc = [{"id": f"nc{n}", "task": "NC", "videos": ["a.mp4", "b.mp4"], "question": f"Who {n}?",
+           "options": ["A. one", "B. two"], "answer": "B"} for n in range(2)]  # fmt: skip
+    fsa = {"id": "fsa0", "task": "FSA", "video A": "a.mp4", "video B": "b.mp4", "ref_segment": [1, 3],
+           "answer": [10, 20]}  # fmt: skip
+    (tmp_path / "crossvid.json").write_text(json.dumps([*nc, fsa]))
+    items = load_benchmark("crossvid", tmp_path / "crossvid.json")
+    spec = RunSpec(name="r", benchmark="crossvid", annotations=str(tmp_path / "crossvid.json"), root="/v",
+                   agent="dvd", settings_fingerprint="-", created_at="2026-01-01T00:00:00+00:00")  # fmt: skip
+
+    def answered(qid: str, said: str) -> Prediction:
+        return Prediction(question_id=qid, kind="multiple_choice" if qid.startswith("nc") else "open_ended",
+                          video_ids=["x", "y"], answer=said)  # fmt: skip
+
+    label = "O.Avg (2 of 10 tasks)"
+    got = {"nc0": answered("nc0", "B"), "fsa0": answered("fsa0", "15,25")}
+    summary = summarise(spec, items, items, got, {"nc1": "answer: timeout"}, [])
+    assert round(100 * summary.scores[label], 1) == 41.7
+    assert round(100 * summary.answered_scores[label], 1) == 66.7
+    assert f"| {label} | 41.7 | — | 66.7 | — |" in report_markdown(summary)
+
+    got = {"nc0": answered("nc0", "B"), "nc1": answered("nc1", "B")}
+    summary = summarise(spec, items, items, got, {"fsa0": "answer: timeout"}, [])
+    assert summary.scores[label] == pytest.approx(0.5) and label not in summary.answered_scores
