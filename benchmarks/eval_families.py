@@ -25,7 +25,10 @@ report shows its columns (outcomes, strict vs answered with Wilson intervals, re
 for retrieval, the named O.Avg for CrossVid).
 
 Run: ``.venv/bin/python benchmarks/eval_families.py [--families egoschema,mlvu] [--work DIR]``
-(about 15-25 min on 2 cores, most of it the model; writes ``benchmarks/out/eval_families.md``).
+(writes ``benchmarks/out/eval_families.md``). Budget it: on 2 busy cores a question takes 4-8
+min, and the first run touching a video re-ingests its planner-backed stages (subjects, graph,
+chapters) with the model, 7-13 min per video (benchmarks/RESULTS.md); ``--max-minutes`` stops
+starting families after that long.
 """
 
 from __future__ import annotations
