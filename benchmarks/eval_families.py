@@ -25,9 +25,9 @@ report shows its columns (outcomes, strict vs answered with Wilson intervals, re
 for retrieval, the named O.Avg for CrossVid).
 
 Run: ``.venv/bin/python benchmarks/eval_families.py [--families egoschema,mlvu] [--work DIR]``
-(writes ``benchmarks/out/eval_families.md``). Budget it: on 2 busy cores a question takes 4-8
+(writes ``benchmarks/out/eval_families.md``). Budget it: on 2 busy cores a question took 7-15
 min, and the first run touching a video re-ingests its planner-backed stages (subjects, graph,
-chapters) with the model, 7-13 min per video (benchmarks/RESULTS.md); ``--max-minutes`` stops
+chapters) with the model, about 7 min per video (benchmarks/RESULTS.md); ``--max-minutes`` stops
 starting families after that long.
 """
 
