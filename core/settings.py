@@ -117,6 +117,12 @@ class IngestSettings(BaseModel):
     chapter_min_seconds: float = Field(
         10.0, gt=0, description="Shortest chapter the chapters stage makes (YouTube's minimum is 10 s)."
     )
+    chapter_titles: Literal["planner", "extractive"] = Field(
+        "planner",
+        description="Who writes chapter titles and summaries when a planner model is configured: the "
+        "planner (one to seven requests per chapter; with a 1.5B model on 2 CPU cores that was 87 % "
+        "of ingestion, benchmarks/RESULTS.md) or 'extractive' (the chapters' own words, no model).",
+    )
     max_video_seconds: float = Field(6 * 3600, gt=0, description="Longer videos are refused.")
     max_pixels: int = Field(8192 * 8192, gt=0, description="Videos with larger frames are refused.")
     concurrency: int = Field(2, ge=1, description="Videos ingested at once by ingest_library.")

@@ -600,7 +600,10 @@ def _pictures(ctx: StageContext) -> list[Picture]:
 
 
 def _planner(ctx: StageContext) -> ChatModel | None:
-    """The planner model when one is configured and loads (else the titles stay extractive)."""
+    """The planner model when one is configured, loads and is asked to write titles
+    (``[ingest] chapter_titles``); else the titles stay extractive."""
+    if ctx.settings.ingest.chapter_titles != "planner":
+        return None
     if registry.effective_spec(ctx.settings, "planner") is None:
         return None
     try:
@@ -728,7 +731,7 @@ CHAPTERS = Stage(
     run=_run,
     config=lambda s: {
         **role_config(s, "text_embedder", "embedder"),
-        "planner": role_config(s, "planner", "planner"),
+        "planner": role_config(s, "planner", "planner") if s.ingest.chapter_titles == "planner" else None,
         "clip_seconds": s.ingest.clip_seconds,
         "chapter_min_seconds": s.ingest.chapter_min_seconds,
     },

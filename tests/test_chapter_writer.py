@@ -134,3 +134,23 @@ def test_a_long_chapter_is_summarised_in_chunks_within_the_budget_then_aggregate
     # The aggregation sees the chunks' sentences with their clips, not the clips again.
     assert "Lava flows over the crust." in llm_server.chat_requests[-1]["messages"][1]["content"]
     assert said[:40] not in llm_server.chat_requests[-1]["messages"][1]["content"]
+
+
+def test_chapter_titles_extractive_asks_no_model_even_with_a_planner() -> None:
+    # A small local planner wrote titles at 87 % of ingestion (benchmarks/RESULTS.md): a library
+    # that wants ingestion fast keeps its planner for questions and sets chapter_titles.
+    from types import SimpleNamespace
+
+    from vidscope.tasks.chapters import CHAPTERS, _planner
+
+    models = {"planner": "openai:scripted", "options": {"openai": {"base_url": "http://127.0.0.1:9/v1"}}}
+    asked = Settings(models=models)
+    kept = Settings(models=models, ingest={"chapter_titles": "extractive"})
+    assert _planner(SimpleNamespace(settings=asked)) is not None  # type: ignore[arg-type]
+    assert _planner(SimpleNamespace(settings=kept)) is None  # type: ignore[arg-type]
+    # The choice is part of the stage's cache key: switching it re-runs the stage; the default
+    # keys as before the setting existed (nothing re-runs on upgrade).
+    assert CHAPTERS.config(asked) != CHAPTERS.config(kept)
+    assert (
+        CHAPTERS.config(asked)["planner"] == CHAPTERS.config(Settings(models=models))["planner"] is not None
+    )
