@@ -156,7 +156,7 @@ def _harness_threads_are_not_the_programs() -> None:
 # that would break it. A subset (paths, -k, -m, --lf, --deselect, ...) is never judged.
 
 _BUDGET_ENV = "VIDSCOPE_TEST_BUDGET_S"
-_SESSION: dict[str, float] = {}
+_SESSION: dict[str, float] = {}  # start, wall, budget; status (the run's exit status)
 _TEST_SECONDS: dict[str, float] = {}
 
 
@@ -228,6 +228,12 @@ def _whole_default_suite(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _keep_to_the_budget(session, exitstatus)
+    _SESSION["status"] = int(session.exitstatus)  # the verdict, for pytest_unconfigure
+
+
+def _keep_to_the_budget(session: pytest.Session, exitstatus: int) -> None:
+    """The whole default suite fails when it took longer than its budget."""
     config = session.config
     if hasattr(config, "workerinput") or "start" not in _SESSION:
         return
@@ -261,33 +267,51 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int, config: p
 
 #: How long the test process waits for Prefect's log and event workers to drain once the tests end.
 PREFECT_DRAIN_SECONDS = 15.0
-#: How long the process may then take to exit before every thread's stack is printed and it exits 1.
+#: How long a worker process may then take to exit before every thread's stack is printed and it
+#: exits 1 (the main process exits with the tests' own status instead, see below).
 EXIT_WATCHDOG_SECONDS = 120
+
+
+def _undrained_prefect_workers() -> list[str]:
+    """Drain Prefect's queue services (log and event workers) with a bound; those that did not
+    finish, by type name."""
+    if "prefect" not in sys.modules:
+        return []
+    import concurrent.futures
+
+    from prefect._internal.concurrency.services import _QueueServiceBase
+
+    with _QueueServiceBase._instance_lock:
+        instances = tuple(_QueueServiceBase._instances.values())
+    futures = {instance._drain(at_exit=True): type(instance).__name__ for instance in instances}
+    _, stuck = concurrent.futures.wait(futures, timeout=PREFECT_DRAIN_SECONDS)
+    return sorted(futures[f] for f in stuck)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Bound the wait at interpreter exit.
 
     Prefect drains its log and event workers at interpreter exit without a time limit. In CI
-    (2026-11-28) an events worker whose loop had stopped with a test's server held the slow suite
-    for an hour after pytest printed its verdict, until the CI run timed out. Here the workers drain
-    with a bound; a process that still does not exit prints every thread's stack (faulthandler) and
-    exits 1 instead of hanging.
+    (2026-11-28) an events worker that never finished sending held the slow suite for an hour after
+    pytest printed its verdict (py-spy: the main thread in ``_QueueServiceBase._at_exit``), twice in
+    a row, the second time with every test passed. Here the workers drain with a bound; when one
+    does not, the main process says so in one line and exits at once with the tests' own status
+    (``os._exit``: Prefect's at-exit drain would wait forever). A worker process that still does not
+    exit prints every thread's stack (faulthandler) and exits 1 instead of hanging.
     """
     import faulthandler
 
-    if "prefect" in sys.modules:
-        from prefect._internal.concurrency.services import _QueueServiceBase
-
-        try:
-            waited = _QueueServiceBase.drain_all(timeout=PREFECT_DRAIN_SECONDS, at_exit=True)
-        except Exception as exc:  # noqa: BLE001 — a failing drain must not hide the verdict
-            print(f"\nPrefect's workers could not drain: {exc}", file=sys.stderr)
-        else:
-            stuck = waited[1] if isinstance(waited, tuple) else ()
-            if stuck:
-                print(
-                    f"\n{len(stuck)} Prefect worker(s) did not drain in {PREFECT_DRAIN_SECONDS:g} s",
-                    file=sys.stderr,
-                )
+    try:
+        stuck = _undrained_prefect_workers()
+    except Exception as exc:  # noqa: BLE001 — a failing drain must not hide the verdict
+        stuck = [f"(the drain failed: {exc})"]
+    if stuck and not hasattr(config, "workerinput"):
+        print(
+            f"\nPrefect's {', '.join(stuck)} did not drain in {PREFECT_DRAIN_SECONDS:g} s; "
+            "exiting without waiting for it",
+            file=sys.stderr,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(_SESSION.get("status", 1)))
     faulthandler.dump_traceback_later(EXIT_WATCHDOG_SECONDS, exit=True)
