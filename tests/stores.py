@@ -11,6 +11,18 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+#: Every model role of the ingestion off: a store ingested with these holds only what the video's
+#: pixels give without a model (frames, segments, tags, chapters from picture changes).
+NO_MODELS: dict[str, Any] = {
+    "speech_recognizer": None,
+    "text_reader": None,
+    "captioner": None,
+    "chat": None,
+    "image_text": None,
+    "object_detector": None,
+}
 
 _TEMPLATES: dict[tuple[object, ...], Path] = {}
 

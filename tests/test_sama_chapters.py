@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from llm_server import ScriptedLLMServer, text, tool_call
 from media import silent_video, text_video
+from stores import NO_MODELS
 from test_simulator_sama import planner_settings
 
 from vidscope.agents.chapter_list import ChapterEntry, load_chapters
@@ -30,14 +31,6 @@ from vidscope.models import registry
 from vidscope.models.open_store import open_store
 
 CUTS = [(12.0, (40, 120, 200)), (24.0, (200, 180, 40))]
-NO_MODELS: dict[str, Any] = {
-    "speech_recognizer": None,
-    "text_reader": None,
-    "captioner": None,
-    "chat": None,
-    "image_text": None,
-    "object_detector": None,
-}
 #: Half the 8,192-token context of the documented llama.cpp setup (tests/test_sama_rules.py).
 FIXED_TOKENS = 4096
 

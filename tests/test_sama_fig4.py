@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from llm_server import ScriptedLLMServer, text, tool_call
 from media import text_video
+from stores import NO_MODELS
 
 from vidscope.agents.sama.agent import _reread_question, run_sama, sama_registry
 from vidscope.agents.sama.facts import Fact, comparable, same_claim
@@ -33,14 +34,6 @@ from vidscope.flows.ingest import run_ingest
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 
-NO_MODELS: dict[str, Any] = {
-    "speech_recognizer": None,
-    "text_reader": None,
-    "captioner": None,
-    "chat": None,
-    "image_text": None,
-    "object_detector": None,
-}
 QUESTION = "How many grocery bags does the woman carry?"
 
 

@@ -5,11 +5,11 @@ its simulated twin over a script's scene events."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 from media import text_video
+from stores import NO_MODELS
 
 from vidscope.agents.sama.agent import sama_registry
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo
@@ -22,15 +22,6 @@ from vidscope.models.open_store import open_store
 
 CUT = 6.0
 DURATION = 12.0
-#: Ingestion without any model: decode, frames and clips are all scene_detector reads.
-NO_MODELS: dict[str, Any] = {
-    "speech_recognizer": None,
-    "text_reader": None,
-    "captioner": None,
-    "chat": None,
-    "image_text": None,
-    "object_detector": None,
-}
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from media import text_video
+from stores import NO_MODELS
 
 from vidscope.agents.sama.agent import sama_registry
 from vidscope.agents.tools import AgentConfig, ToolContext, execute_tool
@@ -17,14 +18,6 @@ from vidscope.flows.ingest import run_ingest
 from vidscope.models.open_store import open_store
 
 DURATION = 8.0
-NO_MODELS: dict[str, Any] = {
-    "speech_recognizer": None,
-    "text_reader": None,
-    "captioner": None,
-    "chat": None,
-    "image_text": None,
-    "object_detector": None,
-}
 #: name -> (background, words on screen); "copy" is the same footage as "reference".
 VIDEOS = {
     "reference": ((20, 60, 200), "WHISK EGGS"),

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from media import text_video
+from stores import NO_MODELS
 
 from vidscope.core.settings import Settings
 from vidscope.evaluation.chaptering import (
@@ -31,14 +32,6 @@ from vidscope.evaluation.items import AnnotationError
 from vidscope.flows.ingest import run_ingest
 
 REPO = Path(__file__).resolve().parents[1]
-NO_MODELS: dict[str, Any] = {
-    "speech_recognizer": None,
-    "text_reader": None,
-    "captioner": None,
-    "chat": None,
-    "image_text": None,
-    "object_detector": None,
-}
 
 
 def write(path: Path, data: Any) -> Path:
