@@ -54,20 +54,6 @@ SHARED_VIDEOS = ROOT.parent / "shared" / "videos"
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
 THREADS = 2
 
-#: (start, end, spoken, shown) facts of the two generated videos (as tests/real_model/conftest.py).
-HARBOUR = (
-    (2.0, 7.0, "Welcome to the harbour tour.", "HARBOUR TOUR"),
-    (10.0, 15.0, "The ferry to North Point leaves from pier seven.", "PIER 7"),
-    (20.0, 25.0, "The lighthouse was painted green in 1990.", "LIGHTHOUSE 1990"),
-    (30.0, 35.0, "A ticket for the ferry costs twelve dollars.", "TICKET 12 DOLLARS"),
-)
-RIVER = (
-    (2.0, 7.0, "Welcome to the river port.", "RIVER PORT"),
-    (10.0, 15.0, "The ferry to South Bay leaves from pier three.", "PIER 3"),
-    (20.0, 25.0, "The lighthouse was painted red in 1975.", "LIGHTHOUSE 1975"),
-    (30.0, 35.0, "A ticket for the ferry costs five dollars.", "TICKET 5 DOLLARS"),
-)
-
 
 @dataclass(frozen=True)
 class Videos:
@@ -251,11 +237,12 @@ def _vidscope(
 def make_videos(folder: Path) -> Videos:
     """The two narrated videos (40 s, facts spoken and shown) over the shared car footage."""
     sys.path.insert(0, str(ROOT))
+    from tests.real_model.facts import HARBOUR_FACTS, RIVER_FACTS
     from vidscope.core.synthetic import narration_wav, text_video
 
     cars = SHARED_VIDEOS / "car-detection.mp4"
     made = []
-    for name, facts in (("harbour-tour.mp4", HARBOUR), ("river-port.mp4", RIVER)):
+    for name, facts in (("harbour-tour.mp4", HARBOUR_FACTS), ("river-port.mp4", RIVER_FACTS)):
         path = folder / name
         if not path.exists():
             wav = narration_wav(

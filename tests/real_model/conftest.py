@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from facts import HARBOUR_FACTS, RIVER_FACTS
 from record import COMMANDS, Run, SimRun, extractive_args, json_result, quality_table, sim_table
 from recorder import RecordingProxy
 
@@ -111,21 +112,6 @@ def _stop_group(process: subprocess.Popen[str]) -> None:
 
 
 # ------------------------------------------------------------------------------------- library
-
-#: The facts the synthetic harbour tour states, in speech and on screen, at known times.
-HARBOUR_FACTS = (
-    (2.0, 7.0, "Welcome to the harbour tour.", "HARBOUR TOUR"),
-    (10.0, 15.0, "The ferry to North Point leaves from pier seven.", "PIER 7"),
-    (20.0, 25.0, "The lighthouse was painted green in 1990.", "LIGHTHOUSE 1990"),
-    (30.0, 35.0, "A ticket for the ferry costs twelve dollars.", "TICKET 12 DOLLARS"),
-)
-#: The second harbour's facts: the same kinds, other values (for ``compare``).
-RIVER_FACTS = (
-    (2.0, 7.0, "Welcome to the river port.", "RIVER PORT"),
-    (10.0, 15.0, "The ferry to South Bay leaves from pier three.", "PIER 3"),
-    (20.0, 25.0, "The lighthouse was painted red in 1975.", "LIGHTHOUSE 1975"),
-    (30.0, 35.0, "A ticket for the ferry costs five dollars.", "TICKET 5 DOLLARS"),
-)
 
 
 def _narrated(path: Path, facts: tuple[tuple[float, float, str, str], ...], footage: Path) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 
 from recorder import Exchange
 
-# Questions over the synthetic facts (conftest.HARBOUR_FACTS / RIVER_FACTS).
+# Questions over the synthetic facts (facts.HARBOUR_FACTS / RIVER_FACTS).
 PIER_OPTIONS = ["pier three", "pier five", "pier seven", "pier nine"]
 YEAR_OPTIONS = ["1975", "1985", "1990", "2001"]
 CHEAPER_OPTIONS = ["the harbour tour", "the river port"]
