@@ -2,7 +2,7 @@
 
 Reads the layers from ``.importlinter`` (the contract CI checks) and builds the import graph with
 grimp, the library import-linter itself uses, so the arrows are the ones the contract is checked
-against. Each layer's folder is reached through its symlink inside ``vidscope/``; the script
+against. Each layer is a folder of ``vidscope/`` (linked from the top of the repository); the script
 prints how many modules grimp found per layer, which shows that it sees them all.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/layers.py

@@ -1,5 +1,5 @@
 """The house drawn from the real tree: grimp (import-linter's graph) sees every layer through the
-symlinked layout, and every arrow between layers points down."""
+package's folders, and every arrow between layers points down."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_the_layer_graph_sees_every_layer_and_only_downward_arrows() -> None:
         "storage",
         "core",
     }
-    assert all(n > 0 for n in counts.values()), counts  # the symlinked folders are walked
+    assert all(n > 0 for n in counts.values()), counts  # every layer's folder is walked
     arrows = lines[lines.index("") + 2 :]
     assert "  flows       ──▶ agents      " in "\n".join(arrows)
     assert not [a for a in arrows if "UPWARD" in a]

@@ -21,19 +21,14 @@ from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry
 
 REPO = Path(__file__).resolve().parents[1]
-#: Where product code lives (the layers' real folders, and the interface under vidscope/).
-PRODUCT = ["agents", "flows", "tasks", "storage", "models", "evaluation", "core", "deployments", "vidscope"]
+#: Where product code lives: every layer is a real folder of the package (the top-level links,
+#: ``agents -> vidscope/agents``, are the same files).
+PRODUCT = REPO / "vidscope"
 REFERENCE = re.compile(r"vidscope(\.[a-z_][a-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _product_files() -> Iterator[Path]:
-    for folder in PRODUCT:
-        for path in sorted((REPO / folder).rglob("*.py")):
-            if path.is_symlink() or any(
-                p.is_symlink() for p in path.relative_to(REPO).parents if p != Path(".")
-            ):
-                continue  # vidscope/agents -> ../agents: each file once, at its real place
-            yield path
+    yield from sorted(PRODUCT.rglob("*.py"))
 
 
 def _string_references() -> list[tuple[str, str]]:
@@ -60,7 +55,7 @@ REFERENCES = _string_references()
 def test_the_references_are_found() -> None:
     # The registries name their code this way; a scan that finds none is broken, not clean.
     places = {place for place, _ in REFERENCES}
-    assert {"agents/strategies.py", "tasks/stages.py", "flows/answer.py"} <= places
+    assert {"vidscope/agents/strategies.py", "vidscope/tasks/stages.py", "vidscope/flows/answer.py"} <= places
     assert len(REFERENCES) >= 30
 
 
@@ -116,7 +111,7 @@ def _run_query_calls() -> list[tuple[str, str, str]]:
                     flow, work = node.args[2], node.args[3]
                     reference = flow.value if isinstance(flow, ast.Constant) else assigned[flow.id]
                     assert isinstance(work, ast.Name), ast.dump(work)
-                    module = "vidscope." + ".".join(path.relative_to(REPO).with_suffix("").parts)
+                    module = ".".join(path.relative_to(REPO).with_suffix("").parts)
                     calls.append((module, reference, work.id))
     return calls
 
