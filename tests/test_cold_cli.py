@@ -32,7 +32,7 @@ try:
 except SystemExit as exc:
     code = exc.code or 0
 heavy = ("prefect", "torch", "transformers", "sentence_transformers", "lancedb")
-answering = ("pyarrow", "vidscope.storage.store", "vidscope.flows.answer")
+answering = ("pyarrow", "vidscope.storage.store", "vidscope.flows.ask")
 print(json.dumps({
     "code": code,
     "imported": sorted(m for m in heavy if m in sys.modules),
@@ -209,7 +209,7 @@ def test_a_running_api_answers_the_cli_which_loads_nothing_to_answer(api_data_di
     answer (steps, citations) is the in-process one, and the CLI loaded none of the answering code."""
     question = "What is the secret code for the vault, asked of the API?"
     alone, alone_out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=api_data_dir)
-    assert alone["answering"] == ["pyarrow", "vidscope.flows.answer", "vidscope.storage.store"]
+    assert alone["answering"] == ["pyarrow", "vidscope.flows.ask", "vidscope.storage.store"]
     with running_api(api_data_dir):
         report, out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=api_data_dir)
         assert report["code"] == 0, report["stderr"]
@@ -231,9 +231,9 @@ def test_a_running_api_answers_the_cli_which_loads_nothing_to_answer(api_data_di
         refused, out = cold(
             "ask", VIDEO_ID[:8], "Which?", "--options", "only", "--json", data_dir=api_data_dir
         )
-        assert "vidscope.flows.answer" in refused["answering"]
+        assert "vidscope.flows.ask" in refused["answering"]
     after, out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=api_data_dir)
-    assert after["code"] == 0 and "vidscope.flows.answer" in after["answering"]  # the API is gone
+    assert after["code"] == 0 and "vidscope.flows.ask" in after["answering"]  # the API is gone
 
 
 def test_a_registration_that_cannot_answer_is_passed_over(api_data_dir: Path) -> None:
@@ -254,7 +254,7 @@ def test_a_registration_that_cannot_answer_is_passed_over(api_data_dir: Path) ->
         path.write_text(json.dumps({**record, "pid": sleeper.pid}))  # alive, but nothing listens
         report, out = cold("ask", VIDEO_ID[:8], "Which room is shown?", "--json", data_dir=api_data_dir)
         assert report["code"] == 0 and json.loads(out)["video_id"] == VIDEO_ID
-        assert "vidscope.flows.answer" in report["answering"]
+        assert "vidscope.flows.ask" in report["answering"]
         log = (api_data_dir / "logs" / "vidscope.log").read_text()
         assert f"answering in-process: http://127.0.0.1:{record['port']}" in log  # it did try
     finally:

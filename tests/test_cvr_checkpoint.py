@@ -24,7 +24,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from vidscope.cli import app  # noqa: E402
 from vidscope.core.settings import Settings  # noqa: E402
-from vidscope.flows.compare_work import CompareResult  # noqa: E402
+from vidscope.flows.compare import CompareResult  # noqa: E402
 from vidscope.flows.ingest import run_ingest  # noqa: E402
 from vidscope.flows.training.train import GrpoOptions, train_grpo  # noqa: E402
 from vidscope.models import registry  # noqa: E402

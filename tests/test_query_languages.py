@@ -16,7 +16,7 @@ from stores import stored_copy
 from vidscope.agents.languages import is_multilingual, query_language
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.flows.ingest import run_ingest
-from vidscope.flows.search_work import find_moments
+from vidscope.flows.search import find_moments
 from vidscope.models.open_store import open_store
 
 SAID = "The oven is heated to two hundred degrees before the bread goes in."

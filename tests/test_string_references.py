@@ -1,7 +1,8 @@
 """Code named by import path (``"vidscope.module:name"``) is checked, since no type checker reads
 strings (issue 43): every such string in the product imports; a strategy's run function has the
-one strategy signature and its tool factories build registries; a query's Prefect flow takes the
-same parameters as the work function it wraps; every stage entry is the stage it names."""
+one strategy signature and its tool factories build registries; a query's Prefect flow runs its
+work function itself and is found where a deployment's entry point looks; every stage entry is the
+stage it names."""
 
 from __future__ import annotations
 
@@ -55,7 +56,8 @@ REFERENCES = _string_references()
 def test_the_references_are_found() -> None:
     # The registries name their code this way; a scan that finds none is broken, not clean.
     places = {place for place, _ in REFERENCES}
-    assert {"vidscope/agents/strategies.py", "vidscope/tasks/stages.py", "vidscope/flows/answer.py"} <= places
+    registries = ("agents/strategies.py", "tasks/stages.py", "deployments/deploy.py")
+    assert {f"vidscope/{name}" for name in registries} <= places
     assert len(REFERENCES) >= 30
 
 
@@ -84,47 +86,34 @@ def test_each_strategy_runs_with_the_one_strategy_signature(name: str) -> None:
             assert isinstance(built, ToolRegistry), f"{name}: {factory} built {type(built)}"
 
 
-def _run_query_calls() -> list[tuple[str, str, str]]:
-    """(file, flow reference, work function name) of every ``run_query(kind, settings, flow,
-    work, ...)`` call; a flow given as a local name is read from its assignment."""
-    calls = []
-    for path in _product_files():
-        tree = ast.parse(path.read_text(), str(path))
-        for function in ast.walk(tree):
-            if not isinstance(function, ast.FunctionDef):
-                continue
-            assigned = {
-                target.id: node.value.value
-                for node in ast.walk(function)
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                for target in node.targets
-                if isinstance(target, ast.Name)
-            }
-            for node in ast.walk(function):
-                # flows.runs.run_query(kind, settings, flow, work, *args); the CLI's SQL helper
-                # imported under the same name takes two arguments.
-                if (
-                    isinstance(node, ast.Call)
-                    and getattr(node.func, "id", None) == "run_query"
-                    and len(node.args) >= 4
-                ):
-                    flow, work = node.args[2], node.args[3]
-                    reference = flow.value if isinstance(flow, ast.Constant) else assigned[flow.id]
-                    assert isinstance(work, ast.Name), ast.dump(work)
-                    module = ".".join(path.relative_to(REPO).with_suffix("").parts)
-                    calls.append((module, reference, work.id))
-    return calls
+#: The modules of the query kinds: each holds its work, its flows and its entry points.
+QUERY_MODULES = ("vidscope.flows.ask", "vidscope.flows.search", "vidscope.flows.compare")
 
 
-def test_each_query_flow_takes_what_its_work_function_takes() -> None:
-    calls = _run_query_calls()
-    assert len(calls) >= 5  # ask, ask-library, compare, search, search-moments
-    for module, reference, work_name in calls:
-        flow = _resolve(reference)
-        work = getattr(importlib.import_module(module), work_name)
-        wrapped = getattr(flow, "fn", flow)  # a Prefect flow keeps its function as .fn
-        expected = list(inspect.signature(work).parameters)
-        assert list(inspect.signature(wrapped).parameters) == expected, f"{reference} vs {module}.{work_name}"
+def test_each_query_flow_runs_its_work_and_is_where_a_deployment_looks() -> None:
+    from prefect import Flow
+    from prefect.utilities.importtools import import_object
+
+    from vidscope.flows.runs import QueryFlow
+
+    declared = [
+        (module, value)
+        for module in map(importlib.import_module, QUERY_MODULES)
+        for value in vars(module).values()
+        if isinstance(value, QueryFlow)
+    ]
+    names = sorted(q.name for _, q in declared)
+    assert names == ["ask", "ask-library", "compare", "search", "search-moments"]
+    for module, query in declared:
+        flow = getattr(module, query.attribute)
+        # The flow is the work function itself, so their parameters cannot drift apart.
+        assert isinstance(flow, Flow) and flow.fn is query.work and flow.name == query.name
+        # A module-path deployment records "<module>.<name>"; a worker loads the flow back from it.
+        assert import_object(f"{flow.__module__}.{flow.__name__}") is flow, query.name
+    from vidscope.deployments.deploy import DEPLOYMENTS
+
+    for spec in DEPLOYMENTS:
+        assert isinstance(_resolve(spec.flow), Flow), spec.flow
 
 
 def test_every_stage_entry_is_the_stage_it_names() -> None:

@@ -20,7 +20,7 @@ _PUBLIC = {
     "AskResult": "vidscope.agents.answers",
     "TraceStep": "vidscope.agents.answers",
     "Citation": "vidscope.agents.answers",
-    "CompareResult": "vidscope.flows.compare_work",
+    "CompareResult": "vidscope.flows.compare",
     "SearchResult": "vidscope.agents.mavis.search",
     "MomentSearch": "vidscope.agents.moments",
     "MomentFilters": "vidscope.agents.moments",
@@ -34,7 +34,7 @@ _PUBLIC = {
     "BackendUnavailable": "vidscope.core.errors",
     "VideoNotFound": "vidscope.storage.videos",
     "LibraryEmpty": "vidscope.agents.mavis.search",
-    "VisualSearchOff": "vidscope.flows.search_work",
+    "VisualSearchOff": "vidscope.flows.search",
     "BundleError": "vidscope.storage.bundle_files",
     "SqlError": "vidscope.storage.sql",
     "NotSummarized": "vidscope.flows.summarize",
@@ -73,9 +73,9 @@ if TYPE_CHECKING:
     from vidscope.agents.moments import MomentFilters, MomentSearch
     from vidscope.core.errors import BackendUnavailable, VidscopeError
     from vidscope.core.settings import Settings
-    from vidscope.flows.compare_work import CompareResult
+    from vidscope.flows.compare import CompareResult
     from vidscope.flows.ingest_plan import VideoReport
-    from vidscope.flows.search_work import VisualSearchOff
+    from vidscope.flows.search import VisualSearchOff
     from vidscope.flows.summarize import Digest, NotSummarized, TranscriptLine, VideoOverview
     from vidscope.library import Library
     from vidscope.storage.bundle_files import BundleError

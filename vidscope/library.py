@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from vidscope.agents.answers import AskResult, TraceStep
     from vidscope.agents.mavis.search import SearchResult
     from vidscope.agents.moments import MomentFilters, MomentSearch
-    from vidscope.flows.compare_work import CompareResult
+    from vidscope.flows.compare import CompareResult
     from vidscope.flows.ingest_plan import VideoReport
     from vidscope.flows.summarize import Digest, TranscriptLine, VideoOverview
     from vidscope.storage.bundle import BundleManifest, ImportReport
@@ -170,12 +170,12 @@ class Library:
         if moments:
             if fusion is not None or tau_soft is not None or tau_hard is not None:
                 raise ValueError("fusion, tau_soft and tau_hard are for whole videos: leave moments off")
-            from vidscope.flows.search_work import run_search_moments
+            from vidscope.flows.search import run_search_moments
 
             return run_search_moments(self.settings, query, k=k or 10, filters=filters, show_all=show_all)
         if filters is not None or show_all:
             raise ValueError("filters and show_all are for moments: pass moments=True")
-        from vidscope.flows.search_work import run_search
+        from vidscope.flows.search import run_search
 
         return run_search(self.settings, query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
 
@@ -193,7 +193,7 @@ class Library:
         not a picture (or has more pixels than search decodes), ``OSError`` for a file that cannot
         be read, :class:`LibraryEmpty`."""
         from vidscope.core.images import decode_image, read_image_file
-        from vidscope.flows.search_work import run_search_moments_by_image
+        from vidscope.flows.search import run_search_moments_by_image
 
         data = picture if isinstance(picture, bytes) else read_image_file(Path(picture).expanduser())
         if label is None:
@@ -217,7 +217,7 @@ class Library:
         dvd, avi, extractive…; the default without a chat model is extractive). ``options`` makes
         it multiple choice (the answer's ``choice`` is a letter); ``on_step`` sees each step live.
         Raises :class:`VideoNotFound`, ``ValueError``."""
-        from vidscope.flows.answer import run_ask
+        from vidscope.flows.ask import run_ask
 
         listed = list(options) if options is not None else None
         return run_ask(self.settings, video, question, listed, on_step, agent=agent)
@@ -227,7 +227,7 @@ class Library:
     ) -> AskResult:
         """Answer ``question`` over every ingested video. Raises ``ValueError`` (an empty library,
         an unknown agent)."""
-        from vidscope.flows.answer import run_ask_library
+        from vidscope.flows.ask import run_ask_library
 
         return run_ask_library(self.settings, question, on_step, agent=agent)
 
@@ -255,7 +255,7 @@ class Library:
         """Answer ``question`` across ``videos`` with a multi-video agent (sama, cvr…); SAMA's
         skills and conflict check can be turned off (its ablations). Raises :class:`VideoNotFound`,
         ``ValueError``."""
-        from vidscope.flows.compare_work import run_compare
+        from vidscope.flows.compare import run_compare
 
         return run_compare(
             self.settings,

@@ -76,7 +76,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
         if not query.strip():
             raise ToolError("the query is empty")
         try:
-            import vidscope.flows.search_work  # noqa: F401 (what Library.search runs)
+            import vidscope.flows.search  # noqa: F401 (what Library.search runs)
         except ImportError as exc:
             raise ToolError(f"library search is not available: {exc}") from exc
         from vidscope.agents.mavis.search import LibraryEmpty
@@ -126,7 +126,7 @@ def build_server(settings: Settings | None = None) -> MCPServer:
     ) -> MomentsResponse:
         """Find moments of any ingested video whose frames look like a picture (visual search)."""
         from vidscope.agents.mavis.search import LibraryEmpty
-        from vidscope.flows.search_work import VisualSearchOff
+        from vidscope.flows.search import VisualSearchOff
 
         try:
             found = lib.search_image(path, k=k)

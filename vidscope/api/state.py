@@ -126,10 +126,12 @@ class ApiState:
         question is as quick as the next (the registry and ``open_store`` keep them per process).
         A failure is only logged: the request that needs the piece reports it properly."""
         try:
-            # The query code, Prefect included: a running server makes each query a flow run.
-            import vidscope.flows.ask  # noqa: F401
-            import vidscope.flows.compare  # noqa: F401
-            import vidscope.flows.search  # noqa: F401
+            # The query code and its flows, Prefect included: a running server makes each query a
+            # flow run (the flows are built on first use).
+            from vidscope.flows import ask, compare, search
+
+            for query in (ask.ASK, ask.ASK_LIBRARY, compare.COMPARE, search.SEARCH, search.SEARCH_MOMENTS):
+                query.flow()
             from vidscope.models import registry
 
             store = self.store()

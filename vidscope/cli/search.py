@@ -192,7 +192,7 @@ def _bound(name: str, value: str | None, as_json: bool) -> float | datetime | ti
 def _search_image(path: Path, k: int, filters: MomentFilters, as_json: bool) -> None:
     """``vidscope search --image``: the moments whose frames look like the picture at ``path``."""
     from vidscope.agents.mavis.search import LibraryEmpty
-    from vidscope.flows.search_work import VisualSearchOff
+    from vidscope.flows.search import VisualSearchOff
     from vidscope.library import Library
 
     try:

@@ -8,7 +8,7 @@ flow runs only when a server is there to see them:
    ``temporary_settings`` block when Prefect is already imported), if it answers its health check;
 2. else the server ``vidscope server up`` started for this data dir (its pid file, then the
    configured ``[server] host:port``), if it answers;
-3. else none: the query runs in-process without Prefect (:mod:`vidscope.flows.answer`).
+3. else none: the query runs in-process without Prefect (:mod:`vidscope.flows.ask`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""What every flow run shares: publishing artifacts to the Prefect UI, the context of a query, and
-:func:`run_query`, which runs a query as a flow run when a Prefect server records it and in-process
-otherwise.
+"""What every flow run shares: publishing artifacts to the Prefect UI, the context of a query, each
+query's flow (:class:`QueryFlow`, declared beside its work) and :func:`run_query`, which runs a query
+as a flow run when a Prefect server records it and in-process otherwise.
 
 Artifacts are a courtesy to whoever watches the UI: failing to publish one is logged and never fails
 the run; outside any run (a query answered without a Prefect server) nothing is published. A query
@@ -10,13 +10,14 @@ run (``ask``, ``search``) skips Prefect's per-run heartbeat thread — a sync fl
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from functools import cache
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from vidscope.core.settings import Settings
@@ -101,16 +102,56 @@ def direct_query(kind: str) -> Iterator[str]:
         yield query_id
 
 
-def run_query(kind: str, settings: Settings, flow: str, work: Callable[..., R], *args: Any) -> R:
+@dataclass(frozen=True)
+class QueryFlow(Generic[R]):
+    """A query's Prefect flow, declared in the module of its work and built on first use.
+
+    The flow runs ``work`` itself (same parameters, same result) under the name ``name``, its runs
+    named by ``run_name``. ``attribute`` is the name its module hands it out under (the module's
+    ``__getattr__``, :func:`module_flow`), which a deployment's entry point names
+    (``vidscope.flows.ask.ask``); building it imports Prefect, so a module declaring one does not.
+    """
+
+    work: Callable[..., R]
+    name: str
+    run_name: str
+    attribute: str
+
+    def flow(self) -> Any:
+        """The Prefect flow (built once per process)."""
+        return _build(self)
+
+
+@cache
+def _build(query: QueryFlow[Any]) -> Any:
+    from prefect import flow
+
+    built = flow(name=query.name, flow_run_name=query.run_name, validate_parameters=False, log_prints=False)(
+        query.work
+    )
+    # A module-path deployment's entry point is "<flow.__module__>.<flow.__name__>", which must name
+    # the attribute handing this flow out, not the work function (a plain function, not a flow).
+    built.__name__ = query.attribute  # type: ignore[attr-defined]  # set by update_wrapper; stubs omit it
+    return built
+
+
+def module_flow(module: str, attribute: str, flows: tuple[QueryFlow[Any], ...]) -> Any:
+    """The flow of ``flows`` handed out as ``module.attribute`` (a module's ``__getattr__``);
+    ``AttributeError`` for any other name, as a missing attribute gives."""
+    for query in flows:
+        if query.attribute == attribute:
+            return query.flow()
+    raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
+
+
+def run_query(kind: str, settings: Settings, query: QueryFlow[R], *args: Any) -> R:
     """Run a query (``ask``, ``search``, ``compare``) the way the moment allows, and return its result.
 
-    ``work`` is the query's Prefect-free function and ``flow`` (``"module:name"``) the Prefect flow
-    wrapping it, called with the same ``args``. When a Prefect server answers
-    (:func:`~vidscope.flows.prefect_api.reachable_api`) or a flow run is current (the query is a
-    subflow), the flow runs, so the UI shows the run, its tool calls and its artifact. Otherwise
-    ``work`` runs in-process: Prefect is not imported and no temporary API server starts (7+ s,
-    and everything it recorded would be thrown away with it). The flow module is imported only
-    then, since importing it imports Prefect.
+    When a Prefect server answers (:func:`~vidscope.flows.prefect_api.reachable_api`) or a flow run
+    is current (the query is a subflow), ``query``'s flow runs with ``args``, so the UI shows the
+    run, its tool calls and its artifact. Otherwise its work runs in-process with the same ``args``:
+    Prefect is not imported and no temporary API server starts (7+ s, and everything it recorded
+    would be thrown away with it). Either way the same function does the work.
     """
     from vidscope.agents.tools import in_flow_run
     from vidscope.flows.prefect_api import reachable_api
@@ -118,8 +159,7 @@ def run_query(kind: str, settings: Settings, flow: str, work: Callable[..., R], 
     api = reachable_api(settings)
     if api is None and not in_flow_run():
         with direct_query(kind):
-            return work(*args)
-    module, name = flow.split(":")
-    flow_function: Callable[..., R] = getattr(importlib.import_module(module), name)
+            return query.work(*args)
+    flow: Callable[..., R] = query.flow()
     with query_run(kind, api):
-        return flow_function(*args)
+        return flow(*args)

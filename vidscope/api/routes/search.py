@@ -59,7 +59,7 @@ def search(
     if not q.strip():
         raise HTTPException(422, "the query is empty")
     try:
-        import vidscope.flows.search_work  # noqa: F401 (what Library.search runs)
+        import vidscope.flows.search  # noqa: F401 (what Library.search runs)
     except ImportError as exc:
         raise HTTPException(501, f"library search is not available: {exc}") from exc
     from vidscope.agents.mavis.search import LibraryEmpty
@@ -155,7 +155,7 @@ def search_image(
     """Moments of every video whose frames look like the uploaded picture (visual search), in the
     same shape as ``GET /api/moments``."""
     from vidscope.agents.mavis.search import LibraryEmpty
-    from vidscope.flows.search_work import VisualSearchOff
+    from vidscope.flows.search import VisualSearchOff
 
     data = image.file.read(MAX_IMAGE_BYTES + 1)
     if len(data) > MAX_IMAGE_BYTES:
