@@ -28,7 +28,7 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,45 +53,97 @@ def _unit(rows: np.ndarray) -> np.ndarray:
 
 
 def generate(store: Store, clips: int, seed: int) -> np.ndarray:
-    """Write ``clips`` rows (10 % without a vector); returns the centres the vectors came from."""
+    """Write ``clips`` rows (10 % without a vector); returns the centres the vectors came from.
+
+    The rows stream to Lance in one write (batches of :data:`BATCH`, never the whole corpus in
+    memory), so Lance cuts them into its own ~1M-row files: 100k-row commits left 100 small
+    fragments at 10M that ``optimize`` then rewrote (every vector read and written again).
+    """
     rng = np.random.default_rng(seed)
     centres = _unit(rng.normal(size=(max(1, clips // 400), DIM))).astype(np.float32)
-    table = store.table(store.clips)
-    vector_type = store.clips.schema.field("text_embedding").type
-    written = 0
-    while written < clips:
-        n = min(BATCH, clips - written)
-        owners = rng.integers(0, len(centres), size=n)
-        vectors = _unit(centres[owners] + rng.normal(scale=0.06, size=(n, DIM)).astype(np.float32))
-        index = np.arange(written, written + n)
-        embedded = index % 10 != 0
-        flat = pa.array(vectors.astype(np.float32).ravel())
-        column = pa.FixedSizeListArray.from_arrays(flat, DIM, mask=pa.array(~embedded))
-        clip_index = (index % 720).astype(np.int32)  # an hour of 5 s clips per video
-        words = np.minimum(rng.zipf(1.3, size=(n, SPOKEN_WORDS)), VOCABULARY) - 1
-        speech = [" ".join(f"w{w}" for w in row) for row in words]
-        shown = [
-            f"SIGN W{row[0]} W{row[1]}" if i % 5 == 0 else None for i, row in zip(index, words, strict=True)
-        ]
-        columns = {
-            "video_id": pa.array([f"v{i // 720:07d}" for i in index]),
-            "clip_index": pa.array(clip_index),
-            "start": pa.array(clip_index * 5.0),
-            "end": pa.array(clip_index * 5.0 + 5.0),
-            "transcript_text": pa.array(speech),
-            "ocr_text": pa.array(shown, pa.string()),
-            "text_embedding": column.cast(vector_type),
-            "embed_model": pa.array(["synthetic"] * n),
-        }
-        schema = store.clips.schema
-        rows = pa.table(
-            [columns.get(f.name, pa.nulls(n, type=f.type)).cast(f.type) for f in schema], schema=schema
-        )
-        table.add(rows)
-        written += n
-        print(f"\r  {written:,} clips written", end="", flush=True)
+    schema = store.clips.schema
+    vector_type = schema.field("text_embedding").type
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        written = 0
+        while written < clips:
+            n = min(BATCH, clips - written)
+            owners = rng.integers(0, len(centres), size=n)
+            vectors = _unit(centres[owners] + rng.normal(scale=0.06, size=(n, DIM)).astype(np.float32))
+            index = np.arange(written, written + n)
+            embedded = index % 10 != 0
+            flat = pa.array(vectors.astype(np.float32).ravel())
+            column = pa.FixedSizeListArray.from_arrays(flat, DIM, mask=pa.array(~embedded))
+            clip_index = (index % 720).astype(np.int32)  # an hour of 5 s clips per video
+            words = np.minimum(rng.zipf(1.3, size=(n, SPOKEN_WORDS)), VOCABULARY) - 1
+            speech = [" ".join(f"w{w}" for w in row) for row in words]
+            shown = [
+                f"SIGN W{row[0]} W{row[1]}" if i % 5 == 0 else None
+                for i, row in zip(index, words, strict=True)
+            ]
+            columns = {
+                "video_id": pa.array([f"v{i // 720:07d}" for i in index]),
+                "clip_index": pa.array(clip_index),
+                "start": pa.array(clip_index * 5.0),
+                "end": pa.array(clip_index * 5.0 + 5.0),
+                "transcript_text": pa.array(speech),
+                "ocr_text": pa.array(shown, pa.string()),
+                "text_embedding": column.cast(vector_type),
+                "embed_model": pa.array(["synthetic"] * n),
+            }
+            yield pa.RecordBatch.from_arrays(
+                [columns.get(f.name, pa.nulls(n, type=f.type)).cast(f.type) for f in schema], schema=schema
+            )
+            written += n
+            print(f"\r  {written:,} clips written", end="", flush=True)
+
+    store.table(store.clips).add(pa.RecordBatchReader.from_batches(schema, batches()))
     print()
     return centres
+
+
+def exact_top(
+    store: Store, vectors: np.ndarray, k: int, batch_rows: int = 65_536
+) -> list[set[tuple[str, int]]]:
+    """The exact top ``k`` clips (cosine) of each query in ``vectors``, as (video_id, clip_index).
+
+    Brute force over every stored vector in one pass of ``batch_rows`` rows at a time (the stored
+    vectors are unit length, so cosine is a dot product): memory stays at one batch plus ``k``
+    candidates per query whatever the corpus size, and every query shares the read.
+    """
+    queries = _unit(np.asarray(vectors, dtype=np.float32))
+    best_scores = np.empty((len(queries), 0), dtype=np.float32)
+    best_rows = np.empty((len(queries), 0), dtype=np.int64)  # row offsets in the dataset
+    dataset = store.existing_dataset(store.clips)
+    if dataset is None:
+        return [set() for _ in queries]
+    offset = 0
+    for batch in dataset.to_batches(columns=["text_embedding"], batch_size=batch_rows):
+        column = batch.column("text_embedding")
+        rows = np.flatnonzero(column.is_valid().to_numpy(zero_copy_only=False)) + offset
+        offset += batch.num_rows
+        if not len(rows):
+            continue
+        matrix = column.filter(column.is_valid()).flatten().to_numpy().reshape(len(rows), DIM)
+        scores = np.concatenate([best_scores, queries @ matrix.T], axis=1)
+        candidates = np.concatenate([best_rows, np.broadcast_to(rows, (len(queries), len(rows)))], axis=1)
+        if scores.shape[1] > k:
+            keep = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+            scores = np.take_along_axis(scores, keep, axis=1)
+            candidates = np.take_along_axis(candidates, keep, axis=1)
+        best_scores, best_rows = scores, candidates
+    wanted = sorted({int(r) for r in best_rows.ravel()})
+    keys: dict[int, tuple[str, int]] = {}
+    if wanted:
+        found = dataset.take(wanted, columns=["video_id", "clip_index"])
+        ids = zip(found.column("video_id").to_pylist(), found.column("clip_index").to_pylist(), strict=True)
+        keys = dict(zip(wanted, ids, strict=True))
+    return [{keys[int(r)] for r in row} for row in best_rows]
+
+
+def disk_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (what the store occupies on disk)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
 def exact(store: Store, vector: np.ndarray) -> tuple[float, list[tuple[str, int]]]:

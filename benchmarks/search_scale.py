@@ -23,11 +23,13 @@ measures the library's work at scale.
 Run: ``.venv/bin/python benchmarks/search_scale.py [--videos 100000] [--queries 30] [--windows 1]``
 (``--windows``: parsed windows per video; the full scan grows with windows, the library's look-up
 with candidate videos). ``--clips 1000000`` instead measures corpus-wide clip ANN against an exact
-scan (``benchmarks/clip_ann.py``); ``--clips 1000000 --moments [--reuse]`` measures moment search
-across the library at that size (:func:`moment_scale`). ``--calibrate [--embedder SPEC]`` instead
-prints how a text embedder (the embedded MiniLM by default) scores short sub-intents against
-matching and other captions and word pairs, and the thresholds that follow as a
-``[search.thresholds."SPEC"]`` block.
+scan (``benchmarks/clip_ann.py``); ``--clips 1000000 --moments [--reuse] [--queries 200]
+[--recall-queries 50]`` measures moment search across the library at that size
+(:func:`moment_scale`: build time, indexes, size on disk, p50/p95 latency and peak RSS of a fresh
+query process, the ANN ranking's recall@50 against a batched exact scan). ``--calibrate
+[--embedder SPEC]`` instead prints how a text embedder (the embedded MiniLM by default) scores
+short sub-intents against matching and other captions and word pairs, and the thresholds that
+follow as a ``[search.thresholds."SPEC"]`` block.
 """
 
 from __future__ import annotations
@@ -35,13 +37,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
+import resource
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -290,12 +295,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="With --clips: only moment search at that size (latency p50/p95 and where it goes).",
     )
     parser.add_argument("--reuse", action="store_true", help="With --clips: keep a store of that size.")
+    parser.add_argument(
+        "--recall-queries",
+        type=int,
+        default=50,
+        help="With --clips --moments: queries whose ANN recall@50 is checked against an exact scan.",
+    )
+    parser.add_argument("--query-only", action="store_true", help=argparse.SUPPRESS)  # the child run
     args = parser.parse_args(argv)
     if args.calibrate:
         calibrate(args.embedder)
         return 0
     if args.clips and args.moments:
-        return moment_scale(args.clips, args.queries, args.seed, args.out.parent / "clip_ann", args.reuse)
+        return moment_scale(
+            args.clips,
+            args.queries,
+            args.seed,
+            args.out.parent / "clip_ann",
+            args.reuse,
+            recall_queries=args.recall_queries,
+            query_only=args.query_only,
+        )
     if args.clips:
         from clip_ann import run as clip_ann_run  # a sibling script (benchmarks/ is not a package)
 
@@ -540,61 +560,127 @@ def index_vs_tag_scan(store: Store, queries: dict[str, str]) -> None:
     )
 
 
-def moment_scale(clips: int, queries: int, seed: int, out: Path, reuse: bool) -> int:
+def moment_scale(
+    clips: int,
+    queries: int,
+    seed: int,
+    out: Path,
+    reuse: bool,
+    *,
+    recall_queries: int = 50,
+    query_only: bool = False,
+) -> int:
     """Moment search (``agents/moments.py``) over ``clips`` synthetic clips in a real store.
 
     The store is :func:`clip_ann.generate`'s (clustered 384-d vectors, 12 made-up words of speech
     per clip, on-screen text on one in five), indexed by ``Store.optimize`` as ingestion does
-    (IVF-PQ on the vectors, FTS on caption, speech and on-screen text, BTree on ``video_id``). Each
-    query is three words of a stored clip's speech with a noisy copy of a stored vector (the query
-    embedding is given, so MiniLM's ~5-10 ms per query is not included). Per query, interleaved:
-    the real ``search_moments`` with its two rankings run concurrently (the default) and one after
-    the other, then each part alone (ANN, FTS, fusion + merge, file names), so every number comes
-    from the same load. Without and with a one-video filter. Prints p50/p95 and ratios.
+    (IVF-PQ on the vectors, FTS on caption, speech and on-screen text, BTree on ``video_id``). The
+    build prints its time (write, then indexes), the indexes and their parameters, the store's
+    size on disk and the build's peak RSS. The queries then run in a fresh process (this script
+    again, ``--query-only``), as a search would after ingestion, so its peak RSS is the query
+    side's alone: see :func:`moment_queries`.
     """
+    if query_only:
+        return moment_queries(clips, queries, seed, out, recall_queries)
     from clip_ann import DIM as CLIP_DIM
-    from clip_ann import GivenVectors
+    from clip_ann import disk_bytes
     from clip_ann import generate as generate_clips
 
-    from vidscope.agents import moments as moment_search
+    from vidscope.storage.store import ANN_NPROBES, ann_partitions
 
     print(f"moment search: {clips:,} synthetic clips in {out}")
     store = Store(out, text_dim=CLIP_DIM) if reuse and out.exists() else None
+    written = 0.0
     if store is None or store.count(store.clips) != clips:
         shutil.rmtree(out, ignore_errors=True)
         store = Store(out, text_dim=CLIP_DIM)
         started = time.perf_counter()
         generate_clips(store, clips, seed)
-        print(f"  written in {time.perf_counter() - started:.0f} s")
+        written = time.perf_counter() - started
+        print(f"  written in {written:.0f} s")
     started = time.perf_counter()
     done = store.optimize()
-    print(f"  optimize: {done.get('clips', 'nothing')} in {time.perf_counter() - started:.0f} s")
-    indexes = sorted(
-        f"{ix.index_type}({', '.join(ix.columns)})" for ix in store.table(store.clips).list_indices()
+    indexed = time.perf_counter() - started
+    print(f"  optimize: {done.get('clips', 'nothing')} in {indexed:.0f} s")
+    print(f"  build (write + indexes): {written + indexed:.0f} s, peak RSS {_peak_rss_mb():,.0f} MB")
+    table = store.table(store.clips)
+    for ix in sorted(table.list_indices(), key=lambda ix: ix.name):
+        print(f"  index {ix.name}: {ix.index_type} on {', '.join(ix.columns)}")
+    vectors = table.count_rows("text_embedding IS NOT NULL")
+    print(
+        f"  vector index: IVF-PQ, cosine, {ann_partitions(vectors):,} partitions (sqrt of {vectors:,} "
+        f"vectors), LanceDB's default sub-vectors ({CLIP_DIM // 16}) of 8 bits; queried with "
+        f"{ANN_NPROBES} probes, refine factor {_moments().ANN_REFINE_FACTOR}"
     )
-    print(f"  clip indexes: {', '.join(indexes)}")
+    print(
+        f"  on disk: clips table {disk_bytes(store.lance_dir / 'clips.lance') / 1e9:.2f} GB, "
+        f"store {disk_bytes(out) / 1e9:.2f} GB"
+    )
+    del store, table
+    child = [sys.executable, str(Path(__file__).resolve()), "--clips", str(clips), "--moments"]
+    child += ["--query-only", "--queries", str(queries), "--seed", str(seed)]
+    child += ["--recall-queries", str(recall_queries), "--out", str(out.parent / "search_scale")]
+    return subprocess.run(child, check=False).returncode
 
+
+def _moments() -> Any:
+    from vidscope.agents import moments
+
+    return moments
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MB (Linux reports KB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def moment_queries(clips: int, queries: int, seed: int, out: Path, recall_queries: int) -> int:
+    """The query side of :func:`moment_scale`, in a process of its own.
+
+    Each query is three words of a stored clip's speech with a noisy copy of a stored vector (the
+    query embedding is given, so MiniLM's ~5-10 ms per query is not included). Per query,
+    interleaved: the real ``search_moments`` (the product's path: ANN and FTS rankings concurrent,
+    fused, merged) and the same with the rankings one after the other, then each part alone (ANN,
+    FTS, fusion + merge, file names), so every number comes from the same load. Without and with a
+    one-video filter. Prints p50/p95 and ratios, the process's peak RSS after them, then the ANN
+    ranking's recall@50 against an exact scan (:func:`ann_depth_recall`).
+    """
+    from clip_ann import DIM as CLIP_DIM
+    from clip_ann import GivenVectors
+
+    moment_search = _moments()
+    store = Store(out, text_dim=CLIP_DIM)
+    if store.count(store.clips) != clips:
+        print(f"no store of {clips:,} clips in {out}: run without --query-only first", file=sys.stderr)
+        return 2
     rng = np.random.default_rng(seed + 2)
+    pool = max(20_000, queries, recall_queries)
     sample = (
         store.table(store.clips)
         .search()
         .where("text_embedding IS NOT NULL")
         .select(["video_id", "transcript_text", "text_embedding"])
-        .limit(20_000)
+        .limit(pool)
         .to_list()
     )
-    rows = [sample[i] for i in rng.choice(len(sample), size=queries, replace=False)]
+    count = max(queries, recall_queries)
+    rows = [sample[i] for i in rng.choice(len(sample), size=count, replace=False)]
     noisy = [_unit(np.asarray(r["text_embedding"]) + rng.normal(scale=0.03, size=CLIP_DIM)) for r in rows]
     texts = [" ".join(r["transcript_text"].split()[-3:]) for r in rows]
     columns = moment_search._CLIP_COLUMNS  # what the real search selects
     parts = ("concurrent", "sequential", "ANN", "FTS", "fuse+merge", "file names")
-    print(f"\n{queries} queries, top 10 moments (ANN depth {moment_search.MIN_DEPTH} + FTS, fused, merged)")
+    print(
+        f"\n{queries} queries (fresh process), top 10 moments "
+        f"(ANN depth {moment_search.MIN_DEPTH} + FTS, fused, merged); concurrent = search_moments as shipped"
+    )
     print(f"{'filter':>10}" + "".join(f"{p + ' p50':>17}" for p in parts[:2]) + f"{'p95':>8}{'p95':>8}")
     breakdown: dict[str, dict[str, list[float]]] = {}
     for label in ("none", "one video"):
         times: dict[str, list[float]] = {p: [] for p in parts}
         found = []
-        for i, (text, row, vector) in enumerate(zip(texts, rows, noisy, strict=True)):
+        for i, (text, row, vector) in enumerate(
+            zip(texts[:queries], rows[:queries], noisy[:queries], strict=True)
+        ):
             embedder = GivenVectors({text: vector})
             filters = moment_search.MomentFilters(videos=[row["video_id"]]) if label == "one video" else None
             where = moment_search._where(store, filters) if filters else None
@@ -645,29 +731,32 @@ def moment_scale(clips: int, queries: int, seed: int, out: Path, reuse: bool) ->
             f"{statistics.median(times[p]) * 1000:>8.1f} /{_p95(times[p]) * 1000:>6.1f}" for p in parts[2:]
         )
         print(f"{label:>10}{cells}")
-    ann_depth_recall(store, noisy[:12], moment_search.MIN_DEPTH, columns)
+    print(f"\npeak RSS of the query process after the searches: {_peak_rss_mb():,.0f} MB")
+    ann_depth_recall(store, noisy[:recall_queries], moment_search.MIN_DEPTH, columns)
+    print(f"peak RSS of the query process with the exact scan: {_peak_rss_mb():,.0f} MB")
     return 0
 
 
 def ann_depth_recall(store: Store, vectors: Sequence[np.ndarray], depth: int, columns: Sequence[str]) -> None:
     """Latency and recall@``depth`` of the corpus ANN ranking per refine factor, against an exact
-    scan of the same vectors (how ``moments.ANN_REFINE_FACTOR`` was chosen). The refine factors
-    take turns per query, in rotating order, so none always runs right after the exact scan."""
-    factors = (5, 10, 20)
+    scan of the same vectors (how ``moments.ANN_REFINE_FACTOR`` was chosen).
+
+    The exact answer is :func:`clip_ann.exact_top`: brute force over every stored vector in
+    batches, all queries sharing one read, so memory stays bounded at any corpus size. The refine
+    factors take turns per query, in rotating order, so none always runs first.
+    """
+    from clip_ann import exact_top
+
+    started = time.perf_counter()
+    truths = exact_top(store, np.stack(vectors), depth)
+    exact_s = time.perf_counter() - started
+    shipped = _moments().ANN_REFINE_FACTOR
+    factors = tuple(sorted({5, 10, 20, shipped}))
     times: dict[int, list[float]] = {f: [] for f in factors}
     recalls: dict[int, list[float]] = {f: [] for f in factors}
-    for i, vector in enumerate(vectors):
-        exact = (
-            store.table(store.clips)
-            .search(vector.tolist(), vector_column_name="text_embedding")
-            .distance_type("cosine")
-            .bypass_vector_index()
-            .select(["video_id", "clip_index", "_distance"])
-            .limit(depth)
-            .to_list()
-        )
-        truth = {(r["video_id"], r["clip_index"]) for r in exact}
-        for factor in factors[i % 3 :] + factors[: i % 3]:
+    for i, (vector, truth) in enumerate(zip(vectors, truths, strict=True)):
+        turn = i % len(factors)
+        for factor in factors[turn:] + factors[:turn]:
             t0 = time.perf_counter()
             found = store.nearest(store.clips, vector, depth, columns=columns, refine_factor=factor)
             times[factor].append(time.perf_counter() - t0)
@@ -675,11 +764,13 @@ def ann_depth_recall(store: Store, vectors: Sequence[np.ndarray], depth: int, co
                 len(truth & {(r["video_id"], r["clip_index"]) for r in found}) / len(truth)
             )
     print(
-        f"\nANN ranking {depth} deep, {len(vectors)} queries: refine factor, ms p50, recall@{depth} vs exact"
+        f"\nANN ranking {depth} deep, {len(vectors)} queries, against an exact scan of every vector "
+        f"({exact_s:.0f} s for all, batched): refine factor, ms p50 / p95, recall@{depth}"
     )
     for factor in factors:
-        p50, recall = statistics.median(times[factor]) * 1000, statistics.mean(recalls[factor])
-        print(f"{factor:>10}{p50:>9.1f}{recall:>8.3f}")
+        p50, p95 = statistics.median(times[factor]) * 1000, _p95(times[factor]) * 1000
+        label = "  (moment search)" if factor == shipped else ""
+        print(f"{factor:>10}{p50:>9.1f}{p95:>9.1f}{statistics.mean(recalls[factor]):>8.3f}{label}")
 
 
 def _p95(values: Sequence[float]) -> float:
