@@ -340,6 +340,41 @@ class BundleSettings(BaseModel):
     )
 
 
+class StorageSettings(BaseModel):
+    """Where the store's Lance tables live (``[storage]``); unset ``uri``: ``<data_dir>/lance``.
+
+    With ``uri`` the tables are written to and read from S3-compatible object storage; the rest of
+    the data dir (Prefect's files, caches, logs, the local server) stays on this machine. The
+    credentials are never settings: they come from the environment as for every AWS client
+    (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``); ``endpoint`` and
+    ``region`` may come from ``AWS_ENDPOINT_URL`` and ``AWS_REGION`` as well.
+    """
+
+    uri: str | None = Field(
+        None,
+        description='The tables\' home in object storage, "s3://bucket/prefix" (the bucket must exist). '
+        "A data dir remembers it (<data_dir>/tables.json) and refuses another one.",
+    )
+    endpoint: str | None = Field(
+        None, description='An S3-compatible server instead of AWS, e.g. "http://127.0.0.1:9000".'
+    )
+    region: str | None = Field(None, description="The bucket's region (unset: AWS_REGION, else us-east-1).")
+    allow_http: bool = Field(False, description="Allow an http:// endpoint (no TLS): a private network only.")
+    max_retries: int = Field(10, ge=0, description="Retries of a failed object-storage request.")
+    retry_timeout_s: float = Field(
+        180.0, ge=1, description="Give a failing request up after this long, retries included."
+    )
+
+    @field_validator("uri")
+    @classmethod
+    def _s3_only(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.strip().startswith("s3://") or not value.strip()[5:].split("/", 1)[0]:
+            raise ValueError(f"[storage] uri must look like s3://bucket/prefix, not {value!r}")
+        return value.strip().rstrip("/")
+
+
 class AgentSettings(BaseModel):
     """Limits and sizes of the question-answering agent and its tools (``[agent]``)."""
 
@@ -545,6 +580,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     bundle: BundleSettings = Field(default_factory=BundleSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
 
     @model_validator(mode="after")
     def _fill_profile_defaults(self) -> Settings:

@@ -15,6 +15,7 @@ from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.protocols.text_embedder import TextEmbedder
 from vidscope.models.protocols.video_text import VideoTextEmbedder
 from vidscope.storage import Store
+from vidscope.storage.location import storage_options
 from vidscope.storage.store import DEFAULT_IMAGE_DIM, DEFAULT_TEXT_DIM, DEFAULT_VIDEO_DIM
 
 #: Embedding sizes of specs that need not be loaded to be known.
@@ -62,7 +63,13 @@ def open_store(settings: Settings) -> Store:
     key = (str(settings.data_dir.expanduser().resolve()), text_dim, image_dim, video_dim)
     with _lock:
         if key not in _stores:
+            storage = settings.storage
             _stores[key] = Store(
-                settings.data_dir, text_dim=text_dim, image_dim=image_dim, video_dim=video_dim
+                settings.data_dir,
+                text_dim=text_dim,
+                image_dim=image_dim,
+                video_dim=video_dim,
+                tables_uri=storage.uri,
+                storage_options=storage_options(**storage.model_dump(exclude={"uri"})),
             )
         return _stores[key]

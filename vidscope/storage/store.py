@@ -8,11 +8,12 @@ partial or duplicated rows. Nothing else in vidscope writes under the data direc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from vidscope.storage.graph import (
     graph_nodes_spec,
 )
 from vidscope.storage.ledger import LEDGER
+from vidscope.storage.location import LocationError, resolve, unreachable
 from vidscope.storage.ocr import CLOCK_READINGS, OCR_ITEMS
 from vidscope.storage.row_ids import VideoRowIds
 from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
@@ -77,6 +79,10 @@ class Store:
 
     Safe to share between threads of one process. Several processes may write the same store: Lance
     commits are optimistic and conflicting commits are retried here.
+
+    The tables live in ``data_dir/lance`` unless ``tables_uri`` (``[storage] uri``) puts them in
+    S3-compatible object storage, opened with ``storage_options`` (see
+    :mod:`vidscope.storage.location`: the data dir remembers that choice).
     """
 
     def __init__(
@@ -86,10 +92,17 @@ class Store:
         text_dim: int = DEFAULT_TEXT_DIM,
         image_dim: int = DEFAULT_IMAGE_DIM,
         video_dim: int = DEFAULT_VIDEO_DIM,
+        tables_uri: str | None = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).expanduser().resolve()
+        try:
+            self.location = resolve(self.data_dir, tables_uri, storage_options)
+        except LocationError as exc:
+            raise StoreError(str(exc)) from None
         self.lance_dir = self.data_dir / "lance"
-        self.lance_dir.mkdir(parents=True, exist_ok=True)
+        if not self.location.remote:
+            self.lance_dir.mkdir(parents=True, exist_ok=True)
         self.text_dim = text_dim
         self.image_dim = image_dim
         self.video_dim = video_dim
@@ -125,8 +138,47 @@ class Store:
         if self._connection is None:
             import lancedb
 
-            self._connection = lancedb.connect(str(self.lance_dir))
+            if self.location.remote:
+                with self._reaching():
+                    self._connection = lancedb.connect(
+                        self.location.uri, storage_options=self.location.options
+                    )
+            else:
+                self._connection = lancedb.connect(str(self.lance_dir))
         return self._connection
+
+    @contextlib.contextmanager
+    def _reaching(self) -> Iterator[None]:
+        """Turn "the object storage did not answer" into one :class:`StoreError` line."""
+        try:
+            yield
+        except (OSError, RuntimeError, ValueError) as exc:
+            line = unreachable(self.location, exc)
+            if line is None:
+                raise
+            raise StoreError(line) from exc
+
+    def _committed(self, write: Callable[[], T], what: str) -> T:
+        """Run a write with the conflict retries of :func:`_retry_conflicts`, storage errors said plainly."""
+        with self._reaching():
+            return _retry_conflicts(write, what)
+
+    def _remote_dataset(self, spec: TableSpec, *, create: bool) -> Any | None:
+        """The dataset of ``spec`` in object storage; when it was never written, created empty
+        through LanceDB if ``create``, else ``None``."""
+        import lance
+
+        with self._reaching():
+            try:
+                dataset = lance.dataset(self.location.of(spec.name), storage_options=self.location.options)
+            except (ValueError, OSError) as exc:
+                if "not found" not in str(exc).lower():
+                    raise
+                return self.table(spec).to_lance() if create else None
+        if spec.name not in self._checked:
+            self._check_schema(spec, dataset.schema)
+            self._checked.add(spec.name)
+        return dataset
 
     def existing_dataset(self, spec: TableSpec) -> Any | None:
         """The Lance dataset of ``spec`` for a read, or ``None`` when the table was never written.
@@ -138,12 +190,16 @@ class Store:
         sees every committed write. A table that does not exist reads as empty, without creating
         it (creating needs LanceDB).
         """
+        if self.location.remote:
+            return self._remote_dataset(spec, create=False)
         if not (self.lance_dir / f"{spec.name}.lance").is_dir():
             return None
         return self.dataset(spec)
 
     def dataset(self, spec: TableSpec) -> Any:
         """The Lance dataset of ``spec`` for reading, opened without LanceDB when it exists."""
+        if self.location.remote:
+            return self._remote_dataset(spec, create=True)
         path = self.lance_dir / f"{spec.name}.lance"
         if not path.is_dir():
             return self.table(spec).to_lance()  # created empty (and checked) through LanceDB
@@ -203,7 +259,7 @@ class Store:
 
     def table(self, spec: TableSpec) -> Any:
         """The LanceDB table for ``spec``, created empty on first use; its schema is checked once."""
-        with self._lock:
+        with self._lock, self._reaching():
             if spec.name not in self._existing_names():
                 try:
                     return self._db.create_table(spec.name, schema=spec.schema)
@@ -220,7 +276,7 @@ class Store:
         version = (actual.metadata or {}).get(SCHEMA_VERSION_KEY, b"?").decode()
         if version != str(SCHEMA_VERSION):
             raise StoreError(
-                f"table '{spec.name}' in {self.lance_dir} has schema version {version}, this vidscope "
+                f"table '{spec.name}' in {self.location.uri} has schema version {version}, this vidscope "
                 f"expects {SCHEMA_VERSION}; ingest into a new data directory (--data-dir) or remove "
                 f"the old one"
             )
@@ -262,7 +318,7 @@ class Store:
                 .execute(data, on_bad_vectors="null")
             )
 
-        _retry_conflicts(write, f"upsert into {spec.name}")
+        self._committed(write, f"upsert into {spec.name}")
         return data.num_rows
 
     def update_columns(self, spec: TableSpec, rows: pa.Table | Sequence[dict[str, Any]]) -> int:
@@ -297,7 +353,7 @@ class Store:
                 .execute(data, on_bad_vectors="null")
             )
 
-        _retry_conflicts(write, f"update columns of {spec.name}")
+        self._committed(write, f"update columns of {spec.name}")
         return data.num_rows
 
     def replace_video_rows(
@@ -334,12 +390,12 @@ class Store:
                 .execute(data, on_bad_vectors="null")
             )
 
-        _retry_conflicts(write, f"replace rows of {video_id[:12]} in {spec.name}")
+        self._committed(write, f"replace rows of {video_id[:12]} in {spec.name}")
         return data.num_rows
 
     def delete_rows(self, spec: TableSpec, where: str) -> None:
         """Delete the rows of ``spec`` matching the Lance SQL filter ``where``."""
-        _retry_conflicts(lambda: self.table(spec).delete(where), f"delete from {spec.name}")
+        self._committed(lambda: self.table(spec).delete(where), f"delete from {spec.name}")
 
     def delete_video(self, video_id: str) -> None:
         """Remove every row of ``video_id`` from every table (the ledger last)."""
@@ -378,7 +434,8 @@ class Store:
             result = spec.schema.empty_table()
             result = result.select(selected) if selected is not None else result
         else:
-            result = dataset.to_table(columns=selected, filter=" AND ".join(filters) or None)
+            with self._reaching():
+                result = dataset.to_table(columns=selected, filter=" AND ".join(filters) or None)
         sort_keys = [k for k in (order_by or spec.keys) if k in result.column_names]
         if sort_keys and result.num_rows:
             result = result.sort_by([(k, "ascending") for k in sort_keys])
@@ -408,7 +465,7 @@ class Store:
             return pa.table({c: pa.array([], spec.schema.field(c).type) for c in columns})
         if len(wanted) >= TAKE_MIN_VIDEOS:
             table = self.table(spec)
-            rows = VideoRowIds.of(table, (str(self.lance_dir), spec.name)).of_videos(wanted)
+            rows = VideoRowIds.of(table, (self.location.uri, spec.name)).of_videos(wanted)
             result = table.take_row_ids(rows).select(list(columns)).to_arrow() if rows else None
             if result is None:
                 return self.rows_of_videos(spec, [], columns=columns)
@@ -538,7 +595,10 @@ class Store:
         """Number of rows of ``spec`` (of one video when given)."""
         where = f"video_id = {sql_quote(video_id)}" if video_id is not None else None
         dataset = self.existing_dataset(spec)
-        return 0 if dataset is None else int(dataset.count_rows(filter=where))
+        if dataset is None:
+            return 0
+        with self._reaching():
+            return int(dataset.count_rows(filter=where))
 
     def video_version(self, video_id: str) -> str:
         """A short hash that changes whenever any ingestion stage rewrites ``video_id``'s data.
@@ -598,7 +658,7 @@ class Store:
                 action = self._ann_index(table, spec.vector_column, ann_min_rows)
                 if action:
                     actions.append(action)
-            _retry_conflicts(table.optimize, f"optimize {spec.name}")
+            self._committed(table.optimize, f"optimize {spec.name}")
             actions.append("optimize")
             done[spec.name] = ", ".join(actions)
         return done

@@ -1,0 +1,310 @@
+"""Object storage (issue 42): a data dir whose Lance tables live in S3-compatible storage.
+
+The server is real: moto's standalone server (``moto_server``, the dev extra), a separate process
+speaking the S3 REST API on loopback, started once per test session and killed after it. It keeps
+objects in memory; its recorder appends every request to a file, so a server killed mid-run is
+brought back by replaying the recorded writes into a new process: what had been stored before the
+kill is there again, as it would be on a durable S3 after an outage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from media import text_video
+from stores import NO_MODELS
+
+from vidscope.core.settings import ModelSettings, Settings, StorageSettings
+from vidscope.storage.location import POINTER_FILE, storage_options
+from vidscope.storage.store import Store, StoreError
+
+MOTO_SERVER = Path(sys.executable).with_name("moto_server")
+BUCKET = "vidscope-test"
+#: Any key pair: moto checks none, but Lance's S3 client signs every request and needs one.
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "vidscope-test", "AWS_SECRET_ACCESS_KEY": "vidscope-test-secret"}
+#: One retry of a refused request, given up after 2 s: a killed server fails the run quickly.
+FAST_FAILURE = {"max_retries": 1, "retry_timeout_s": 2.0}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class S3Server:
+    """moto's S3 server on a loopback port, recording every request to ``recording``."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = _free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.recording = folder / "requests.jsonl"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "MOTO_ENABLE_RECORDING": "1", "MOTO_RECORDER_FILEPATH": str(self.recording)}
+        log = (self.folder / "moto.log").open("ab")
+        self.process = subprocess.Popen(
+            [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(self.port)], stdout=log, stderr=log, env=env
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"moto_server did not start: {(self.folder / 'moto.log').read_text()[-500:]}"
+                )
+            time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+        self.process = None
+
+    def restart(self) -> None:
+        """A new server process holding what the killed one had stored: the recorded writes
+        replayed in order (reads are left out: they change nothing)."""
+        self.kill()
+        writes = [
+            line
+            for line in self.recording.read_text().splitlines()
+            if json.loads(line)["method"] in ("PUT", "POST", "DELETE")
+        ]
+        self.recording.write_text("".join(f"{line}\n" for line in writes))
+        self.start()
+        self._call("POST", "/moto-api/recorder/replay-recording")
+
+    def _call(self, method: str, path: str) -> bytes:
+        request = urllib.request.Request(self.endpoint + path, method=method)
+        with urllib.request.urlopen(request, timeout=120) as response:
+            body: bytes = response.read()
+            return body
+
+    def create_bucket(self) -> None:
+        self._call("PUT", f"/{BUCKET}")
+
+    def keys(self, prefix: str) -> list[str]:
+        """Object keys under ``prefix`` (the first 1,000: enough for these tests)."""
+        body = self._call("GET", f"/{BUCKET}?list-type=2&prefix={prefix}").decode()
+        return [part.split("</Key>")[0] for part in body.split("<Key>")[1:]]
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    if not MOTO_SERVER.exists():
+        pytest.skip("moto_server not installed (pip install 'moto[server]', in the dev extra)")
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    try:
+        server.create_bucket()
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+
+
+def _storage(s3: S3Server, prefix: str, **extra: Any) -> StorageSettings:
+    return StorageSettings(
+        uri=f"s3://{BUCKET}/{prefix}", endpoint=s3.endpoint, allow_http=True, region="us-east-1", **extra
+    )
+
+
+def _options(storage: StorageSettings) -> dict[str, str]:
+    return storage_options(**storage.model_dump(exclude={"uri"}))
+
+
+def test_store_tables_live_in_the_bucket_and_the_data_dir_remembers_where(
+    s3: S3Server, aws_env: None, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    storage = _storage(s3, "unit")
+    store = Store(data, text_dim=4, tables_uri=storage.uri, storage_options=_options(storage))
+    rows = [
+        {
+            "video_id": "v1",
+            "clip_index": i,
+            "start": float(i),
+            "end": i + 1.0,
+            "text_embedding": [1.0, i, 0, 0],
+        }
+        for i in range(3)
+    ]
+    assert store.upsert(store.clips, rows) == 3
+    store.replace_video_rows(store.clips, "v1", rows[:2])  # one atomic commit: the third row goes
+    assert store.count(store.clips) == 2
+    nearest = store.nearest(store.clips, [1.0, 1.0, 0, 0], k=1, columns=["clip_index"])
+    assert nearest[0]["clip_index"] == 1
+    # Nothing under the data dir but the note saying where the tables are; they are in the bucket.
+    assert sorted(p.name for p in data.iterdir()) == [POINTER_FILE]
+    assert json.loads((data / POINTER_FILE).read_text())["uri"] == f"s3://{BUCKET}/unit"
+    assert any(k.startswith("unit/clips.lance/_versions/") for k in s3.keys("unit/"))
+    assert "secret" not in (data / POINTER_FILE).read_text()  # credentials stay in the environment
+
+    # A process that knows only the data dir (the usage log, another host) finds the same tables,
+    # and DuckDB's SQL reads them too.
+    again = Store(data, text_dim=4)
+    assert again.location.uri == f"s3://{BUCKET}/unit" and again.count(again.clips) == 2
+    from vidscope.storage.sql import query
+
+    assert query(again, "SELECT count(*) FROM clips")[1] == [(2,)]
+
+    # The data dir refuses a second home, and a data dir with local tables refuses object storage.
+    with pytest.raises(
+        StoreError, match="keeps its tables in s3://vidscope-test/unit, not s3://vidscope-test/other"
+    ):
+        Store(data, tables_uri=f"s3://{BUCKET}/other")
+    local = tmp_path / "local"
+    local_store = Store(local, text_dim=4)
+    local_store.upsert(local_store.clips, rows[:1])
+    with pytest.raises(StoreError, match="already holds its tables in"):
+        Store(local, tables_uri=storage.uri, storage_options=_options(storage))
+    with pytest.raises(ValueError, match="s3://bucket/prefix"):
+        StorageSettings(uri="/mnt/shared")
+
+
+def test_an_unreachable_server_is_one_line_and_nothing_half_written(
+    s3: S3Server, aws_env: None, tmp_path: Path
+) -> None:
+    storage = _storage(s3, "down", max_retries=0, retry_timeout_s=1.0)
+    store = Store(tmp_path / "data", text_dim=4, tables_uri=storage.uri, storage_options=_options(storage))
+    row = {"video_id": "v1", "clip_index": 0, "start": 0.0, "end": 1.0}
+    store.upsert(store.clips, [row])
+    # The same tables through an endpoint nobody listens on: what a stopped server looks like.
+    gone = storage.model_copy(update={"endpoint": f"http://127.0.0.1:{_free_port()}"})
+    cut_off = Store(tmp_path / "data", text_dim=4, tables_uri=gone.uri, storage_options=_options(gone))
+    started = time.monotonic()
+    with pytest.raises(StoreError) as failed:
+        cut_off.upsert(cut_off.clips, [{**row, "clip_index": 1}])
+    message = str(failed.value)
+    assert "\n" not in message and message.startswith(f"object storage {gone.endpoint} did not answer")
+    assert "not committed" in message and "LanceError" not in message
+    assert time.monotonic() - started < 30  # the retries of FAST_FAILURE, not Lance's 180 s default
+    with pytest.raises(StoreError, match="did not answer"):
+        cut_off.count(cut_off.clips)
+    # The server that kept answering still has exactly what was committed.
+    back = Store(tmp_path / "data", text_dim=4, tables_uri=storage.uri, storage_options=_options(storage))
+    assert back.rows(back.clips, columns=["clip_index"]).column("clip_index").to_pylist() == [0]
+
+
+def _ingest_settings(data: Path, storage: StorageSettings) -> Settings:
+    # Every model off but the text reader: the video's words are found by OCR, as a user would.
+    models = {**NO_MODELS}
+    models.pop("text_reader")
+    return Settings(data_dir=data, storage=storage, models=ModelSettings(**models))
+
+
+def _counts(store: Store, video_id: str) -> dict[str, int]:
+    return {spec.name: store.count(spec, video_id) for spec in store.specs}
+
+
+@pytest.fixture(scope="module")
+def menu_video(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("videos")
+    return text_video(
+        folder / "menu.mp4", duration=4.0, size=(320, 180), texts=[(0.0, 4.0, "TOMATO BASIL SOUP")]
+    )
+
+
+@pytest.mark.slow  # one real ingest (OCR, Prefect): ~30-40 s on a busy 2-core machine
+def test_ingest_search_and_an_up_to_date_rerun_on_object_storage(
+    s3: S3Server, aws_env: None, tmp_path: Path, menu_video: Path
+) -> None:
+    import vidscope
+    from vidscope.flows.ingest_plan import UP_TO_DATE, plan_ingest
+    from vidscope.models.open_store import open_store
+
+    settings = _ingest_settings(tmp_path / "data", _storage(s3, "library"))
+    library = vidscope.Library(settings=settings)
+    (report,) = library.ingest([menu_video])
+    assert report.status == "ok", report
+    found = library.search("tomato basil", moments=True)
+    assert found.moments and "TOMATO BASIL" in found.moments[0].text
+    assert not (tmp_path / "data" / "lance").exists()
+    keys = s3.keys("library/")
+    for table in ("videos", "clips", "ledger"):
+        assert any(k.startswith(f"library/{table}.lance/") for k in keys), table
+    # The CLI's plan for a second ingest decides from the ledger in the bucket: nothing to do.
+    plan = plan_ingest([str(menu_video)], settings, open_store(settings))
+    assert not plan.pending and [s.status for s in plan.settled] == [UP_TO_DATE]
+
+
+@pytest.mark.slow  # two real ingests through the CLI in a child process: ~1-2 min on 2 busy cores
+def test_a_server_killed_mid_ingest_loses_nothing_and_the_rerun_completes(
+    s3: S3Server, aws_env: None, tmp_path: Path, menu_video: Path
+) -> None:
+    data = tmp_path / "data"
+    storage = _storage(s3, "killed", **FAST_FAILURE)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL" and not k.startswith("VIDSCOPE_")}
+    env.update(CREDENTIALS)
+    env.update({f"VIDSCOPE_MODELS__{role.upper()}": "" for role in NO_MODELS if role != "text_reader"})
+    env.update({f"VIDSCOPE_STORAGE__{k.upper()}": str(v) for k, v in storage.model_dump().items()})
+    env["VIDSCOPE_CONFIG"] = str(tmp_path / "none.toml")
+    env["COLUMNS"] = "1000"  # a failure's line unwrapped
+    command = [sys.executable, "-m", "vidscope.cli", "--data-dir", str(data), "ingest", str(menu_video)]
+
+    seen = s3.recording.stat().st_size
+    run = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # Kill the server once the video is registered and its clips are being written.
+        deadline = time.monotonic() + 180
+        while run.poll() is None and time.monotonic() < deadline:
+            with s3.recording.open() as recording:
+                recording.seek(seen)
+                if f"/{BUCKET}/killed/clips.lance/" in recording.read():
+                    break
+            time.sleep(0.05)
+        assert run.poll() is None, (
+            f"the ingest ended before the server could be killed: {run.communicate()[0]!r}"
+        )
+        s3.kill()
+        output = run.communicate(timeout=300)[0].decode()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        if s3.process is None:
+            s3.restart()
+    assert run.returncode == 1, output
+    assert "Traceback" not in output
+    said = [line for line in output.splitlines() if "did not answer" in line]
+    assert said and all(s3.endpoint in line for line in said), output
+
+    # What was committed before the kill is there after the restart, readable in every table.
+    store = Store(data)
+    (video,) = store.rows(store.videos).to_pylist()
+    assert video["file_name"] == "menu.mp4"
+    for spec in store.all_specs:
+        store.rows(spec)  # every table at its latest committed version opens and reads
+    before = _counts(store, video["video_id"])
+
+    again = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    store = Store(data)
+    after = _counts(store, video["video_id"])
+    assert after["videos"] == 1 and after["clips"] >= 1 and before["videos"] == 1
+    ledger = store.rows(store.ledger, video_id=video["video_id"]).to_pylist()
+    stages = [row["stage"] for row in ledger]
+    assert len(stages) == len(set(stages))  # each stage once, none twice
+    assert all(row["status"] in ("done", "skipped") for row in ledger), ledger
+    rerun = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0 and "1 up to date" in rerun.stdout, rerun.stdout
