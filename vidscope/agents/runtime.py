@@ -17,24 +17,32 @@ the same invalid call made twice gets the exact expected shape back, once. A con
 longer fits the model's context loses its oldest observations first, then ends in a forced
 answer. Citations are checked by :mod:`vidscope.agents.citations`; a run that ends with no answer
 in words is marked ``no_answer`` (the strategies put the extractive answer in its place).
+
+The four loops (this one, SAMA's, AgentCVR's and AVI's) read a reply one way,
+:func:`read_turn` (:mod:`vidscope.agents.replies`: a call, prose, a data echo, a cut-off or an
+empty reply, and the answer it states), and end one way: :func:`final_answer` builds every
+run's answer, :func:`end_run` every forced end. Each loop keeps only its paper's protocol.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import json_repair
 from pydantic import ValidationError
 
 from vidscope.agents import prompts
 from vidscope.agents.answers import Answer, Citation, TraceStep, UsageTotals
 from vidscope.agents.citations import Evidence, parse_citations
+from vidscope.agents.replies import ANSWER_TOOLS as ANSWER_TOOLS
+from vidscope.agents.replies import Reply, read_reply
+from vidscope.agents.replies import announced_tool as announced_tool
+from vidscope.agents.replies import statement as statement
+from vidscope.agents.replies import tool_name_pattern as tool_name_pattern
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import (
     Tool,
@@ -136,6 +144,8 @@ class LoopState:
     last_invalid: tuple[str, str] | None = None
     #: The conversation no longer fits the model's context, even with observations trimmed.
     out_of_context: bool = False
+    #: Why the last turn gave no reply (the backend's error), None after a reply.
+    problem: ModelOutputError | None = None
     #: The question takes several option letters (CrossVid BU): the choice is their set.
     multi_select: bool = False
 
@@ -226,18 +236,16 @@ def run_agent(
     state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
     reply = ask_model(ctx, state, [finish.spec()], record)
-    if reply is not None:
-        for call in reply.tool_calls:
-            if call.name == finish.name:
-                answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
-                if answer is not None:
-                    answer.forced = True
-                    return answer
-        if statement(reply.text) and announced_tool(reply.text or "", ctx.registry.names) is None:
-            return _final(state, reply.text or "", [], options, forced=True)
+    last = read_turn(state, reply, ctx.registry.names)
+    for call in last.calls:
+        if reply is not None and call.name == finish.name:
+            answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
+            if answer is not None:
+                answer.forced = True
+                return answer
     # The model stated an answer but never finished properly: it is the answer, forced; without
     # one, no answer (the extractive answer stands in: strategies.answer).
-    return forced_answer(state, state.stated_answer, options, f"({why})")
+    return end_run(state, options, last=last, why=f"({why})")
 
 
 def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -326,6 +334,7 @@ def ask_model(
                 return None
         except ModelOutputError as exc:
             state.usage.model_calls += 1
+            state.problem = exc
             state.messages.append(ChatMessage(role="user", content=bad_reply.format(error=exc)))
             record(
                 TraceStep(
@@ -339,7 +348,29 @@ def ask_model(
             )
             return None
     state.usage.add_model(reply.usage)
+    state.problem = None
     return reply
+
+
+def read_turn(state: LoopState, reply: ChatReply | None, tools: Sequence[str]) -> Reply:
+    """:func:`~vidscope.agents.replies.read_reply` of a turn's ``reply`` (None: why there was
+    none, as :func:`ask_model` noted it), for a loop whose tools are ``tools``."""
+    return read_reply(reply, tools, problem=state.problem)
+
+
+def note_thought(ctx: ToolContext, state: LoopState, reply: Reply) -> bool:
+    """Count ``reply``, a reply without a call, in the replies in a row without one and keep the
+    answer it states (a plan states none); True when ``agent.prose_replies`` such replies in a
+    row end the run with the stated answer (DVD's and SAMA's thoughts)."""
+    state.prose_replies += 1
+    state.stated_answer = reply.stated or state.stated_answer
+    limit = ctx.config.prose_replies
+    return (
+        reply.announced is None
+        and limit is not None
+        and state.prose_replies >= limit
+        and bool(state.stated_answer)
+    )
 
 
 #: What an observation trimmed to fit the context is replaced with.
@@ -430,31 +461,28 @@ def _handle_reply(
     record: StepCallback,
 ) -> Answer | None:
     assert ctx.registry is not None
-    calls = list(reply.tool_calls)
+    said = read_turn(state, reply, ctx.registry.names)
+    calls = list(said.calls)
     if not calls:
-        text = (reply.text or "").strip()
+        # Prose, data, a cut-off or an empty reply: a thought, as in DVD's code.
+        text = said.text
         state.messages.append(ChatMessage(role="assistant", content=text))
-        state.prose_replies += 1
-        offered = [n for n in ctx.registry.names if n != finish.name]
-        announced = announced_tool(text, offered)
-        if announced is not None:
-            # "I should confirm it with FrameInspect": a plan, not an answer; ask for the call.
-            nudge, observation = prompts.TOOL_NUDGE.format(tool=announced), f"announced {announced}"
-        else:
-            state.stated_answer = statement(text) or state.stated_answer
-            limit = ctx.config.prose_replies
-            if limit is not None and state.prose_replies >= limit and state.stated_answer:
-                record(
-                    TraceStep(
-                        index=len(state.trace) + 1,
-                        kind="answer",
-                        reasoning=text or None,
-                        observation=f"{state.prose_replies} replies in a row without a tool call (forced)",
-                        latency_s=reply.usage.latency_s,
-                        **reply_cost(reply),
-                    )
+        if note_thought(ctx, state, said):
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="answer",
+                    reasoning=text or None,
+                    observation=f"{state.prose_replies} replies in a row without a tool call (forced)",
+                    latency_s=reply.usage.latency_s,
+                    **reply_cost(reply),
                 )
-                return _final(state, state.stated_answer, [], options, forced=True)
+            )
+            return forced_answer(state, state.stated_answer, options)
+        if said.announced is not None:
+            # "I should confirm it with FrameInspect": a plan, not an answer; ask for the call.
+            nudge, observation = prompts.TOOL_NUDGE.format(tool=said.announced), f"announced {said.announced}"
+        else:
             # A thought: the loop goes on. Each reminder names the turn, so no request repeats the
             # last one word for word (a response cache would otherwise replay the same thought).
             nudge = prompts.CONTINUE_NUDGE.format(
@@ -467,7 +495,7 @@ def _handle_reply(
                 index=len(state.trace) + 1,
                 kind="nudge",
                 reasoning=text or None,
-                tool=announced,
+                tool=said.announced,
                 observation=observation,
                 latency_s=reply.usage.latency_s,
                 **reply_cost(reply),
@@ -493,118 +521,6 @@ def _handle_reply(
         record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
         remember_call(state, call)
     nudge_if_looping(ctx, state, record)
-    return None
-
-
-#: Words that make a tool named in a reply a plan ("I should check with frame_inspect") rather
-#: than a report of what was done.
-_INTENT = re.compile(
-    r"\b(?:should|shall|will|would|need(?:s)? to|let me|let's|going to|must|want to|have to|"
-    r"next|now|call|use|run|confirm|verify|check)\b|\bi'll\b",
-    re.IGNORECASE,
-)
-
-
-def tool_name_pattern(name: str) -> re.Pattern[str]:
-    """``name`` as models spell it: any case, its words joined by nothing, spaces, ``_`` or ``-``
-    (``frame_inspect``: "FrameInspect", "Frame Inspect", "frame-inspect"; the papers write the
-    tools' names in CamelCase or as words)."""
-    words = [w for w in re.split(r"[_\s-]+|(?<=[a-z])(?=[A-Z])", name) if w]
-    return re.compile(r"\b" + r"[\s_-]*".join(re.escape(w) for w in words) + r"\b", re.IGNORECASE)
-
-
-#: A quoted data block as this project writes them (:func:`~vidscope.models.json_tools.quote_data`).
-_DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|$)|</video_data>", re.DOTALL)
-
-
-#: A code fence's marks (```json … ```), read through.
-_FENCE_MARK = re.compile(r"```[a-zA-Z]*")
-_WORD = re.compile(r"[^\W\d_]{2,}")
-#: Fewer words than this left beside removed data make a reply data, not a statement.
-_WORDS_BESIDE_DATA = 2
-
-
-def statement(text: str | None) -> str:
-    """What a reply states, as an answer a person can read: its words with any ``<video_data>``
-    block and any JSON object (or list of objects, fenced or not) removed, an object's ``answer``
-    kept in its place; "" when nothing but data is left — a bare object such as
-    ``{"type": "comparison"}``, an echoed data block (what the real 1.5B SAMA planner wrote in
-    place of an answer), or a tool result pasted back with a lead-in (what the real 1.5B DVD
-    planner ended with). Words are kept as they are, however short ("B", "Yes.", "12"), and so is
-    an interval written as JSON ("[35.0, 40.0]", AgentCVR's FSA answer)."""
-    words = _FENCE_MARK.sub(" ", _DATA_BLOCK.sub(" ", text or "")).strip()
-    kept: list[str] = []
-    removed = False
-    at = 0
-    decoder = json.JSONDecoder()
-    while True:
-        starts = [i for i in (words.find("{", at), words.find("[", at)) if i >= 0]
-        if not starts:
-            kept.append(words[at:])
-            break
-        opening = min(starts)
-        try:
-            value, end = decoder.raw_decode(words, opening)
-        except ValueError:
-            # A broken answer call runs to the end of the reply ({"name": "answer", "arguments":
-            # The ferry… — what the real 1.5B SAMA planner wrote at its limit); else it is text.
-            value, end = _broken_call(words[opening:]), len(words)
-            if value is None:
-                value, end = None, opening + 1
-        # Objects (and lists of them) are data; a range written in words ("[10, 15]") is not; an
-        # object with an answer in words ({"answer": "Pier 7"}, an answer call) states that answer.
-        said = _answer_in(value)
-        if said:
-            kept.append(f"{words[at:opening]}{said}")
-        elif isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
-            kept.append(words[at:opening])
-            removed = True
-        else:
-            kept.append(words[at:end])
-        at = end
-    left = "".join(kept).strip()
-    # What is left beside the data: an answer ("The answer is B"), or a lead-in to the data ("Here
-    # is the result:") or a word or two, which is no statement.
-    if removed and (len(_WORD.findall(left)) < _WORDS_BESIDE_DATA or left.endswith(":")):
-        return ""
-    return left if re.search(r"[^\W_]", left) else ""
-
-
-#: The names of the tools that end a run with an answer (DVD's finish, SAMA's and AgentCVR's answer).
-ANSWER_TOOLS = ("finish", "answer")
-
-
-def _answer_in(value: object) -> str | None:
-    """The answer in words an object states: its ``answer``, or its call's (``{"name": "answer",
-    "arguments": {"answer": …}}``, or arguments that are the answer itself)."""
-    if not isinstance(value, dict):
-        return None
-    arguments = value.get("arguments", value.get("parameters"))
-    inner = arguments.get("answer") if isinstance(arguments, dict) else arguments
-    for said in (value.get("answer"), inner if value.get("name") in ANSWER_TOOLS else None):
-        if isinstance(said, str) and said.strip():
-            return said.strip()
-    return None
-
-
-def _broken_call(text: str) -> dict[str, Any] | None:
-    """``text`` (from an opening brace to the end of a reply) repaired into a call or an answer
-    object, when that is what it is; None for anything else ("{not json} but words")."""
-    if not text.startswith("{"):
-        return None
-    repaired = json_repair.loads(text, skip_json_loads=True)
-    if isinstance(repaired, dict) and ({"name", "answer"} & set(repaired)):
-        return repaired
-    return None
-
-
-def announced_tool(text: str, tools: Sequence[str]) -> str | None:
-    """The tool ``text`` says it is about to use, if any: a sentence naming one of ``tools`` (in
-    any spelling, :func:`tool_name_pattern`) with a word of intent (should, will, let me, next, …)."""
-    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
-        found = {t: m.start() for t in tools if (m := tool_name_pattern(t).search(sentence))}
-        if found and _INTENT.search(sentence):
-            return min(found, key=lambda t: found[t])
     return None
 
 
@@ -746,11 +662,28 @@ def finish_answer(
             **cost,
         )
     )
-    return _final(state, str(values.get("answer", "")), checked, options, choice=values.get("choice"))
+    return final_answer(state, str(values.get("answer", "")), checked, options, choice=values.get("choice"))
 
 
 #: The answer of a run that ended without an answer in words.
 NO_ANSWER = "No answer was reached {why}."
+
+
+def end_run(
+    state: LoopState,
+    options: Sequence[str] | None,
+    *,
+    last: Reply | None = None,
+    why: str = "within the turn limit",
+) -> Answer:
+    """The forced end of a run, the same for every loop (at its turn limit, its tolerance, or
+    ``agent.prose_replies`` thoughts in a row): the answer the ``last`` turn states in words
+    (never a plan, a data echo or a cut-off reply: :mod:`vidscope.agents.replies`), else the one
+    the model stated earlier (``state.stated_answer``), with the choice it names, marked
+    ``forced``; without either, "No answer was reached ``why``" (``no_answer``: the strategies put
+    the extractive answer in its place, :func:`~vidscope.agents.strategies.extractive_floor`)."""
+    said = last.stated if last is not None else None
+    return forced_answer(state, said or state.stated_answer, options, why)
 
 
 def forced_answer(
@@ -758,10 +691,10 @@ def forced_answer(
 ) -> Answer:
     """The best guess at a loop's limit: ``text`` (what the model last stated) with the choice it
     names, marked ``forced``; without one (or only data), "No answer was reached" (``no_answer``)."""
-    return _final(state, text or "", [], options, forced=True, why=why)
+    return final_answer(state, text or "", [], options, forced=True, why=why)
 
 
-def _final(
+def final_answer(
     state: LoopState,
     text: str,
     citations: list[Citation],
@@ -771,8 +704,8 @@ def _final(
     forced: bool = False,
     why: str = "(the reply was data, not an answer)",
 ) -> Answer:
-    """The run's :class:`Answer`: ``text``'s words (:func:`statement`: never a data echo), its
-    choice, the citations; ``no_answer`` when no words are left."""
+    """The run's :class:`Answer`, whichever loop ends it: ``text``'s words (:func:`statement`:
+    never a data echo), its choice, the citations; ``no_answer`` when no words are left."""
     said = statement(text)
     letter, source = picked_choice(choice, said, options, multi_select=state.multi_select)
     return Answer(

@@ -45,8 +45,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from vidscope.agents import prompts
 from vidscope.agents.citations import Evidence
 from vidscope.agents.grounding import parse_interval
+from vidscope.agents.replies import Reply
 from vidscope.agents.runtime import (
-    NO_ANSWER,
     Answer,
     Citation,
     LoopState,
@@ -54,20 +54,20 @@ from vidscope.agents.runtime import (
     TraceStep,
     ask_model,
     describe_videos,
-    forced_answer,
+    end_run,
+    final_answer,
     format_observation,
     nudge_if_looping,
     parse_citations,
-    picked_choice,
+    read_turn,
     remember_call,
     reply_cost,
     run_tool,
-    statement,
     tool_step,
 )
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry
-from vidscope.models.json_tools import find_tool_call, loads_lenient
+from vidscope.models.json_tools import loads_lenient
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall
 
 Phase = Literal["retrieve", "perceive", "review"]
@@ -172,9 +172,15 @@ def _paper_review(text: str) -> ReviewReply | None:
     )
 
 
-def parse_review(text: str | None) -> ReviewReply:
-    """The review reply in ``text`` (JSON, or the paper's ``**Answer:**`` format); ``ValueError``
-    saying what is wrong with it otherwise."""
+def parse_review(reply: Reply | str | None) -> ReviewReply:
+    """The review in ``reply`` (JSON, or the paper's ``**Answer:**`` format); ``ValueError``
+    saying what is wrong with it otherwise, e.g. a reply cut off at the output limit (read, a half
+    review could look whole)."""
+    if isinstance(reply, Reply):
+        if reply.kind in ("cut-off", "empty"):
+            raise ValueError(reply.reason)
+        reply = reply.text
+    text = reply
     try:
         value = loads_lenient(text)
     except ValueError:
@@ -282,6 +288,7 @@ class _AviRun:
         for phase in (RETRIEVE, PERCEIVE):
             if not self.tools[phase]:
                 raise ValueError(f"the {phase} phase has no tools")
+        self.all_tools = [*self.tools[RETRIEVE], *self.tools[PERCEIVE]]
         self.targeted = [n for n in self.tools[PERCEIVE] if n in TARGETED_PERCEPTION] or self.tools[PERCEIVE]
         # One context per phase whose registry is that phase's allow-list: execute_tool itself
         # can then run nothing of another phase. The copies share the video cache.
@@ -418,20 +425,15 @@ class _AviRun:
         reply = self._ask(phase)
         if reply is None:
             return False
-        calls = list(reply.tool_calls)
-        native = bool(calls)
+        # The backend returns calls to the tools offered this turn; a call to another phase's tool
+        # (or to one of this phase not offered this turn: Retrieve's first turn offers only
+        # clip_retrieve) stays in the text, where the reader finds it: it is refused explicitly
+        # rather than taken for the phase's summary.
+        said = read_turn(self.state, reply, self.all_tools)
+        calls = list(said.calls)
+        native = said.native
         if not calls:
-            # The backend returns calls to this phase's tools only and leaves a call to another
-            # phase's tool, written as JSON text, in the text: refuse it explicitly rather than
-            # take it for the phase's summary.
-            # The same holds for a tool of this phase not offered this turn (Retrieve's first turn
-            # offers only clip_retrieve).
-            offered = set(self._offered(phase))
-            others = [n for p in (RETRIEVE, PERCEIVE) for n in self.tools[p] if n not in offered]
-            misplaced = find_tool_call(reply.text, others)
-            calls = [misplaced] if misplaced else []
-        if not calls:
-            text = (reply.text or "").strip()
+            text = said.text
             self.state.messages.append(ChatMessage(role="assistant", content=text))
             self._record(
                 TraceStep(
@@ -529,20 +531,16 @@ class _AviRun:
         reply = self._ask(REVIEW)
         if reply is None:
             return REVIEW
-        if reply.tool_calls:  # no tools were offered, but a model may call one anyway
-            self.state.messages.append(
-                ChatMessage(role="assistant", content=reply.text, tool_calls=reply.tool_calls)
-            )
-            for position, call in enumerate(reply.tool_calls):
-                observation = self._refuse(REVIEW, None, call, reply, position == 0)
-                self.state.messages.append(
-                    ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
-                )
+        said = read_turn(self.state, reply, self.all_tools)
+        if said.calls:  # no tools were offered, but a model may call one anyway
+            self._refuse_in_review(said, reply)
             return REVIEW
         self.state.messages.append(ChatMessage(role="assistant", content=reply.text or ""))
         try:
-            review = parse_review(reply.text)
+            review = parse_review(said)
         except ValueError as exc:
+            # Not a review: what it states in words is kept for the forced end.
+            self.state.stated_answer = said.stated or self.state.stated_answer
             self._say(prompts.AVI_BAD_REVIEW.format(error=exc))
             self._record(
                 TraceStep(
@@ -590,6 +588,23 @@ class _AviRun:
                 return REVIEW
         return self._answer(review, reply)
 
+    def _refuse_in_review(self, said: Reply, reply: ChatReply) -> None:
+        """Refuse the calls of a review reply (Review has no tools), natively or written."""
+        calls = list(said.calls)
+        self.state.messages.append(
+            ChatMessage(role="assistant", content=reply.text, tool_calls=calls if said.native else [])
+        )
+        refusals = [
+            self._refuse(REVIEW, None, call, reply, position == 0) for position, call in enumerate(calls)
+        ]
+        if not said.native:
+            self._say("\n\n".join(refusals))
+            return
+        for call, observation in zip(calls, refusals, strict=True):
+            self.state.messages.append(
+                ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
+            )
+
     @property
     def _last_phase(self) -> str:
         """The phase the answer is given in: Review, or "answer" when the ablation skips Review."""
@@ -612,16 +627,17 @@ class _AviRun:
             bad_reply=prompts.AVI_BAD_REVIEW,
             phase=self._last_phase,
         )
-        if reply is not None and not reply.tool_calls:
+        said = read_turn(self.state, reply, self.all_tools)
+        if reply is not None and not said.calls:
             try:
-                review = parse_review(reply.text)
+                review = parse_review(said)
             except ValueError:
                 review = None
             if review is not None and review.answer.strip():
                 return self._answer(review, reply, forced=forced)
-            if (reply.text or "").strip():
-                return self._answer(ReviewReply(answer=reply.text or ""), reply, forced=forced)
-        return forced_answer(self.state, None, self.options)
+            if said.stated:  # words, not a review: the answer they state (never a plan or data)
+                return self._answer(ReviewReply(answer=said.stated), reply, forced=forced)
+        return end_run(self.state, self.options, last=said)
 
     def _answer(self, review: ReviewReply, reply: ChatReply, *, forced: bool = False) -> Answer:
         citations = parse_citations(self.ctx, self.state.evidence, review.citations, self.default_video)
@@ -654,28 +670,19 @@ class _AviRun:
                 **reply_cost(reply),
             )
         )
-        said = statement(review.answer)  # never a data echo as the answer
-        letter, source = picked_choice(review.choice, said, self.options)
-        return Answer(
-            answer=said or NO_ANSWER.format(why="(the reply was data, not an answer)"),
-            choice=letter,
-            choice_source=source,
-            citations=citations,
-            interval=interval,
-            trace=self.state.trace,
-            usage=self.state.usage,
-            forced=forced or not said,
-            no_answer=not said,
-            perceived=perceived,
-            skipped=[
-                step
-                for step, done in (
-                    ("retrieve skipped", self.retrieve_calls),
-                    ("perception skipped", self.perception_calls),
-                )
-                if not done
-            ],
+        # The shared ending (never a data echo as the answer), with AVI's own fields.
+        answer = final_answer(
+            self.state, review.answer, citations, self.options, choice=review.choice, forced=forced
         )
+        skipped = [
+            step
+            for step, done in (
+                ("retrieve skipped", self.retrieve_calls),
+                ("perception skipped", self.perception_calls),
+            )
+            if not done
+        ]
+        return answer.model_copy(update={"interval": interval, "perceived": perceived, "skipped": skipped})
 
     def _interval(self, raw: Any, answer: str, citations: list[Citation]) -> Citation | None:
         """The review's interval, checked like a citation. For a "when" question without one, the

@@ -30,23 +30,26 @@ from vidscope.agents.cvr.master import SYSTEM, cvr_registry, opening_messages
 from vidscope.agents.cvr.tasks import task_prompt
 from vidscope.agents.multi_video import answer as answer_tool
 from vidscope.agents.multi_video import json_object
+from vidscope.agents.replies import Reply
 from vidscope.agents.runtime import (
     Answer,
     LoopState,
     StepCallback,
     TraceStep,
     ask_model,
+    end_run,
     finish_answer,
-    forced_answer,
     format_observation,
-    statement,
+    read_turn,
 )
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolOutcome, execute_tool
-from vidscope.models.json_tools import find_tool_call
+from vidscope.models.json_tools import find_tool_call, offered_name
 from vidscope.models.protocols.chat import ChatMessage
 
 QUERIES = (visual_query.name, audio_query.name)
+#: Every action of the master, by name (what its replies are read for).
+MASTER_ACTIONS = (*QUERIES, answer_tool.name)
 __all__ = ["SYSTEM", "cvr_registry", "parse_actions", "run", "run_cvr"]
 
 
@@ -145,11 +148,25 @@ def parse_actions(text: str | None) -> tuple[list[dict[str, Any]], str | None]:
     if not isinstance(actions, list) or not actions:
         return [], '"actions" must be a non-empty list'
     for i, action in enumerate(actions):
-        if not isinstance(action, dict) or action.get("action") not in (*QUERIES, answer_tool.name):
+        # The paper's spelling of an action ("VisualQuery") names the action, as it names a tool.
+        name = action.get("action") if isinstance(action, dict) else None
+        known = offered_name(name, MASTER_ACTIONS) if isinstance(name, str) else None
+        if known is None:
             return [], f"action {i + 1} must be an object whose action is visual_query, audio_query or answer"
+        actions[i] = {**action, "action": known}
     # An answer beside queries (a real 1.5B master did this every turn) is premature, not unusable:
     # run_cvr runs the queries and sets the answer aside until their results are read.
     return actions, None
+
+
+def master_actions(reply: Reply, text: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    """The actions of the master's turn (:func:`parse_actions` of its ``text``), or, when the text
+    holds none, its calls as :mod:`vidscope.agents.replies` read them (a call returned natively,
+    or one written as code) as actions; else the error line of :func:`parse_actions`."""
+    actions, problem = parse_actions(text)
+    if problem is not None and reply.calls:
+        return [{**call.arguments, "action": call.name} for call in reply.calls], None
+    return actions, problem
 
 
 #: Said to the master when its turn held queries and an answer: the answer was set aside.
@@ -267,7 +284,6 @@ def run_cvr(
         if on_step is not None:
             on_step(step)
 
-    stated: str | None = None  # the last answer written in prose: the forced fallback
     # Queries that returned something: the task's rule counts these, not refused ones (a frame
     # tool without eyes, a range outside the video).
     answered = 0
@@ -283,15 +299,17 @@ def run_cvr(
                     observation=f"ended {IDLE_END.format(n=idle)} (forced)",
                 )
             )
-            return forced_answer(state, stated, options, f"({IDLE_END.format(n=idle)})")
+            return end_run(state, options, why=f"({IDLE_END.format(n=idle)})")
         idle += 1  # until a query of this turn returns something new
         reply = ask_model(ctx, state, [], record)
         if reply is None:
             continue
         state.messages.append(ChatMessage(role="assistant", content=reply.text or ""))
-        actions, problem = parse_actions(reply.text)
+        said = read_turn(state, reply, MASTER_ACTIONS)
+        actions, problem = master_actions(said, reply.text)
         if problem is not None:
-            stated = statement(reply.text) or stated
+            # Not the protocol's JSON: its words, when it states an answer, are the forced fallback.
+            state.stated_answer = said.stated or state.stated_answer
             state.messages.append(
                 ChatMessage(role="user", content=f"Unusable reply: {problem}. Reply again.")
             )
@@ -300,7 +318,7 @@ def run_cvr(
         queries = [a for a in actions if a["action"] != answer_tool.name]
         set_aside = [a for a in actions if a["action"] == answer_tool.name] if queries else []
         if not queries and answered < min_queries:  # the task's rule: not yet
-            stated = str(_fields(actions[0]).get("answer") or "").strip() or stated
+            state.stated_answer = str(_fields(actions[0]).get("answer") or "").strip() or state.stated_answer
             line = TOO_EARLY.format(n=min_queries, done=answered)
             state.messages.append(ChatMessage(role="user", content=line))
             record(TraceStep(index=len(state.trace) + 1, kind="model-error", observation=line, ok=False))
@@ -346,10 +364,10 @@ def run_cvr(
                 )
             )
         if set_aside:
-            stated = str(set_aside[0].get("answer") or "").strip() or stated
+            state.stated_answer = str(set_aside[0].get("answer") or "").strip() or state.stated_answer
             observations.append(ANSWER_WAITS)
         if single_pass:
             observations.append(ANSWER_NOW)
         state.messages.append(ChatMessage(role="user", content="\n\n".join(observations)))
     # Turn limit: the master's last stated answer as a best guess with its choice, forced.
-    return forced_answer(state, stated, options)
+    return end_run(state, options)

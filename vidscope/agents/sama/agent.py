@@ -35,13 +35,14 @@ from vidscope.agents.runtime import (
     LoopState,
     StepCallback,
     TraceStep,
-    announced_tool,
     ask_model,
     describe_videos,
+    end_run,
     finish_answer,
     forced_answer,
+    note_thought,
+    read_turn,
     run_tool,
-    statement,
     tool_step,
 )
 from vidscope.agents.sama.facts import REREAD_NOTE, Fact
@@ -298,7 +299,6 @@ def run_sama(
             return []
         return _facts(outcome.result)
 
-    stated: str | None = None  # the last answer the planner wrote in prose (the forced fallback)
     for turn in range(1, ctx.config.sama_max_turns + 1):
         # The turn number makes each request differ from the last, so a reply that did not advance
         # the loop is never replayed from the response cache within this conversation.
@@ -310,52 +310,47 @@ def run_sama(
         if reply is None:
             last.append("Your last reply could not be used; call one of the tools.")
             continue
-        if not reply.tool_calls:
-            said = (reply.text or "").strip()
-            state.prose_replies += 1
+        said = read_turn(state, reply, names)
+        if not said.calls:
             # As in the shared loop: naming a tool with intent ("I will use VideoReader") is a
             # plan, so ask for the call; otherwise a thought, and after agent.prose_replies of
             # them in a row the stated answer ends the loop (forced).
-            announced = announced_tool(said, [n for n in names if n != answer_tool.name])
-            if announced is None:
-                stated = statement(said) or stated
-            limit = ctx.config.prose_replies
-            if announced is None and stated and limit is not None and state.prose_replies >= limit:
+            if note_thought(ctx, state, said):
                 record(
                     TraceStep(
                         index=len(state.trace) + 1,
                         kind="answer",
-                        reasoning=said or None,
+                        reasoning=said.text or None,
                         observation=f"{state.prose_replies} replies in a row without a tool call (forced)",
                     )
                 )
-                return forced_answer(state, stated, options)
-            if announced is not None:
+                return forced_answer(state, state.stated_answer, options)
+            if said.announced is not None:
                 last.append(
-                    f"You said you would use {announced}: call it now with a tool call, not a "
+                    f"You said you would use {said.announced}: call it now with a tool call, not a "
                     "description of the call."
                 )
             else:
                 last.append(
                     f"Your last reply called no tool ({state.prose_replies} of "
                     f"{ctx.config.prose_replies or ctx.config.sama_max_turns} "
-                    f"in a row): {quote_data(said[:600])}. Call a tool to gather evidence, or call the "
-                    "answer tool with the answer and its moments."
+                    f"in a row): {quote_data(said.text[:600])}. Call a tool to gather evidence, or call "
+                    "the answer tool with the answer and its moments."
                 )
             record(
                 TraceStep(
                     index=len(state.trace) + 1,
                     kind="nudge",
-                    reasoning=said or None,
-                    tool=announced,
-                    observation=f"announced {announced}"
-                    if announced
+                    reasoning=said.text or None,
+                    tool=said.announced,
+                    observation=f"announced {said.announced}"
+                    if said.announced
                     else "no tool call: a thought; reminded to call a tool or answer",
                 )
             )
             continue
         state.prose_replies = 0
-        for position, call in enumerate(reply.tool_calls):
+        for position, call in enumerate(said.calls):
             if call.name == answer_tool.name:
                 done = _answer(ctx, state, call, video_ids, options, record)
                 if done is not None:
@@ -385,8 +380,8 @@ def run_sama(
     # Turn limit: the planner's own last stated answer, else one more turn in which it must give
     # its best guess with the answer tool (issue 35 reads SAMA's App. C.2 rule 4 so), never a letter
     # read out of the facts; without one, no answer (the extractive answer stands in).
-    if stated:
-        return forced_answer(state, stated, options)
+    if state.stated_answer:
+        return end_run(state, options)
     state.messages = prompt([prompts.FORCED_ANSWER])
     return _best_guess(ctx, state, video_ids, options, record)
 
@@ -423,6 +418,9 @@ def _answer(
     try:
         values = answer_tool.validate(arguments).model_dump()
     except ValidationError as exc:
+        stated = call.arguments.get("answer")  # kept for the forced end, as the shared loop does
+        if isinstance(stated, str) and stated.strip():
+            state.stated_answer = stated.strip()
         record(
             TraceStep(
                 index=len(state.trace) + 1,
@@ -477,13 +475,12 @@ def _best_guess(
     not."""
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="turn limit reached"))
     reply = ask_model(ctx, state, [answer_tool.spec()], record)
-    if reply is not None:
-        for call in reply.tool_calls:
-            if call.name == answer_tool.name:
-                done = _answer(ctx, state, call, video_ids, options, record)
-                if done is not None:
-                    done.forced = True
-                    return done
-        if not reply.tool_calls:
-            return forced_answer(state, reply.text, options)
-    return forced_answer(state, None, options)
+    assert ctx.registry is not None  # run_sama set it
+    last = read_turn(state, reply, ctx.registry.names)
+    for call in last.calls:
+        if call.name == answer_tool.name:
+            done = _answer(ctx, state, call, video_ids, options, record)
+            if done is not None:
+                done.forced = True
+                return done
+    return end_run(state, options, last=last)
