@@ -69,6 +69,8 @@ def test_ingestion_embeds_frames_and_search_reranks_with_them(
     from vidscope.flows.search import run_search
 
     monkeypatch.setattr(frame_embed, "BATCH", 5)  # 12 frames: three batches
+    # Every frame embedded (the near-duplicate gate off: tests/test_frame_embed_gate.py checks it).
+    monkeypatch.setattr(frame_embed, "SAME_VIEW_LEVELS", 0.0)
     car = text_video(tmp_path / "road.mp4", duration=6.0, texts=[(0.0, 6.0, "A RED CAR ON THE ROAD")])
     dog = text_video(tmp_path / "dog.mp4", duration=4.0, texts=[(0.0, 4.0, "A DOG ON THE BEACH")])
     settings = clip_settings(tmp_path)
@@ -86,7 +88,7 @@ def test_ingestion_embeds_frames_and_search_reranks_with_them(
     expected = model.embed_images([decode_jpeg(j) for j in jpegs])
     np.testing.assert_allclose(np.asarray(vectors), expected, atol=1e-4)
     details = json.loads(ledger_rows(store, car_id)["frame_embed"]["details_json"])
-    assert details == {"model": CLIP, "dim": 512, "embedded": 12, "kept": 0}
+    assert details == {"model": CLIP, "dim": 512, "embedded": 12, "shared": 0, "kept": 0}
 
     # The fine stage scored those stored frames with the model's text side, not the captions.
     result = run_search(settings, "a red car on the road")

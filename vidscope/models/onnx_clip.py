@@ -28,8 +28,10 @@ Named and URL models are fetched once into the user's model cache (shared by eve
 is still read when the cache lacks the model) when first used (``fetch =
 false`` turns that off: then only ``vidscope models pull`` fetches) and checked against their pins
 every time they load (``VIDSCOPE_MODEL_FETCH=0`` in the environment also turns fetching on first
-use off). Options: ``sha256``, ``fetch`` (true), ``batch_size`` (16), ``threads`` (onnxruntime's
-default).
+use off). Options: ``sha256``, ``fetch`` (true), ``batch_size`` (16), ``threads`` (2: ingestion runs
+this beside speech and OCR on the same cores). onnxruntime's threads do not spin-wait between
+operators: measured on a busy 2-core machine with CLIP ViT-B/32 int8 (``benchmarks/random_clip.py``),
+spinning made an image cost 83 CPU-ms with 2 threads, not 68.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from vidscope.models.model_files import CARDS, FetchError, Manifest
 from vidscope.models.protocols.image import Image
 
 KIND = "onnx-clip"
+#: onnxruntime threads per session unless ``threads`` says otherwise.
+DEFAULT_THREADS = 2
 #: ``VIDSCOPE_MODEL_FETCH=0`` turns fetching on first use off for the whole process (test suites,
 #: CI: no data dir then downloads the model); ``vidscope models pull`` still fetches.
 NO_FETCH_VARIABLE = "VIDSCOPE_MODEL_FETCH"
@@ -204,8 +208,8 @@ class OnnxClipEmbedder:
         self.manifest, self.directory = manifest, directory
         self.batch_size = max(1, int(options.get("batch_size", 16)))
         session_options = ort.SessionOptions()
-        if options.get("threads"):
-            session_options.intra_op_num_threads = int(options["threads"])
+        session_options.intra_op_num_threads = max(1, int(options.get("threads") or DEFAULT_THREADS))
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = ["CPUExecutionProvider"]
         self._image_session = ort.InferenceSession(
             str(directory / self._image["file"]), session_options, providers=providers
