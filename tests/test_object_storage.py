@@ -239,6 +239,8 @@ def test_ingest_search_and_an_up_to_date_rerun_on_object_storage(
     assert report.status == "ok", report
     found = library.search("tomato basil", moments=True)
     assert found.moments and "TOMATO BASIL" in found.moments[0].text
+    answer = library.ask("menu", "What is the soup?", options=["Onion", "Tomato basil", "Pea"])
+    assert answer.choice == "B", answer
     assert not (tmp_path / "data" / "lance").exists()
     keys = s3.keys("library/")
     for table in ("videos", "clips", "ledger"):
@@ -246,6 +248,12 @@ def test_ingest_search_and_an_up_to_date_rerun_on_object_storage(
     # The CLI's plan for a second ingest decides from the ledger in the bucket: nothing to do.
     plan = plan_ingest([str(menu_video)], settings, open_store(settings))
     assert not plan.pending and [s.status for s in plan.settled] == [UP_TO_DATE]
+    # A bundle moves the video from the bucket to a data dir on local disk, answers unchanged.
+    library.export(["menu"], tmp_path / "bundle")
+    local = vidscope.Library(settings=_ingest_settings(tmp_path / "local", StorageSettings()))
+    assert local.import_(tmp_path / "bundle").imported == [report.video_id]
+    assert local.ask("menu", "What is the soup?").answer == library.ask("menu", "What is the soup?").answer
+    assert (tmp_path / "local" / "lance" / "clips.lance").is_dir()
 
 
 @pytest.mark.slow  # two real ingests through the CLI in a child process: ~1-2 min on 2 busy cores
