@@ -11,16 +11,18 @@ the video is ingested ``degraded``, not failed: its store is whole but for their
 
 ``ingest_library`` expands paths, hashes files to find duplicates (the same content under two
 names is one video), ingests the distinct videos with bounded concurrency and finally rebuilds the
-store's indexes.
+store's indexes. Those steps are written once (:func:`_ingest_library`), handed how to run them
+(:class:`LibraryRunner`): as Prefect tasks inside the flow, or on this process's threads.
 
 The reports (:class:`VideoReport`) and :func:`expand_paths` live in :mod:`vidscope.flows.ingest_plan`,
 which decides before any flow runs what is up to date (no Prefect there); they are re-exported here.
 :func:`run_ingest` (the CLI's, the API's and the nightly flow's entry point) runs these flows when
-a Prefect server records them, or when it is itself inside a flow run. Without a server it runs the
-same DAG in-process on a thread pool (:func:`ingest_direct`), with the same retries, reports and
-ledger rows: no temporary Prefect API server is started, so ingestion cannot fail because one was
-slow to come up on a busy machine (and whatever it recorded would be thrown away with it). The
-ledger is the record either way.
+a Prefect server records them, or when it is itself inside a flow run. Without a server the same
+code runs in-process on thread pools (:func:`ingest_direct`: the library's steps of
+:func:`_ingest_library`, each video's stage DAG of :func:`_ingest_video`), with the same retries,
+reports, progress events and ledger rows: no temporary Prefect API server is started, so
+ingestion cannot fail because one was slow to come up on a busy machine (and whatever it recorded
+would be thrown away with it). The ledger is the record either way.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -243,13 +246,18 @@ def _note(store: Store, video_id: str, result: StageResult) -> str | None:
 
 
 def _resolve(name: str, future: PrefectFuture[StageResult], path: Path) -> StageResult:
+    why = _failure(future, path)
+    return future.result() if why is None else StageResult(name, "failed", error=why)
+
+
+def _failure(future: PrefectFuture[Any], path: Path) -> str | None:
+    """Why a task run gave no value, in one line, once it is over (None: it gave one)."""
     future.wait()
     state = future.state
     if state.is_completed():
-        return future.result()
+        return None
     error = future.result(raise_on_failure=False)
-    reason = failure_reason(error, path) if isinstance(error, BaseException) else state.message
-    return StageResult(name, "failed", error=reason)
+    return failure_reason(error, path) if isinstance(error, BaseException) else state.message or state.name
 
 
 def _publish(video_report: VideoReport) -> None:
@@ -261,21 +269,84 @@ def _publish(video_report: VideoReport) -> None:
     )
 
 
-@task(name="ingest", cache_policy=NO_CACHE, task_run_name="ingest · {path.name}")
-def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
-    """Run ``ingest_video`` as a subflow and turn its failure into a report."""
-    # Found by import, not by closure: on Dask or Ray this task is pickled by value, and a flow
-    # pickled along with it loses the module globals its parameter annotations resolve against.
-    from vidscope.flows import ingest as this_module
+# ---------------------------------------------------------------------------- the library, once
 
-    # Called for its value, not with ``return_state``: Prefect then hands back the value the flow
-    # returned (or re-raises what it raised) from memory, whereas reading a returned state's result
-    # could raise ``MissingResult`` now and then under a server (seen in 1 of 4 nightly runs).
+
+class StepFailed(Exception):
+    """A step of the library's ingestion that failed (hashing a file); ``reason`` is its one line."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class LibraryRunner:
+    """How :func:`_ingest_library` runs its steps: Prefect tasks inside the ``ingest_library`` flow,
+    or this process's threads without a server (:func:`ingest_direct`). Each step is started by one
+    call and its outcome read by calling what that returns, so the runner decides what runs side by
+    side while the outcomes are read, and reported, in the files' order."""
+
+    #: Starts hashing a file; calling the result gives its content hash or raises :class:`StepFailed`.
+    hash: Callable[[Path], Callable[[], str]]
+    #: Starts ingesting a distinct video (its file, its content hash); calling the result gives its
+    #: report, a failure included (:func:`_video_report`).
+    video: Callable[[Path, str], Callable[[], VideoReport]]
+    #: Compacts the tables and rebuilds the store's indexes.
+    optimize: Callable[[], object]
+
+
+def _ingest_library(paths: Sequence[str], run: LibraryRunner, optimize: bool) -> list[VideoReport]:
+    """Every video under ``paths`` ingested the way ``run`` runs things; one report per file.
+
+    A file that cannot be hashed, or whose content an earlier file has (a duplicate), is reported at
+    once; the distinct videos are ingested, and with ``optimize`` the store is compacted when any
+    was. Listeners hear of each file as it ends (:func:`_finished`).
+    """
+    files, reports = expand_paths(paths)
+    for note in reports:
+        _finished(note)
+    hashing = [(path, run.hash(path)) for path in files]
+    first_by_hash: dict[str, Path] = {}
+    to_ingest: list[tuple[Path, str]] = []
+    for path, hashed in hashing:
+        try:
+            digest = hashed()
+        except StepFailed as failed:  # one unreadable file is its report, not the batch's end
+            reports.append(VideoReport(path=str(path), status="failed", error=f"hash: {failed.reason}"))
+            _finished(reports[-1])
+            continue
+        if digest in first_by_hash:
+            duplicate = VideoReport(
+                path=str(path), video_id=digest, status="duplicate", duplicate_of=str(first_by_hash[digest])
+            )
+            reports.append(duplicate)
+            _finished(duplicate)
+            continue
+        first_by_hash[digest] = path
+        to_ingest.append((path, digest))
+    ingesting = [run.video(path, digest) for path, digest in to_ingest]
+    reports.extend(outcome() for outcome in ingesting)
+    if to_ingest and optimize:
+        run.optimize()
+    return reports
+
+
+def _video_report(
+    ingest: Callable[[], VideoReport], path: Path, video_id: str, *, log_failure: bool
+) -> VideoReport:
+    """One video's ingestion (``ingest``), its failure turned into its report, and listeners told
+    it is done so its result shows before the batch ends. ``log_failure``: log a failure with its
+    details (without Prefect; a failed flow run is logged by Prefect itself)."""
     try:
-        result: VideoReport = this_module.ingest_video(path, settings, video_id)
+        result = ingest()
     except IngestFailed as failed:
+        if log_failure:  # the user gets one line naming the log; the log gets the details
+            log.error("ingestion of %s failed: %s", path, failed.report.error or failed, exc_info=True)
         result = failed.report
     except Exception as error:  # noqa: BLE001 — one failed file is a report, not a failed batch
+        if log_failure:
+            log.error("ingestion of %s failed", path, exc_info=True)
         result = VideoReport(
             path=str(path), video_id=video_id, status="failed", error=failure_reason(error, path)
         )
@@ -288,6 +359,23 @@ def _finished(video_report: VideoReport) -> None:
     report(video_report.video_id or "", "", "finished", report=video_report.model_dump())
 
 
+# ---------------------------------------------------------------------------- with Prefect
+
+
+@task(name="ingest", cache_policy=NO_CACHE, task_run_name="ingest · {path.name}")
+def ingest_one(path: Path, video_id: str, settings: Settings) -> VideoReport:
+    """Run ``ingest_video`` as a subflow and turn its failure into a report."""
+    # Found by import, not by closure: on Dask or Ray this task is pickled by value, and a flow
+    # pickled along with it loses the module globals its parameter annotations resolve against.
+    from vidscope.flows import ingest as this_module
+
+    # Called for its value, not with ``return_state``: Prefect then hands back the value the flow
+    # returned (or re-raises what it raised) from memory, whereas reading a returned state's result
+    # could raise ``MissingResult`` now and then under a server (seen in 1 of 4 nightly runs).
+    subflow = partial(this_module.ingest_video, path, settings, video_id)
+    return _video_report(subflow, path, video_id, log_failure=False)
+
+
 @flow(name="ingest_library", flow_run_name="ingest library ({paths_count} inputs)")
 def ingest_library(
     paths: Sequence[str],
@@ -297,44 +385,29 @@ def ingest_library(
 ) -> list[VideoReport]:
     """Ingest every video under ``paths`` (files, folders, globs); returns one report per file.
 
-    With ``optimize`` (the default) the store's indexes are rebuilt afterwards, as a task of its own.
+    Each file is hashed by a task of its own, each distinct video ingested by one (``ingest_one``,
+    on the flow's task runner), and with ``optimize`` (the default) the store's indexes are rebuilt
+    afterwards, as a task of its own.
     """
     settings = settings or get_settings()
-    files, reports = expand_paths(paths)
-    for note in reports:
-        _finished(note)
-    hashes: dict[Path, Any] = {p: hash_task.submit(p) for p in files}
-    first_by_hash: dict[str, Path] = {}
-    to_ingest: list[tuple[Path, str]] = []
-    for path, future in hashes.items():
-        future.wait()
-        state = future.state
-        if not state.is_completed():
-            error = future.result(raise_on_failure=False)
-            reason = failure_reason(error, path) if isinstance(error, BaseException) else state.message
-            reports.append(VideoReport(path=str(path), status="failed", error=f"hash: {reason}"))
-            _finished(reports[-1])
-            continue
-        digest = future.result()
-        if digest in first_by_hash:
-            reports.append(
-                VideoReport(
-                    path=str(path),
-                    video_id=digest,
-                    status="duplicate",
-                    duplicate_of=str(first_by_hash[digest]),
-                )
-            )
-            _finished(reports[-1])
-            continue
-        first_by_hash[digest] = path
-        to_ingest.append((path, digest))
-    futures = [ingest_one.submit(path, digest, settings) for path, digest in to_ingest]
-    for future in futures:
-        reports.append(future.result())
-    if to_ingest and optimize:
-        optimize_task(settings)
-    return reports
+    run = LibraryRunner(
+        hash=_hash_as_task,
+        video=lambda path, digest: ingest_one.submit(path, digest, settings).result,
+        optimize=lambda: optimize_task(settings),
+    )
+    return _ingest_library(paths, run, optimize)
+
+
+def _hash_as_task(path: Path) -> Callable[[], str]:
+    future = hash_task.submit(path)
+
+    def digest() -> str:
+        why = _failure(future, path)
+        if why is not None:
+            raise StepFailed(why)
+        return future.result()
+
+    return digest
 
 
 @task(name="optimize", cache_policy=NO_CACHE, task_run_name="optimize the store")
@@ -347,57 +420,29 @@ def optimize_task(settings: Settings) -> dict[str, str]:
 
 
 def ingest_direct(paths: Sequence[str], settings: Settings, *, optimize: bool = True) -> list[VideoReport]:
-    """``ingest_library`` without Prefect: the same paths, duplicates, per-video stage DAG, retries,
-    reports and progress events, on thread pools in this process (at most ``[ingest] concurrency``
-    videos at once, and each video's independent stages side by side). Nothing here starts or
-    needs a Prefect API server; the ledger records every stage."""
-    files, reports = expand_paths(paths)
-    for note in reports:
-        _finished(note)
-    first_by_hash: dict[str, Path] = {}
-    to_ingest: list[tuple[Path, str]] = []
-    for path in files:
-        try:
-            digest = content_hash(path)
-        except Exception as exc:  # one unreadable file is its report, not the batch's end
-            reports.append(
-                VideoReport(path=str(path), status="failed", error=f"hash: {failure_reason(exc, path)}")
-            )
-            _finished(reports[-1])
-            continue
-        if digest in first_by_hash:
-            duplicate = VideoReport(
-                path=str(path), video_id=digest, status="duplicate", duplicate_of=str(first_by_hash[digest])
-            )
-            reports.append(duplicate)
-            _finished(duplicate)
-            continue
-        first_by_hash[digest] = path
-        to_ingest.append((path, digest))
+    """``ingest_library`` without Prefect: the same steps (:func:`_ingest_library`) on thread pools
+    of this process (at most ``[ingest] concurrency`` videos at once, each video's independent
+    stages side by side); files are hashed one after the other. Nothing here starts or needs a
+    Prefect API server; the ledger records every stage."""
     with ThreadPoolExecutor(settings.ingest.concurrency, thread_name_prefix="vidscope-video") as videos:
-        done = [videos.submit(_ingest_one_direct, path, digest, settings) for path, digest in to_ingest]
-        reports.extend(future.result() for future in done)
-    if to_ingest and optimize:
-        open_store(settings).optimize()
-    return reports
 
+        def video(path: Path, digest: str) -> Callable[[], VideoReport]:
+            ingest = partial(ingest_video_direct, path, settings, digest)
+            return videos.submit(_video_report, ingest, path, digest, log_failure=True).result
 
-def _ingest_one_direct(path: Path, video_id: str, settings: Settings) -> VideoReport:
-    """One video without Prefect, its failure turned into a report (as ``ingest_one`` does)."""
-    try:
-        result = ingest_video_direct(path, settings, video_id)
-    except IngestFailed as exc:
-        # The user gets one line naming the log; the log gets the details (as a flow run's failure
-        # is logged by Prefect on the other path).
-        log.error("ingestion of %s failed: %s", path, exc.report.error or exc, exc_info=True)
-        result = exc.report
-    except Exception as exc:  # one file's unexpected failure is its report, not the batch's end
-        log.error("ingestion of %s failed", path, exc_info=True)
-        result = VideoReport(
-            path=str(path), video_id=video_id, status="failed", error=failure_reason(exc, path)
+        run = LibraryRunner(
+            hash=lambda path: partial(_hashed, path),
+            video=video,
+            optimize=lambda: open_store(settings).optimize(),
         )
-    _finished(result)
-    return result
+        return _ingest_library(paths, run, optimize)
+
+
+def _hashed(path: Path) -> str:
+    try:
+        return content_hash(path)
+    except Exception as exc:
+        raise StepFailed(failure_reason(exc, path)) from exc
 
 
 def ingest_video_direct(path: Path, settings: Settings, video_id: str | None = None) -> VideoReport:
