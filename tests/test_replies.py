@@ -180,3 +180,45 @@ def test_every_loop_ends_the_same_way_on_it(case: str, llm_server: ScriptedLLMSe
             assert result.no_answer and result.answer.startswith("No answer was reached"), said
         else:
             assert (result.answer, result.no_answer) == (expected.stated, False), loop
+
+
+def test_a_reply_handed_over_cut_off_is_never_an_answer() -> None:
+    """The ``transformers`` backend hands over a reply cut at max_tokens (``finish_reason``
+    "length"): a half-thought, however much it reads like an answer; a call written whole before
+    the cut (what the ``openai`` backend keeps of such a reply) is a call."""
+    from vidscope.agents.replies import read_reply
+    from vidscope.models.protocols.chat import ChatReply, ToolCall
+
+    half = read_reply(ChatReply(text="The ferry to North Point leaves from pier", finish_reason="length"), [])
+    assert (half.kind, half.stated) == ("cut-off", None)
+    call = ToolCall(id="c", name="clip_search", arguments={"query": "ferry"})
+    whole = read_reply(ChatReply(text=None, tool_calls=[call], finish_reason="length"), ["clip_search"])
+    assert whole.kind == "call" and whole.calls == (call,) and whole.reason == "cut off after a whole call"
+
+
+def test_a_call_written_in_avis_review_is_refused_as_a_call(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """Review offers no tools; a call written there is a call, refused as one (it was read as a
+    review without an answer), and the review that follows answers."""
+    from llm_server import tool_call
+
+    ctx = context(llm_server, tmp_path)
+    ctx.config = ctx.config.model_copy(update={"avi_max_iterations": 10})
+    written = '{"name": "clip_retrieve", "arguments": {"video_id": "harbour", "query": "ferry"}}'
+    llm_server.script(
+        [
+            tool_call("clip_retrieve", {"video_id": "harbour", "query": "ferry pier"}),
+            text("Clip 3 mentions the ferry."),
+            tool_call("text_extract", {"video_id": "harbour", "time_range": [10, 15]}),
+            text("The text reads pier seven."),
+            text(written),
+            text('{"answer": "Pier 7", "citations": [[10, 15]]}'),
+        ]
+    )
+    result = strategies.answer("avi", ctx, StrategyRequest(QUESTION, ["harbour"]))
+    refused = [s for s in result.trace if s.kind == "refused"]
+    assert [(s.phase, s.tool) for s in refused] == [("review", "clip_retrieve")], result.trace
+    told = llm_server.chat_requests[-1]["messages"][-1]["content"]
+    assert "clip_retrieve" in told and refused[0].observation in told
+    assert result.answer == "Pier 7" and not result.forced
