@@ -7,6 +7,10 @@ module reads the packaged ``model.safetensors`` and ``tokenizer.json`` directly 
 matrix products: ~0.1 s to load. The vectors equal the transformers ones to float32 rounding
 (``tests/test_embedder.py`` compares them); the only approximation is GELU's ``erf``, computed
 with Abramowitz–Stegun 7.1.26 (error below 1.5e-7) since NumPy has none.
+
+Nothing here is MiniLM-L6 only: sizes and layer count come from ``config.json``, and the padding
+token from the tokenizer, so a local BERT directory in the same format (``minilm:<directory>``,
+:mod:`.multilingual_minilm`: e.g. the 12-layer multilingual MiniLM with its XLM-R tokenizer) runs too.
 """
 
 from __future__ import annotations
@@ -62,7 +66,15 @@ class NumpyBert:
         # As AutoTokenizer(padding=True, truncation=True, max_length=max_tokens) would: pad to the
         # longest text of the batch (the file's own setting pads every text to 128).
         self.tokenizer.enable_truncation(max_tokens)
-        self.tokenizer.enable_padding(pad_id=int(config.get("pad_token_id", 0)), pad_token="[PAD]")
+        # BERT's WordPiece vocabulary pads with [PAD]; an XLM-R sentencepiece one (the multilingual
+        # MiniLM) with <pad>. Padded positions are masked out, so only a valid id matters.
+        pad_token = next(
+            (t for t in ("[PAD]", "<pad>") if self.tokenizer.token_to_id(t) is not None), "[PAD]"
+        )
+        pad_id = self.tokenizer.token_to_id(pad_token)
+        self.tokenizer.enable_padding(
+            pad_id=int(config.get("pad_token_id", 0)) if pad_id is None else pad_id, pad_token=pad_token
+        )
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text after truncation (before padding), to group similar lengths."""

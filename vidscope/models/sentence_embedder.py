@@ -5,6 +5,9 @@ is installed, else from the user's model cache, fetched there pinned on first us
 (:mod:`.minilm_files`): in NumPy, and — when the torch extra is installed — ingestion batches with
 plain transformers (the same vectors as sentence-transformers either way; a core install has no
 torch at all).
+``minilm:paraphrase-multilingual-MiniLM-L12-v2`` (fetched pinned on first use) and a plain BERT
+directory (tokenizer.json with model.safetensors or model.onnx, no sentence-transformers modules.json)
+run without torch in :mod:`.multilingual_minilm`.
 ``sentence-transformers:<path or name>`` (the torch extra) loads BGE-M3, Qwen3-Embedding, … from a
 local directory or the local Hugging Face cache (never downloading unless ``download = true`` is set
 in the options).
@@ -240,12 +243,17 @@ class MiniLMEmbedder:
 def from_spec(
     role: str, target: str, options: dict[str, Any], data_dir: Path, model_cache: Path | None = None
 ) -> Any:
-    """Build the embedder named by ``target`` (``embedded`` = packaged MiniLM)."""
+    """Build the embedder named by ``target`` (``embedded`` = packaged MiniLM; the multilingual
+    MiniLM or a plain BERT directory: :mod:`.multilingual_minilm`)."""
     device = options.get("device")
     batch_size = int(options.get("batch_size", 64))
     if target in ("", EMBEDDED_MINILM):
         path = _embedded_minilm_path(role, options, model_cache)
         return MiniLMEmbedder(path, batch_size=batch_size, role=role)
+    from vidscope.models import multilingual_minilm
+
+    if multilingual_minilm.is_known(target) or multilingual_minilm.is_bert_directory(target):
+        return multilingual_minilm.from_spec(role, target, options, model_cache)
     local_only = not bool(options.get("download", False))
     return SentenceEmbedder(
         f"sentence-transformers:{target}",
