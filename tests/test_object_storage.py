@@ -98,6 +98,10 @@ class S3Server:
     def create_bucket(self) -> None:
         self._call("PUT", f"/{BUCKET}")
 
+    def put(self, key: str, body: bytes) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/{BUCKET}/{key}", data=body, method="PUT")
+        urllib.request.urlopen(request, timeout=30).close()
+
     def keys(self, prefix: str) -> list[str]:
         """Object keys under ``prefix`` (the first 1,000: enough for these tests)."""
         body = self._call("GET", f"/{BUCKET}?list-type=2&prefix={prefix}").decode()
@@ -206,6 +210,28 @@ def test_an_unreachable_server_is_one_line_and_nothing_half_written(
     assert back.rows(back.clips, columns=["clip_index"]).column("clip_index").to_pylist() == [0]
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_table_whose_creation_was_cut_short_is_created_on_next_use(
+    s3: S3Server, aws_env: None, tmp_path: Path, where: str
+) -> None:
+    """A writer lost before a table's first commit (killed, or its storage gone) leaves the table's
+    files without a version: listed, yet "not found" when opened. The next write creates it."""
+    orphan = "clips.lance/_transactions/0-cut-short.txn"
+    if where == "s3":
+        storage = _storage(s3, "cut-short")
+        s3.put(f"cut-short/{orphan}", b"a transaction whose commit never happened")
+        store = Store(
+            tmp_path / "data", text_dim=4, tables_uri=storage.uri, storage_options=_options(storage)
+        )
+    else:
+        (tmp_path / "data" / "lance" / orphan).parent.mkdir(parents=True)
+        (tmp_path / "data" / "lance" / orphan).write_text("a transaction whose commit never happened")
+        store = Store(tmp_path / "data", text_dim=4)
+    assert store.count(store.clips) == 0
+    store.upsert(store.clips, [{"video_id": "v1", "clip_index": 0, "start": 0.0, "end": 1.0}])
+    assert store.count(store.clips) == 1
+
+
 def _ingest_settings(data: Path, storage: StorageSettings) -> Settings:
     # Every model off but the text reader: the video's words are found by OCR, as a user would.
     models = {**NO_MODELS}
@@ -262,7 +288,7 @@ def test_a_server_killed_mid_ingest_loses_nothing_and_the_rerun_completes(
 ) -> None:
     data = tmp_path / "data"
     storage = _storage(s3, "killed", **FAST_FAILURE)
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL" and not k.startswith("VIDSCOPE_")}
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env.update(CREDENTIALS)
     env.update({f"VIDSCOPE_MODELS__{role.upper()}": "" for role in NO_MODELS if role != "text_reader"})
     env.update({f"VIDSCOPE_STORAGE__{k.upper()}": str(v) for k, v in storage.model_dump().items()})

@@ -266,7 +266,20 @@ class Store:
                 except (ValueError, OSError, RuntimeError) as exc:
                     if "already exists" not in str(exc):
                         raise
-            table = self._db.open_table(spec.name)
+            try:
+                table = self._db.open_table(spec.name)
+            except ValueError as exc:
+                if "was not found" not in str(exc):
+                    raise
+                # Listed, yet never committed: a creation cut short (its process killed, or the
+                # object storage lost, before the first commit) left files but no version. Creating
+                # it now succeeds, or says "already exists" when another writer has committed it.
+                try:
+                    return self._db.create_table(spec.name, schema=spec.schema)
+                except (ValueError, OSError, RuntimeError) as again:
+                    if "already exists" not in str(again):
+                        raise
+                table = self._db.open_table(spec.name)
             if spec.name not in self._checked:
                 self._check_schema(spec, table.schema)
                 self._checked.add(spec.name)
