@@ -414,9 +414,9 @@ def status(settings: Settings) -> ServerStatus:
     )
 
 
-def start(settings: Settings, timeout: float = 120.0, api: bool = True) -> ServerStatus:
-    """Start the server, a worker of the work pool and (with ``api``) the vidscope API in the
-    background; what already runs is left as it is.
+def start(settings: Settings, timeout: float = 120.0, api: bool = True, worker: bool = True) -> ServerStatus:
+    """Start the server, (with ``worker``) a worker of the work pool and (with ``api``) the vidscope
+    API in the background; what already runs is left as it is.
 
     The server's database must answer first (a local PostgreSQL cluster is started for
     ``database = "postgres-local"``). Waits until the server is healthy, the worker has registered
@@ -452,11 +452,12 @@ def start(settings: Settings, timeout: float = 120.0, api: bool = True) -> Serve
             spawned.append("server")
         _wait(lambda: is_healthy(settings), "the Prefect server did not become healthy", timeout,
               "server", settings)  # fmt: skip
-        if not process_status(settings, "worker").alive:
+        if worker and not process_status(settings, "worker").alive:
             _spawn(settings, "worker")
             spawned.append("worker")
-        _wait(lambda: worker_online(settings), "the worker did not come online", timeout, "worker",
-              settings)  # fmt: skip
+        if worker:
+            _wait(lambda: worker_online(settings), "the worker did not come online", timeout, "worker",
+                  settings)  # fmt: skip
         if api and not process_status(settings, "api").alive and not api_is_healthy(settings):
             # A vidscope API already answering there (``vidscope api`` run by hand) is used as it is.
             if _port_taken(settings.api.host, settings.api.port):
