@@ -478,7 +478,7 @@ def _handle_reply(
                     **reply_cost(reply),
                 )
             )
-            return forced_answer(state, state.stated_answer, options)
+            return end_run(state, options)
         if said.announced is not None:
             # "I should confirm it with FrameInspect": a plan, not an answer; ask for the call.
             nudge, observation = prompts.TOOL_NUDGE.format(tool=said.announced), f"announced {said.announced}"

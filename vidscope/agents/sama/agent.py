@@ -39,7 +39,6 @@ from vidscope.agents.runtime import (
     describe_videos,
     end_run,
     finish_answer,
-    forced_answer,
     note_thought,
     read_turn,
     run_tool,
@@ -324,7 +323,7 @@ def run_sama(
                         observation=f"{state.prose_replies} replies in a row without a tool call (forced)",
                     )
                 )
-                return forced_answer(state, state.stated_answer, options)
+                return end_run(state, options)
             if said.announced is not None:
                 last.append(
                     f"You said you would use {said.announced}: call it now with a tool call, not a "
