@@ -71,7 +71,7 @@ def test_tools_run_with_the_models_arguments_and_a_repeat_costs_nothing(world) -
     assert tool_message["role"] == "tool" and tool_message["tool_call_id"] == "call_search"
     data = tool_message["content"].split("<video_data>\n")[1].split("\n</video_data>")[0]
     clips = json.loads(data)["clips"]
-    assert len(clips) == 3 and any("purple elephant" in (c["speech"] or "") for c in clips)
+    assert len(clips) == 3 and any("purple elephant" in (c.get("speech") or "") for c in clips)
     assert first.usage.model_calls == 2 and first.usage.model_http_calls == 2
     assert first.usage.input_tokens > 0
 
@@ -119,8 +119,35 @@ def test_the_step_limit_forces_a_final_answer(world) -> None:
     assert result.forced and result.answer == "It is about baking bread."
     requests = server.chat_requests
     assert len(requests) == 3
-    assert tool_names(requests[-1]) == ["finish"]  # only finish is offered at the limit
+    # At the limit the model is told to finish, with the same tools on offer: a chat template
+    # renders the tools at the top of the prompt, so a smaller list would make a local server read
+    # the whole conversation again instead of reusing its prompt cache (issue 44).
+    assert tool_names(requests[-1]) == tool_names(requests[0])
     assert requests[-1]["messages"][-1]["content"] == prompts.FORCED_FINISH
+
+
+def test_a_text_only_planner_is_not_offered_frame_inspect(tmp_path: Path, llm_server) -> None:
+    """The real-model tier's setup (a text-only planner, no vlm): the 1.5B model called
+    frame_inspect after its first search, got the no-vision note and lost a turn (tier trace of
+    ask-dvd). Nothing can look, so DVD's look tool is not offered and the prompt does not ask for
+    it; the paper's prompt stays as it is when a model can look (the chat-model test above)."""
+    options = {"openai": {"base_url": llm_server.base_url, "max_retries": 0, "timeout_s": 20}}
+    settings = make_settings(tmp_path / "data", planner="openai:scripted", options=options)
+    build_store(settings)
+    llm_server.script(
+        [search("secret code vault"), finish_call("The code is purple elephant.", [ANSWER_RANGE])]
+    )
+    answer = run_ask(settings, VIDEO_ID, QUESTION)
+    assert answer.answer == "The code is purple elephant." and answer.citations[0].verified
+    first = llm_server.chat_requests[0]
+    assert tool_names(first) == ["global_browse", "clip_search", "finish"]
+    assert first["messages"][0]["content"] == prompts.SYSTEM_TEXT_ONLY
+    assert "frame_inspect" not in prompts.SYSTEM_TEXT_ONLY and "frame_inspect" in prompts.SYSTEM
+    # The observation is compact: no stand-in caption repeating the speech, no store index.
+    data = llm_server.chat_requests[1]["messages"][-1]["content"].split("<video_data>\n")[1]
+    clips = json.loads(data.split("\n</video_data>")[0])["clips"]
+    assert clips and all("clip_index" not in c for c in clips)
+    assert not any("no visual caption" in json.dumps(c) for c in clips)
 
 
 def test_a_malformed_tool_call_is_recovered(world) -> None:

@@ -10,6 +10,7 @@ search reads, filtered to the video).
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -81,6 +82,45 @@ class ClipSearchResult(ToolResult):
     def by_relevance(self) -> list[ClipHit]:
         """The clips, most relevant first."""
         return sorted(self.clips, key=lambda c: (-c.score, c.start))
+
+    def for_model(self) -> dict[str, Any]:
+        """What the model reads: each clip's times, relevance and what was said, shown and seen,
+        without the store's clip index and without a stand-in caption (made without a captioner
+        from the same speech and on-screen text: it would say everything twice; only its
+        detected objects are kept). Every prompt token costs a small local model time (issue 44)."""
+        clips = []
+        for clip in self.clips:
+            shown: dict[str, Any] = {"start": clip.start, "end": clip.end, "score": round(clip.score, 4)}
+            caption, objects = _caption_or_objects(clip.caption)
+            for key, value in (
+                ("caption", caption),
+                ("speech", clip.speech),
+                ("on_screen_text", clip.on_screen_text),
+                ("objects", objects),
+            ):
+                if value:
+                    shown[key] = value
+            clips.append(shown)
+        return {
+            "video_id": self.video_id,
+            "query": self.query,
+            "searched_clips": self.searched_clips,
+            "clips": clips,
+        }
+
+
+_STAND_IN_OBJECTS = re.compile(r"objects detected: (.+?)(?:; |\.$)")
+
+
+def _caption_or_objects(caption: str | None) -> tuple[str | None, str | None]:
+    """A model's caption as it is; of a stand-in caption (``tasks.caption.signals_summary``) only
+    the objects it names, since its speech and on-screen text are shown beside it anyway."""
+    from vidscope.tasks.caption import NO_CAPTIONER_PREFIX
+
+    if not caption or not caption.startswith(NO_CAPTIONER_PREFIX):
+        return caption, None
+    found = _STAND_IN_OBJECTS.search(caption)
+    return None, found.group(1) if found else None
 
 
 def load_clips(ctx: ToolContext, video_id: str, *, with_embeddings: bool = False) -> list[dict[str, Any]]:

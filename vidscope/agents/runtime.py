@@ -201,6 +201,8 @@ def run_agent(
     finish = next((t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None)
     if finish is None:
         raise ValueError("the tool registry has no terminal (finish) tool")
+    if system == prompts.SYSTEM and not ctx.may_see():
+        system = prompts.SYSTEM_TEXT_ONLY  # DVD's prompt without the look it cannot make
     state = LoopState(
         messages=[
             ChatMessage(role="system", content=system),
@@ -212,7 +214,7 @@ def run_agent(
         ],
         multi_select=multi_select,
     )
-    specs = ctx.registry.specs()
+    specs = offered_specs(ctx)
     default_video = video_ids[0] if video_ids else ""
 
     def record(step: TraceStep) -> None:
@@ -230,12 +232,15 @@ def run_agent(
         if answer is not None:
             return answer
 
-    # Step limit (or no room left): only finish is offered, so the next reply has to be an answer.
+    # Step limit (or no room left): the next reply has to be an answer. The same tools stay on
+    # offer (the model is told only finish counts): chat templates render the tools at the top of
+    # the prompt, so offering finish alone would make a local server read the whole conversation
+    # again instead of reusing its prompt cache (issue 44). Another call is no answer (end_run).
     why = "the conversation no longer fits the context" if state.out_of_context else "step limit reached"
     state.out_of_context = False
     state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
-    reply = ask_model(ctx, state, [finish.spec()], record)
+    reply = ask_model(ctx, state, specs, record)
     last = read_turn(state, reply, ctx.registry.names)
     for call in last.calls:
         if reply is not None and call.name == finish.name:
@@ -246,6 +251,18 @@ def run_agent(
     # The model stated an answer but never finished properly: it is the answer, forced; without
     # one, no answer (the extractive answer stands in: strategies.answer).
     return end_run(state, options, last=last, why=f"({why})")
+
+
+def offered_specs(ctx: ToolContext) -> list[ToolSpec]:
+    """The registry's tools the model is offered: all of them, except the tools that send frames
+    to a vision model (``uses_models`` names ``vlm``) when no model can look at frames. A text-only
+    setup that offered them would pay a turn (and the tools' schemas in every prompt) for a note
+    that nothing can look."""
+    assert ctx.registry is not None
+    if ctx.may_see():
+        return ctx.registry.specs()
+    blind = {name for name in ctx.registry.names if "vlm" in (ctx.registry.get(name).uses_models or ())}
+    return [spec for spec in ctx.registry.specs() if spec.name not in blind]
 
 
 def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:

@@ -153,6 +153,16 @@ class ToolContext:
         # A backend that learned its model refuses images says so (openai: accepts_images).
         return model if model is not None and getattr(model, "accepts_images", True) else None
 
+    def may_see(self) -> bool:
+        """Whether a model may look at frames, known from the configuration without loading one
+        (:meth:`vision_model` loads it): a ``vlm``, else a chat model that is not only a planner.
+        A model that turns out to refuse images is still found out by the first frame tool."""
+        if self.vlm is not None or self.settings.models.vlm:
+            return True
+        if self.settings.models.planner:
+            return bool(self.settings.models.chat)
+        return self.chat is not None
+
     def video(self, video_id: str) -> VideoRecord:
         """The ``videos`` row of ``video_id``; a :class:`ToolError` naming known ids if absent."""
         if video_id not in self._videos:
