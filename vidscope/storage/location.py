@@ -151,7 +151,4 @@ def unreachable(location: TableLocation, exc: BaseException) -> str | None:
     """
     if not location.remote or not _TRANSPORT.search(str(exc)):
         return None
-    return (
-        f"object storage {location.endpoint} did not answer: the write was not committed (earlier "
-        f"ones are kept); run again once it is reachable"
-    )
+    return f"object storage {location.endpoint} did not answer (nothing half-written; run again once it does)"
