@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from stores import NO_MODELS
 
-from vidscope.agents.languages import plan_query
+from vidscope.agents.languages import MULTILINGUAL_OPTION, plan_query
 from vidscope.core.errors import BackendUnavailable
 from vidscope.core.settings import ModelSettings, Settings
 from vidscope.core.synthetic import narration_wav, text_video
@@ -147,6 +147,7 @@ def export_onnx(source: Path, directory: Path) -> None:
     pytest.importorskip("onnx", reason="torch.onnx.export needs the onnx package (dev extra)")
     import torch
     import transformers
+
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "tokenizer.json").write_bytes((source / "tokenizer.json").read_bytes())
     model = transformers.BertModel.from_pretrained(str(source)).eval()
@@ -256,8 +257,33 @@ def test_a_german_query_finds_the_english_moment_only_with_the_multilingual_opti
     store = open_store(settings)
     plan = plan_query(GERMAN_QUERY, store, embedder_spec="minilm:embedded")
     note = " ".join(plan.notes)
-    assert "looks German" in note and "speech is English" in note and "multilingual" in note
+    assert "looks German" in note and "speech is English" in note
+    assert f"minilm:{multilingual_minilm.MULTILINGUAL}" in note  # what to switch to, by name
     assert plan_query(GERMAN_QUERY, store, embedder_spec=spec).notes == []
+
+
+def test_an_xlmr_style_sentencepiece_tokenizer_pads_with_its_own_pad(tiny_bert: Path, tmp_path: Path) -> None:
+    """The real model's tokenizer is XLM-R's (a Unigram vocabulary, <s> … </s>, <pad> = 1, no [PAD]):
+    the NumPy path pads with it, and a padded text's vector is its vector alone."""
+    from tokenizers import Tokenizer, pre_tokenizers, processors
+    from tokenizers.models import Unigram
+
+    pieces = ["<s>", "<pad>", "</s>", "<unk>", "▁oven", "▁ofen", "▁the", "▁bread", "▁brot", "▁hot"]
+    tokenizer = Tokenizer(Unigram([(p, -1.0 - i / 10) for i, p in enumerate(pieces)], unk_id=3))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 0), ("</s>", 2)]
+    )
+    directory = tmp_path / "xlmr-style"
+    directory.mkdir()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    for name in ("model.safetensors", "config.json"):
+        (directory / name).write_bytes((tiny_bert / name).read_bytes())
+    embedder = multilingual_minilm.BertSentenceEmbedder("xlmr-style", directory)
+    padding = embedder._tokenizer.padding
+    assert padding is not None and (padding["pad_id"], padding["pad_token"]) == (1, "<pad>")
+    both = embedder.embed(["the hot oven bread", "oven"])
+    assert np.allclose(both[1], embedder.embed(["oven"])[0], atol=1e-5)
 
 
 def _serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
@@ -351,3 +377,4 @@ def test_the_real_card_is_pinned_to_one_revision() -> None:
     assert multilingual_minilm.is_known("minilm:x") is False
     assert multilingual_minilm.is_known(multilingual_minilm.MULTILINGUAL.upper())
     assert json.loads(card.model_dump_json())["kind"] == "minilm"
+    assert f"minilm:{card.name}" == MULTILINGUAL_OPTION  # the note names the model this card fetches

@@ -11,7 +11,8 @@ Whisper recorded for the searched videos' speech:
 - another language and a planner model configured: the planner translates the query into the
   videos' language and the translation is searched (a note says so, with both wordings);
 - another language and no planner: searched as written, and a note says why it may find nothing
-  and what to change (a multilingual text embedder, or a planner).
+  and what to change (the multilingual text embedder :data:`MULTILINGUAL_OPTION`, fetched pinned on
+  first use, or a planner).
 
 The translation is data: one line of plain text, at most :data:`MAX_TRANSLATION` characters, never
 instructions; a reply that is empty, the query itself or not plain text leaves the query as written.
@@ -65,6 +66,8 @@ MULTILINGUAL_EMBEDDERS = (
     "jina-embeddings-v3",
     "gte-multilingual",
 )
+#: The supported multilingual text embedder (models/multilingual_minilm.py), named in the note.
+MULTILINGUAL_OPTION = "minilm:paraphrase-multilingual-MiniLM-L12-v2"
 #: The longest translation taken from a model (a query, not a paragraph).
 MAX_TRANSLATION = 200
 
@@ -172,7 +175,8 @@ def plan_query(
     plan.notes.append(
         f"the query looks {written_in} but the videos' speech is {said_in}, and the text model "
         f"({embedder_spec or 'none'}) matches within one language: ask in {said_in}, configure a "
-        "planner to translate queries, or a multilingual text embedder (docs/models.md, other languages)"
+        "planner to translate queries, or the multilingual text model "
+        f"{MULTILINGUAL_OPTION} (docs/models.md, other languages)"
     )
     return plan
 
