@@ -8,6 +8,11 @@ matrix products: ~0.1 s to load. The vectors equal the transformers ones to floa
 (``tests/test_embedder.py`` compares them); the only approximation is GELU's ``erf``, computed
 with Abramowitz–Stegun 7.1.26 (error below 1.5e-7) since NumPy has none.
 
+A question's few texts run with one BLAS thread (``threadpoolctl``, when installed): OpenBLAS's
+threads cost far more than they save on a dozen tokens, and on a busy machine they wait for cores
+(measured on the shared 2-core machine, issue 44: a query vector took 0.23-0.36 CPU-s and 1.8-2.9 s
+with the default threads, 0.016 CPU-s and 0.16-0.21 s with one).
+
 Nothing here is MiniLM-L6 only: sizes and layer count come from ``config.json``, and the padding
 token from the tokenizer, so a local BERT directory in the same format (``minilm:<directory>``,
 :mod:`.multilingual_minilm`: e.g. the 12-layer multilingual MiniLM with its XLM-R tokenizer) runs too.
@@ -15,11 +20,28 @@ token from the tokenizer, so a local BERT directory in the same format (``minilm
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+#: Batches of at most this many texts (a question's) run with one BLAS thread.
+ONE_THREAD_TEXTS = 8
+_controller: list[Any] = []  # threadpoolctl's controller, found once per process
+
+
+def _one_blas_thread() -> contextlib.AbstractContextManager[Any]:
+    """BLAS limited to one thread for the block (nothing without ``threadpoolctl``)."""
+    if not _controller:
+        try:
+            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+        except ImportError:
+            return contextlib.nullcontext()
+        _controller.append(ThreadpoolController())
+    return _controller[0].limit(limits=1, user_api="blas")
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -82,6 +104,12 @@ class NumpyBert:
 
     def encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(last hidden states (batch, tokens, hidden), attention mask (batch, tokens))."""
+        if len(texts) <= ONE_THREAD_TEXTS:
+            with _one_blas_thread():
+                return self._encode(texts)
+        return self._encode(texts)
+
+    def _encode(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         encodings = self.tokenizer.encode_batch(list(texts))
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
