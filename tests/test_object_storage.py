@@ -210,6 +210,23 @@ def test_an_unreachable_server_is_one_line_and_nothing_half_written(
     assert back.rows(back.clips, columns=["clip_index"]).column("clip_index").to_pylist() == [0]
 
 
+def test_processes_opening_a_data_dir_at_once_all_bind_it(tmp_path: Path) -> None:
+    """Workers started together on a data dir each write tables.json (here each with other retry
+    settings, so each rewrites it); none fails on another's file, and the note stays whole."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def open_one(i: int) -> str:
+        options = storage_options(endpoint="http://127.0.0.1:9", max_retries=i)  # never contacted
+        return Store(
+            tmp_path / "data", tables_uri=f"s3://{BUCKET}/shared", storage_options=options
+        ).location.uri
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(open_one, range(400))) == {f"s3://{BUCKET}/shared"}
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == [POINTER_FILE]
+    assert Store(tmp_path / "data").location.uri == f"s3://{BUCKET}/shared"
+
+
 def test_two_writers_at_once_keep_every_commit(s3: S3Server, aws_env: None, tmp_path: Path) -> None:
     """Two stores (as on two hosts, each with its own data dir) write one table in the bucket at the
     same time: Lance's conditional PUT turns a lost race into a conflict the store retries, so no

@@ -16,7 +16,9 @@ object store reads them itself, so they are never written to the data dir.
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,7 +125,9 @@ def resolve(data_dir: Path, uri: str | None, options: Mapping[str, str] | None =
             )
     if bound != wanted:
         data_dir.mkdir(parents=True, exist_ok=True)
-        temporary = pointer.with_suffix(".tmp")
+        # A name of its own per process and thread: writers opening a fresh data dir at once each
+        # replace the note whole (with the same content) and never move another's half-written file.
+        temporary = pointer.with_name(f".{POINTER_FILE}.{os.getpid()}.{threading.get_ident()}.tmp")
         temporary.write_text(json.dumps({"uri": wanted.uri, "options": wanted.options}, indent=2) + "\n")
         temporary.replace(pointer)
     return wanted
