@@ -39,6 +39,7 @@ from datetime import time as time_of_day
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pydantic import BaseModel, Field
 
 from vidscope.agents.evidence import RRF_K
@@ -385,17 +386,22 @@ def relevance(
     if missing:
         query = np.asarray(query_vector, dtype=np.float32)
         query = query / (np.linalg.norm(query) or 1.0)
-        by_video: dict[str, list[int]] = {}
-        for video_id, clip_index in missing:
-            by_video.setdefault(video_id, []).append(clip_index)
-        where = " OR ".join(
-            f"(video_id = {sql_quote(v)} AND clip_index IN ({', '.join(map(str, c))}))"
-            for v, c in sorted(by_video.items())
-        )
+        # Two IN lists, then the exact pairs here: Lance's BTree on video_id narrows the read to
+        # those videos' clips, where an OR of (video AND clips) per video scanned every clip
+        # (166-320 ms per search at 1M clips, more than both rankings; benchmarks/search_scale.py).
+        videos = ", ".join(sql_quote(v) for v in sorted({v for v, _ in missing}))
+        indexes = ", ".join(str(c) for c in sorted({c for _, c in missing}))
+        wanted = set(missing)
         column = store.clips.vector_column or "text_embedding"
-        for row in store.rows(
-            store.clips, where=where, columns=["video_id", "clip_index", column]
-        ).to_pylist():
+        found = store.rows(
+            store.clips,
+            where=f"video_id IN ({videos}) AND clip_index IN ({indexes})",
+            columns=["video_id", "clip_index", column],
+            order_by=(),
+        )
+        ids = zip(found.column("video_id").to_pylist(), found.column("clip_index").to_pylist(), strict=True)
+        # Only the wanted pairs become Python rows (the IN lists' cross product holds ~50x more).
+        for row in found.filter(pa.array([key in wanted for key in ids], pa.bool_())).to_pylist():
             if row[column] is not None:
                 vector = np.asarray(row[column], dtype=np.float32)
                 similar[_key(row)] = float(vector @ query / (np.linalg.norm(vector) or 1.0))
