@@ -274,6 +274,30 @@ def test_a_table_whose_creation_was_cut_short_is_created_on_next_use(
     assert store.count(store.clips) == 1
 
 
+def test_a_missing_bucket_or_missing_credentials_is_one_line(
+    s3: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row = {"video_id": "v1", "clip_index": 0, "start": 0.0, "end": 1.0}
+    for name, value in CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    nowhere = StorageSettings(uri="s3://no-such-bucket/x", endpoint=s3.endpoint, allow_http=True)
+    store = Store(tmp_path / "a", text_dim=4, tables_uri=nowhere.uri, storage_options=_options(nowhere))
+    with pytest.raises(StoreError) as failed:
+        store.upsert(store.clips, [row])
+    assert str(failed.value) == (
+        f"bucket 'no-such-bucket' does not exist on {s3.endpoint}; create it first (s3://no-such-bucket/x)"
+    )
+    # No key in the environment and no instance to ask (the metadata service is what an EC2 host
+    # would answer; off here, as it is on any machine without one, after a timeout).
+    for name in CREDENTIALS:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    storage = _storage(s3, "no-credentials", max_retries=0, retry_timeout_s=1.0)
+    store = Store(tmp_path / "b", text_dim=4, tables_uri=storage.uri, storage_options=_options(storage))
+    with pytest.raises(StoreError, match="^no credentials for s3://vidscope-test/no-credentials: set AWS_"):
+        store.upsert(store.clips, [row])
+
+
 def _ingest_settings(data: Path, storage: StorageSettings) -> Settings:
     # Every model off but the text reader: the video's words are found by OCR, as a user would.
     models = {**NO_MODELS}

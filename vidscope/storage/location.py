@@ -147,12 +147,29 @@ def _read_pointer(pointer: Path) -> TableLocation | None:
     return TableLocation(uri, options)
 
 
-def unreachable(location: TableLocation, exc: BaseException) -> str | None:
-    """One line saying the object storage did not answer, when ``exc`` is such a failure; else None.
+def storage_problem(location: TableLocation, exc: BaseException) -> str | None:
+    """One line saying what is wrong with the object storage, when ``exc`` is such a failure (the
+    server did not answer, the bucket is missing, no or refused credentials); else None.
 
-    Lance reports a lost server as a long ``LanceError(IO)`` chain naming a source file; the user
-    needs the server, the fact that the step's write did not happen and what to do.
+    Lance reports these as a long ``LanceError(IO)`` chain naming a source file; the user needs the
+    server or bucket, what went wrong and what to do.
     """
-    if not location.remote or not _TRANSPORT.search(str(exc)):
+    if not location.remote:
         return None
-    return f"object storage {location.endpoint} did not answer (nothing half-written; run again once it does)"
+    text = str(exc)
+    bucket = location.uri.split("://", 1)[1].split("/", 1)[0]
+    if "NoSuchBucket" in text:
+        return f"bucket {bucket!r} does not exist on {location.endpoint}; create it first ({location.uri})"
+    if "Failed to get AWS credentials" in text or "no credentials" in text.lower():
+        return (
+            f"no credentials for {location.uri}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            f"(or AWS_PROFILE) in the environment"
+        )
+    if re.search(r"AccessDenied|InvalidAccessKeyId|SignatureDoesNotMatch|status: 403\b", text):
+        return f"{location.endpoint} refused the credentials for {location.uri} (AWS_* in the environment)"
+    if _TRANSPORT.search(text):
+        return (
+            f"object storage {location.endpoint} did not answer (nothing half-written; run again once "
+            f"it does)"
+        )
+    return None

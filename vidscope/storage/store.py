@@ -34,7 +34,7 @@ from vidscope.storage.graph import (
     graph_nodes_spec,
 )
 from vidscope.storage.ledger import LEDGER
-from vidscope.storage.location import LocationError, resolve, unreachable
+from vidscope.storage.location import LocationError, resolve, storage_problem
 from vidscope.storage.ocr import CLOCK_READINGS, OCR_ITEMS
 from vidscope.storage.row_ids import VideoRowIds
 from vidscope.storage.schema import SCHEMA_VERSION, SCHEMA_VERSION_KEY, TableSpec, sql_quote
@@ -149,11 +149,12 @@ class Store:
 
     @contextlib.contextmanager
     def _reaching(self) -> Iterator[None]:
-        """Turn "the object storage did not answer" into one :class:`StoreError` line."""
+        """Turn an object-storage failure (no answer, no bucket, no or refused credentials) into
+        one :class:`StoreError` line."""
         try:
             yield
         except (OSError, RuntimeError, ValueError) as exc:
-            line = unreachable(self.location, exc)
+            line = storage_problem(self.location, exc)
             if line is None:
                 raise
             raise StoreError(line) from exc
