@@ -230,12 +230,12 @@ def test_a_german_query_finds_the_english_moment_only_with_the_multilingual_opti
     (report,) = run_ingest([str(video)], Settings(data_dir=multilingual, models=models), optimize=False)
     assert report.status == "ok", report
 
+    from typer.testing import CliRunner
+
+    from vidscope.cli import app
+
     def search_moments(query: str) -> dict[str, Any]:
         """``vidscope search --moments QUERY --json`` with the multilingual text embedder."""
-        from typer.testing import CliRunner
-
-        from vidscope.cli import app
-
         env = {"VIDSCOPE_MODELS__TEXT_EMBEDDER": spec}
         result = CliRunner().invoke(
             app, ["--data-dir", str(multilingual), "search", "--moments", query, "--json"], env=env
@@ -249,6 +249,19 @@ def test_a_german_query_finds_the_english_moment_only_with_the_multilingual_opti
     assert not any("looks German" in note for note in found["notes"])  # nothing to explain
     dishes = search_moments("Wir spülen das Geschirr")
     assert dishes["moments"] and dishes["moments"][0]["end"] > 8.0
+
+    # The named multilingual model, offline and not in the cache: one line saying where its files
+    # go, no traceback, no URL.
+    env = {
+        "VIDSCOPE_MODELS__TEXT_EMBEDDER": f"minilm:{multilingual_minilm.MULTILINGUAL}",
+        "VIDSCOPE_MODEL_CACHE": str(tmp_path / "empty-cache"),
+    }
+    refused = CliRunner().invoke(
+        app, ["--data-dir", str(multilingual), "search", "--moments", GERMAN_QUERY], env=env
+    )
+    assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
+    line = " ".join(refused.output.split())
+    assert "not in the cache" in line and "empty-cache" in line and "http" not in line
 
     settings = Settings(data_dir=multilingual, models=ModelSettings(text_embedder=spec))
 

@@ -125,6 +125,7 @@ def search(
     if not query:
         errors.print("[red]give a query (or --image PICTURE)[/red]")
         raise typer.Exit(2)
+    from vidscope.core.errors import BackendUnavailable
     from vidscope.library import Library
 
     library = Library(settings=settings())
@@ -142,6 +143,8 @@ def search(
         result = library.search(query, k=k, fusion=fusion, tau_soft=tau_soft, tau_hard=tau_hard)
     except LibraryEmpty as exc:
         refuse(exc, 1, as_json, style="yellow")
+    except BackendUnavailable as exc:  # the text embedder cannot be loaded: one line, no traceback
+        refuse(exc, 1, as_json)
     except ValueError as exc:
         refuse(exc, 2, as_json)
     render_search(result, console, as_json, show_dropped, explain)

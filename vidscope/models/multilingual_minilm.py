@@ -28,6 +28,7 @@ under ``[models.options.minilm]`` or ``VIDSCOPE_MODEL_FETCH=0`` turns fetching o
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -201,15 +202,19 @@ def from_spec(
         try:
             directory = resolve(target, fetch=fetch, model_cache=model_cache)
         except (FetchError, OSError) as exc:
-            where = cache_dir(target, model_cache)
-            files = ", ".join(f"{f.name} ({f.url})" for f in CARDS[target.lower()].files)
+            # One line without URLs (a file is named by its last part); docs/models.md has the rest.
+            reason = re.sub(r"https?://[^\s()]+", lambda m: m.group(0).rsplit("/", 1)[-1], str(exc))
+            card = CARDS[target.lower()]
+            sources = [(f.url.rsplit("/", 1)[-1], f.name) for f in card.files]
+            files = " and ".join(src if src == name else f"{src} (as {name})" for src, name in sources)
             raise BackendUnavailable(
                 role,
                 spec,
                 TRIED,
-                f"{exc}. It is fetched on first use where the model host is reachable; offline, put "
-                f"its files into {where}: {files} (checked against their pins when loaded).",
-                brief=f"the multilingual text model is not downloaded ({exc})",
+                f"{reason}. It is fetched on first use where its host answers; offline, copy {files} "
+                f"of Xenova/{card.name} at revision {_REVISION[:8]} into {cache_dir(target, model_cache)}: "
+                "they are checked against their pins (docs/models.md, other languages).",
+                brief=f"the multilingual text model is not downloaded ({reason})",
             ) from exc
         name = f"{KIND}:{CARDS[target.lower()].name}"
     else:
