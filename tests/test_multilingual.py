@@ -381,6 +381,47 @@ def test_the_named_model_is_fetched_pinned_into_the_model_cache_on_first_use(
     assert "not downloaded" in missing.value.brief
 
 
+def test_models_pull_carries_the_named_model_to_a_machine_without_network(
+    served_card: Manifest, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from vidscope.cli import app
+
+    def pull(cache: Path, *args: str) -> str:
+        env = {
+            "VIDSCOPE_MODELS__TEXT_EMBEDDER": f"minilm:{multilingual_minilm.MULTILINGUAL}",
+            "VIDSCOPE_MODELS__IMAGE_TEXT": "",
+            "VIDSCOPE_MODEL_CACHE": str(cache),
+        }
+        result = CliRunner().invoke(
+            app, ["--data-dir", str(tmp_path / "data"), "models", "pull", *args], env=env
+        )
+        assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+        return " ".join(result.output.split())
+
+    said = pull(tmp_path / "online", "--to", str(tmp_path / "stick"))
+    assert "sha256 checked" in said and "stick" in said
+    carried = tmp_path / "stick" / multilingual_minilm.MULTILINGUAL
+    assert (carried / "model.onnx").read_bytes() == (
+        tmp_path / "online" / multilingual_minilm.MULTILINGUAL / "model.onnx"
+    ).read_bytes()
+    pull(tmp_path / "offline", "--from", str(tmp_path / "stick"))
+    (carried / "tokenizer.json").write_text("{}")  # a changed file is refused, nothing kept
+    env = {
+        "VIDSCOPE_MODELS__TEXT_EMBEDDER": f"minilm:{multilingual_minilm.MULTILINGUAL}",
+        "VIDSCOPE_MODELS__IMAGE_TEXT": "",
+        "VIDSCOPE_MODEL_CACHE": str(tmp_path / "third"),
+    }
+    refused = CliRunner().invoke(
+        app,
+        ["--data-dir", str(tmp_path / "data"), "models", "pull", "--from", str(tmp_path / "stick")],
+        env=env,
+    )
+    assert refused.exit_code == 1 and "Traceback" not in refused.output
+    assert not (tmp_path / "third" / multilingual_minilm.MULTILINGUAL / "tokenizer.json").exists()
+
+
 def test_the_real_card_is_pinned_to_one_revision() -> None:
     card = multilingual_minilm.CARDS[multilingual_minilm.MULTILINGUAL.lower()]
     assert card.runtime["dim"] == 384 and card.runtime["max_tokens"] == 128

