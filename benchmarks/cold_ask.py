@@ -19,6 +19,11 @@ commit, e.g. ``git archive 94b6946 | tar -x -C DIR``) every case also runs with 
 in the same rounds, side by side. The store must hold an ingested video (``--video``).
 
     python benchmarks/cold_ask.py --data-dir vidscope-data --video thanks --rounds 5 [--before DIR]
+
+``--floor`` measures only the cold ``ask`` (no server, a new question each time) against the
+import floor, ``python -c "import lance, pyarrow"`` (what any command reading the store must
+import), interleaved in the same rounds, and prints ask / floor in wall and in CPU time (issue 44:
+goal ≤ 1.5x); with ``--before DIR`` the earlier tree's ask too.
 """
 
 from __future__ import annotations
@@ -148,6 +153,36 @@ def warm_api_asks(data_dir: Path, video: str, rounds: int) -> list[float]:
     return times[1:]  # the first one also settles the process (first request through the app)
 
 
+def floor_ratio(trees: dict[str, dict[str, str]], video: str, rounds: int) -> None:
+    """Cold asks of each tree and the import floor, interleaved; medians and ask / floor."""
+    floor_env = trees["now"]
+    times: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for i in range(rounds):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-c", "import lance, pyarrow"], env=floor_env, cwd=NEUTRAL_CWD, check=True
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        times["floor"].append((time.perf_counter() - started, cpu))
+        for tree, env in trees.items():
+            wall, cpu, _ = run(ask_args(video), env)
+            times[f"ask ({tree})"].append((wall, cpu))
+        print(f"  round {i + 1} done", flush=True)
+    floor_wall = statistics.median(w for w, _ in times["floor"])
+    floor_cpu = statistics.median(c for _, c in times["floor"])
+    print(f"\nmedians of {rounds} rounds (wall s / CPU s)")
+    print(f"  {'import floor':14s} {floor_wall:6.2f} / {floor_cpu:5.2f}")
+    for tree in trees:
+        wall = statistics.median(w for w, _ in times[f"ask ({tree})"])
+        cpu = statistics.median(c for _, c in times[f"ask ({tree})"])
+        print(
+            f"  {'ask (' + tree + ')':14s} {wall:6.2f} / {cpu:5.2f}   ask / floor: "
+            f"wall {wall / floor_wall:.2f}x, CPU {cpu / floor_cpu:.2f}x   (goal ≤ 1.5x)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -156,12 +191,19 @@ def main() -> None:
     parser.add_argument("--video", required=True, help="an ingested video (id prefix or file name)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--before", type=Path, help="source tree of the commit to compare with")
+    parser.add_argument("--floor", action="store_true", help="only the cold ask against the import floor")
     args = parser.parse_args()
     data_dir = args.data_dir.resolve()
     port, api_port = free_port(), free_port()
     trees = {"now": environment(data_dir, port, api_port, None)}
     if args.before:
         trees["before"] = environment(data_dir, port, api_port, args.before.resolve())
+    if args.floor:
+        print(
+            f"{args.rounds} interleaved rounds, trees: {', '.join(trees)}; {os.cpu_count()} CPUs", flush=True
+        )
+        floor_ratio(trees, args.video, args.rounds)
+        return
     results: dict = defaultdict(list)
     beyond: dict = defaultdict(list)
     plain = ["ask", "sql", "videos", "status", "--help"]

@@ -33,10 +33,14 @@ except SystemExit as exc:
     code = exc.code or 0
 heavy = ("prefect", "torch", "transformers", "sentence_transformers", "lancedb")
 answering = ("pyarrow", "vidscope.storage.store", "vidscope.flows.ask")
+# Beyond the import floor, for a question that needs none of them (issue 44): PyAV (decoding a
+# look's frames), onnxruntime (the image-text model, absent here).
+beyond_floor = ("av", "onnxruntime")
 print(json.dumps({
     "code": code,
     "imported": sorted(m for m in heavy if m in sys.modules),
     "answering": sorted(m for m in answering if m in sys.modules),
+    "beyond_floor": sorted(m for m in beyond_floor if m in sys.modules),
     "children": [p.pid for p in psutil.Process().children(recursive=True)],
 }))
 """
@@ -98,6 +102,8 @@ def test_ask_without_a_server_answers_without_prefect_and_leaves_nothing_running
     assert answer["usage"]["tool_calls"] >= 1 and answer["usage"]["tool_cache_hits"] == 0
     # Prefect was never imported, so no temporary API server could start; no child is left.
     assert first["imported"] == [] and first["children"] == []
+    # Nor PyAV (no frame was decoded) nor onnxruntime (no image-text model in the cache).
+    assert first["beyond_floor"] == [], first
 
     # The tool cache works without Prefect: the same question in a new process repeats no tool work.
     second, out = cold("ask", VIDEO_ID[:8], question, "--json", data_dir=data_dir)

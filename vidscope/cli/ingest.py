@@ -25,13 +25,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from vidscope.cli.common import STATUS_STYLE, app, console, errors, quiet_prefect, safe, settings
 from vidscope.flows.ingest_plan import DEGRADED, UP_TO_DATE, VideoReport
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+
     from vidscope.core.settings import Settings
 
 #: Progress events that end a stage (``started`` and ``progress`` do not).
@@ -106,6 +107,9 @@ def _run(
 
     start_watchdog()  # even a SIGKILL of this process must not leave the temporary server behind
     api = reachable_api(cfg)
+    # Imported here: rich.progress (and its fractions) costs every other command, a cold ask too.
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     bars = _Bars(len(stage_names()), names)
     shown: set[str] = set()
     outcome: dict[str, Any] = {}

@@ -210,21 +210,29 @@ class OnnxClipEmbedder:
         session_options = ort.SessionOptions()
         session_options.intra_op_num_threads = max(1, int(options.get("threads") or DEFAULT_THREADS))
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        providers = ["CPUExecutionProvider"]
-        self._image_session = ort.InferenceSession(
-            str(directory / self._image["file"]), session_options, providers=providers
-        )
-        self._text_session = ort.InferenceSession(
-            str(directory / self._text["file"]), session_options, providers=providers
-        )
+        self._session_options = session_options
+        # Each encoder is opened on first use: a question embeds text only and never pays for the
+        # image graph (89 MB for CLIP ViT-B/32 int8); ingestion embeds images only.
+        self._sessions: dict[str, Any] = {}
         self._tokenizer = Tokenizer.from_file(str(directory / self._text["tokenizer"]))
         self._tokenizer.enable_truncation(int(self._text.get("max_tokens", 77)))
         pad_token = str(self._text.get("pad_token", "<|endoftext|>"))
         pad_id = self._tokenizer.token_to_id(pad_token)
         self._tokenizer.enable_padding(pad_id=pad_id or 0, pad_token=pad_token)
-        self._text_inputs = {i.name for i in self._text_session.get_inputs()}
         self._lock = threading.Lock()  # one run at a time per session keeps memory flat
         self.dim = int(runtime.get("dim") or self.embed_texts(["a"]).shape[1])
+
+    def _session(self, tower: dict[str, Any]) -> Any:
+        """The onnxruntime session of ``tower`` (the image or text part of the runtime), opened once."""
+        import onnxruntime as ort
+
+        name = str(tower["file"])
+        with self._lock:
+            if name not in self._sessions:
+                self._sessions[name] = ort.InferenceSession(
+                    str(self.directory / name), self._session_options, providers=["CPUExecutionProvider"]
+                )
+            return self._sessions[name]
 
     def _output(self, session: Any, feeds: dict[str, np.ndarray], name: str | None) -> np.ndarray:
         names = [o.name for o in session.get_outputs()]
@@ -238,26 +246,29 @@ class OnnxClipEmbedder:
         if len(images) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
         size, mean, std = int(self._image["size"]), self._image["mean"], self._image["std"]
-        input_name = self._image_session.get_inputs()[0].name
+        session = self._session(self._image)
+        input_name = session.get_inputs()[0].name
         parts = []
         for start in range(0, len(images), self.batch_size):
             batch = np.stack(
                 [preprocess(i, size, mean, std) for i in images[start : start + self.batch_size]]
             )
-            parts.append(self._output(self._image_session, {input_name: batch}, self._image.get("output")))
+            parts.append(self._output(session, {input_name: batch}, self._image.get("output")))
         return np.concatenate(parts, axis=0)
 
     def embed_texts(self, texts: Sequence[str]) -> np.ndarray:
         """Shape (len(texts), dim), float32, rows L2-normalised, comparable with images."""
         if len(texts) == 0:
             return np.zeros((0, getattr(self, "dim", 0)), dtype=np.float32)
+        session = self._session(self._text)
+        inputs = {i.name for i in session.get_inputs()}
         parts = []
         for start in range(0, len(texts), self.batch_size):
             encodings = self._tokenizer.encode_batch([str(t) for t in texts[start : start + self.batch_size]])
             feeds = {"input_ids": np.asarray([e.ids for e in encodings], dtype=np.int64)}
-            if "attention_mask" in self._text_inputs:
+            if "attention_mask" in inputs:
                 feeds["attention_mask"] = np.asarray([e.attention_mask for e in encodings], dtype=np.int64)
-            parts.append(self._output(self._text_session, feeds, self._text.get("output")))
+            parts.append(self._output(session, feeds, self._text.get("output")))
         return np.concatenate(parts, axis=0)
 
 
@@ -274,18 +285,20 @@ def from_spec(
         # The same line as the first time (it was tried once in this process; not again).
         raise _unavailable(role, spec, *known)
     try:
-        import onnxruntime  # noqa: F401
-        import tokenizers  # noqa: F401
-    except ImportError as exc:
-        raise BackendUnavailable(
-            role,
-            spec,
-            "importing onnxruntime and tokenizers",
-            "Install them: pip install onnxruntime tokenizers",
-        ) from exc
-    try:
         fetch = bool(options.get("fetch", True)) and os.environ.get(NO_FETCH_VARIABLE, "1") != "0"
+        # Where the files are first: a model that is not here costs no onnxruntime import (a cold
+        # question on a library ingested without it, issue 44).
         manifest, directory = resolve(target, options, data_dir, fetch=fetch, model_cache=model_cache)
+        try:
+            import onnxruntime  # noqa: F401
+            import tokenizers  # noqa: F401
+        except ImportError as exc:
+            raise BackendUnavailable(
+                role,
+                spec,
+                "importing onnxruntime and tokenizers",
+                "Install them: pip install onnxruntime tokenizers",
+            ) from exc
         return OnnxClipEmbedder(manifest, directory, options)
     except (FetchError, ValueError, OSError, KeyError, RuntimeError) as exc:
         fix = (

@@ -49,7 +49,6 @@ from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
 from vidscope.storage.subjects import SUBJECTS
-from vidscope.tasks.decode import frames_at
 from vidscope.tasks.stage import stage_failure
 
 log = logging.getLogger(__name__)
@@ -293,6 +292,8 @@ def _frames_from_video(ctx: ToolContext, record: Any, ranges: list[list[float]])
         times = inspection_times(ranges, frame_budget(ctx), fps)
         config = ctx.config
         side = longest_side_for(record.width, record.height, config.frame_short_side, config.frame_max_side)
+        from vidscope.tasks.decode import frames_at  # PyAV: only when a look decodes the file
+
         images = frames_at(path, times, max_side=side)
     except (OSError, ValueError) as exc:  # moved, truncated since, undecodable: use stored frames
         log.info("frame_inspect: reading %s failed (%s); using stored frames", path, exc)
