@@ -118,7 +118,11 @@ def exact_top(
     if dataset is None:
         return [set() for _ in queries]
     offset = 0
-    for batch in dataset.to_batches(columns=["text_embedding"], batch_size=batch_rows):
+    # Little read-ahead: Lance's defaults buffered ~1.4 GB more at 1M clips (peak RSS 2.2 GB).
+    batches = dataset.to_batches(
+        columns=["text_embedding"], batch_size=batch_rows, batch_readahead=2, fragment_readahead=1
+    )
+    for batch in batches:
         column = batch.column("text_embedding")
         rows = np.flatnonzero(column.is_valid().to_numpy(zero_copy_only=False)) + offset
         offset += batch.num_rows
