@@ -124,8 +124,7 @@ class QueryFlow(Generic[R]):
 
 @cache
 def _build(query: QueryFlow[Any]) -> Any:
-    from prefect import flow
-
+    flow = _prefect_flow_decorator()
     built = flow(name=query.name, flow_run_name=query.run_name, validate_parameters=False, log_prints=False)(
         query.work
     )
@@ -133,6 +132,27 @@ def _build(query: QueryFlow[Any]) -> Any:
     # the attribute handing this flow out, not the work function (a plain function, not a flow).
     built.__name__ = query.attribute  # type: ignore[attr-defined]  # set by update_wrapper; stubs omit it
     return built
+
+
+def _prefect_flow_decorator() -> Any:
+    """``prefect.flow``, imported without undoing the process's logging: Prefect configures
+    logging when it is first imported (``dictConfig``, which replaces the root logger's handlers).
+    A process that set its own up before (the CLI's log file, a test's log capture, an API's
+    server) keeps its handlers, and Prefect's console handler is not added beside them."""
+    import logging
+
+    root = logging.getLogger()
+    kept = list(root.handlers)
+    from prefect import flow
+
+    if kept:
+        for handler in list(root.handlers):
+            if handler not in kept:
+                root.removeHandler(handler)
+        for handler in kept:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+    return flow
 
 
 def module_flow(module: str, attribute: str, flows: tuple[QueryFlow[Any], ...]) -> Any:
