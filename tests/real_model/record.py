@@ -133,6 +133,8 @@ COMMANDS: dict[str, Command] = {
             ),
             gold="C",
         ),
+        # Real footage without speech or text and no judged answer: what it checks (a clean exit,
+        # parsed calls, honest levels, no data echo, the floor) shows within 3 steps, as eval's.
         Command(
             "ask-shared",
             "dvd",
@@ -143,6 +145,7 @@ COMMANDS: dict[str, Command] = {
                 "--json",
                 "--trace",
             ],
+            env={"VIDSCOPE_AGENT__MAX_STEPS": "3"},
         ),
         Command(
             "ask-avi",
