@@ -246,6 +246,7 @@ def start_server(cluster: Cluster, timeout: float = 180.0) -> None:
         server.start(cluster.settings(), timeout=timeout, api=False, worker=False)
     except server.ServerError as exc:
         raise ClusterError(f"the server did not start: {exc}") from exc
+    (cluster.root / "server" / "prefect-home").mkdir(parents=True, exist_ok=True)
     pid_file = cluster.root / "scheduler.pid"
     if not _alive(_read_pid(pid_file)):
         argv = [

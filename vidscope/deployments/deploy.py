@@ -84,9 +84,21 @@ def check_schedule(settings: Settings) -> None:
         ) from exc
 
 
+#: Seconds between the heartbeat events of a deployment's flow runs (Prefect's minimum; its default
+#: is 180, which any other process reporting to the server, such as ``vidscope ingest``, keeps).
+HEARTBEAT_SECONDS = 30
+#: A flow run silent this long has lost its process or its host. Server-wide, so it must exceed the
+#: slowest heartbeat of any process reporting there: over three of Prefect's default 180 s. Where
+#: every process beats every 30 s (the simulated cluster), 90 s is enough.
+LOST_AFTER_SECONDS = 600
+#: The automation that marks such a run Crashed (else it shows Running for ever; issue 42).
+CRASH_AUTOMATION = "vidscope: flow run lost (no heartbeat)"
+
+
 def job_environment(settings: Settings) -> dict[str, str]:
-    """Environment of every flow run: the data dir, the config file and telemetry off."""
+    """Environment of every flow run: the data dir, the config file, heartbeats, telemetry off."""
     env = dict(OFFLINE_ENVIRONMENT)
+    env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] = str(HEARTBEAT_SECONDS)
     env["VIDSCOPE_DATA_DIR"] = str(Path(settings.data_dir).expanduser().resolve())
     config = Path(os.environ.get("VIDSCOPE_CONFIG", "vidscope.toml"))
     if config.exists():
@@ -121,13 +133,54 @@ def ensure_work_pool(settings: Settings) -> bool:
     return True
 
 
+def ensure_crash_detection(lost_after: int = LOST_AFTER_SECONDS) -> bool:
+    """Create the automation that marks a flow run Crashed when no heartbeat came for ``lost_after``
+    seconds (its process, or the whole worker host, was killed); True when created or changed.
+    Without it such a run shows Running for ever."""
+    from datetime import timedelta
+
+    from prefect import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+    with get_client(sync_client=True) as client:
+        for existing in client.read_automations_by_name(CRASH_AUTOMATION):
+            if existing.trigger.within == timedelta(seconds=lost_after):  # type: ignore[union-attr]
+                return False
+            client.delete_automation(existing.id)
+        ends = ("heartbeat", "Completed", "Failed", "Cancelled", "Crashed")
+        trigger = EventTrigger(
+            match={"prefect.resource.id": "prefect.flow-run.*"},
+            after={"prefect.flow-run.heartbeat"},
+            expect={f"prefect.flow-run.{end}" for end in ends},
+            for_each={"prefect.resource.id"},
+            posture=Posture.Proactive,
+            threshold=1,
+            within=timedelta(seconds=lost_after),
+        )
+        message = f"no heartbeat for {lost_after} s: its process or its host was lost"
+        client.create_automation(
+            AutomationCore(
+                name=CRASH_AUTOMATION,
+                description="Mark a flow run Crashed when its heartbeats stop.",
+                trigger=trigger,
+                actions=[ChangeFlowRunState(state=StateType.CRASHED, message=message)],
+            )
+        )
+    return True
+
+
 def _load_flow(reference: str) -> Any:
     module, _, attribute = reference.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
 
-def apply_deployments(settings: Settings, *, url: str | None = None) -> list[Applied]:
-    """Create or update every deployment on the server at ``url`` (default: the configured one).
+def apply_deployments(
+    settings: Settings, *, url: str | None = None, lost_after: int = LOST_AFTER_SECONDS
+) -> list[Applied]:
+    """Create or update every deployment on the server at ``url`` (default: the configured one), and
+    the automation that marks a flow run silent for ``lost_after`` seconds Crashed.
 
     A flow that cannot be imported is reported and skipped; the others are still applied.
     """
@@ -140,6 +193,7 @@ def apply_deployments(settings: Settings, *, url: str | None = None) -> list[App
     job_variables = {"env": job_environment(settings)}
     with temporary_settings({PREFECT_API_URL: url or api_url(settings)}):
         ensure_work_pool(settings)
+        ensure_crash_detection(lost_after)
         for spec in DEPLOYMENTS:
             result = Applied(spec)
             results.append(result)

@@ -12,6 +12,7 @@ summary and chapter titles; :func:`vidscope.flows.summarize.read_digest`) as a M
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +29,11 @@ log = logging.getLogger(__name__)
 
 #: Stage statuses that mean the stage did work in this run.
 _WORK_STATUSES = {"done", "failed", "blocked"}
+#: How a video-level failure reads when the Prefect API could not be reached (httpx's errors).
+_API_ERRORS = ("ConnectError", "ConnectTimeout", "RemoteProtocolError", "ReadError")
+#: Attempts again for videos that failed because the API was away, and how long to wait for it.
+API_RETRIES = 2
+API_WAIT_SECONDS = 300.0
 
 
 class NightlySummary(BaseModel):
@@ -78,7 +84,7 @@ def nightly(
     if present:
         store = open_store(settings)
         known = set(store.rows(store.videos, columns=["video_id"]).column("video_id").to_pylist())
-        for report in run_ingest(present, settings):
+        for report in _ingest_through_api_outages(present, settings):
             kind = classify(report, known)
             if kind == "duplicate":
                 summary.duplicates += 1
@@ -97,6 +103,36 @@ def nightly(
         f"What the library gained in the last {digest_since}: {digest.count} video(s)",
     )
     return summary
+
+
+def _lost_the_api(report: VideoReport) -> bool:
+    """The video's ingestion never ran because the Prefect API did not answer (the server or its
+    database restarting): a video-level connection error. (A stage's own failures, such as a model
+    endpoint that is down, are stage errors, not this.)"""
+    return report.failed and (report.error or "").startswith(_API_ERRORS)
+
+
+def _ingest_through_api_outages(folders: list[str], settings: Settings) -> list[VideoReport]:
+    """``run_ingest``; then the videos that failed because the Prefect API was away are ingested
+    again once it answers (up to :data:`API_RETRIES` times). Found by the cluster test (issue 42):
+    a server restart in the middle of a nightly run failed every video started meanwhile -- a new
+    Prefect client does not retry a refused connection -- though the next run would have done them.
+    The ledger makes the second attempt do only what is missing."""
+    from vidscope.flows.prefect_api import configured_api_url, is_healthy
+
+    reports = run_ingest(folders, settings)
+    for _ in range(API_RETRIES):
+        lost = [r.path for r in reports if _lost_the_api(r)]
+        api = configured_api_url()
+        if not lost or not api:
+            break
+        log.warning("%d video(s) failed while the Prefect API was away; trying them again", len(lost))
+        deadline = time.monotonic() + API_WAIT_SECONDS
+        while not is_healthy(api) and time.monotonic() < deadline:
+            time.sleep(2)
+        again = {r.path: r for r in run_ingest(lost, settings)}
+        reports = [again.get(r.path, r) for r in reports]
+    return reports
 
 
 def _stage_errors(report: VideoReport) -> str:
