@@ -38,7 +38,13 @@ from typer.testing import CliRunner
 
 from vidscope.core.settings import ApiSettings, IngestSettings, ServerSettings, Settings
 from vidscope.deployments import server
-from vidscope.deployments.deploy import apply_deployments, check_schedule
+from vidscope.deployments.deploy import (
+    CRASH_AUTOMATION,
+    HEARTBEAT_SECONDS,
+    LOST_AFTER_SECONDS,
+    apply_deployments,
+    check_schedule,
+)
 from vidscope.flows.ask import run_ask
 from vidscope.flows.ingest import ingest_video, run_ingest
 from vidscope.flows.nightly import nightly
@@ -280,6 +286,10 @@ def test_deployments_are_applied_with_their_schedule_and_pool(prefect_server: Se
         env = nightly_dep.job_variables["env"]
         assert env["VIDSCOPE_DATA_DIR"] == str(settings.data_dir.resolve())
         assert env["DO_NOT_TRACK"] == "1"
+        # A run that stops beating (its host lost) is marked Crashed: one automation, however often applied.
+        assert env["PREFECT_FLOWS_HEARTBEAT_FREQUENCY"] == str(HEARTBEAT_SECONDS)
+        [crash] = client.read_automations_by_name(CRASH_AUTOMATION)
+        assert crash.trigger.within.total_seconds() == LOST_AFTER_SECONDS  # type: ignore[union-attr]
         for name in ("ask/on-demand", "search/on-demand"):
             deployment = client.read_deployment_by_name(name)
             assert deployment.schedules == [] and deployment.work_pool_name == pool.name
