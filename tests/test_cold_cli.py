@@ -34,8 +34,8 @@ except SystemExit as exc:
 heavy = ("prefect", "torch", "transformers", "sentence_transformers", "lancedb")
 answering = ("pyarrow", "vidscope.storage.store", "vidscope.flows.ask")
 # Beyond the import floor, for a question that needs none of them (issue 44): PyAV (decoding a
-# look's frames), onnxruntime (the image-text model, absent here).
-beyond_floor = ("av", "onnxruntime")
+# look's frames), onnxruntime (the image-text model, absent here), rich's progress bars.
+beyond_floor = ("av", "onnxruntime", "rich.progress")
 print(json.dumps({
     "code": code,
     "imported": sorted(m for m in heavy if m in sys.modules),
@@ -102,7 +102,7 @@ def test_ask_without_a_server_answers_without_prefect_and_leaves_nothing_running
     assert answer["usage"]["tool_calls"] >= 1 and answer["usage"]["tool_cache_hits"] == 0
     # Prefect was never imported, so no temporary API server could start; no child is left.
     assert first["imported"] == [] and first["children"] == []
-    # Nor PyAV (no frame was decoded) nor onnxruntime (no image-text model in the cache).
+    # Nor PyAV (no frame was decoded), onnxruntime (no image-text model in the cache), progress bars.
     assert first["beyond_floor"] == [], first
 
     # The tool cache works without Prefect: the same question in a new process repeats no tool work.

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from vidscope.agents import strategies
@@ -225,6 +224,8 @@ def _run_one(
     as_json: bool,
 ) -> EvalOutcome:
     """One run with its progress bars, its outcome printed (a table, or JSON)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from vidscope.flows.evaluate import run_evaluate
 
     with Progress(
