@@ -26,6 +26,7 @@ from vidscope.agents.tools import ToolContext, ToolError, execute_tool
 from vidscope.agents.tools_library import LibrarySearchResult
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
+from vidscope.core.wording import plural
 
 #: Clips reported as evidence (and used to rank options).
 EVIDENCE_CLIPS = 3
@@ -192,7 +193,7 @@ def answer_extractively(
     final = TraceStep(
         index=2,
         kind="extractive",
-        observation=f"{len(cited)} moments cited" + (f", option {choice}" if choice else ""),
+        observation=f"{plural(len(cited), 'moment')} cited" + (f", option {choice}" if choice else ""),
         latency_s=time.perf_counter() - started,
     )
     trace.append(final)
@@ -252,7 +253,8 @@ def answer_library_extractively(
     final = TraceStep(
         index=2,
         kind="extractive",
-        observation=f"{len(cited)} moments cited from {len({m.video_id for m in cited})} videos",
+        observation=f"{plural(len(cited), 'moment')} cited from "
+        + plural(len({m.video_id for m in cited}), "video"),
         latency_s=time.perf_counter() - started,
     )
     trace.append(final)

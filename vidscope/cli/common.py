@@ -22,6 +22,7 @@ from rich.console import Console
 from vidscope.agents import strategies
 from vidscope.agents.strategies import Scope
 from vidscope.core.settings import Settings, disable_telemetry
+from vidscope.core.wording import plural  # noqa: F401  (the commands import it from here)
 
 if TYPE_CHECKING:
     from vidscope.storage import Store
@@ -44,11 +45,6 @@ _HIDDEN = {
 def visible(text: object) -> str:
     """``text`` with every control character written out (``\\x1b``), safe to print raw."""
     return str(text).translate(_HIDDEN)
-
-
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``count`` and ``word`` in the right number: "1 video", "2 videos", "0 videos"."""
-    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 def safe(text: object) -> str:
