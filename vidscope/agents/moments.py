@@ -388,7 +388,7 @@ def relevance(
         query = query / (np.linalg.norm(query) or 1.0)
         # Two IN lists, then the exact pairs here: Lance's BTree on video_id narrows the read to
         # those videos' clips, where an OR of (video AND clips) per video scanned every clip
-        # (166-320 ms per search at 1M clips, more than both rankings; benchmarks/search_scale.py).
+        # (p50 381 ms per search at 1M clips vs 39 ms now, same values; RESULTS.md, issue 44).
         videos = ", ".join(sql_quote(v) for v in sorted({v for v, _ in missing}))
         indexes = ", ".join(str(c) for c in sorted({c for _, c in missing}))
         wanted = set(missing)
