@@ -130,7 +130,7 @@ def _build(query: QueryFlow[Any]) -> Any:
     )
     # A module-path deployment's entry point is "<flow.__module__>.<flow.__name__>", which must name
     # the attribute handing this flow out, not the work function (a plain function, not a flow).
-    built.__name__ = query.attribute  # type: ignore[attr-defined]  # set by update_wrapper; stubs omit it
+    built.__name__ = query.attribute
     return built
 
 
