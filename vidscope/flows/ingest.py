@@ -413,7 +413,25 @@ def _hash_as_task(path: Path) -> Callable[[], str]:
 @task(name="optimize", cache_policy=NO_CACHE, task_run_name="optimize the store")
 def optimize_task(settings: Settings) -> dict[str, str]:
     """Compact the tables and rebuild indexes after ingestion."""
-    return open_store(settings).optimize()
+    return optimize_store(settings)
+
+
+def optimize_store(settings: Settings) -> dict[str, str]:
+    """The store's ``optimize()``, yielding to another process optimizing it at the same moment.
+
+    Two ingestions that end together (two hosts of a cluster) compact the same tables at once;
+    Lance lets one compaction commit and refuses the other as a commit conflict, even after the
+    store's retries (found by issue 42's cluster test: one of two overlapping ``vidscope ingest``
+    commands failed). The winner does the work and the videos are stored either way, so the other
+    logs it and returns instead of failing its ingestion.
+    """
+    try:
+        return open_store(settings).optimize()
+    except (OSError, RuntimeError, ValueError) as exc:
+        if "commit conflict" not in str(exc).lower():
+            raise
+        log.warning("the store was being optimized by another process at the same time; left to it")
+        return {"*": "left to another process optimizing at the same time"}
 
 
 # ---------------------------------------------------------------------------- without Prefect
@@ -433,7 +451,7 @@ def ingest_direct(paths: Sequence[str], settings: Settings, *, optimize: bool = 
         run = LibraryRunner(
             hash=lambda path: partial(_hashed, path),
             video=video,
-            optimize=lambda: open_store(settings).optimize(),
+            optimize=lambda: optimize_store(settings),
         )
         return _ingest_library(paths, run, optimize)
 
