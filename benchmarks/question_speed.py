@@ -160,6 +160,8 @@ def _ask(root: Path, video: Path, tree: Path | None, model: Path, threads: int) 
         answer = json.loads(done.stdout)
     except ValueError:
         answer = {}
+    # The whole answer, trace included, to read what the model did (the last run of each tree).
+    (root / f"answer-{'now' if tree is None else 'before'}.json").write_text(done.stdout)
     return {
         "exit": done.returncode,
         "seconds": seconds,

@@ -222,3 +222,20 @@ def test_a_call_written_in_avis_review_is_refused_as_a_call(
     told = llm_server.chat_requests[-1]["messages"][-1]["content"]
     assert "clip_retrieve" in told and refused[0].observation in told
     assert result.answer == "Pier 7" and not result.forced
+
+
+@pytest.mark.parametrize(
+    ("text", "announced"),
+    [
+        # The real 1.5B model discussing the clip_search result it just got (question_speed.py):
+        # read as a plan, it was told to call clip_search again and looped.
+        ("I'll look at the clips returned by the `clip_search` function and identify the pier.", None),
+        ("From the `clip_search` result: - The clips are sorted by their score.", None),
+        ("I'll use the `clip_search` function to find the most relevant clips.", "clip_search"),
+        ("I should confirm it with FrameInspect.", "frame_inspect"),
+    ],
+)
+def test_a_tool_named_as_a_results_source_is_no_announcement(text: str, announced: str | None) -> None:
+    from vidscope.agents.replies import announced_tool
+
+    assert announced_tool(text, ["global_browse", "clip_search", "frame_inspect"]) == announced

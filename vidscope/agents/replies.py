@@ -114,11 +114,29 @@ def tool_name_pattern(name: str) -> re.Pattern[str]:
     return re.compile(r"\b" + r"[\s_-]*".join(re.escape(w) for w in words) + r"\b", re.IGNORECASE)
 
 
+#: A tool named as where results came from, not as the next step: "the clips returned by the
+#: `clip_search` function", "From the clip_search result:" (the real 1.5B model discussing the
+#: result it just got, which a nudge to call the tool again turned into a loop).
+_SOURCE_BEFORE = re.compile(
+    r"(?:returned by|results? (?:of|from)|output of|from)\s+(?:the\s+)?[`'\"]?$", re.IGNORECASE
+)
+_SOURCE_AFTER = re.compile(
+    r"^[`'\"]?\s*(?:function\s+|tool\s+|call\s+)?(?:results?|output|returned)\b", re.IGNORECASE
+)
+
+
 def announced_tool(text: str, tools: Sequence[str]) -> str | None:
     """The tool ``text`` says it is about to use, if any: a sentence naming one of ``tools`` (in
-    any spelling, :func:`tool_name_pattern`) with a word of intent (should, will, let me, next, …)."""
+    any spelling, :func:`tool_name_pattern`) with a word of intent (should, will, let me, next, …),
+    unless the tool is named as the source of a result (``_SOURCE_BEFORE``/``_SOURCE_AFTER``)."""
     for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
-        found = {t: m.start() for t in tools if (m := tool_name_pattern(t).search(sentence))}
+        found = {}
+        for t in tools:
+            m = tool_name_pattern(t).search(sentence)
+            if m and not (
+                _SOURCE_BEFORE.search(sentence[: m.start()]) or _SOURCE_AFTER.search(sentence[m.end() :])
+            ):
+                found[t] = m.start()
         if found and _INTENT.search(sentence):
             return min(found, key=lambda t: found[t])
     return None

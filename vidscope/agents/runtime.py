@@ -232,15 +232,15 @@ def run_agent(
         if answer is not None:
             return answer
 
-    # Step limit (or no room left): the next reply has to be an answer. The same tools stay on
-    # offer (the model is told only finish counts): chat templates render the tools at the top of
-    # the prompt, so offering finish alone would make a local server read the whole conversation
-    # again instead of reusing its prompt cache (issue 44). Another call is no answer (end_run).
+    # Step limit (or no room left): only finish is offered, so the next reply has to be an answer.
+    # This costs a local server a re-read of the whole conversation (a chat template renders the
+    # tools first), but with every tool still on offer the real 1.5B model answered in prose
+    # without citations (issue 44, benchmarks/question_speed.py): a checkable answer comes first.
     why = "the conversation no longer fits the context" if state.out_of_context else "step limit reached"
     state.out_of_context = False
     state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
-    reply = ask_model(ctx, state, specs, record)
+    reply = ask_model(ctx, state, [finish.spec()], record)
     last = read_turn(state, reply, ctx.registry.names)
     for call in last.calls:
         if reply is not None and call.name == finish.name:
