@@ -22,8 +22,6 @@ for whole ingestions (2026-11-28: load average 20 on 2 cores) CPU seconds are th
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +31,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
+
+import ingest_throughput  # noqa: E402  (its child runner)
 
 #: Run in a child against whichever vidscope comes first on its path (APIs both sides have).
 CHILD = """
@@ -123,34 +123,19 @@ def model_cache(work: Path) -> Path:
 
 
 def run_child(code_root: Path, video: Path, child: str = CHILD) -> dict:
-    """Ingest ``video`` with the vidscope under ``code_root`` in a fresh process; its measurements."""
-    work = Path(tempfile.mkdtemp(prefix="vidscope-bench-it-"))
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(code_root),
-        PREFECT_HOME=str(work / "prefect"),
-        PREFECT_LOGGING_LEVEL="WARNING",
-        VIDSCOPE_MODEL_CACHE=str(model_cache(work)),
-        VIDSCOPE_MODEL_FETCH="0",
+    """Ingest ``video`` with the vidscope under ``code_root`` in a fresh process (ingest_throughput's
+    runner), the random-weight image-text model in a temporary model cache; its measurements."""
+    return ingest_throughput.run_child(
+        code_root,
+        video,
+        child,
+        args=(str(BENCH),),
+        extra_env=lambda work: {
+            "PREFECT_LOGGING_LEVEL": "WARNING",
+            "VIDSCOPE_MODEL_CACHE": str(model_cache(work)),
+            "VIDSCOPE_MODEL_FETCH": "0",
+        },
     )
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", child, str(video), str(work), str(BENCH)],
-            env=env,
-            cwd=work,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    if done.returncode != 0 or not lines:
-        raise RuntimeError(f"child on {code_root} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    result: dict = json.loads(lines[-1][len("RESULT ") :])
-    if not Path(result["code"]).resolve().is_relative_to(code_root.resolve()):
-        raise RuntimeError(f"child imported vidscope from {result['code']}, not from {code_root}")
-    return result
 
 
 def show(name: str, result: dict, duration: float) -> None:

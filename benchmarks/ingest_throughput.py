@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="vidscope-bench-prefect-"))
@@ -113,13 +114,22 @@ print("RESULT " + json.dumps({"code": vidscope.__file__, "status": report.status
 """
 
 
-def run_child(code_root: Path, video: Path) -> dict:
-    """Ingest ``video`` with the vidscope under ``code_root`` in a fresh process; its measurements."""
+def run_child(
+    code_root: Path,
+    video: Path,
+    child: str = CHILD,
+    *,
+    args: Sequence[str] = (),
+    extra_env: Callable[[Path], dict[str, str]] = lambda work: {},
+) -> dict:
+    """Ingest ``video`` with the vidscope under ``code_root`` in a fresh process running ``child``
+    (argv: the video, a work folder, then ``args``; ``extra_env`` adds variables for that folder);
+    the measurements it printed as its last ``RESULT {json}`` line. Other benchmarks reuse it."""
     work = Path(tempfile.mkdtemp(prefix="vidscope-bench-child-"))
-    env = dict(os.environ, PYTHONPATH=str(code_root), PREFECT_HOME=str(work / "prefect"))
+    env = dict(os.environ, PYTHONPATH=str(code_root), PREFECT_HOME=str(work / "prefect"), **extra_env(work))
     try:
         done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(video), str(work)],
+            [sys.executable, "-c", child, str(video), str(work), *args],
             env=env,
             cwd=work,
             capture_output=True,
