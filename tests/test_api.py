@@ -31,6 +31,7 @@ from media import silent_video, text_video
 from PIL import Image
 
 from vidscope.api import create_app
+from vidscope.api.models import NOT_BLANK
 from vidscope.api.security import SESSION_COOKIE, is_loopback
 from vidscope.core.settings import ApiSettings, Settings
 from vidscope.models.open_store import open_store
@@ -677,3 +678,22 @@ def test_request_bodies_refuse_unknown_fields_as_the_schema_says(library: Librar
         # A misspelt field would otherwise be dropped: an open question instead of a choice.
         reply = client.post("/api/ask", json={"video": "x", "question": "what?", "optoins": ["a", "b"]})
     assert reply.status_code == 422 and "optoins" in reply.text
+
+
+def test_a_question_that_strip_empties_is_refused_by_the_schema_not_by_the_flow(library: Library) -> None:
+    """Found by the random fuzz run in CI: ``"\\x1c"`` (a separator ``str.strip`` removes) was
+    schema-valid for ``/api/compare`` and then refused by the flow, so the schema lied. Every
+    question and video field now says "at least one character strip() keeps"."""
+    app = create_app(library.settings())
+    schemas = app.openapi()["components"]["schemas"]
+    for name in ("AskRequest", "CompareRequest"):
+        assert schemas[name]["properties"]["question"]["pattern"] == NOT_BLANK, name
+    assert schemas["CompareRequest"]["properties"]["videos"]["items"]["pattern"] == NOT_BLANK
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as client:
+        for path, body in (
+            ("/api/compare", {"videos": ["x"], "question": "\x1c\u3000"}),
+            ("/api/compare", {"videos": ["\x1c"], "question": "what?"}),
+            ("/api/ask", {"video": "x", "question": "\x1f"}),
+        ):
+            reply = client.post(path, json=body)
+            assert reply.status_code == 422 and "string_pattern_mismatch" in reply.text, (path, reply.text)

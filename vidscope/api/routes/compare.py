@@ -34,8 +34,8 @@ router = guarded_router()
 class CompareRequest(RequestBody):
     """Videos (ids, id prefixes or file names), the question and the agent."""
 
-    videos: list[str] = Field(min_length=1, max_length=16)
-    question: str = Field(min_length=1, max_length=2000)
+    videos: list[NonBlank] = Field(min_length=1, max_length=16)
+    question: NonBlank  # as ask's: a question that strip() empties is refused by the schema itself
     options: list[NonBlank] | None = Field(
         None, min_length=2, max_length=26, description="Multiple-choice options, if any (as ask's)."
     )
