@@ -9,6 +9,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from vidscope.cli import app
 from vidscope.cli.common import overrides
 from vidscope.core.settings import MODEL_CACHE_VARIABLE, Settings, model_cache_dir
 from vidscope.models import model_files, onnx_clip, whisper
-from vidscope.models.model_files import FetchError
+from vidscope.models.model_files import FetchError, Manifest, ModelFile
 
 PAYLOAD = b"model weights " * 36
 DEAD_URL = "http://127.0.0.1:9/vidscope-model.json"
@@ -130,3 +131,43 @@ def test_vidscope_models_says_where_the_cache_is_and_how_big(
     # The data dir's own folder from before is moved into the cache first, and said so.
     assert f"moved 1 models (old-model; 1.0 MB) from {tmp_path / 'data' / 'models'}" in output, output
     assert f"model cache: {cache} (2 models, 3.5 MB; shared by every data dir" in output, output
+
+
+def test_a_cached_model_file_is_hashed_once_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 44's cold question: every process hashed the cached model files again (the MiniLM's
+    91 MB, CLIP's 156 MB). A file whose stat is unchanged since it was hashed is not hashed again;
+    a file rewritten in place (same size, its modification time set back) is."""
+    data = b"weights " * 4096
+    folder = tmp_path / "cache" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "w.bin").write_bytes(data)
+    pin = ModelFile(name="w.bin", url="https://example.org/w.bin", sha256=hashlib.sha256(data).hexdigest())
+    manifest = Manifest(name="tiny", kind="onnx-clip", files=[pin.model_copy(update={"bytes": len(data)})])
+    hashed: list[str] = []
+    sha256_of = model_files.sha256_of
+    monkeypatch.setattr(model_files, "sha256_of", lambda path: hashed.append(path.name) or sha256_of(path))
+
+    # A file written a moment ago is hashed every time: its stat could still repeat.
+    model_files.verify(manifest, folder)
+    assert not (folder / model_files.CHECKED).exists() and hashed == ["w.bin"]
+    monkeypatch.setattr(model_files, "SETTLED_NS", 0)
+    for _ in range(3):
+        model_files.verify(manifest, folder)
+    assert hashed == ["w.bin"] * 2  # once more to record it, then never
+
+    time.sleep(0.05)  # past the file system's clock tick
+    before = (folder / "w.bin").stat()
+    (folder / "w.bin").write_bytes(b"W" + data[1:])
+    os.utime(folder / "w.bin", ns=(before.st_atime_ns, before.st_mtime_ns))
+    with pytest.raises(FetchError, match="not the pinned"):
+        model_files.verify(manifest, folder)
+
+    # A folder that is not vidscope's (``models pull --from`` a stick) is read, never written to.
+    stick = tmp_path / "stick"
+    stick.mkdir()
+    (stick / "w.bin").write_bytes(data)
+    (stick / model_files.MANIFEST).write_text(manifest.model_dump_json())
+    model_files.import_from(manifest, stick, tmp_path / "cache" / "copied")
+    assert sorted(p.name for p in stick.iterdir()) == [model_files.MANIFEST, "w.bin"]

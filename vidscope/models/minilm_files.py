@@ -188,7 +188,7 @@ def _unverified(wheel: Wheel, directory: Path) -> list[ModelFile]:
         for f in wheel.manifest.files
         if f.name in missing
         or (directory / f.name).is_symlink()
-        or model_files.sha256_of(directory / f.name) != f.sha256
+        or model_files.checked_sha256(directory / f.name) != f.sha256
     ]
 
 

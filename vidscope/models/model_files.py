@@ -34,12 +34,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
+import json
 import os
 import re
 import socket
 import stat
 import tempfile
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -195,6 +197,56 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: Beside a model's files: the sha256 each file had when it was last hashed, keyed by its stat
+#: (device, inode, size, modification and change times in ns). A later load whose stat is the same
+#: takes the recorded digest instead of hashing the file again (CLIP's 156 MB, the MiniLM's 91 MB:
+#: ~0.1–0.2 CPU-s per process, most of a cold question's margin over its imports). Any write to the
+#: file changes its change time, which no user tool can set back, so a changed file is hashed again.
+CHECKED = ".vidscope-checked.json"
+#: A digest is recorded only for a file last changed this long before it was hashed: file times
+#: are coarse (a clock tick of a few ms), so a file written again within the same tick as the
+#: one it had when hashed would keep its stat (git's "racy clean" case); seconds later it cannot.
+SETTLED_NS = 2_000_000_000
+
+
+def _stat_key(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _read_checked(directory: Path) -> dict[str, Any]:
+    try:
+        recorded = json.loads((directory / CHECKED).read_text())
+    except (OSError, ValueError):
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def checked_sha256(path: Path) -> str:
+    """``path``'s sha256, hashed only when the file changed since it was last hashed here (its
+    stat differs from the one recorded in :data:`CHECKED`). Recording is best effort: a
+    read-only model folder is hashed every time, as before."""
+    recorded = _read_checked(path.parent)
+    key = _stat_key(path)
+    entry = recorded.get(path.name)
+    if isinstance(entry, dict) and entry.get("stat") == key and isinstance(entry.get("sha256"), str):
+        return str(entry["sha256"])
+    digest = sha256_of(path)
+    settled = time.time_ns() - max(key[3], key[4]) >= SETTLED_NS
+    if settled and _stat_key(path) == key:  # not written to while it was read
+        recorded[path.name] = {"stat": key, "sha256": digest}
+        with contextlib.suppress(OSError):
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{CHECKED}.")
+            try:
+                with os.fdopen(handle, "w") as out:
+                    json.dump(recorded, out)
+                os.replace(temporary, path.parent / CHECKED)
+            except OSError:
+                os.unlink(temporary)
+                raise
+    return digest
+
+
 def cache_root(model_cache: Path | None = None) -> Path:
     """The user's model cache (``model_cache`` as configured; ``None``: the default place)."""
     return model_cache_dir(model_cache)
@@ -333,13 +385,17 @@ def missing_files(manifest: Manifest, directory: Path) -> list[ModelFile]:
     return missing
 
 
-def verify(manifest: Manifest, directory: Path) -> None:
-    """Raise :class:`FetchError` unless every file of ``manifest`` in ``directory`` matches its pin."""
+def verify(manifest: Manifest, directory: Path, *, remember: bool = True) -> None:
+    """Raise :class:`FetchError` unless every file of ``manifest`` in ``directory`` matches its pin.
+
+    ``remember``: a file unchanged since it was last hashed in the cache is not hashed again
+    (:func:`checked_sha256`); False for a folder that is not vidscope's (``--from`` a USB stick),
+    which is hashed in full and never written to."""
     for f in manifest.files:
         path = directory / f.name
         if not path.is_file():
             raise FetchError(f"{path} is missing")
-        actual = sha256_of(path)
+        actual = checked_sha256(path) if remember else sha256_of(path)
         if actual != f.sha256:
             raise FetchError(f"{path} has sha256 {actual}, not the pinned {f.sha256}")
 
@@ -445,13 +501,14 @@ def install(manifest: Manifest, directory: Path, base_url: str | None = None) ->
     return directory
 
 
-def export_to(manifest: Manifest, source: Path, target: Path) -> Path:
+def export_to(manifest: Manifest, source: Path, target: Path, *, remember: bool = True) -> Path:
     """Copy a complete, verified model from ``source`` to ``target`` with its manifest.
 
     Each copy is checked against its pin again as it is written (the source may change between).
+    ``remember``: as :func:`verify`'s (False when ``source`` is not vidscope's cache).
     """
     places = check_destinations(manifest, target)
-    verify(manifest, source)
+    verify(manifest, source, remember=remember)
     for f in manifest.files:
         write_verified(_file_chunks(source / f.name, f.limit), places[f.name], f, str(source / f.name))
     write_manifest(target, manifest.model_dump_json(indent=2).encode())
@@ -466,8 +523,7 @@ def import_from(manifest: Manifest, source: Path, target: Path) -> Path:
     if missing_files(manifest, source):
         names = ", ".join(f.name for f in missing_files(manifest, source))
         raise FetchError(f"{source} does not hold the model {manifest.name} (missing or wrong size: {names})")
-    verify(manifest, source)
-    return export_to(manifest, source, target)
+    return export_to(manifest, source, target, remember=False)
 
 
 def read_manifest_bytes(directory: Path) -> bytes | None:

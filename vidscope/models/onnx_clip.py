@@ -133,7 +133,7 @@ def resolve(
                 f"'{target}' is neither a model vidscope knows ({', '.join(CARDS)}), an http(s) "
                 f"manifest URL nor a directory holding {model_files.MANIFEST}"
             )
-        model_files.verify(manifest, local)
+        model_files.verify(manifest, local, remember=False)  # the user's folder: never written
         return manifest, local
     if target in CARDS:
         manifest, raw, base = CARDS[target], None, None
