@@ -632,6 +632,9 @@ def move_legacy(data_dir: Path, model_cache: Path | None = None) -> LegacyMove:
                 file = Path(folder) / name
                 if file.is_symlink() or not file.is_file():
                     continue
+                if name == CHECKED:  # digests keyed by this place's stat: void anywhere else
+                    file.unlink()
+                    continue
                 relative = file.relative_to(entry).as_posix()
                 target = confined(target_dir, relative)
                 size = file.lstat().st_size
