@@ -134,10 +134,7 @@ def ingest_video(path: Path, settings: Settings | None = None, video_id: str | N
     def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> StageRun:
         task_of_stage = stage_task(stage).with_options(retries=retries, retry_delay_seconds=1)
         future = task_of_stage.submit(video_id, path, settings)
-        return StageRun(
-            when_done=lambda callback: future.add_done_callback(lambda _: callback()),
-            result=lambda: _resolve(stage.name, future, path),
-        )
+        return StageRun.of_future(future, lambda: _resolve(stage.name, future, path))
 
     from prefect.logging import get_run_logger
 
@@ -472,10 +469,7 @@ def ingest_video_direct(path: Path, settings: Settings, video_id: str | None = N
 
         def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> StageRun:
             future = pool.submit(_with_retries, stage, video_id, path, settings, retries)
-            return StageRun(
-                when_done=lambda callback: future.add_done_callback(lambda _: callback()),
-                result=lambda: _result_of(stage.name, future, path),
-            )
+            return StageRun.of_future(future, lambda: _result_of(stage.name, future, path))
 
         return _ingest_video(Path(path), settings, video_id, submit, content_hash)
 

@@ -17,6 +17,7 @@ import queue
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from vidscope.tasks.stage import Stage, StageResult
 
@@ -29,6 +30,12 @@ class StageRun:
     when_done: Callable[[Callable[[], None]], None]
     #: What the stage did; a stage that raised is a ``failed`` :class:`StageResult`, never raises.
     result: Callable[[], StageResult]
+
+    @classmethod
+    def of_future(cls, future: Any, result: Callable[[], StageResult]) -> StageRun:
+        """The run of a stage started as ``future``: a Prefect task future or a thread pool's,
+        both of which call back with themselves when done; ``result`` reads it."""
+        return cls(when_done=lambda callback: future.add_done_callback(lambda _: callback()), result=result)
 
 
 def run_stages(registered: Sequence[Stage], submit: Callable[[Stage], StageRun]) -> dict[str, StageResult]:
