@@ -32,7 +32,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
@@ -52,6 +52,7 @@ from vidscope.flows.runs import publish_table
 from vidscope.flows.stage_schedule import StageRun, run_stages
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
+from vidscope.storage.ingest_lock import ingesting
 from vidscope.storage.ledger import earned
 from vidscope.tasks.decode import UndecodableVideo
 from vidscope.tasks.memory import limit_malloc_arenas
@@ -156,19 +157,25 @@ def _ingest_video(
     when the stage failed or could not run): the flow run's log under Prefect."""
     video_report = VideoReport(path=str(path))
     store = open_store(settings)
-    try:
-        video_id = video_id or hasher(path)
-        video_report.video_id = video_id
-        _probe_first(store, settings, path, video_id)
-    except (UndecodableVideo, OSError, ValueError) as exc:
-        video_report.status, video_report.error = "failed", f"{PROBE.name}: {failure_reason(exc, path)}"
-        report(video_id or "", PROBE.name, "failed", error=video_report.error, path=str(path))
-        raise IngestFailed(video_report) from exc
+    with ExitStack() as held:
+        try:
+            video_id = video_id or hasher(path)
+            video_report.video_id = video_id
+            # From the probe to the last stage, no other ingestion of this video (another host,
+            # the nightly run beside a command) writes its rows at the same time.
+            waiting = f"{path.name}: being ingested by another process; waiting for it to finish"
+            held.enter_context(ingesting(settings.data_dir, video_id, lambda: say(logging.INFO, waiting)))
+            _probe_first(store, settings, path, video_id)
+        except (UndecodableVideo, OSError, ValueError) as exc:
+            video_report.status, video_report.error = "failed", f"{PROBE.name}: {failure_reason(exc, path)}"
+            report(video_id or "", PROBE.name, "failed", error=video_report.error, path=str(path))
+            raise IngestFailed(video_report) from exc
 
-    # The DAG is the stages' own declarations: a stage starts as soon as what it needs or reads has
-    # finished, whatever the registered order; stages that do not depend on each other run side by side.
-    registered = stages()
-    results = run_stages(registered, lambda stage: submit(stage, video_id, path, settings))
+        # The DAG is the stages' own declarations: a stage starts as soon as what it needs or reads
+        # has finished, whatever the registered order; stages that do not depend on each other run
+        # side by side.
+        registered = stages()
+        results = run_stages(registered, lambda stage: submit(stage, video_id, path, settings))
 
     for name, result in results.items():
         why = result.error or str(result.details.get("reason") or "")
