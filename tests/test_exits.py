@@ -92,7 +92,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         f'base_url = "{planner.base_url}"\nmax_retries = 0\ntimeout_s = 30\n'
     )
     try:
-        server.start(prefect, timeout=240, api=False)
+        # No worker: the commands run their flows in their own process (a worker cost the fixture
+        # its start and, under the busy default suite, 15 s to stop).
+        server.start(prefect, timeout=240, api=False, worker=False)
         env = {**os.environ, "VIDSCOPE_CONFIG": str(config), "PREFECT_API_URL": server.api_url(prefect)}
         yield {"data": data, "env": env}
     finally:
