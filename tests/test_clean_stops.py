@@ -299,3 +299,37 @@ def test_a_stopped_api_that_ran_a_job_leaves_no_process(tmp_path: Path, sig: int
         time.sleep(0.3)
     assert not _session(proc.pid)
     assert not [c for c in children if c.is_running()]
+
+
+# A stand-in for Prefect's worker as it was seen to hang: SIGTERM received and nothing done (its log
+# ended at "Received SIGINT"). "prefect" in its command line makes it the worker to server._end.
+_HUNG_WORKER = (
+    "import signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "{child}time.sleep(60)"
+)
+
+
+@pytest.mark.parametrize("busy", [False, True], ids=["idle", "with-a-flow-run"])
+def test_server_down_kills_an_idle_worker_hung_in_shutdown_but_waits_for_a_busy_one(busy: bool) -> None:
+    from vidscope.deployments import server
+
+    child = "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n" if busy else ""
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _HUNG_WORKER.format(child=child), "prefect-worker-stand-in"],
+        start_new_session=True,
+    )
+    time.sleep(1.0)  # its handler installed (and its child started)
+    grace = server.IDLE_GRACE + 1.5
+    started = time.monotonic()
+    server._end(worker.pid, "worker", grace)
+    waited = time.monotonic() - started
+    worker.poll()  # (already reaped by server._end)
+    deadline = time.monotonic() + 3  # SIGKILL reached the whole group; the child dies a moment later
+    while _session(worker.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _session(worker.pid)  # killed, and the flow run's process with it
+    if busy:  # a flow run under it: the whole grace, as before
+        assert grace - 0.2 <= waited < grace + 3, waited
+    else:
+        assert server.IDLE_GRACE - 0.2 <= waited < grace - 0.5, waited
