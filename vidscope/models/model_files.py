@@ -236,15 +236,19 @@ def checked_sha256(path: Path) -> str:
     if settled and _stat_key(path) == key:  # not written to while it was read
         recorded[path.name] = {"stat": key, "sha256": digest}
         with contextlib.suppress(OSError):
-            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f"{CHECKED}.")
-            try:
-                with os.fdopen(handle, "w") as out:
-                    json.dump(recorded, out)
-                os.replace(temporary, path.parent / CHECKED)
-            except OSError:
-                os.unlink(temporary)
-                raise
+            _replace(path.parent / CHECKED, json.dumps(recorded).encode())
     return digest
+
+
+def _replace(target: Path, data: bytes) -> None:
+    """``data`` into ``target`` through a temporary file beside it, renamed into place."""
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name.lstrip('.')}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(temporary, target)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
 
 
 def cache_root(model_cache: Path | None = None) -> Path:
@@ -478,13 +482,7 @@ def write_manifest(directory: Path, data: bytes) -> Path:
     """``data`` as ``directory``'s manifest, written to a temporary file and renamed into place."""
     target = confined(directory, MANIFEST)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{MANIFEST}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(temporary, target)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
+    _replace(target, data)
     return target
 
 
