@@ -697,3 +697,18 @@ def test_a_question_that_strip_empties_is_refused_by_the_schema_not_by_the_flow(
         ):
             reply = client.post(path, json=body)
             assert reply.status_code == 422 and "string_pattern_mismatch" in reply.text, (path, reply.text)
+
+
+def test_request_bodies_take_json_types_as_the_schema_says_without_coercion(library: Library) -> None:
+    """Found by the random fuzz run in CI: ``"use_skills": 0`` was accepted (pydantic's lax mode
+    reads 0 as False) though the schema says ``type: boolean``. Bodies are validated strictly."""
+    app = create_app(library.settings())
+    with TestClient(app, client=LOOPBACK_CLIENT, base_url=LOOPBACK_URL) as client:
+        for value in (0, 1, "true", "no", None):
+            body = {"videos": ["x"], "question": "what?", "use_skills": value}
+            reply = client.post("/api/compare", json=body)
+            assert reply.status_code == 422 and "use_skills" in reply.text, (value, reply.text)
+        # Real booleans still pass validation (then: no such video).
+        reply = client.post("/api/compare", json={"videos": ["x"], "question": "what?", "conflict_check": False})
+        assert reply.status_code == 404, reply.text
+        assert client.post("/api/ask", json={"video": "x", "question": 7}).status_code == 422

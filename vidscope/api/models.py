@@ -20,9 +20,13 @@ class RequestBody(BaseModel):
     """A request body: a field it does not know is refused (422), not silently dropped, and the
     OpenAPI schema says so (``additionalProperties: false``), so clients and fuzzers see what the
     server does. A misspelt ``optoins`` would otherwise turn a multiple-choice question into an
-    open one without a word."""
+    open one without a word.
 
-    model_config = ConfigDict(extra="forbid")
+    Strict types too: JSON has real booleans and numbers, so ``"use_skills": 0`` or ``"true"`` is
+    a client's bug the schema forbids (``type: boolean``), refused with 422 rather than read as
+    ``False``/``True`` by pydantic's lax coercion (found by the random fuzz run in CI)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def strategy_of(scope: Scope) -> AfterValidator:
