@@ -157,6 +157,41 @@ def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
     assert f"tool calls {result.usage.tool_calls}" in markdown  # usage
 
 
+def test_an_evaluation_with_a_server_up_is_a_flow_run_with_a_task_per_video_and_question(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    """With a Prefect server answering, ``vidscope eval`` runs as the ``evaluate`` flow (each video
+    hashed and ingested, each question answered, as a task run; the report as an artifact), the
+    same steps it runs in-process when no server is up (the rest of the eval tests)."""
+    from vidscope.flows.evaluate import prepare_run, run_evaluate
+
+    root = tmp_path / "videos"
+    text_video(root / "quay.mp4", duration=2.0, fps=10, texts=[(0, 2, "BLUE BOAT")])
+    annotations = tmp_path / "mlvu"
+    annotations.mkdir()
+    record = {
+        "video": "quay.mp4",
+        "duration": 2.0,
+        "question": "What colour is the boat on the sign?",
+        "candidates": ["RED", "BLUE"],
+        "answer": "BLUE",
+        "question_type": "sign",
+    }
+    (annotations / "1_quay.json").write_text(json.dumps([record]))
+    settings = Settings(data_dir=tmp_path / "data", models={"chat": "", "speech_recognizer": ""})
+    run_dir = prepare_run(settings, "mlvu", annotations, root, "extractive", name="on-the-server")
+    outcome = run_evaluate(settings, run_dir)
+    assert outcome.summary.answered == 1 and not outcome.failures, outcome
+
+    run = one_run("evaluate on-the-server")
+    assert run.state_type == StateType.COMPLETED
+    tasks = task_runs_of(run)
+    assert {"hash · quay.mp4", "ingest · quay.mp4", "question · 1_quay/0"} <= set(tasks), sorted(tasks)
+    assert tasks["question · 1_quay/0"].state_type == StateType.COMPLETED
+    [report] = artifacts_keyed("eval-mlvu-extractive")
+    assert report.flow_run_id == run.id and "on-the-server" in (report.description or "")
+
+
 def test_a_failing_stage_is_a_failed_task_run_with_its_reason(
     prefect_server: Settings, tmp_path: Path, llm_server: ScriptedLLMServer
 ) -> None:

@@ -5,17 +5,23 @@ One run lives in a run directory (:mod:`vidscope.evaluation.runs`). The flow:
 1. loads the benchmark and finds its videos under the root (missing ones are listed, never fatal);
    an item that shows segments of a video as clips (CrossVid PSS) gets them cut into the run's
    ``segments/`` folder (:mod:`vidscope.evaluation.segments`) and is asked about those clips;
-2. ingests the videos that are not in the store yet, one Prefect task per video (the same
-   ``ingest_one`` task ``vidscope ingest`` fans out; the ledger skips whatever is current);
-3. answers every question that has no answer in ``predictions.jsonl`` yet, each as its own Prefect
-   task: retried on failure, cached (keyed on the run, the question and the store version of its
-   videos), at most ``concurrency`` at once; each answer is appended the moment it finishes, so an
-   interrupted run resumes without asking a finished question again. A question that gets no
+2. ingests the videos that are not in the store yet, one task per video (the same ingestion
+   ``vidscope ingest`` runs; the ledger skips whatever is current);
+3. answers every question that has no answer in ``predictions.jsonl`` yet, each as its own task:
+   retried on failure, at most ``concurrency`` at once; each answer is appended the moment it
+   finishes, so an interrupted run resumes without asking a finished question again. A question that gets no
    answer (its video failed ingestion, its clip could not be cut, the agent raised after its
    retries) is appended as failed, with the stage and the error, and asked again on resume;
 4. scores what was attempted and writes ``summary.json``, ``report.md``, ``samples.jsonl`` and
    the PNG plots, and publishes the report as a Prefect artifact. :func:`run_evaluate` then says
    whether more than ``max_failed`` of the attempted questions failed (the CLI exits 1).
+
+One implementation, run two ways (as ``vidscope ingest`` and the queries are): when a Prefect
+server answers, or the run is a subflow, the ``evaluate`` flow runs it and each video and question
+is a Prefect task (the UI shows them; a question's result is also cached, keyed on the run, the
+question and the store version of its videos); otherwise the same steps run on a thread pool of
+this process (:class:`EvalRunner`) and no temporary Prefect server is started for a run whose
+records would be thrown away with it. ``predictions.jsonl`` is what resuming reads either way.
 
 Multiple-choice, open-ended and grounding items go to the chosen strategy (any of
 :mod:`vidscope.agents.strategies`, asked as :mod:`vidscope.flows.eval_agents` words it);
@@ -26,19 +32,21 @@ over the library and keep the benchmark's videos in the order found.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextvars
 import inspect
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import tenacity
 from prefect import flow, task
-from prefect.futures import PrefectFuture, as_completed
-from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, temporary_settings
+from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import BaseModel, Field, ValidationError
 
@@ -90,11 +98,13 @@ from vidscope.flows.eval_agents import (
     judge_of,
 )
 from vidscope.flows.ingest import (
-    EPHEMERAL_STARTUP_SECONDS,
     VideoReport,
     hash_task,
     ingest_one,
+    ingest_one_direct,
+    optimize_store,
     optimize_task,
+    patient_prefect,
 )
 from vidscope.flows.runs import publish_markdown, publish_table
 from vidscope.models import registry
@@ -103,6 +113,7 @@ from vidscope.models.protocols.image_text import ImageTextEmbedder
 from vidscope.models.usage import query_context, totals
 from vidscope.storage import Store
 from vidscope.storage.ledger import STATUS_FAILED
+from vidscope.tasks.probe import content_hash
 from vidscope.tasks.stage import CURRENT_STATUSES, STATUS_UNAVAILABLE, is_current, ledger_rows
 from vidscope.tasks.stages import stages
 
@@ -436,14 +447,14 @@ def optional_failures(store: Store, video_id: str) -> list[str]:
 
 
 def _store_ids(
-    run_dir: Path, found: dict[str, Path], names: Sequence[str]
+    run: EvalRunner, run_dir: Path, found: dict[str, Path], names: Sequence[str]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """Store ids of the benchmark videos ``names`` (hashing only files new or changed since the last
     run); returns (ids, errors) by benchmark name."""
     known = read_videos(run_dir)
     ids: dict[str, str] = {}
     errors: dict[str, str] = {}
-    futures: dict[str, PrefectFuture[str]] = {}
+    hashing: dict[str, Callable[[], str]] = {}
     for name in names:
         path = found[name]
         stat = path.stat()
@@ -455,11 +466,13 @@ def _store_ids(
         ):
             ids[name] = record["video_id"]
         else:
-            futures[name] = hash_task.submit(path)
-    for name, future in futures.items():
-        future.wait()
-        if future.state.is_completed():
-            ids[name] = future.result()
+            hashing[name] = run.hash(path)
+    for name, hashed in hashing.items():
+        try:
+            ids[name] = hashed()
+        except Exception as exc:  # noqa: BLE001 - an unreadable video fails its questions, not the run
+            errors[name] = str(exc)
+        else:
             stat = found[name].stat()
             known[name] = {
                 "path": str(found[name]),
@@ -467,14 +480,12 @@ def _store_ids(
                 "mtime": stat.st_mtime,
                 "video_id": ids[name],
             }
-        else:
-            errors[name] = str(future.result(raise_on_failure=False))
     write_videos(run_dir, known)
     return ids, errors
 
 
 def _ingest_missing(
-    store: Store, settings: Settings, found: dict[str, Path], ids: dict[str, str]
+    run: EvalRunner, store: Store, settings: Settings, found: dict[str, Path], ids: dict[str, str]
 ) -> tuple[list[str], dict[str, str]]:
     """Ingest the videos not current for the run's settings (new videos, and videos ingested with
     other models or settings), one task each; returns (ingested, failures) by name."""
@@ -484,11 +495,11 @@ def _ingest_missing(
     # Load the embedder before the ingestion threads do: two threads importing transformers at
     # once can see a half-initialised module.
     registry.text_embedder(settings)
-    futures = {name: ingest_one.submit(found[name], ids[name], settings) for name in missing}
+    reports = {name: run.ingest(found[name], ids[name], settings) for name in missing}
     ingested: list[str] = []
     failures: dict[str, str] = {}
-    for done, (name, future) in enumerate(futures.items(), 1):
-        report: VideoReport = future.result()
+    for done, (name, reported) in enumerate(reports.items(), 1):
+        report: VideoReport = reported()
         if report.failed:
             failures[name] = report.error or "; ".join(
                 f"{s.stage}: {s.error}" for s in report.stages if s.status == "failed"
@@ -499,7 +510,7 @@ def _ingest_missing(
             EvalProgress(phase="ingest", done=done, total=len(missing), name=name, ok=not report.failed)
         )
     if ingested:
-        optimize_task(settings)
+        run.optimize(settings)
     return ingested, failures
 
 
@@ -696,7 +707,76 @@ def answer_question(
     return prediction
 
 
-# ============================================================================ the flow
+# ============================================================================ the run
+
+#: One question to answer: the item, and the arguments of :func:`answer_question` for it.
+QuestionJob = tuple[BenchmarkItem, tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class EvalRunner:
+    """How a run's steps run: as Prefect tasks of the ``evaluate`` flow (:func:`prefect_runner`) or
+    on a thread pool of this process (:func:`direct_runner`). ``hash`` and ``ingest`` start their
+    work and hand back what waits for its result (raising what it raised); ``answers`` starts
+    every question and yields each item with its prediction, or the error that ended its retries,
+    as it finishes."""
+
+    hash: Callable[[Path], Callable[[], str]]
+    ingest: Callable[[Path, str, Settings], Callable[[], VideoReport]]
+    optimize: Callable[[Settings], object]
+    answers: Callable[[list[QuestionJob]], Iterator[tuple[BenchmarkItem, Prediction | BaseException]]]
+
+
+def prefect_runner(run_dir: Path, retries: int) -> EvalRunner:
+    """Each video and question a task of the current flow run (its task runner sets how many at
+    once); a question is retried ``retries`` times and its result cached under ``run_dir``."""
+    question = answer_question.with_options(
+        retries=retries, retry_delay_seconds=1, result_storage=run_dir / "cache"
+    )
+
+    def answers(jobs: list[QuestionJob]) -> Iterator[tuple[BenchmarkItem, Prediction | BaseException]]:
+        futures = {question.submit(*args): item for item, args in jobs}
+        for future in as_completed(list(futures)):
+            try:
+                yield futures[future], future.result()
+            except Exception as exc:  # noqa: BLE001 - a question that failed its retries is reported
+                yield futures[future], exc
+
+    return EvalRunner(
+        hash=lambda path: hash_task.submit(path).result,
+        ingest=lambda path, video_id, settings: ingest_one.submit(path, video_id, settings).result,
+        optimize=optimize_task,
+        answers=answers,
+    )
+
+
+def direct_runner(pool: concurrent.futures.ThreadPoolExecutor, retries: int) -> EvalRunner:
+    """The same steps on ``pool`` (its size is the run's concurrency), without Prefect: a question
+    is retried ``retries`` times one second apart (tenacity), as the task's Prefect retries do."""
+
+    def submit(work: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        return pool.submit(contextvars.copy_context().run, work, *args)
+
+    def retried(args: tuple[Any, ...]) -> Prediction:
+        for attempt in tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(retries + 1), wait=tenacity.wait_fixed(1), reraise=True
+        ):
+            with attempt:
+                return answer_question.fn(*args)
+        raise AssertionError("unreachable")  # tenacity returns or re-raises
+
+    def answers(jobs: list[QuestionJob]) -> Iterator[tuple[BenchmarkItem, Prediction | BaseException]]:
+        futures = {submit(retried, args): item for item, args in jobs}
+        for future in concurrent.futures.as_completed(futures):
+            error = future.exception()
+            yield futures[future], future.result() if error is None else error
+
+    return EvalRunner(
+        hash=lambda path: submit(content_hash, path).result,
+        ingest=lambda path, video_id, settings: submit(ingest_one_direct, path, video_id, settings).result,
+        optimize=optimize_store,
+        answers=answers,
+    )
 
 
 @flow(name="evaluate", flow_run_name="evaluate {run_dir.name}", validate_parameters=False, log_prints=False)
@@ -706,8 +786,14 @@ def evaluate(
     limit: int | None = None,
     retries: int = QUESTION_RETRIES,
 ) -> EvalOutcome:
+    """The run as a Prefect flow: :func:`evaluate_run` with each video and question a task."""
+    return evaluate_run(Path(run_dir), settings, limit, prefect_runner(Path(run_dir), retries))
+
+
+def evaluate_run(run_dir: Path, settings: Settings, limit: int | None, run: EvalRunner) -> EvalOutcome:
     """Evaluate the run in ``run_dir`` (made by :func:`prepare_run`): ingest, answer what is left,
-    report. ``limit`` caps the questions (the first ``limit`` with videos) this run covers."""
+    report, each step the way ``run`` runs it. ``limit`` caps the questions (the first ``limit``
+    with videos) this run covers."""
     run_dir = Path(run_dir)
     spec = read_spec(run_dir)
     settings = run_settings(settings, spec)
@@ -730,8 +816,8 @@ def evaluate(
     retrieval = any(i.kind == "retrieval" for i in todo)
     # Retrieval ranks the whole gallery, so every found video is needed; otherwise only todo's.
     needed = sorted(lookup.found) if retrieval else sorted({name for i in todo for name in i.video_ids})
-    ids, hash_errors = _store_ids(run_dir, lookup.found, needed)
-    ingested, ingest_failures = _ingest_missing(store, settings, lookup.found, ids)
+    ids, hash_errors = _store_ids(run, run_dir, lookup.found, needed)
+    ingested, ingest_failures = _ingest_missing(run, store, settings, lookup.found, ids)
     ingest_failures.update(hash_errors)
 
     failures: dict[str, str] = {}
@@ -745,10 +831,7 @@ def evaluate(
     for question_id, error in clips.failures.items():
         fail(by_id[question_id], "segment", error)
     names = {video_id: name for name, video_id in ids.items() if name not in ingest_failures}
-    futures: dict[PrefectFuture[Prediction], BenchmarkItem] = {}
-    question = answer_question.with_options(
-        retries=retries, retry_delay_seconds=1, result_storage=run_dir / "cache"
-    )
+    jobs: list[QuestionJob] = []
     # Optional stages that failed on a video (issue 37): its questions are answered without them,
     # and each prediction says which were missing.
     degraded = {video_id: missing for video_id in names if (missing := optional_failures(store, video_id))}
@@ -760,25 +843,14 @@ def evaluate(
         video_ids = [ids[name] for name in item.video_ids]
         versions = [store.video_version(v) for v in video_ids]
         key = stable_hash(spec.name, spec.settings_fingerprint, item.question_id, versions)
-        futures[
-            question.submit(
-                item,
-                video_ids,
-                spec.agent,
-                settings,
-                key,
-                names if item.kind == "retrieval" else None,
-                spec.ablations,
-                run_dir / TRACES_FOLDER,
-            )
-        ] = item
+        gallery = names if item.kind == "retrieval" else None
+        traces = run_dir / TRACES_FOLDER
+        jobs.append((item, (item, video_ids, spec.agent, settings, key, gallery, spec.ablations, traces)))
 
     answered: list[str] = []
-    for n, future in enumerate(as_completed(list(futures)), 1):
-        item = futures[future]
-        try:
-            prediction = future.result()
-        except Exception as exc:  # noqa: BLE001 - a question that failed its retries is reported
+    for n, (item, prediction) in enumerate(run.answers(jobs), 1):
+        if isinstance(prediction, BaseException):
+            exc = prediction
             fail(item, "answer", f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}".rstrip(": "))
         else:
             prediction.optional_failed = [
@@ -787,7 +859,7 @@ def evaluate(
             append_prediction(run_dir, prediction)
             answered.append(item.question_id)
         ok = item.question_id not in failures
-        _progress(EvalProgress(phase="answer", done=n, total=len(futures), name=item.question_id, ok=ok))
+        _progress(EvalProgress(phase="answer", done=n, total=len(jobs), name=item.question_id, ok=ok))
 
     predictions = read_predictions(run_dir)
     judge, judged_by = _judge(settings, spec, ready)
@@ -897,7 +969,8 @@ def run_evaluate(
     max_failed: float = MAX_FAILED,
     on_progress: Callable[[EvalProgress], None] | None = None,
 ) -> EvalOutcome:
-    """Run the ``evaluate`` flow with at most ``concurrency`` questions (and videos) at once;
+    """Evaluate the run in ``run_dir`` with at most ``concurrency`` questions (and videos) at once:
+    as the ``evaluate`` flow when a Prefect server answers (or as a subflow), else in-process;
     ``on_progress`` sees each video ingested and each question answered. The outcome's
     ``too_many_failed`` says when more than ``max_failed`` of the attempted questions failed."""
     disable_telemetry()
@@ -907,15 +980,23 @@ def run_evaluate(
         raise ValueError("--concurrency must be at least 1")
     if not 0 <= max_failed <= 1:
         raise ValueError(f"--max-failed is a share of the questions, from 0 to 1 (got {max_failed:g})")
+    from vidscope.agents.tools import in_flow_run
+    from vidscope.flows.prefect_api import reachable_api
+
     token = _on_progress.set(on_progress)
-    # Without a Prefect server the flow starts a temporary one; Prefect gives it 20 s, which a
-    # loaded machine misses (a real-model run beside other work failed every family so): as
-    # much time as ingestion gives it.
-    startup = max(EPHEMERAL_STARTUP_SECONDS, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
+    subflow = in_flow_run()
+    api = None if subflow else reachable_api(settings)
     try:
-        runner: Any = ThreadPoolTaskRunner(max_workers=concurrency)
-        with temporary_settings({PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: startup}):
-            outcome = evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
+        if api is None and not subflow:  # nobody records flow runs: no temporary server for one
+            pool = concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="vidscope-eval")
+            try:
+                outcome = evaluate_run(run_dir, settings, limit, direct_runner(pool, retries))
+            finally:  # interrupted: start no more questions
+                pool.shutdown(wait=True, cancel_futures=True)
+        else:
+            runner: Any = ThreadPoolTaskRunner(max_workers=concurrency)
+            with patient_prefect(api):
+                outcome = evaluate.with_options(task_runner=runner)(run_dir, settings, limit, retries)
     finally:
         _on_progress.reset(token)
     outcome.too_many_failed = too_many_failed(outcome.summary, max_failed)

@@ -449,8 +449,7 @@ def ingest_direct(paths: Sequence[str], settings: Settings, *, optimize: bool = 
     with ThreadPoolExecutor(settings.ingest.concurrency, thread_name_prefix="vidscope-video") as videos:
 
         def video(path: Path, digest: str) -> Callable[[], VideoReport]:
-            ingest = partial(ingest_video_direct, path, settings, digest)
-            return videos.submit(_video_report, ingest, path, digest, log_failure=True).result
+            return videos.submit(ingest_one_direct, path, digest, settings).result
 
         run = LibraryRunner(
             hash=lambda path: partial(_hashed, path),
@@ -458,6 +457,13 @@ def ingest_direct(paths: Sequence[str], settings: Settings, *, optimize: bool = 
             optimize=lambda: optimize_store(settings),
         )
         return _ingest_library(paths, run, optimize)
+
+
+def ingest_one_direct(path: Path, video_id: str, settings: Settings) -> VideoReport:
+    """``ingest_one`` without Prefect: one video's ingestion in this process, its failure logged and
+    turned into its report."""
+    ingest = partial(ingest_video_direct, path, settings, video_id)
+    return _video_report(ingest, path, video_id, log_failure=True)
 
 
 def _hashed(path: Path) -> str:
@@ -552,12 +558,12 @@ def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = Tru
             ) from exc
         runner = RayTaskRunner(address=config.ray_address)
     library = ingest_library.with_options(task_runner=runner)
-    with _patient_prefect(api):
+    with patient_prefect(api):
         return library(list(paths), settings, paths_count=len(paths), optimize=optimize)
 
 
 @contextmanager
-def _patient_prefect(api: str | None) -> Iterator[None]:
+def patient_prefect(api: str | None) -> Iterator[None]:
     """Report to ``api`` (the server found), or give a temporary server the time it needs."""
     from prefect.settings import (
         PREFECT_API_URL,
