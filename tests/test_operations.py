@@ -192,6 +192,52 @@ def test_an_evaluation_with_a_server_up_is_a_flow_run_with_a_task_per_video_and_
     assert report.flow_run_id == run.id and "on-the-server" in (report.description or "")
 
 
+def test_in_a_flow_run_tool_calls_are_task_runs_over_the_same_cache_files(
+    prefect_server: Settings, tmp_path: Path
+) -> None:
+    """vidscope's tool-result cache (tests/test_tool_cache.py) is the same files in and out of a
+    flow run, and each call in a run is a task run (here, where a Prefect server is up anyway)."""
+    from prefect import flow
+    from test_agent_runtime import VIDEO_ID, build_store, make_settings
+    from test_tool_cache import context
+
+    from vidscope.agents.tools import execute_tool
+
+    world = (settings := make_settings(tmp_path / "data"), build_store(settings))
+
+    outside = {"video_id": VIDEO_ID, "query": "bake for how long", "top_k": 2}
+    inside = {"video_id": VIDEO_ID, "query": "cool the bread where", "top_k": 2}
+    before = execute_tool(context(world), "clip_search", outside)
+
+    @flow(name="tool-cache-test")
+    def ask_twice() -> tuple[object, object, str]:
+        from prefect.runtime import flow_run
+
+        return (
+            execute_tool(context(world), "clip_search", outside),
+            execute_tool(context(world), "clip_search", inside),
+            str(flow_run.id),
+        )
+
+    hit, fresh, run_id = ask_twice()
+    assert hit.cached and hit.result == before.result  # written outside a flow, read inside
+    assert fresh.ok and not fresh.cached
+    after = execute_tool(context(world), "clip_search", inside)
+    assert after.cached and after.result == fresh.result  # written inside, read outside
+
+    async def task_names() -> list[str]:
+        async with get_client() as client:
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))
+            )
+        return sorted(r.name for r in runs)
+
+    import asyncio
+
+    assert asyncio.run(task_names()) == ["clip_search", "clip_search"]  # both calls recorded
+    assert not (world[0].data_dir / "prefect").exists()  # and nothing persisted by Prefect
+
+
 def test_a_failing_stage_is_a_failed_task_run_with_its_reason(
     prefect_server: Settings, tmp_path: Path, llm_server: ScriptedLLMServer
 ) -> None:

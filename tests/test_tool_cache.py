@@ -1,7 +1,9 @@
-"""vidscope's own tool-result cache: its files, its keys, and the same behaviour in and out of Prefect.
+"""vidscope's own tool-result cache: its files and its keys.
 
 The store is the synthetic one of test_agent_runtime (no ingestion); tool calls go through
-:func:`execute_tool` exactly as the agents make them.
+:func:`execute_tool` exactly as the agents make them. The same files in and out of a Prefect flow
+run: tests/test_operations.py, beside the Prefect server it already runs (a temporary server of
+its own cost this file 12 s).
 """
 
 from __future__ import annotations
@@ -165,41 +167,3 @@ def test_a_cached_tool_may_read_only_the_settings_it_declares(world) -> None:
     assert execute_tool(context(world, registry), "honest", {"video_id": VIDEO_ID}).ok
     with pytest.raises(TypeError, match="not \\[agent\\] settings"):
         tool(settings=("no_such_knob",))
-
-
-def test_in_a_prefect_flow_run_calls_are_task_runs_over_the_same_files(world) -> None:
-    """Starts Prefect's temporary API server (several seconds): the one test here that needs it."""
-    from prefect import flow, get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    outside = {"video_id": VIDEO_ID, "query": "bake for how long", "top_k": 2}
-    inside = {"video_id": VIDEO_ID, "query": "cool the bread where", "top_k": 2}
-    before = execute_tool(context(world), "clip_search", outside)
-
-    @flow(name="tool-cache-test")
-    def ask_twice() -> tuple[object, object, str]:
-        from prefect.runtime import flow_run
-
-        return (
-            execute_tool(context(world), "clip_search", outside),
-            execute_tool(context(world), "clip_search", inside),
-            str(flow_run.id),
-        )
-
-    hit, fresh, run_id = ask_twice()
-    assert hit.cached and hit.result == before.result  # written outside a flow, read inside
-    assert fresh.ok and not fresh.cached
-    after = execute_tool(context(world), "clip_search", inside)
-    assert after.cached and after.result == fresh.result  # written inside, read outside
-
-    async def task_names() -> list[str]:
-        async with get_client() as client:
-            runs = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[run_id]))
-            )
-        return sorted(r.name for r in runs)
-
-    import asyncio
-
-    assert asyncio.run(task_names()) == ["clip_search", "clip_search"]  # both calls recorded
-    assert not (world[0].data_dir / "prefect").exists()  # and nothing persisted by Prefect
