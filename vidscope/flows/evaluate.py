@@ -41,10 +41,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import tenacity
 from prefect import flow, task
 from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -106,7 +106,7 @@ from vidscope.flows.ingest import (
     optimize_task,
     patient_prefect,
 )
-from vidscope.flows.runs import publish_markdown, publish_table
+from vidscope.flows.runs import publish_markdown, publish_table, retried
 from vidscope.models import registry
 from vidscope.models.open_store import open_store
 from vidscope.models.protocols.image_text import ImageTextEmbedder
@@ -752,21 +752,13 @@ def prefect_runner(run_dir: Path, retries: int) -> EvalRunner:
 
 def direct_runner(pool: concurrent.futures.ThreadPoolExecutor, retries: int) -> EvalRunner:
     """The same steps on ``pool`` (its size is the run's concurrency), without Prefect: a question
-    is retried ``retries`` times one second apart (tenacity), as the task's Prefect retries do."""
+    is retried ``retries`` times one second apart, as the task's Prefect retries do."""
 
     def submit(work: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         return pool.submit(contextvars.copy_context().run, work, *args)
 
-    def retried(args: tuple[Any, ...]) -> Prediction:
-        for attempt in tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(retries + 1), wait=tenacity.wait_fixed(1), reraise=True
-        ):
-            with attempt:
-                return answer_question.fn(*args)
-        raise AssertionError("unreachable")  # tenacity returns or re-raises
-
     def answers(jobs: list[QuestionJob]) -> Iterator[tuple[BenchmarkItem, Prediction | BaseException]]:
-        futures = {submit(retried, args): item for item, args in jobs}
+        futures = {submit(retried, partial(answer_question.fn, *args), retries): item for item, args in jobs}
         for future in concurrent.futures.as_completed(futures):
             error = future.exception()
             yield futures[future], future.result() if error is None else error

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -48,7 +47,7 @@ from vidscope.flows.ingest_plan import DEGRADED
 from vidscope.flows.ingest_plan import StageReport as StageReport
 from vidscope.flows.ingest_plan import VideoReport as VideoReport
 from vidscope.flows.ingest_plan import expand_paths as expand_paths
-from vidscope.flows.runs import publish_table
+from vidscope.flows.runs import publish_table, retried
 from vidscope.flows.stage_schedule import StageRun, run_stages
 from vidscope.models.open_store import open_store
 from vidscope.storage import Store
@@ -481,21 +480,10 @@ def ingest_video_direct(path: Path, settings: Settings, video_id: str | None = N
     with ThreadPoolExecutor(len(stages()), thread_name_prefix="vidscope-stage") as pool:
 
         def submit(stage: Stage, video_id: str, path: Path, settings: Settings) -> StageRun:
-            future = pool.submit(_with_retries, stage, video_id, path, settings, retries)
+            future = pool.submit(retried, partial(run_stage, stage, video_id, path, settings), retries)
             return StageRun.of_future(future, lambda: _result_of(stage.name, future, path))
 
         return _ingest_video(Path(path), settings, video_id, submit, content_hash)
-
-
-def _with_retries(stage: Stage, video_id: str, path: Path, settings: Settings, retries: int) -> StageResult:
-    for attempt in range(retries + 1):
-        try:
-            return run_stage(stage, video_id, path, settings)
-        except Exception:
-            if attempt == retries:
-                raise
-            time.sleep(1.0)
-    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def _result_of(name: str, future: Future[StageResult], path: Path) -> StageResult:

@@ -2,7 +2,8 @@
 query's flow (:class:`QueryFlow`, declared beside its work) and :func:`run_query`, which runs a query
 as a flow run when a Prefect server records it and in-process otherwise.
 
-Artifacts are a courtesy to whoever watches the UI: failing to publish one is logged and never fails
+Without Prefect, :func:`retried` stands in for a task's retries. Artifacts are a courtesy to
+whoever watches the UI: failing to publish one is logged and never fails
 the run; outside any run (a query answered without a Prefect server) nothing is published. A query
 run (``ask``, ``search``) skips Prefect's per-run heartbeat thread — a sync flow joins it at exit,
 ~1.1 s a question should not pay — and tags its model calls with a query id.
@@ -25,6 +26,21 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 
 log = logging.getLogger(__name__)
+
+
+def retried(work: Callable[[], R], retries: int, delay_s: float = 1.0) -> R:
+    """``work()``, tried again up to ``retries`` times ``delay_s`` apart when it raises (its last
+    error re-raised): what a Prefect task's ``retries`` and ``retry_delay_seconds`` do, for the
+    steps that run in-process when no Prefect server records them (ingestion's stages, eval's
+    questions)."""
+    import tenacity
+
+    for attempt in tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(retries + 1), wait=tenacity.wait_fixed(delay_s), reraise=True
+    ):
+        with attempt:
+            return work()
+    raise AssertionError("unreachable")  # tenacity returns or re-raises
 
 
 def publish_table(key: str, table: list[dict[str, Any]], description: str) -> None:
