@@ -35,6 +35,11 @@ def stored_copy(key: tuple[object, ...], data_dir: Path, build: Callable[[Path],
     recorded about its own directory, such as absolute paths), False when ``build`` just wrote it.
     """
     template = _TEMPLATES.get(key)
+    if data_dir.exists() and any(data_dir.iterdir()):
+        # A store already there (a server's data dir that a test ingested into): copying the
+        # template's tables over it would mix two tables' versions. Build into it instead.
+        build(data_dir)
+        return False
     if template is None:
         build(data_dir)
         template = Path(tempfile.mkdtemp(prefix="vidscope-test-store-")) / "data"
