@@ -3,8 +3,8 @@ query's flow (:class:`QueryFlow`, declared beside its work) and :func:`run_query
 as a flow run when a Prefect server records it and in-process otherwise.
 
 Without Prefect, :func:`retried` stands in for a task's retries. Artifacts are a courtesy to
-whoever watches the UI: failing to publish one is logged and never fails
-the run; outside any run (a query answered without a Prefect server) nothing is published. A query
+whoever watches the UI: failing to publish one is logged and never fails the run; outside any run
+(a query answered without a Prefect server) nothing is published. A query
 run (``ask``, ``search``) skips Prefect's per-run heartbeat thread — a sync flow joins it at exit,
 ~1.1 s a question should not pay — and tags its model calls with a query id.
 """
