@@ -107,6 +107,8 @@ def test_each_turn_extends_the_last_so_the_servers_prompt_cache_is_reused(world)
 
 
 def test_the_step_limit_forces_a_final_answer(world) -> None:
+    """DVD's loop (dvd_core.py): ``max_iterations`` turns in all; the last is told to call finish,
+    with the same tools offered as before (so a server's prompt cache still holds the prefix)."""
     settings, _, server = world
     server.script(
         [
@@ -115,12 +117,29 @@ def test_the_step_limit_forces_a_final_answer(world) -> None:
             finish_call("It is about baking bread.", [[0, 5]]),
         ]
     )
-    result = run_ask(settings, VIDEO_ID, "What is this video about?", config=AgentConfig(max_steps=2))
+    result = run_ask(settings, VIDEO_ID, "What is this video about?", config=AgentConfig(max_steps=3))
     assert result.forced and result.answer == "It is about baking bread."
     requests = server.chat_requests
-    assert len(requests) == 3
-    assert tool_names(requests[-1]) == ["finish"]  # only finish is offered at the limit
+    assert len(requests) == 3 and server.pending == 0  # the third turn is the last one
+    assert tool_names(requests[-1]) == tool_names(requests[0])  # every tool still on offer
     assert requests[-1]["messages"][-1]["content"] == prompts.FORCED_FINISH
+    assert "Please call the" not in requests[1]["messages"][-1].get("content", "")
+
+
+def test_a_call_other_than_finish_at_the_step_limit_is_not_run(world) -> None:
+    """At the last turn only finish is taken: a search there is not run (its result would never
+    be read); the answer the model stated before stands, forced."""
+    settings, _, server = world
+    server.script(
+        [
+            text("The video is about baking bread."),
+            search("oven", call_id="c2"),
+        ]
+    )
+    result = run_ask(settings, VIDEO_ID, "What is this video about?", config=AgentConfig(max_steps=2))
+    assert result.forced and server.pending == 0
+    assert result.usage.tool_calls == 0  # the search of the last turn was not run
+    assert "baking bread" in result.answer
 
 
 def test_a_text_only_planner_is_not_offered_frame_inspect(tmp_path: Path, llm_server) -> None:

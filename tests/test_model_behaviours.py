@@ -86,10 +86,10 @@ def test_a_model_that_only_talks_goes_on_to_the_step_limit_and_ends_forced_with_
     budget ends it (issue 35: the default). The last thing it said is the forced answer."""
     settings, _, server = world
     steps = 4
-    server.script([text(f"My guess {i}: the code is purple elephant.") for i in range(steps + 1)])
+    server.script([text(f"My guess {i}: the code is purple elephant.") for i in range(steps)])
     result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(max_steps=steps))
-    assert result.forced and result.answer == f"My guess {steps}: the code is purple elephant."
-    assert len(server.chat_requests) == steps + 1 and server.pending == 0  # the steps + the forced turn
+    assert result.forced and result.answer == f"My guess {steps - 1}: the code is purple elephant."
+    assert len(server.chat_requests) == steps and server.pending == 0  # the last turn is the forced one
 
 
 def test_a_prose_bound_when_set_ends_a_model_that_only_talks_early(world) -> None:  # noqa: F811

@@ -200,11 +200,24 @@ def test_citations_naming_no_video_of_several_are_dropped_with_the_reason() -> N
 def test_at_the_turn_limit_the_planner_gives_its_best_guess(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
-    """No stated answer by the limit: one more turn offers only the answer tool (issue 35 reads
-    SAMA's App. C.2 rule 4 so), rather than a letter read out of a dump of facts."""
+    """No stated answer by the limit: one more turn takes only the answer tool (issue 35 reads
+    SAMA's App. C.2 rule 4 so), rather than a letter read out of a dump of facts. The tools on
+    offer stay the turns' own, so a local server's prompt cache keeps the prefix."""
     junk = text('{"type": "comparison"}')
     result = run(llm_server, tmp_path, [SHAPES["paper name, native call"], *[junk] * 9, ANSWER])
     assert result.forced and result.answer == "2 cars" and not result.no_answer
-    last = llm_server.chat_requests[-1]
-    assert [t["function"]["name"] for t in last["tools"]] == ["answer"]
+    last, turn = llm_server.chat_requests[-1], llm_server.chat_requests[-2]
+    assert last["tools"] == turn["tools"] and "answer" in [t["function"]["name"] for t in last["tools"]]
     assert "turn limit has been reached" in json.dumps(last["messages"])
+
+
+def test_at_the_turn_limit_a_call_other_than_answer_is_not_run(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """The last turn takes only the answer tool: a search there is not run, and with nothing
+    stated the run has no answer (the extractive answer stands in)."""
+    junk = text('{"type": "comparison"}')
+    search = SHAPES["paper name, native call"]
+    result = run(llm_server, tmp_path, [search, *[junk] * 9, search])
+    assert result.forced and result.no_answer
+    assert result.usage.tool_calls == 1  # the first turn's search only

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from facts import HARBOUR_FACTS, RIVER_FACTS
 from record import COMMANDS, Run, SimRun, extractive_args, json_result, quality_table, sim_table
-from recorder import RecordingProxy
+from recorder import RecordingProxy, exchange_lines
 
 from vidscope.core.synthetic import narration_wav, text_video
 
@@ -297,6 +297,7 @@ def runs(library: Library, recorder: RecordingProxy, quality: Quality) -> Callab
             (outputs / f"{name}.out").write_text(
                 f"exit {proc.returncode}\n{proc.stdout}\n--- stderr\n{proc.stderr}"
             )
+            (outputs / f"{name}.exchanges.jsonl").write_text(exchange_lines(outcome.exchanges))
         return done[name]
 
     return run

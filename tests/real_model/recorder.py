@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ class Exchange:
     completion_tokens: int = 0
     refused_images: bool = False
     reply: dict[str, Any] = field(default_factory=dict)
+    #: The request as sent (its messages, tools and limits), for the tier's per-command dumps.
+    request: dict[str, Any] = field(default_factory=dict)
+    #: Wall seconds the server took to answer (prompt processing and generation).
+    seconds: float = 0.0
 
 
 def _count_images(body: dict[str, Any]) -> int:
@@ -66,6 +71,7 @@ class RecordingProxy:
                 target = proxy.upstream + self.path.removeprefix("/v1")
                 request = urllib.request.Request(target, data=data, method=self.command)
                 request.add_header("Content-Type", "application/json")
+                started = time.monotonic()
                 try:
                     with urllib.request.urlopen(request, timeout=900) as response:
                         status, payload = response.status, response.read()
@@ -74,7 +80,7 @@ class RecordingProxy:
                 except OSError as err:
                     status, payload = 502, json.dumps({"error": {"message": str(err)}}).encode()
                 if data is not None:
-                    proxy._record(self.path, data, status, payload)
+                    proxy._record(self.path, data, status, payload, time.monotonic() - started)
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -90,7 +96,7 @@ class RecordingProxy:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def _record(self, path: str, data: bytes, status: int, payload: bytes) -> None:
+    def _record(self, path: str, data: bytes, status: int, payload: bytes, seconds: float) -> None:
         try:
             body = json.loads(data)
         except ValueError:
@@ -111,6 +117,8 @@ class RecordingProxy:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             refused_images=status >= 400 and "image" in text,
             reply=reply,
+            request=body,
+            seconds=seconds,
         )
         with self._lock:
             self.exchanges.append(exchange)
@@ -127,3 +135,38 @@ class RecordingProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _clip(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= limit else text[: limit // 2] + " … " + text[-limit // 2 :]
+
+
+def exchange_lines(exchanges: list[Exchange], limit: int = 400) -> str:
+    """One JSON line per exchange: seconds, tokens (processed = prompt - cached), the request's
+    messages clipped to ``limit`` characters each, the reply's text and tool calls clipped: to read
+    where a command's model time went."""
+    lines = []
+    for e in exchanges:
+        choice = (e.reply.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        lines.append(
+            json.dumps(
+                {
+                    "seconds": round(e.seconds, 2),
+                    "prompt": e.prompt_tokens,
+                    "processed": e.prompt_tokens - e.cached_tokens,
+                    "output": e.completion_tokens,
+                    "max_tokens": e.request.get("max_tokens"),
+                    "finish": choice.get("finish_reason"),
+                    "tools": e.tools,
+                    "messages": [
+                        {"role": m.get("role"), "content": _clip(m.get("content") or "", limit)}
+                        for m in e.request.get("messages", [])
+                    ],
+                    "reply": _clip(message.get("content") or "", limit),
+                    "calls": _clip(message.get("tool_calls") or [], limit),
+                }
+            )
+        )
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -94,7 +94,7 @@ TOOL_NUDGE = (
 
 FORCED_FINISH = (
     "The step limit has been reached. Call finish now with your best answer and the citations you "
-    "have; no other tool is available."
+    "have; no other tool call will be run."
 )
 
 # ============================================================================ SAMA
@@ -149,7 +149,7 @@ SAMA_SYSTEM = (
 #: SAMA's last turn at its limit: a best guess with the answer tool.
 FORCED_ANSWER = (
     "The turn limit has been reached. Call the answer tool now with your best answer from the "
-    "evidence above and the moments that support it; no other tool is available."
+    "evidence above and the moments that support it; no other tool call will be run."
 )
 
 BAD_REPLY = (

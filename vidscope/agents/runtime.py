@@ -222,7 +222,12 @@ def run_agent(
         if on_step is not None:
             on_step(step)
 
-    for _ in range(ctx.config.max_steps):
+    # DVD's loop (dvd/dvd_core.py, DVDCoreAgent.run): ``max_iterations`` model turns in all, the
+    # last of them asked to call finish ("Please call the `finish` function to finish the task.")
+    # with the same tools on offer as every other turn. Offering only finish there would change
+    # the tools a chat template renders first, and a local server would re-read the whole
+    # conversation for that turn (35 s of the real 1.5B model's 124-s question, RESULTS.md).
+    for _ in range(ctx.config.max_steps - 1):
         reply = ask_model(ctx, state, specs, record)
         if state.out_of_context:
             break
@@ -232,16 +237,13 @@ def run_agent(
         if answer is not None:
             return answer
 
-    # Step limit (or no room left): only finish is offered, so the next reply has to be an answer.
-    # This costs a local server a re-read of the whole conversation (a chat template renders the
-    # tools first: 35 s for the real 1.5B model, benchmarks/question_speed.py). Keeping every tool
-    # on offer reuses the cache; in the two runs measured the model answered in prose either way,
-    # so which serves a small model better is not known yet and the paper-shaped turn stays.
+    # The last turn (or no room left): only a finish call is taken; any other call is not run,
+    # as its result would never be read (DVD's loop ends after this turn whatever it called).
     why = "the conversation no longer fits the context" if state.out_of_context else "step limit reached"
     state.out_of_context = False
     state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
-    reply = ask_model(ctx, state, [finish.spec()], record)
+    reply = ask_model(ctx, state, specs, record)
     last = read_turn(state, reply, ctx.registry.names)
     for call in last.calls:
         if reply is not None and call.name == finish.name:

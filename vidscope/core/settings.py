@@ -378,7 +378,7 @@ class StorageSettings(BaseModel):
 class AgentSettings(BaseModel):
     """Limits and sizes of the question-answering agent and its tools (``[agent]``)."""
 
-    #: Model turns before a final answer is forced.
+    #: Model turns of the DVD loop in all, the last asked to finish (DVD's ``max_iterations``, 15).
     max_steps: int = Field(default=15, ge=1)
     #: Near-identical tool calls in a row that trigger a nudge.
     loop_repeats: int = Field(default=3, ge=2)

@@ -59,7 +59,7 @@ from vidscope.agents.sama.tools_scenes import scene_detector
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolRegistry, validation_message
 from vidscope.models.json_tools import quote_data
-from vidscope.models.protocols.chat import ChatMessage, ToolCall
+from vidscope.models.protocols.chat import ChatMessage, ToolCall, ToolSpec
 
 #: SAMA's tools in declared order (the order offered without a skill).
 SAMA_TOOLS = (
@@ -382,7 +382,7 @@ def run_sama(
     if state.stated_answer:
         return end_run(state, options)
     state.messages = prompt([prompts.FORCED_ANSWER])
-    return _best_guess(ctx, state, video_ids, options, record)
+    return _best_guess(ctx, state, specs, video_ids, options, record)
 
 
 def run(ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -465,15 +465,19 @@ def _resolved_citations(raw: Any, video_ids: Sequence[str]) -> tuple[list[dict[s
 def _best_guess(
     ctx: ToolContext,
     state: LoopState,
+    specs: list[ToolSpec],
     video_ids: Sequence[str],
     options: Sequence[str] | None,
     record: StepCallback,
 ) -> Answer:
-    """One last turn (``state.messages`` already asks for it) offering only the answer tool: the
-    planner's best guess from its evidence memory, forced; a reply in words counts too, data does
-    not."""
+    """One last turn (``state.messages`` already asks for it) in which only the answer tool is
+    taken: the planner's best guess from its evidence memory, forced; a reply in words counts too,
+    data does not. The tools on offer stay ``specs``, the turns' own: offering only the answer
+    tool would change the tools a chat template renders first, and a local server would re-read
+    the whole prompt (the real 1.5B planner: 1,631 of 3,332 tokens, 34 s); a call of another tool
+    here is not run."""
     record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="turn limit reached"))
-    reply = ask_model(ctx, state, [answer_tool.spec()], record)
+    reply = ask_model(ctx, state, specs, record)
     assert ctx.registry is not None  # run_sama set it
     last = read_turn(state, reply, ctx.registry.names)
     for call in last.calls:
