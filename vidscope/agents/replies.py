@@ -8,7 +8,8 @@ recorded why). What that reply *is* is decided here, once, as a :class:`Reply` o
   fence, ``<tool_call>`` tags, ``video_reader(t0=…)`` written as code, a paper's spelling such as
   "VideoReader" for ``video_reader``: :mod:`vidscope.models.json_tools`), or a call to one of the
   loop's tools that was not offered this turn and so stayed in the text (AVI refuses a call to
-  another phase's tool; the forced last turn of DVD and SAMA offers only the answer tool);
+  another phase's tool; the forced last turn of DVD and SAMA offers every tool but takes only the
+  answer tool);
 * ``prose`` — words: the answer they state (:func:`statement`), unless they announce a tool with a
   word of intent ("I should confirm it with FrameInspect", :func:`announced_tool`), which is a
   plan and states nothing;
