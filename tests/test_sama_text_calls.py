@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from llm_server import Reply, ScriptedLLMServer, text, tool_call
 
-from vidscope.agents.sama.agent import run_sama
+from vidscope.agents.prompts import FORCED_ANSWER
+from vidscope.agents.sama.agent import NEXT_TURN, run_sama
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
 from vidscope.agents.simulator.tools_sama import sim_sama_registry
@@ -209,6 +210,10 @@ def test_at_the_turn_limit_the_planner_gives_its_best_guess(
     last, turn = llm_server.chat_requests[-1], llm_server.chat_requests[-2]
     assert last["tools"] == turn["tools"] and "answer" in [t["function"]["name"] for t in last["tools"]]
     assert "turn limit has been reached" in json.dumps(last["messages"])
+    # Its last words: the turns' "call one tool to gather…" after it sent the real 1.5B planner
+    # gathering again instead of answering.
+    said = last["messages"][-1]["content"]
+    assert said.endswith(FORCED_ANSWER) and NEXT_TURN not in said
 
 
 def test_at_the_turn_limit_a_call_other_than_answer_is_not_run(

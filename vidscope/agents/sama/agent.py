@@ -131,6 +131,7 @@ def _prompt(
     note_tokens: int | None = None,
     multi_select: bool = False,
     overview: str = "",
+    next_turn: str = NEXT_TURN,
 ) -> list[ChatMessage]:
     system = SYSTEM + (f"\n\nSkills:\n{skills}" if skills else "")
     parts = [f"Question: {question}"]
@@ -149,7 +150,7 @@ def _prompt(
     parts.append(f"Evidence memory:\n{evidence}")
     if last:
         parts.append("Since your last turn:\n" + "\n".join(last))
-    parts.append(NEXT_TURN)  # the last words are what to do now, not the data above
+    parts.append(next_turn)  # the last words are what to do now, not the data above
     return [ChatMessage(role="system", content=system), ChatMessage(role="user", content="\n\n".join(parts))]
 
 
@@ -257,8 +258,9 @@ def run_sama(
     )
     result_tokens, note_tokens = memory_budgets(ctx, fixed, specs)
 
-    def prompt(lines: list[str]) -> list[ChatMessage]:
-        """The planner's request: question, skills and evidence memory, then ``lines``."""
+    def prompt(lines: list[str], next_turn: str = NEXT_TURN) -> list[ChatMessage]:
+        """The planner's request: question, skills and evidence memory, then ``lines``, then
+        what to do now (``next_turn``)."""
         return _prompt(
             question,
             videos,
@@ -270,6 +272,7 @@ def run_sama(
             note_tokens=note_tokens,
             multi_select=multi_select,
             overview=overview,
+            next_turn=next_turn,
         )
 
     def reread(fact: Fact, start: float, end: float) -> list[Fact]:
@@ -381,7 +384,9 @@ def run_sama(
     # read out of the facts; without one, no answer (the extractive answer stands in).
     if state.stated_answer:
         return end_run(state, options)
-    state.messages = prompt([prompts.FORCED_ANSWER])
+    # The forced instruction is the request's last words: followed by the turns' "call one tool to
+    # gather the evidence you still need", the real 1.5B planner gathered instead of answering.
+    state.messages = prompt([], next_turn=prompts.FORCED_ANSWER)
     return _best_guess(ctx, state, specs, video_ids, options, record)
 
 
