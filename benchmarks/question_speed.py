@@ -11,11 +11,12 @@ and for writing the reply. With ``--before DIR`` (a source tree of an earlier co
 ``git archive <commit> | tar -x -C DIR``) the same question runs with ``PYTHONPATH=DIR`` in the
 same rounds against the same server, so before and after come from one run.
 
-    .venv/bin/python benchmarks/question_speed.py [--rounds 2] [--before DIR] [--work DIR]
+    .venv/bin/python benchmarks/question_speed.py [--rounds 2] [--before DIR] [--work DIR] [--warm]
 
 The server runs at a raised CPU priority where allowed (root). A fresh server per tree and round
 keeps one tree's prompt cache from helping the other; the question is the same each round, so the
-response cache is turned off (``cache = false``).
+response cache is turned off (``cache = false``). ``--warm`` asks another question first on
+the same server, unmeasured: what a user's second question costs on a server that stays up.
 """
 
 from __future__ import annotations
@@ -140,10 +141,21 @@ def _timings(exchange: Exchange) -> tuple[float, float]:
     return float(timings.get("prompt_ms") or 0.0) / 1000, float(timings.get("predicted_ms") or 0.0) / 1000
 
 
-def _ask(root: Path, video: Path, tree: Path | None, model: Path, threads: int) -> dict[str, Any]:
+#: With ``--warm``: asked first on the same server and not measured, so the server's prompt cache
+#: holds what every DVD question starts with (system prompt and tools), as a server that stays up
+#: between a user's questions does.
+WARM_UP = "How much does a ferry ticket cost?"
+
+
+def _ask(
+    root: Path, video: Path, tree: Path | None, model: Path, threads: int, *, warm: bool = False
+) -> dict[str, Any]:
     served = _serve(model, threads)
     proxy = RecordingProxy(served.url)
     try:
+        if warm:
+            _vidscope(root, ["ask", str(video), WARM_UP, "--json"], tree, proxy.base_url)
+        mark = proxy.mark()
         started = time.monotonic()
         done = _vidscope(
             root,
@@ -152,7 +164,7 @@ def _ask(root: Path, video: Path, tree: Path | None, model: Path, threads: int) 
             proxy.base_url,
         )
         seconds = time.monotonic() - started
-        exchanges = [e for e in proxy.since(0) if e.path.endswith("/chat/completions")]
+        exchanges = [e for e in proxy.since(mark) if e.path.endswith("/chat/completions")]
     finally:
         proxy.close()
         served.stop()
@@ -202,6 +214,9 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a source tree of an earlier commit")
     parser.add_argument("--work", type=Path, help="keep the video and the store here (reused)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--warm", action="store_true", help=f"ask {WARM_UP!r} first on the same server (not measured)"
+    )
     args = parser.parse_args()
     model_dir = Path(os.environ.get("VIDSCOPE_REAL_MODEL_DIR", REPO / ".real-model"))
     prepared = subprocess.run(
@@ -219,12 +234,13 @@ def main() -> None:
     trees: list[tuple[str, Path | None]] = [("now", None)]
     if args.before is not None:
         trees.insert(0, ("before", args.before.resolve()))
-    print(f"{QUESTION}  (gold {GOLD}; {os.cpu_count()} cores, {args.threads} server threads)")
+    warmed = f"; asked after {WARM_UP!r} on the same server" if args.warm else ""
+    print(f"{QUESTION}  (gold {GOLD}; {os.cpu_count()} cores, {args.threads} server threads{warmed})")
     seconds: dict[str, list[float]] = {label: [] for label, _ in trees}
     for round_ in range(1, args.rounds + 1):
         print(f"round {round_}")
         for label, tree in trees:
-            run = _ask(root, video, tree, model, args.threads)
+            run = _ask(root, video, tree, model, args.threads, warm=args.warm)
             seconds[label].append(run["seconds"])
             print(_report(label, run), flush=True)
     for label, values in seconds.items():

@@ -799,6 +799,29 @@ def ann_depth_recall(store: Store, vectors: Sequence[np.ndarray], depth: int, co
         p50, p95 = statistics.median(times[factor]) * 1000, _p95(times[factor]) * 1000
         label = "  (moment search)" if factor == shipped else ""
         print(f"{factor:>10}{p50:>9.1f}{p95:>9.1f}{statistics.mean(recalls[factor]):>8.3f}{label}")
+    # The partitions probed, at the shipped refine factor: whether the candidates or their
+    # ranking limit recall (store.ANN_NPROBES is a count, not a share of the partitions).
+    from vidscope.storage.store import ANN_NPROBES
+
+    probes = tuple(sorted({ANN_NPROBES, 64, 128, 256, 512}))
+    times_p: dict[int, list[float]] = {n: [] for n in probes}
+    recalls_p: dict[int, list[float]] = {n: [] for n in probes}
+    for i, (vector, truth) in enumerate(zip(vectors, truths, strict=True)):
+        turn = i % len(probes)
+        for nprobes in probes[turn:] + probes[:turn]:
+            t0 = time.perf_counter()
+            found = store.nearest(
+                store.clips, vector, depth, columns=columns, nprobes=nprobes, refine_factor=shipped
+            )
+            times_p[nprobes].append(time.perf_counter() - t0)
+            recalls_p[nprobes].append(
+                len(truth & {(r["video_id"], r["clip_index"]) for r in found}) / len(truth)
+            )
+    print(f"\nthe same, refine factor {shipped}: partitions probed, ms p50 / p95, recall@{depth}")
+    for nprobes in probes:
+        p50, p95 = statistics.median(times_p[nprobes]) * 1000, _p95(times_p[nprobes]) * 1000
+        label = "  (moment search)" if nprobes == ANN_NPROBES else ""
+        print(f"{nprobes:>10}{p50:>9.1f}{p95:>9.1f}{statistics.mean(recalls_p[nprobes]):>8.3f}{label}")
 
 
 def _p95(values: Sequence[float]) -> float:
