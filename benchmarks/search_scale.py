@@ -779,49 +779,49 @@ def ann_depth_recall(store: Store, vectors: Sequence[np.ndarray], depth: int, co
     truths = exact_top(store, np.stack(vectors), depth)
     exact_s = time.perf_counter() - started
     shipped = _moments().ANN_REFINE_FACTOR
-    factors = tuple(sorted({5, 10, 20, shipped}))
-    times: dict[int, list[float]] = {f: [] for f in factors}
-    recalls: dict[int, list[float]] = {f: [] for f in factors}
-    for i, (vector, truth) in enumerate(zip(vectors, truths, strict=True)):
-        turn = i % len(factors)
-        for factor in factors[turn:] + factors[:turn]:
-            t0 = time.perf_counter()
-            found = store.nearest(store.clips, vector, depth, columns=columns, refine_factor=factor)
-            times[factor].append(time.perf_counter() - t0)
-            recalls[factor].append(
-                len(truth & {(r["video_id"], r["clip_index"]) for r in found}) / len(truth)
-            )
     print(
         f"\nANN ranking {depth} deep, {len(vectors)} queries, against an exact scan of every vector "
         f"({exact_s:.0f} s for all, batched): refine factor, ms p50 / p95, recall@{depth}"
     )
-    for factor in factors:
-        p50, p95 = statistics.median(times[factor]) * 1000, _p95(times[factor]) * 1000
-        label = "  (moment search)" if factor == shipped else ""
-        print(f"{factor:>10}{p50:>9.1f}{p95:>9.1f}{statistics.mean(recalls[factor]):>8.3f}{label}")
+    _sweep(store, vectors, truths, depth, columns, "refine_factor", (5, 10, 20, shipped), shipped, {})
     # The partitions probed, at the shipped refine factor: whether the candidates or their
     # ranking limit recall (store.ANN_NPROBES is a count, not a share of the partitions).
     from vidscope.storage.store import ANN_NPROBES
 
-    probes = tuple(sorted({ANN_NPROBES, 64, 128, 256, 512}))
-    times_p: dict[int, list[float]] = {n: [] for n in probes}
-    recalls_p: dict[int, list[float]] = {n: [] for n in probes}
-    for i, (vector, truth) in enumerate(zip(vectors, truths, strict=True)):
-        turn = i % len(probes)
-        for nprobes in probes[turn:] + probes[:turn]:
-            t0 = time.perf_counter()
-            found = store.nearest(
-                store.clips, vector, depth, columns=columns, nprobes=nprobes, refine_factor=shipped
-            )
-            times_p[nprobes].append(time.perf_counter() - t0)
-            recalls_p[nprobes].append(
-                len(truth & {(r["video_id"], r["clip_index"]) for r in found}) / len(truth)
-            )
     print(f"\nthe same, refine factor {shipped}: partitions probed, ms p50 / p95, recall@{depth}")
-    for nprobes in probes:
-        p50, p95 = statistics.median(times_p[nprobes]) * 1000, _p95(times_p[nprobes]) * 1000
-        label = "  (moment search)" if nprobes == ANN_NPROBES else ""
-        print(f"{nprobes:>10}{p50:>9.1f}{p95:>9.1f}{statistics.mean(recalls_p[nprobes]):>8.3f}{label}")
+    probes = (ANN_NPROBES, 64, 128, 256, 512)
+    refine = {"refine_factor": shipped}
+    _sweep(store, vectors, truths, depth, columns, "nprobes", probes, ANN_NPROBES, refine)
+
+
+def _sweep(
+    store: Store,
+    vectors: Sequence[np.ndarray],
+    truths: Sequence[set[tuple[str, int]]],
+    depth: int,
+    columns: Sequence[str],
+    name: str,
+    values: Sequence[int],
+    shipped: int,
+    fixed: dict[str, Any],
+) -> None:
+    """One row per value of the ``store.nearest`` keyword ``name`` (the others ``fixed``): ms p50
+    / p95 and recall against ``truths``. The values take turns per query, in rotating order, so
+    none always runs first."""
+    ordered = tuple(sorted(set(values)))
+    times: dict[int, list[float]] = {v: [] for v in ordered}
+    recalls: dict[int, list[float]] = {v: [] for v in ordered}
+    for i, (vector, truth) in enumerate(zip(vectors, truths, strict=True)):
+        turn = i % len(ordered)
+        for value in ordered[turn:] + ordered[:turn]:
+            t0 = time.perf_counter()
+            found = store.nearest(store.clips, vector, depth, columns=columns, **fixed, **{name: value})
+            times[value].append(time.perf_counter() - t0)
+            recalls[value].append(len(truth & {(r["video_id"], r["clip_index"]) for r in found}) / len(truth))
+    for value in ordered:
+        p50, p95 = statistics.median(times[value]) * 1000, _p95(times[value]) * 1000
+        label = "  (moment search)" if value == shipped else ""
+        print(f"{value:>10}{p50:>9.1f}{p95:>9.1f}{statistics.mean(recalls[value]):>8.3f}{label}")
 
 
 def _p95(values: Sequence[float]) -> float:
