@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from unittest.mock import ANY
 
 from vidscope.models import json_tools, openai_compat, transformers_vlm
 from vidscope.models.json_tools import (
@@ -145,6 +146,13 @@ def test_what_a_model_writes_after_its_call_is_not_kept() -> None:
     assert read_tool_reply(fenced, offered)[0] == "Let me look."
     tagged = '<tool_call>\n{"name": "clip_retrieve", "arguments": {"query": "x"}}\n</tool_call>'
     assert read_tool_reply(tagged, offered)[0] is None
+    # The real model's doubled braces (DVD, ask-dvd) and an inline quote after a plan.
+    doubled = '{{"name": "clip_retrieve", "arguments": {"query": "x"}}}'
+    assert read_tool_reply(doubled, offered)[0] is None
+    quoted = 'Plan: search first.\n- **Function Call**: `clip_retrieve(query="x")`'
+    assert read_tool_reply(quoted, offered) == ("Plan: search first.\n- **Function Call**:", [ANY])
+    wrapped = 'Calling it.\n<tools>\n{"name": "clip_retrieve", "arguments": {"query": "x"}}\n</tools>'
+    assert read_tool_reply(wrapped, offered)[0] == "Calling it."
 
 
 def test_read_tool_reply_leaves_everything_else_as_text() -> None:
