@@ -142,6 +142,37 @@ def test_a_call_other_than_finish_at_the_step_limit_is_not_run(world) -> None:
     assert "baking bread" in result.answer
 
 
+def test_a_one_video_question_offers_the_tools_without_a_video_id(world) -> None:
+    """DVD's tools take no video: ``clip_search_tool(database, event_description, top_k)``
+    (dvd/build_database.py; the database is the question's video). The 1.5B model spent 57 of a
+    call's 91 tokens writing the 64-hex id (3.5 s a call on 2 cores). So a one-video question
+    offers no ``video_id`` argument and shows none; a call without it reads the question's video,
+    a call that still writes it (the real model copies ids it has seen) works as before, and a
+    wrong id still fails."""
+    settings, _, server = world
+    server.script(
+        [
+            tool_call("clip_search", {"query": "secret code vault", "top_k": 3}, call_id="c1"),
+            tool_call("clip_search", {"video_id": VIDEO_ID, "query": "code", "top_k": 2}, call_id="c2"),
+            tool_call("clip_search", {"video_id": "ff" * 32, "query": "vault"}, call_id="c3"),
+            finish_call("The code is purple elephant.", [ANSWER_RANGE]),
+        ]
+    )
+    answer = run_ask(settings, VIDEO_ID, QUESTION)
+    assert answer.answer == "The code is purple elephant." and answer.citations[0].verified
+    first, *_, last = server.chat_requests
+    for spec in first["tools"]:
+        assert "video_id" not in spec["function"]["parameters"].get("properties", {}), spec
+        assert "video_id" not in spec["function"]["parameters"].get("required", []), spec
+    assert VIDEO_ID not in json.dumps(first["messages"])  # neither in the prompt nor the system
+    observations = [m["content"] for m in last["messages"] if m["role"] == "tool"]
+    assert "purple elephant" in observations[0] and VIDEO_ID not in observations[0]
+    assert "<video_data>" in observations[1]  # the id the model wrote was taken
+    assert "unknown video_id" in observations[2]
+    steps = [s for s in answer.trace if s.kind == "tool"]
+    assert steps[0].arguments["video_id"] == VIDEO_ID  # the trace names the video it read
+
+
 def test_a_text_only_planner_is_not_offered_frame_inspect(tmp_path: Path, llm_server) -> None:
     """The real-model tier's setup (a text-only planner, no vlm): the 1.5B model called
     frame_inspect after its first search, got the no-vision note and lost a turn (tier trace of

@@ -179,12 +179,17 @@ INSPECT_SYSTEM = (
 )
 
 
-def question_prompt(question: str, videos: list[dict[str, object]], options: list[str] | None) -> str:
-    """The user turn that opens a conversation: the question, the videos, the options if any."""
-    lines = [f"Question: {question}", "", "Videos you can search:"]
+def question_prompt(
+    question: str, videos: list[dict[str, object]], options: list[str] | None, *, show_ids: bool = True
+) -> str:
+    """The user turn that opens a conversation: the question, the videos, the options if any.
+    ``show_ids=False``: the videos without their ids (one video, which the tools read without
+    being told: :func:`vidscope.agents.runtime.sole_video_specs`)."""
+    lines = [f"Question: {question}", "", "Videos you can search:" if show_ids else "The video:"]
     for video in videos:
+        shown_id = f"video_id={video['video_id']} " if show_ids else ""
         lines.append(
-            f"- video_id={video['video_id']} file={video['file_name']!r} "
+            f"- {shown_id}file={video['file_name']!r} "
             f"duration={float(str(video['duration'])):.1f}s clips={video['clips']}"
         )
     if options:

@@ -148,14 +148,64 @@ class LoopState:
     problem: ModelOutputError | None = None
     #: The question takes several option letters (CrossVid BU): the choice is their set.
     multi_select: bool = False
+    #: The question's only video, when it has one: the tools are offered without ``video_id``
+    #: and a call that names none reads this one (:func:`sole_video_specs`).
+    sole_video: str | None = None
 
 
-def format_observation(outcome: ToolOutcome) -> str:
-    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``."""
+def format_observation(outcome: ToolOutcome, *, sole_video: str | None = None) -> str:
+    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``
+    (without its ``video_id`` when that is ``sole_video``, the question's only video: see
+    :func:`sole_video_specs`)."""
     if not outcome.ok:
         return prompts.ERROR_NOTE.format(tool=outcome.tool, error=outcome.error)
     assert outcome.result is not None
-    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(outcome.result.for_model())}"
+    shown = outcome.result.for_model()
+    if sole_video is not None and shown.get("video_id") == sole_video:
+        shown = {key: value for key, value in shown.items() if key != "video_id"}
+    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(shown)}"
+
+
+#: The argument naming the video a tool reads (what :func:`sole_video_specs` leaves out).
+VIDEO_ARGUMENT = "video_id"
+
+
+def sole_video_specs(specs: Sequence[ToolSpec]) -> list[ToolSpec]:
+    """``specs`` without their ``video_id`` argument: how the tools are offered for a question about
+    one video, whose id the loop fills in (:func:`with_sole_video`).
+
+    DVD's tools take no video (dvd/build_database.py: ``clip_search_tool(database, event, topk)``;
+    the database is the question's video). A 64-hex id costs a model ~57 tokens each time it
+    writes one (Qwen2.5's tokenizer, measured on llama.cpp's /tokenize): in a call of 91 tokens,
+    57 were the id — at ~16 tokens/s on 2 cores, 3.5 s per call of the real 1.5B model.
+    """
+    offered = []
+    for spec in specs:
+        properties = spec.parameters.get("properties") or {}
+        if VIDEO_ARGUMENT not in properties:
+            offered.append(spec)
+            continue
+        parameters = dict(spec.parameters)
+        parameters["properties"] = {k: v for k, v in properties.items() if k != VIDEO_ARGUMENT}
+        required = [name for name in parameters.get("required") or [] if name != VIDEO_ARGUMENT]
+        if required:
+            parameters["required"] = required
+        else:
+            parameters.pop("required", None)
+        offered.append(spec.model_copy(update={"parameters": parameters}))
+    return offered
+
+
+def with_sole_video(ctx: ToolContext, call: ToolCall, sole_video: str | None) -> ToolCall:
+    """``call`` with the question's only video as its ``video_id`` when it names none and its tool
+    takes one (the tools were offered without it: :func:`sole_video_specs`). An id the model does
+    write is kept, and checked like any other."""
+    if sole_video is None or ctx.registry is None or call.name not in ctx.registry:
+        return call
+    takes_video = VIDEO_ARGUMENT in ctx.registry.get(call.name).args_model.model_fields
+    if call.arguments.get(VIDEO_ARGUMENT) or not takes_video:
+        return call
+    return call.model_copy(update={"arguments": {**call.arguments, VIDEO_ARGUMENT: sole_video}})
 
 
 def _normalise_args(arguments: dict[str, Any]) -> str:
@@ -209,13 +259,21 @@ def run_agent(
             ChatMessage(
                 role="user",
                 content=opening
-                or prompts.question_prompt(question, describe_videos(ctx, video_ids), list(options or [])),
+                or prompts.question_prompt(
+                    question,
+                    describe_videos(ctx, video_ids),
+                    list(options or []),
+                    show_ids=len(video_ids) != 1,
+                ),
             ),
         ],
         multi_select=multi_select,
     )
     specs = offered_specs(ctx)
     default_video = video_ids[0] if video_ids else ""
+    if len(video_ids) == 1:
+        state.sole_video = default_video
+        specs = sole_video_specs(specs)
 
     def record(step: TraceStep) -> None:
         state.trace.append(step)
@@ -531,8 +589,8 @@ def _handle_reply(
             if answer is not None:
                 return answer
             continue  # _finish appended the error observation
-        outcome = run_tool(ctx, state, call)
-        observation = format_observation(outcome)
+        outcome = run_tool(ctx, state, with_sole_video(ctx, call, state.sole_video))
+        observation = format_observation(outcome, sole_video=state.sole_video)
         if not outcome.ok and call.name in ctx.registry.names:
             observation += shape_hint(state, call, ctx.registry.get(call.name).spec())
         state.messages.append(
