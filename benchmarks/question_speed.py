@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "real_model"))
 
 from facts import HARBOUR_FACTS  # noqa: E402
-from recorder import Exchange, RecordingProxy  # noqa: E402
+from recorder import Exchange, RecordingProxy, exchange_lines  # noqa: E402
 
 QUESTION = "Which pier does the ferry to North Point leave from?"
 OPTIONS = ["pier three", "pier five", "pier seven", "pier nine"]
@@ -172,8 +172,11 @@ def _ask(
         answer = json.loads(done.stdout)
     except ValueError:
         answer = {}
-    # The whole answer, trace included, to read what the model did (the last run of each tree).
-    (root / f"answer-{'now' if tree is None else 'before'}.json").write_text(done.stdout)
+    # The whole answer, trace included, and the model exchanges, to read what the model did (the
+    # last run of each tree).
+    label = "now" if tree is None else "before"
+    (root / f"answer-{label}.json").write_text(done.stdout)
+    (root / f"exchanges-{label}.jsonl").write_text(exchange_lines(exchanges, limit=4000))
     return {
         "exit": done.returncode,
         "seconds": seconds,

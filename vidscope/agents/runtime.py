@@ -251,8 +251,9 @@ def run_agent(
     finish = next((t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None)
     if finish is None:
         raise ValueError("the tool registry has no terminal (finish) tool")
-    if system == prompts.SYSTEM and not ctx.may_see():
-        system = prompts.SYSTEM_TEXT_ONLY  # DVD's prompt without the look it cannot make
+    if system == prompts.SYSTEM:
+        # DVD's prompt without the look it cannot make; for one video, without video ids.
+        system = prompts.dvd_system(vision=ctx.may_see(), one_video=len(video_ids) == 1)
     state = LoopState(
         messages=[
             ChatMessage(role="system", content=system),
@@ -544,7 +545,8 @@ def _handle_reply(
     if not calls:
         # Prose, data, a cut-off or an empty reply: a thought, as in DVD's code.
         text = said.text
-        state.messages.append(ChatMessage(role="assistant", content=text))
+        # A plan stays only up to its announcement (Reply.kept); the trace keeps all of it.
+        state.messages.append(ChatMessage(role="assistant", content=said.conversation_text))
         if note_thought(ctx, state, said):
             record(
                 TraceStep(
