@@ -171,29 +171,52 @@ VIDEO_ARGUMENT = "video_id"
 
 
 def sole_video_specs(specs: Sequence[ToolSpec]) -> list[ToolSpec]:
-    """``specs`` without their ``video_id`` argument: how the tools are offered for a question about
-    one video, whose id the loop fills in (:func:`with_sole_video`).
+    """``specs`` without their ``video_id`` argument, and without the ``{video_id, start, end}``
+    form of a list's items where pairs serve (finish's citations): how the tools are offered for
+    a question about one video, whose id the loop fills in (:func:`with_sole_video`; citations
+    without an id are the question's video's). What a model still writes in the longer forms is
+    read as before: only the offer changes.
 
     DVD's tools take no video (dvd/build_database.py: ``clip_search_tool(database, event, topk)``;
     the database is the question's video). A 64-hex id costs a model ~57 tokens each time it
     writes one (Qwen2.5's tokenizer, measured on llama.cpp's /tokenize): in a call of 91 tokens,
     57 were the id — at ~16 tokens/s on 2 cores, 3.5 s per call of the real 1.5B model.
     """
-    offered = []
-    for spec in specs:
-        properties = spec.parameters.get("properties") or {}
-        if VIDEO_ARGUMENT not in properties:
-            offered.append(spec)
+    return [spec.model_copy(update={"parameters": _without_video(spec.parameters)}) for spec in specs]
+
+
+def _without_video(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A tool's JSON schema without :data:`VIDEO_ARGUMENT` and without item forms that name one."""
+    defs = parameters.get("$defs") or {}
+
+    def names_video(schema: Any) -> bool:
+        if isinstance(schema, dict) and "$ref" in schema:
+            schema = defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
+        return isinstance(schema, dict) and VIDEO_ARGUMENT in (schema.get("properties") or {})
+
+    properties: dict[str, Any] = {}
+    for name, schema in (parameters.get("properties") or {}).items():
+        if name == VIDEO_ARGUMENT:
             continue
-        parameters = dict(spec.parameters)
-        parameters["properties"] = {k: v for k, v in properties.items() if k != VIDEO_ARGUMENT}
-        required = [name for name in parameters.get("required") or [] if name != VIDEO_ARGUMENT]
-        if required:
-            parameters["required"] = required
-        else:
-            parameters.pop("required", None)
-        offered.append(spec.model_copy(update={"parameters": parameters}))
-    return offered
+        forms = (schema.get("items") or {}).get("anyOf") if isinstance(schema, dict) else None
+        if forms and any(names_video(form) for form in forms):
+            kept = [form for form in forms if not names_video(form)]
+            items = kept[0] if len(kept) == 1 else {"anyOf": kept}
+            schema = {**schema, "items": items}
+        properties[name] = schema
+    shown = {**parameters, "properties": properties}
+    required = [name for name in parameters.get("required") or [] if name != VIDEO_ARGUMENT]
+    if required:
+        shown["required"] = required
+    else:
+        shown.pop("required", None)
+    used = json.dumps(properties)
+    kept_defs = {name: schema for name, schema in defs.items() if f"#/$defs/{name}" in used}
+    if kept_defs:
+        shown["$defs"] = kept_defs
+    else:
+        shown.pop("$defs", None)
+    return shown
 
 
 def with_sole_video(ctx: ToolContext, call: ToolCall, sole_video: str | None) -> ToolCall:
