@@ -200,6 +200,28 @@ def test_a_call_written_as_code_is_read() -> None:
     assert find_tool_call('print(query="x")', ["clip_search"]) is None
 
 
+def test_a_call_written_as_a_tag_is_read() -> None:
+    """The real Qwen2.5-Coder 1.5B (DVD, the tier's eval, 2026-11-28) wrote its calls as tags with
+    the arguments as a quoted JSON attribute, inside its template's ``<tools>`` tag."""
+    offered = ["clip_search", "finish"]
+    searched = (
+        '<tools>\n  <function name="clip_search" '
+        'arguments=\'{"query": "lighthouse painted green", "top_k": 1}\'/>\n</tools>'
+    )
+    text, calls = read_tool_reply(searched, offered)
+    assert text is None and [(c.name, c.arguments) for c in calls] == [
+        ("clip_search", {"query": "lighthouse painted green", "top_k": 1})
+    ]
+    finished = (
+        '<tools>\n  <function name="finish" arguments=\'{"answer": "1985", "citations": [[0, 10]]}\'/>'
+        "\n</tools>"
+    )
+    assert read_tool_reply(finished, offered)[1][0].arguments == {"answer": "1985", "citations": [[0, 10]]}
+    # A tag naming no offered tool, or whose arguments are not JSON, is no call.
+    assert read_tool_reply("<function name=\"delete_all\" arguments='{}'/>", offered)[1] == []
+    assert read_tool_reply("<function name=\"finish\" arguments='not json'/>", offered)[1] == []
+
+
 def test_a_tool_named_as_in_a_paper_is_the_offered_one() -> None:
     """Papers name tools in CamelCase ("VideoReader", SAMA) and models copy them; the call is the
     offered tool's. A name that spells no offered tool, or two, stays unknown."""

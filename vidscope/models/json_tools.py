@@ -159,7 +159,7 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
         if resolved is not None and isinstance(args, dict):
             call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=resolved, arguments=args)
             return call, match.start()
-    return _call_syntax(text, allowed)
+    return _tag_syntax(text, allowed) or _call_syntax(text, allowed)
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -188,6 +188,31 @@ def _call_value(raw: str) -> Any:
     if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
         return raw[1:-1]
     return {"True": True, "False": False, "None": None}.get(raw, raw)  # a bare id stays text
+
+
+#: A call written as a tag with its arguments as a quoted JSON attribute:
+#: ``<function name="clip_search" arguments='{"query": "lighthouse painted green"}'/>`` (a real
+#: Qwen2.5-Coder 1.5B wrote its DVD calls so, inside the ``<tools>`` tag of its chat template).
+_TAG_CALL = re.compile(
+    r"<(?:function|tool|tool_call)\s+name\s*=\s*([\"'])(?P<name>[^\"']+)\1\s+"
+    r"(?:arguments|args|parameters)\s*=\s*(?P<q>[\"'])(?P<args>.*?)(?P=q)\s*/?>",
+    re.DOTALL,
+)
+
+
+def _tag_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
+    """A call written as :data:`_TAG_CALL`, with its start."""
+    for match in _TAG_CALL.finditer(text):
+        name = offered_name(match.group("name"), allowed)
+        if name is None:
+            continue
+        try:
+            args = loads_lenient(match.group("args"))
+        except ValueError:
+            continue
+        if isinstance(args, dict):
+            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args), match.start()
+    return None
 
 
 def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
