@@ -12,7 +12,7 @@ from llm_server import ScriptedLLMServer, cut_off, error, text, thinking, tool_c
 
 from vidscope.core.errors import ContextLengthExceeded, ModelOutputError
 from vidscope.models import openai_compat
-from vidscope.models.openai_compat import CUT_OFF_NOTE, CUT_OFF_TOOLS_NOTE, split_reasoning
+from vidscope.models.openai_compat import CUT_OFF_NOTE, split_reasoning
 from vidscope.models.protocols.chat import ChatMessage, ToolSpec
 
 SEARCH = ToolSpec(
@@ -146,24 +146,6 @@ def test_a_reply_cut_off_at_the_limit_is_asked_again_with_a_larger_budget(
     first, second = llm_server.chat_requests
     assert first["max_tokens"] == 100 and second["max_tokens"] == 200
     assert second["messages"][-1] == {"role": "user", "content": CUT_OFF_NOTE}
-
-
-def test_a_turn_with_tools_cut_off_is_asked_for_the_call_not_an_answer(
-    llm_server: ScriptedLLMServer, tmp_path: Path
-) -> None:
-    """Told to "give the answer directly", the real 1.5B model, cut off in a plan that imagined
-    the tools' results, guessed ("1985"; the video says 1990). With tools on offer the answer is
-    itself a call, so the model is asked for the call it needs."""
-    search = ToolSpec(
-        name="clip_search", description="Search.", parameters={"type": "object", "properties": {}}
-    )
-    llm_server.script(
-        [cut_off("To answer this question, I'll use the `clip_search` tool first"), text("1990.")]
-    )
-    planner(llm_server, tmp_path).chat(question(), tools=[search], max_tokens=100)
-    second = llm_server.chat_requests[1]
-    assert second["messages"][-1] == {"role": "user", "content": CUT_OFF_TOOLS_NOTE}
-    assert "call" in CUT_OFF_TOOLS_NOTE and "answer directly" not in CUT_OFF_TOOLS_NOTE
 
 
 def test_a_reply_cut_off_twice_is_an_error_not_an_answer(

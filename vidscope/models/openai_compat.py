@@ -185,17 +185,8 @@ SHORT_OF_LIMIT = 0.9
 #: Said to the model after a reply was cut off at the output limit (it is then asked again once).
 CUT_OFF_NOTE = (
     "Your previous reply was cut off at the output-token limit before it was complete. Reply "
-    "again, briefly: keep any reasoning short and give the answer directly."
+    "again, briefly: keep any reasoning short and give the tool call or the answer directly."
 )
-#: The same when tools are offered: the answer is itself a tool call then (finish, answer), and a
-#: reply "giving the answer directly" was a guess — the real Qwen2.5-Coder 1.5B, cut off in a plan
-#: that imagined the tools' results, answered "1985" and "$8" (the video: 1990, $12) instead of
-#: searching (the tier's eval, 2026-11-28).
-CUT_OFF_TOOLS_NOTE = (
-    "Your previous reply was cut off at the output-token limit before it was complete. Reply "
-    "again, briefly: keep any reasoning short and make the tool call you need now."
-)
-
 #: HTTP statuses worth retrying besides 5xx.
 RETRY_STATUSES = {408, 409, 429}
 BACKOFF_CAP_S = 20.0
@@ -1037,7 +1028,7 @@ class OpenAIChat:
                 if limit_param in kwargs:
                     kwargs[limit_param] = 2 * int(kwargs[limit_param])
                 log.info("%s: reply cut off at the output limit; asking again", self.name)
-                wire.append({"role": "user", "content": CUT_OFF_TOOLS_NOTE if tools else CUT_OFF_NOTE})
+                wire.append({"role": "user", "content": CUT_OFF_NOTE})
                 continue
             try:
                 text, calls = self._parse(response, tools, json_output)
