@@ -1,6 +1,9 @@
 """A scripted OpenAI-compatible HTTP server on 127.0.0.1 for tests (no mocks of the client).
 
-It answers ``POST /v1/chat/completions`` (non-streaming) from a queue of scripted replies and
+It answers ``POST /v1/chat/completions`` (as one JSON reply, or streamed as server-sent events
+when the request says ``stream``: words one chunk each, ``server.chunk_seconds`` apart, usage in a
+last chunk when ``stream_options.include_usage``; ``server.streams`` records for each stream how
+many of its content chunks went out before the client closed it) from a queue of scripted replies and
 ``POST /v1/embeddings`` with deterministic vectors derived from a hash of each text, and records
 every request it receives so tests can check what a backend really sent::
 
@@ -211,6 +214,11 @@ class ScriptedLLMServer:
         self._slot: tuple[list[Any], Any] = ([], None)
         #: Chat completions being answered right now (a reply's ``seconds`` keeps one in flight).
         self.in_flight = 0
+        #: Seconds between the chunks of a streamed reply (a model writing token by token).
+        self.chunk_seconds = 0.0
+        #: Per streamed reply: (content chunks sent, content chunks in the reply); fewer sent than
+        #: there were: the client closed the stream early.
+        self.streams: list[tuple[int, int]] = []
         self._queue: deque[Reply] = deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -454,6 +462,10 @@ class ScriptedLLMServer:
             message["content"] = " ".join((reply.content or "").split()[:completion_tokens])
             message.pop("tool_calls", None)
             finish = "length"
+        if body.get("stream"):
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+            self._stream(handler, body, message, reply.finish_reason or finish, usage)
+            return
         handler._send(
             200,
             {
@@ -470,6 +482,45 @@ class ScriptedLLMServer:
                 },
             },
         )
+
+    def _stream(
+        self, handler: Any, body: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, int]
+    ) -> None:
+        """``message`` as server-sent events: its words one chunk each (``chunk_seconds`` apart), its
+        tool calls in one chunk, the finish reason, then the usage if asked; stops when the client
+        closes the connection."""
+        import re
+
+        words = re.findall(r"\s*\S+", message.get("content") or "")
+        base = {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": body.get("model", "scripted")}  # fmt: skip
+        events: list[dict[str, Any]] = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
+        events += [{**base, "choices": [{"index": 0, "delta": {"content": w}}]} for w in words]
+        if message.get("tool_calls"):
+            calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+            events.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": calls}}]})
+        events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append({**base, "choices": [], "usage": {**usage, "total_tokens": sum(usage.values())}})
+        sent = 0
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/event-stream")
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            handler.close_connection = True
+            for event in events:
+                if self.chunk_seconds:
+                    self._stopping.wait(self.chunk_seconds)
+                handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                handler.wfile.flush()
+                sent += "content" in event["choices"][0]["delta"] if event["choices"] else 0
+            handler.wfile.write(b"data: [DONE]\n\n")
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client closed the stream
+        with self._lock:
+            self.streams.append((sent, len(words)))
 
     def _embeddings(self, handler: Any, body: dict[str, Any]) -> None:
         inputs = body.get("input", [])

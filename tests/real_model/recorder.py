@@ -69,6 +69,10 @@ class RecordingProxy:
 
             def _forward(self, data: bytes | None) -> None:
                 target = proxy.upstream + self.path.removeprefix("/v1")
+                body = _json(data)
+                if body.get("stream"):
+                    self._forward_stream(target, body)
+                    return
                 request = urllib.request.Request(target, data=data, method=self.command)
                 request.add_header("Content-Type", "application/json")
                 started = time.monotonic()
@@ -86,6 +90,55 @@ class RecordingProxy:
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
+
+            def _forward_stream(self, target: str, body: dict[str, Any]) -> None:
+                """A streamed reply passed on event by event. When vidscope closes the stream
+                (a reply stopped after its written call) the upstream connection is closed too,
+                so llama.cpp stops generating; llama.cpp is asked for its timings in every chunk,
+                so a stream closed before its usage chunk is still counted."""
+                sent = json.dumps({**body, "timings_per_token": True}).encode()
+                request = urllib.request.Request(target, data=sent, method="POST")
+                request.add_header("Content-Type", "application/json")
+                started = time.monotonic()
+                events: list[dict[str, Any]] = []
+                closed_early = False
+                try:
+                    with urllib.request.urlopen(request, timeout=900) as response:
+                        self.send_response(response.status)
+                        self.send_header("Content-Type", "text/event-stream")
+                        self.send_header("Connection", "close")
+                        self.end_headers()
+                        self.close_connection = True
+                        for line in response:
+                            try:
+                                self.wfile.write(line)
+                                self.wfile.flush()
+                            except (BrokenPipeError, ConnectionResetError):
+                                closed_early = True
+                                break
+                            if line.startswith(b"data: ") and not line.startswith(b"data: [DONE]"):
+                                events.append(_json(line[6:]))
+                except urllib.error.HTTPError as err:
+                    payload = err.read()
+                    proxy._record(
+                        self.path, json.dumps(body).encode(), err.code, payload, time.monotonic() - started
+                    )
+                    self.send_response(err.code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                except OSError:
+                    closed_early = True
+                reply = _assembled(events, closed_early)
+                proxy._record(
+                    self.path,
+                    json.dumps(body).encode(),
+                    200,
+                    json.dumps(reply).encode(),
+                    time.monotonic() - started,
+                )
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -106,15 +159,20 @@ class RecordingProxy:
         except ValueError:
             reply = {}
         usage = reply.get("usage") or {}
+        timings = reply.get("timings") or {}
         text = json.dumps(reply.get("error", "")).lower() if status >= 400 else ""
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
         exchange = Exchange(
             path=path,
             status=status,
             images=_count_images(body),
             tools=len(body.get("tools") or []),
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
+            # A stream closed early has no usage: llama.cpp's timings count the same tokens.
+            prompt_tokens=int(
+                usage.get("prompt_tokens") or (timings.get("prompt_n") or 0) + (timings.get("cache_n") or 0)
+            ),
+            cached_tokens=int(cached if cached is not None else timings.get("cache_n") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or timings.get("predicted_n") or 0),
             refused_images=status >= 400 and "image" in text,
             reply=reply,
             request=body,
@@ -135,6 +193,48 @@ class RecordingProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _json(data: bytes | None) -> dict[str, Any]:
+    try:
+        found = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _assembled(events: list[dict[str, Any]], closed_early: bool) -> dict[str, Any]:
+    """A streamed reply's events as the one reply a non-streamed request gets: the content and
+    tool calls joined, the finish reason (``"closed"`` when the client stopped it), the usage and
+    llama.cpp's last timings."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    finish, usage, timings = None, None, None
+    for event in events:
+        usage = event.get("usage") or usage
+        timings = event.get("timings") or timings
+        for choice in event.get("choices") or []:
+            finish = choice.get("finish_reason") or finish
+            delta = choice.get("delta") or {}
+            content.append(delta.get("content") or "")
+            for part in delta.get("tool_calls") or []:
+                empty = {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                entry = calls.setdefault(part.get("index", 0), empty)
+                entry["id"] = part.get("id") or entry["id"]
+                function = part.get("function") or {}
+                entry["function"]["name"] += function.get("name") or ""
+                entry["function"]["arguments"] += function.get("arguments") or ""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    reply: dict[str, Any] = {
+        "choices": [{"message": message, "finish_reason": "closed" if closed_early else finish}]
+    }
+    if usage:
+        reply["usage"] = usage
+    if timings:
+        reply["timings"] = timings
+    return reply
 
 
 def _clip(value: Any, limit: int) -> str:

@@ -143,7 +143,7 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, end = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
             continue
         if not isinstance(value, dict):
@@ -157,9 +157,14 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
                 continue
         resolved = offered_name(name, allowed) if isinstance(name, str) else None
         if resolved is not None and isinstance(args, dict):
-            call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=resolved, arguments=args)
-            return call, match.start()
+            return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args), match.start()
     return _tag_syntax(text, allowed) or _call_syntax(text, allowed)
+
+
+def _text_call_id(written: str) -> str:
+    """The id of a call read from the text: a hash of the text up to the call's end, so the same
+    reply yields the same id whether or not it went on after the call (models/call_stream.py)."""
+    return f"text-{stable_hash(written)[:8]}"
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -211,7 +216,7 @@ def _tag_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
         except ValueError:
             continue
         if isinstance(args, dict):
-            return ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args), match.start()
+            return ToolCall(id=_text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
     return None
 
 
@@ -238,8 +243,7 @@ def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
                 break
             args[key.strip()] = _call_value(value.strip())
         if args:
-            call = ToolCall(id=f"text-{stable_hash(text)[:8]}", name=name, arguments=args)
-            return call, match.start()
+            return ToolCall(id=_text_call_id(text[: end + 1]), name=name, arguments=args), match.start()
     return None
 
 

@@ -82,6 +82,7 @@ from vidscope.core.errors import (
     OutputCutOff,
 )
 from vidscope.models import endpoint_facts, usage
+from vidscope.models.call_stream import read_until_call
 from vidscope.models.captioning import (
     DEFAULT_CAPTION_PROMPT,
     REGISTRY_INSTRUCTIONS,
@@ -150,6 +151,10 @@ DEFAULTS: dict[str, Any] = {
     # The model's context window in tokens, to tell a full context from an output limit; unset,
     # it is asked of the server (llama.cpp's /props n_ctx, vLLM's /models max_model_len).
     "context_tokens": None,
+    # Once the model has written a tool call in its text instead of calling natively, stream its
+    # turns with tools and stop each as soon as a whole call is written: what follows a written
+    # call is dropped anyway (json_tools.written_call), so the conversation is the same.
+    "stop_after_call": True,
 }
 
 #: An HTTP 400 whose message says the request did not fit the model's context window: vLLM and
@@ -982,8 +987,12 @@ class OpenAIChat:
             body = {**(self.opts["extra_body"] or {}), **self.sampling(temperature)}
 
             request = {**kwargs, "messages": sent, "extra_body": body or None}
+            # A model known to write its calls as text is streamed and stopped after the call.
+            streamed = bool(tools) and self._stops_after_call(json_output)
 
-            def create(client: Any, request: dict[str, Any] = request) -> Any:
+            def create(client: Any, request: dict[str, Any] = request, streamed: bool = streamed) -> Any:
+                if streamed:
+                    return read_until_call(client, request, {t.name for t in tools or ()}, split_reasoning)
                 return client.chat.completions.create(**request)
 
             try:
@@ -1002,6 +1011,18 @@ class OpenAIChat:
                 )
                 raise
             except EndpointError as exc:
+                if streamed and self.facts.stream_refused is None:
+                    # A server that will not stream (or take stream_options): read replies whole.
+                    self.facts.stream_refused = str(exc)
+                    endpoint_facts.say_once(
+                        self.facts,
+                        "stream",
+                        "%s at %s refused a streamed request (%s); replies are read whole from now on",
+                        self.name,
+                        self.endpoint.base_url,
+                        exc,
+                    )
+                    continue
                 changed = self._accept_refusal(str(exc), kwargs, body, temperature, fixed)
                 if changed is None:
                     raise
@@ -1053,6 +1074,10 @@ class OpenAIChat:
                 )
                 continue
             message = choices[0].message
+            if calls and not getattr(message, "tool_calls", None):
+                self._learn_written_calls()
+            if getattr(response, "stopped_after_call", False):
+                log.info("%s: reply stopped after its written call", self.name)
             _, thought = split_reasoning(message.content)
             reasoning = _reasoning(message, thought)
             return ChatReply(
@@ -1122,6 +1147,28 @@ class OpenAIChat:
         return limit_param
 
     # -------------------------------------------------------------- a full context
+
+    def _stops_after_call(self, json_output: bool) -> bool:
+        """Whether a turn with tools is streamed and stopped once a whole call is written
+        (:mod:`vidscope.models.call_stream`): ``stop_after_call`` is on, the reply is not asked to
+        be one JSON object, and the model writes its calls as text — always under
+        ``tool_calling = "json"``, else once it has done so in this process."""
+        if not self.opts["stop_after_call"] or json_output or self.facts.stream_refused is not None:
+            return False
+        return self.json_tools or self.facts.writes_calls
+
+    def _learn_written_calls(self) -> None:
+        """Note that this model writes tool calls in its text (the server parsed none)."""
+        if self.json_tools or self.facts.writes_calls:
+            return
+        self.facts.writes_calls = True
+        log.info(
+            "%s at %s writes its tool calls as text; its turns with tools are now streamed and "
+            "stopped after the call (stop_after_call = false in [models.options.%s] turns this off)",
+            self.name,
+            self.endpoint.base_url,
+            KIND,
+        )
 
     def _raise_if_context_full(self, response: Any, limit: Any) -> None:
         """Raise :class:`ContextFull` when a ``finish_reason: "length"`` reply stopped because the
