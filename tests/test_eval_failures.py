@@ -55,11 +55,11 @@ class AnsweringServer(ScriptedLLMServer):
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body["messages"]
         opening = next(m["content"] for m in messages if m["role"] == "user")
-        if not re.search(r"^Question: ", opening, re.M):
+        video = re.search(r"video_id=([0-9a-f]{64})", opening)
+        if not re.search(r"^Question: ", opening, re.M) or video is None:
             reply = text('{"subjects": []}')
         elif not any(m["role"] == "tool" for m in messages):
-            # One video per question: its tools are offered without video_id (DVD's are).
-            reply = tool_call("clip_search", {"query": "sign", "top_k": 2})
+            reply = tool_call("clip_search", {"video_id": video.group(1), "query": "sign", "top_k": 2})
         else:
             reply = tool_call("finish", {"answer": ANSWER, "citations": []})
         with self._lock:

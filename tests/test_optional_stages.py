@@ -43,24 +43,25 @@ class NoSubjectsServer(ScriptedLLMServer):
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body["messages"]
         opening = next(m["content"] for m in messages if m["role"] == "user")
-        if not re.search(r"^Question: ", opening, re.M):
+        video = re.search(r"video_id=([0-9a-f]{64})", opening)
+        if not re.search(r"^Question: ", opening, re.M) or video is None:
             reply = text('{"people": []}')
         elif not any(m["role"] == "assistant" for m in messages):
             reply = text("I will look at the whole video first, then search it.")
         elif not any(m["role"] == "tool" for m in messages):
-            # One video per question: its tools are offered without video_id (DVD's are).
+            vid = video.group(1)
             reply = Reply(
                 "tool_calls",
                 tool_calls=[
                     {
                         "id": "b",
                         "name": "global_browse",
-                        "arguments": json.dumps({"query": "sign"}),
+                        "arguments": json.dumps({"video_id": vid, "query": "sign"}),
                     },
                     {
                         "id": "s",
                         "name": "clip_search",
-                        "arguments": json.dumps({"query": "sign"}),
+                        "arguments": json.dumps({"video_id": vid, "query": "sign"}),
                     },
                 ],
             )

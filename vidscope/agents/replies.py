@@ -64,14 +64,6 @@ class Reply:
     stated: str | None = None
     #: The tool a ``prose`` reply says it is about to use (a plan), in the loop's spelling.
     announced: str | None = None
-    #: What of the text stays in the conversation, when not all of it: a plan's words up to the
-    #: sentence announcing the tool (what follows was written before the tool ran).
-    kept: str | None = None
-
-    @property
-    def conversation_text(self) -> str:
-        """The reply's words as the loop keeps them in the conversation (:attr:`kept`)."""
-        return self.text if self.kept is None else self.kept
 
 
 def read_reply(
@@ -94,21 +86,9 @@ def read_reply(
         return Reply("empty", "the reply was empty")
     if reply.finish_reason == "length":
         return Reply("cut-off", "cut off at the output limit without a whole call", text)
-    announcement = _announcement(text, [t for t in tools if t not in ANSWER_TOOLS])
-    if announcement is not None:
-        announced, end = announcement
-        # What a plan says after announcing its tool was written before the tool ran: the real
-        # 1.5B model went on "From the `global_browse` output, I can see that the ferry leaves
-        # from pier three" (made up; the video says pier seven) and, kept, repeated it as its
-        # final answer. Dropped, as what follows a written call is (json_tools.written_call).
-        kept = text[:end].strip()
-        return Reply(
-            "prose",
-            f"announces {announced} (a plan)",
-            text,
-            announced=announced,
-            kept=kept if kept != text else None,
-        )
+    announced = announced_tool(text, [t for t in tools if t not in ANSWER_TOOLS])
+    if announced is not None:
+        return Reply("prose", f"announces {announced} (a plan)", text, announced=announced)
     said = statement(text)
     if not said:
         return Reply("data-echo", "only data, no words", text)
@@ -150,21 +130,7 @@ def announced_tool(text: str, tools: Sequence[str]) -> str | None:
     """The tool ``text`` says it is about to use, if any: a sentence naming one of ``tools`` (in
     any spelling, :func:`tool_name_pattern`) with a word of intent (should, will, let me, next, …),
     unless the tool is named as the source of a result (``_SOURCE_BEFORE``/``_SOURCE_AFTER``)."""
-    found = _announcement(text, tools)
-    return found[0] if found else None
-
-
-#: Where a sentence ends: after ., ! or ? and a space, or at a line break.
-_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def _announcement(text: str, tools: Sequence[str]) -> tuple[str, int] | None:
-    """:func:`announced_tool`'s tool and the offset in ``text`` where its sentence ends."""
-    start = 0
-    breaks = [(m.start(), m.end()) for m in _SENTENCE_BREAK.finditer(text)] + [(len(text), len(text))]
-    for end, next_start in breaks:
-        sentence = text[start:end]
-        start = next_start
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text):
         found = {}
         for t in tools:
             m = tool_name_pattern(t).search(sentence)
@@ -173,7 +139,7 @@ def _announcement(text: str, tools: Sequence[str]) -> tuple[str, int] | None:
             ):
                 found[t] = m.start()
         if found and _INTENT.search(sentence):
-            return min(found, key=lambda t: found[t]), end
+            return min(found, key=lambda t: found[t])
     return None
 
 

@@ -148,87 +148,14 @@ class LoopState:
     problem: ModelOutputError | None = None
     #: The question takes several option letters (CrossVid BU): the choice is their set.
     multi_select: bool = False
-    #: The question's only video, when it has one: the tools are offered without ``video_id``
-    #: and a call that names none reads this one (:func:`sole_video_specs`).
-    sole_video: str | None = None
 
 
-def format_observation(outcome: ToolOutcome, *, sole_video: str | None = None) -> str:
-    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``
-    (without its ``video_id`` when that is ``sole_video``, the question's only video: see
-    :func:`sole_video_specs`)."""
+def format_observation(outcome: ToolOutcome) -> str:
+    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``."""
     if not outcome.ok:
         return prompts.ERROR_NOTE.format(tool=outcome.tool, error=outcome.error)
     assert outcome.result is not None
-    shown = outcome.result.for_model()
-    if sole_video is not None and shown.get("video_id") == sole_video:
-        shown = {key: value for key, value in shown.items() if key != "video_id"}
-    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(shown)}"
-
-
-#: The argument naming the video a tool reads (what :func:`sole_video_specs` leaves out).
-VIDEO_ARGUMENT = "video_id"
-
-
-def sole_video_specs(specs: Sequence[ToolSpec]) -> list[ToolSpec]:
-    """``specs`` without their ``video_id`` argument, and without the ``{video_id, start, end}``
-    form of a list's items where pairs serve (finish's citations): how the tools are offered for
-    a question about one video, whose id the loop fills in (:func:`with_sole_video`; citations
-    without an id are the question's video's). What a model still writes in the longer forms is
-    read as before: only the offer changes.
-
-    DVD's tools take no video (dvd/build_database.py: ``clip_search_tool(database, event, topk)``;
-    the database is the question's video). A 64-hex id costs a model ~57 tokens each time it
-    writes one (Qwen2.5's tokenizer, measured on llama.cpp's /tokenize): in a call of 91 tokens,
-    57 were the id — at ~16 tokens/s on 2 cores, 3.5 s per call of the real 1.5B model.
-    """
-    return [spec.model_copy(update={"parameters": _without_video(spec.parameters)}) for spec in specs]
-
-
-def _without_video(parameters: dict[str, Any]) -> dict[str, Any]:
-    """A tool's JSON schema without :data:`VIDEO_ARGUMENT` and without item forms that name one."""
-    defs = parameters.get("$defs") or {}
-
-    def names_video(schema: Any) -> bool:
-        if isinstance(schema, dict) and "$ref" in schema:
-            schema = defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
-        return isinstance(schema, dict) and VIDEO_ARGUMENT in (schema.get("properties") or {})
-
-    properties: dict[str, Any] = {}
-    for name, schema in (parameters.get("properties") or {}).items():
-        if name == VIDEO_ARGUMENT:
-            continue
-        forms = (schema.get("items") or {}).get("anyOf") if isinstance(schema, dict) else None
-        if forms and any(names_video(form) for form in forms):
-            kept = [form for form in forms if not names_video(form)]
-            items = kept[0] if len(kept) == 1 else {"anyOf": kept}
-            schema = {**schema, "items": items}
-        properties[name] = schema
-    shown = {**parameters, "properties": properties}
-    required = [name for name in parameters.get("required") or [] if name != VIDEO_ARGUMENT]
-    if required:
-        shown["required"] = required
-    else:
-        shown.pop("required", None)
-    used = json.dumps(properties)
-    kept_defs = {name: schema for name, schema in defs.items() if f"#/$defs/{name}" in used}
-    if kept_defs:
-        shown["$defs"] = kept_defs
-    else:
-        shown.pop("$defs", None)
-    return shown
-
-
-def with_sole_video(ctx: ToolContext, call: ToolCall, sole_video: str | None) -> ToolCall:
-    """``call`` with the question's only video as its ``video_id`` when it names none and its tool
-    takes one (the tools were offered without it: :func:`sole_video_specs`). An id the model does
-    write is kept, and checked like any other."""
-    if sole_video is None or ctx.registry is None or call.name not in ctx.registry:
-        return call
-    takes_video = VIDEO_ARGUMENT in ctx.registry.get(call.name).args_model.model_fields
-    if call.arguments.get(VIDEO_ARGUMENT) or not takes_video:
-        return call
-    return call.model_copy(update={"arguments": {**call.arguments, VIDEO_ARGUMENT: sole_video}})
+    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(outcome.result.for_model())}"
 
 
 def _normalise_args(arguments: dict[str, Any]) -> str:
@@ -274,30 +201,21 @@ def run_agent(
     finish = next((t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None)
     if finish is None:
         raise ValueError("the tool registry has no terminal (finish) tool")
-    if system == prompts.SYSTEM:
-        # DVD's prompt without the look it cannot make; for one video, without video ids.
-        system = prompts.dvd_system(vision=ctx.may_see(), one_video=len(video_ids) == 1)
+    if system == prompts.SYSTEM and not ctx.may_see():
+        system = prompts.SYSTEM_TEXT_ONLY  # DVD's prompt without the look it cannot make
     state = LoopState(
         messages=[
             ChatMessage(role="system", content=system),
             ChatMessage(
                 role="user",
                 content=opening
-                or prompts.question_prompt(
-                    question,
-                    describe_videos(ctx, video_ids),
-                    list(options or []),
-                    show_ids=len(video_ids) != 1,
-                ),
+                or prompts.question_prompt(question, describe_videos(ctx, video_ids), list(options or [])),
             ),
         ],
         multi_select=multi_select,
     )
     specs = offered_specs(ctx)
     default_video = video_ids[0] if video_ids else ""
-    if len(video_ids) == 1:
-        state.sole_video = default_video
-        specs = sole_video_specs(specs)
 
     def record(step: TraceStep) -> None:
         state.trace.append(step)
@@ -568,8 +486,7 @@ def _handle_reply(
     if not calls:
         # Prose, data, a cut-off or an empty reply: a thought, as in DVD's code.
         text = said.text
-        # A plan stays only up to its announcement (Reply.kept); the trace keeps all of it.
-        state.messages.append(ChatMessage(role="assistant", content=said.conversation_text))
+        state.messages.append(ChatMessage(role="assistant", content=text))
         if note_thought(ctx, state, said):
             record(
                 TraceStep(
@@ -614,8 +531,8 @@ def _handle_reply(
             if answer is not None:
                 return answer
             continue  # _finish appended the error observation
-        outcome = run_tool(ctx, state, with_sole_video(ctx, call, state.sole_video))
-        observation = format_observation(outcome, sole_video=state.sole_video)
+        outcome = run_tool(ctx, state, call)
+        observation = format_observation(outcome)
         if not outcome.ok and call.name in ctx.registry.names:
             observation += shape_hint(state, call, ctx.registry.get(call.name).spec())
         state.messages.append(

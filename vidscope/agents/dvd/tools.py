@@ -397,9 +397,8 @@ def finish(
         list[list[float] | CitedMoment],
         BeforeValidator(read_cited_ranges),  # {start, end} objects, "0:10-0:15" strings, one pair
         Field(
-            # The {video_id, start, end} form explains itself (CitedMoment); a question about
-            # one video is offered pairs only (runtime.sole_video_specs).
-            description="Time ranges [[start, end], ...] in seconds that support the answer."
+            description="Time ranges [[start, end], ...] in seconds that support the answer; when "
+            "several videos were searched, {video_id, start, end} objects."
         ),
     ] = [],  # noqa: B006 - pydantic copies defaults
     choice: Annotated[
