@@ -349,11 +349,9 @@ def read_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | N
     return reasoning, [call]
 
 
-#: What opens a written call and is left dangling once the call is taken out, one or several: a
-#: code fence, a Hermes ``<tool_call>`` tag or the ``<tools>`` tag of Qwen's template, an inline
-#: code quote, the extra brace of a doubled ``{{...}}``. A real Qwen2.5-Coder 1.5B whose call
-#: ``{{"name": ...}}`` left a lone ``{`` in its turn answered the next turn with ``{`` and nothing else.
-_CALL_OPENER = re.compile(r"(?:\s*(?:```[A-Za-z]*|<tool_call>|<tools>|`|\{))+\s*$")
+#: What opens a written call and is left dangling once the call is taken out: a code fence or a
+#: Hermes ``<tool_call>`` tag.
+_CALL_OPENER = re.compile(r"(```[A-Za-z]*|<tool_call>)\s*$")
 
 
 def written_call(text: str | None, offered: Collection[str]) -> tuple[str | None, ToolCall] | None:
