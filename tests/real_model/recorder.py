@@ -54,6 +54,10 @@ class RecordingProxy:
         self.upstream = upstream.rstrip("/")
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
+        #: Streams still being passed on: a stream vidscope closed is recorded once the proxy
+        #: notices (its next write fails), which can be after the command has exited.
+        self._streaming = 0
+        self._idle = threading.Condition(self._lock)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,6 +100,16 @@ class RecordingProxy:
                 (a reply stopped after its written call) the upstream connection is closed too,
                 so llama.cpp stops generating; llama.cpp is asked for its timings in every chunk,
                 so a stream closed before its usage chunk is still counted."""
+                with proxy._lock:
+                    proxy._streaming += 1
+                try:
+                    self._pass_stream(target, body)
+                finally:
+                    with proxy._lock:
+                        proxy._streaming -= 1
+                        proxy._idle.notify_all()
+
+            def _pass_stream(self, target: str, body: dict[str, Any]) -> None:
                 sent = json.dumps({**body, "timings_per_token": True}).encode()
                 request = urllib.request.Request(target, data=sent, method="POST")
                 request.add_header("Content-Type", "application/json")
@@ -187,7 +201,9 @@ class RecordingProxy:
             return len(self.exchanges)
 
     def since(self, mark: int) -> list[Exchange]:
+        """The exchanges from ``mark`` on, once no stream is still being passed on (at most 30 s)."""
         with self._lock:
+            self._idle.wait_for(lambda: self._streaming == 0, timeout=30)
             return list(self.exchanges[mark:])
 
     def close(self) -> None:

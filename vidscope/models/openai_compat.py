@@ -192,6 +192,7 @@ CUT_OFF_NOTE = (
     "Your previous reply was cut off at the output-token limit before it was complete. Reply "
     "again, briefly: keep any reasoning short and give the tool call or the answer directly."
 )
+
 #: HTTP statuses worth retrying besides 5xx.
 RETRY_STATUSES = {408, 409, 429}
 BACKOFF_CAP_S = 20.0
