@@ -13,7 +13,7 @@ import typer.main
 from rich.text import Text
 from typer.testing import CliRunner
 
-from vidscope.cli import app
+from vidscope.cli import app, load_commands
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -25,6 +25,7 @@ def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[
 
 
 def _tree() -> dict[tuple[str, ...], Any]:
+    load_commands()  # the app imports a command's module when it runs; the tree is all of them
     return dict(_commands(typer.main.get_command(app)))
 
 

@@ -16,7 +16,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image, ImageDraw
 
 from vidscope.core.images import decode_jpeg, encode_jpeg
 
@@ -64,6 +63,8 @@ def stitch(images: list[np.ndarray], times: list[float]) -> np.ndarray:
     with its time; tiles of other sizes are fitted into the first one's cell."""
     height, width = images[0].shape[:2]
     cols, rows = grid_shape(len(images), width, height)
+    from PIL import Image, ImageDraw  # here: a question that draws no grid does not import PIL
+
     canvas = Image.new("RGB", (cols * width, rows * height), (0, 0, 0))
     draw = ImageDraw.Draw(canvas)
     for i, (image, t) in enumerate(zip(images, times, strict=True)):

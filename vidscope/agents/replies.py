@@ -35,8 +35,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import json_repair
-
 from vidscope.core.errors import OutputCutOff
 from vidscope.models.json_tools import find_tool_call
 from vidscope.models.protocols.chat import ChatReply, ToolCall
@@ -216,6 +214,8 @@ def _broken_call(text: str) -> dict[str, Any] | None:
     object, when that is what it is; None for anything else ("{not json} but words")."""
     if not text.startswith("{"):
         return None
+    import json_repair  # here: only a reply that is not JSON as written needs it
+
     repaired = json_repair.loads(text, skip_json_loads=True)
     if isinstance(repaired, dict) and ({"name", "answer"} & set(repaired)):
         return repaired

@@ -1,12 +1,11 @@
 """The ``vidscope`` command line (typer + rich); :data:`app` is the console script's entry point.
 
 Each command group lives in its own module and registers its commands on the app of
-:mod:`vidscope.cli.common` when imported; importing them all is what this package does.
+:mod:`vidscope.cli.common` when imported. The app imports a command's module when that command
+runs, and every module when the commands are listed (:data:`~vidscope.cli.common.COMMAND_MODULES`);
+:func:`~vidscope.cli.common.load_commands` imports them all for code that walks the whole tree.
 """
 
-# Imported for their commands, in the order ``vidscope --help`` lists them.
-from vidscope.cli import ingest, library, ask, compare, models, demo, api, graph, search, server  # noqa: F401, I001
-from vidscope.cli import summarize, digest, evaluate, bundle, train  # noqa: F401, I001
-from vidscope.cli.common import app
+from vidscope.cli.common import app, load_commands
 
-__all__ = ["app"]
+__all__ = ["app", "load_commands"]

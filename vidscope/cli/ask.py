@@ -8,10 +8,9 @@ from typing import Annotated
 import typer
 
 from vidscope.agents import strategies
+from vidscope.cli import common
 from vidscope.cli.common import (
     app,
-    console,
-    errors,
     query_runs_in_prefect,
     quiet_prefect,
     report_failure,
@@ -63,18 +62,20 @@ def ask(
         try:
             strategies.get(agent, "library" if library else "video")
         except ValueError as exc:
-            errors.print(f"[red]{exc}[/red]")
+            common.errors.print(f"[red]{exc}[/red]")
             raise typer.Exit(2) from None
     if library:
         _ask_library(video if question is None else f"{video} {question}", as_json, trace, options, agent)
         return
     if question is None:
-        errors.print(
+        common.errors.print(
             "[red]missing the question:[/red] vidscope ask VIDEO QUESTION (or ask --library QUESTION)"
         )
         raise typer.Exit(2)
     if more_options and not options:
-        errors.print(f"[red]unexpected arguments:[/red] {safe(' '.join(more_options))} (quote the question?)")
+        common.errors.print(
+            f"[red]unexpected arguments:[/red] {safe(' '.join(more_options))} (quote the question?)"
+        )
         raise typer.Exit(2)
     options = [*(options or []), *(more_options or [])] or None
     if _ask_running_api(video, question, options, agent, as_json, trace):
@@ -82,7 +83,7 @@ def ask(
     log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.library import Library
 
-    show_steps = None if as_json else (lambda step: render_step(step, console))
+    show_steps = None if as_json else (lambda step: render_step(step, common.console))
     try:
         result = Library(settings=settings()).ask(
             video, question, options=options or None, agent=agent, on_step=show_steps
@@ -92,7 +93,7 @@ def ask(
         # object) for the user, the traceback in the log file.
         report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
-    render_answer(result, console, as_json, trace)
+    render_answer(result, None if as_json else common.console, as_json, trace)
 
 
 def _ask_running_api(
@@ -113,7 +114,7 @@ def _ask_running_api(
     request: dict[str, object] = {"video": video, "question": question, "options": options}
     if agent is not None:
         request["agent"] = agent
-    on_step = None if as_json else (lambda step: render_step(TraceStep.model_validate(step), console))
+    on_step = None if as_json else (lambda step: render_step(TraceStep.model_validate(step), common.console))
     try:
         reply = running.ask(request, on_step)
     except ApiUnavailable as exc:
@@ -123,9 +124,9 @@ def _ask_running_api(
         report_failure("ask", exc, log, as_json, kind=exc.kind)
         raise typer.Exit(1) from exc
     reply.pop("query_id", None)
-    render_answer(AskResult.model_validate(reply), console, as_json, trace)
+    render_answer(AskResult.model_validate(reply), None if as_json else common.console, as_json, trace)
     if not as_json:
-        errors.print(f"[dim]answered by the vidscope API at {safe(running.url)}[/dim]")
+        common.errors.print(f"[dim]answered by the vidscope API at {safe(running.url)}[/dim]")
     return True
 
 
@@ -133,16 +134,16 @@ def _ask_library(
     question: str, as_json: bool, trace: bool, options: list[str] | None, agent: str | None
 ) -> None:
     if options:
-        errors.print("[red]--library answers open questions (no --options)[/red]")
+        common.errors.print("[red]--library answers open questions (no --options)[/red]")
         raise typer.Exit(2)
     log = quiet_prefect(with_prefect=query_runs_in_prefect())
     from vidscope.library import Library
 
-    show_steps = None if as_json else (lambda step: render_step(step, console))
+    show_steps = None if as_json else (lambda step: render_step(step, common.console))
     try:
         result = Library(settings=settings()).ask_library(question, agent=agent, on_step=show_steps)
     except Exception as exc:
         # As for one video: a model server that is down is one line (or one JSON object).
         report_failure("ask", exc, log, as_json)
         raise typer.Exit(1) from exc
-    render_answer(result, console, as_json, trace)
+    render_answer(result, None if as_json else common.console, as_json, trace)

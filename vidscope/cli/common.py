@@ -1,8 +1,9 @@
 """The ``vidscope`` Typer app, its global options and what every command module shares.
 
 Command modules (``ingest``, ``library``, ``ask``, …) import from here and from the lower layers,
-never from each other; :mod:`vidscope.cli` imports them all so their commands register on
-:data:`app`. Only ``typer``, ``rich`` and the settings are imported at module level: ``vidscope
+never from each other; their commands register on :data:`app` when they are imported, which
+:class:`LazyCommands` does for the command that runs (:data:`COMMAND_MODULES`). Only ``typer`` and
+the settings are imported at module level, Rich with the first console printed to: ``vidscope
 --help`` must stay quick, so each command imports the store, the flows and the models it needs.
 """
 
@@ -17,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from vidscope.agents import strategies
 from vidscope.agents.strategies import Scope
@@ -58,39 +58,107 @@ def safe(text: object) -> str:
     return escape(visible(text))
 
 
-class SafeConsole(Console):
-    """A Rich console that shows a string it cannot parse as plain text instead of crashing, and
-    never sends a control character from text to the terminal.
+#: Every command and command group of :data:`app`, in the order ``vidscope --help`` lists them,
+#: with the module of :mod:`vidscope.cli` whose import registers it. A command's module is imported
+#: when the command runs: a question does not pay for the ingestion, eval and training commands'
+#: imports (issue 44: a cold ``ask`` near the import floor). Help and completion import them all.
+COMMAND_MODULES: dict[str, str] = {
+    "ingest": "ingest",
+    "videos": "library",
+    "status": "library",
+    "show": "library",
+    "remove": "library",
+    "sql": "library",
+    "ask": "ask",
+    "compare": "compare",
+    "skills": "compare",
+    "usage": "models",
+    "demo": "demo",
+    "api": "api",
+    "mcp": "api",
+    "graph": "graph",
+    "search": "search",
+    "summarize": "summarize",
+    "digest": "digest",
+    "eval": "evaluate",
+    "export": "bundle",
+    "import": "bundle",
+    "models": "models",
+    "server": "server",
+    "train": "train",
+}
 
-    The backstop behind :func:`safe`: a text a command forgot to pass through it still prints
-    (with its brackets shown literally) rather than ending the command with a traceback.
-    """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Rich fixes the width from COLUMNS as it was when the console was made (at import); the
-        # width follows the terminal (and COLUMNS) as it is when a command prints instead.
-        if kwargs.get("width") is None:
-            self._width = None
+def load_commands(*names: str) -> None:
+    """Import the modules registering the commands ``names`` on :data:`app` (every command's when
+    none is named); a name no module registers is left for the parser to refuse."""
+    import importlib
 
-    def render_str(self, text: str, **kwargs: Any) -> Any:  # noqa: D102 (Rich's own signature)
-        from rich.errors import MarkupError
+    wanted = names or tuple(COMMAND_MODULES)
+    for module in dict.fromkeys(COMMAND_MODULES[name] for name in wanted if name in COMMAND_MODULES):
+        importlib.import_module(f"vidscope.cli.{module}")
 
-        text = visible(text)
-        try:
-            return super().render_str(text, **kwargs)
-        except MarkupError:
-            return super().render_str(text, **{**kwargs, "markup": False})
+
+class LazyCommands(typer.core.TyperGroup):
+    """The top-level command group, whose commands are registered as their modules are imported:
+    a command's module is imported when it is looked up (:data:`COMMAND_MODULES`), and listing the
+    commands (``--help``, completion, a mistyped name's suggestions) imports them all."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:  # noqa: D102 (click's own signature)
+        if cmd_name not in self.commands:
+            if cmd_name in COMMAND_MODULES:
+                load_commands(cmd_name)
+            else:
+                load_commands()
+            self._register_loaded()
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: Any) -> list[str]:  # noqa: D102 (click's own signature)
+        load_commands()
+        self._register_loaded()
+        order = list(COMMAND_MODULES)
+        return sorted(self.commands, key=lambda name: order.index(name) if name in order else len(order))
+
+    def _register_loaded(self) -> None:
+        """Add the commands registered on :data:`app` since this group was built."""
+        import typer.main
+
+        for name, command in typer.main.get_group(app).commands.items():
+            self.commands.setdefault(name, command)
 
 
 app = typer.Typer(
     name="vidscope",
+    cls=LazyCommands,
     help="Ask questions about, search and compare your own videos.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-console = SafeConsole()
-errors = SafeConsole(stderr=True)
+if TYPE_CHECKING:
+    from vidscope.cli.console import SafeConsole
+
+    #: Where commands print (:class:`~vidscope.cli.console.SafeConsole`), made on first use.
+    console: SafeConsole
+    #: Where commands print their error lines (standard error), made on first use.
+    errors: SafeConsole
+
+
+def __getattr__(name: str) -> Any:
+    """``console`` and ``errors``, made (and Rich imported) when first asked for: a question
+    answered with ``--json`` prints without Rich (issue 44: a cold ``ask`` near the import floor)."""
+    if name in ("console", "errors"):
+        from vidscope.cli.console import SafeConsole
+
+        made = globals()[name] = SafeConsole(stderr=name == "errors")
+        return made
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _made(name: str) -> SafeConsole:
+    """``console`` or ``errors`` for this module's own functions (a module's ``__getattr__`` does
+    not answer the names its own code reads)."""
+    return globals().get(name) or __getattr__(name)
+
 
 #: Settings given on the command line (``--data-dir``); they win over the file and the environment.
 #: The process keeps them between invocations, so tests that run the app twice clear them.
@@ -142,7 +210,7 @@ def main(
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     if config is not None:
         if not config.exists():
-            errors.print(f"[red]config file not found:[/red] {safe(config)}")
+            _made("errors").print(f"[red]config file not found:[/red] {safe(config)}")
             raise typer.Exit(2)
         os.environ["VIDSCOPE_CONFIG"] = str(config)
     if data_dir is not None:
@@ -158,7 +226,8 @@ def settings() -> Settings:
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        errors.print(f"[red]invalid configuration:[/red] {safe(invalid_fields(exc))}", soft_wrap=True)
+        message = f"[red]invalid configuration:[/red] {safe(invalid_fields(exc))}"
+        _made("errors").print(message, soft_wrap=True)
         raise typer.Exit(2) from exc
 
 
@@ -194,7 +263,7 @@ def refuse(
     if as_json:
         print(json.dumps({"error": line, "type": type(exc).__name__}))
     else:
-        errors.print(f"[{style}]{safe(line)}[/{style}]", soft_wrap=True)
+        _made("errors").print(f"[{style}]{safe(line)}[/{style}]", soft_wrap=True)
     raise typer.Exit(code) from exc
 
 
@@ -283,7 +352,7 @@ class LogFile(logging.FileHandler):
         with contextlib.suppress(Exception):  # closing flushes what could not be written: fails again
             if stream is not None:
                 stream.close()
-        errors.print(
+        _made("errors").print(
             f"[yellow]cannot write the log file {safe(self.baseFilename)} ({safe(reason)}): "
             "this run's details are not kept[/yellow]",
             soft_wrap=True,
@@ -316,6 +385,7 @@ def registered_command(name: str) -> Callable[..., Any]:
     ``vidscope demo`` strings other commands together; looking them up here keeps the command
     modules independent of each other (each imports only this module).
     """
+    load_commands(name)
     for info in app.registered_commands:
         callback = info.callback
         if callback is not None and (info.name or callback.__name__.replace("_", "-")) == name:
@@ -343,7 +413,7 @@ def report_failure(
     if as_json:
         print(json.dumps({"error": reason, "type": kind or type(exc).__name__, "log": str(log)}))
     else:
-        errors.print(
+        _made("errors").print(
             f"[red]{command} failed:[/red] {safe(reason)} [dim](details: {safe(log)})[/dim]", soft_wrap=True
         )
 

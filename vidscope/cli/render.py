@@ -8,16 +8,15 @@ that came from a video or a model is escaped, so brackets in it are never read a
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING
-
-from rich.console import Console
-from rich.panel import Panel
-from rich.table import Table
 
 from vidscope.agents import strategies
 from vidscope.cli.common import plural, safe
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from vidscope.agents.answers import AskResult, Citation, TraceStep
     from vidscope.agents.mavis.search import SearchHit, SearchResult
     from vidscope.agents.moments import MomentSearch
@@ -47,15 +46,25 @@ def citation_flag(citation: Citation) -> str:
 
 
 def render_answer(
-    result: AskResult, console: Console, as_json: bool = False, show_trace: bool = False
+    result: AskResult, console: Console | None, as_json: bool = False, show_trace: bool = False
 ) -> None:
-    """Print ``result``: JSON, or the answer, choice and citations (trace with ``show_trace``)."""
+    """Print ``result``: JSON, or the answer, choice and citations (trace with ``show_trace``).
+
+    The JSON goes through ``console`` (highlighted on a terminal); with none, to a terminal through
+    the commands' console and otherwise as plain indented JSON, the same text, without importing
+    Rich (a script's ``ask --json``, issue 44)."""
     if as_json:
         data = result.model_dump(mode="json")
         if not show_trace:
             data.pop("trace")
-        console.print_json(json.dumps(data, ensure_ascii=False))
+        print_json(data, console)
         return
+    from rich.panel import Panel
+
+    if console is None:
+        from vidscope.cli import common
+
+        console = common.console
     # The answers' time format, so the terminal and the agent's own citations agree.
     from vidscope.core.timecodes import fmt_time
 
@@ -94,7 +103,23 @@ def render_answer(
     )
 
 
+def print_json(data: object, console: Console | None = None) -> None:
+    """``data`` as indented JSON on standard output: through ``console`` when given or when the
+    output is a terminal (highlighted), else with ``print`` (what Rich writes to a pipe)."""
+    text = json.dumps(data, ensure_ascii=False)
+    if console is None and sys.stdout.isatty():
+        from vidscope.cli import common
+
+        console = common.console
+    if console is not None:
+        console.print_json(text)
+    else:
+        print(json.dumps(data, ensure_ascii=False, indent=2))
+
+
 def _render_trace(result: AskResult, console: Console) -> None:
+    from rich.table import Table
+
     table = Table(title="trace")
     for column in ("#", "kind", "tool", "observation", "tokens", "s", "cached"):
         table.add_column(column)
@@ -136,6 +161,8 @@ def render_search(
         console.print(f"[bold]plan[/bold] ({safe(result.planner)}) {plan}")
     elif looked_for:
         console.print(f"looked for {looked_for}")
+    from rich.table import Table
+
     dims = list(result.plan)
     table = Table(title=f"{plural(len(result.hits), 'video')} for {safe(result.query)!r}")
     columns = (
@@ -198,6 +225,8 @@ def render_moments(result: MomentSearch, console: Console, as_json: bool = False
     if as_json:
         console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return
+    from rich.table import Table
+
     from vidscope.core.timecodes import fmt_time
 
     table = Table(title=f"{len(result.moments)} moments for {safe(result.query)!r}")

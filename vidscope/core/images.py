@@ -18,9 +18,15 @@ import stat
 import threading
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from PIL import Image
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# Pillow is imported by the functions that code or decode: a question that looks at no frame
+# does not pay for it (issue 44: a cold ``ask`` near the import floor).
 
 #: The largest picture file read for search by image.
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
@@ -37,6 +43,8 @@ _decoding = threading.BoundedSemaphore(DECODES_AT_ONCE)
 def encode_jpeg(image: np.ndarray | Image.Image, quality: int = 90, *, max_side: int | None = None) -> bytes:
     """JPEG bytes of an RGB image (a uint8 ``(H, W, 3)`` array or a PIL image), downscaled first so
     its longer side is at most ``max_side`` when one is given. The caller's image is not changed."""
+    from PIL import Image
+
     picture = Image.fromarray(image) if isinstance(image, np.ndarray) else image
     if max_side is not None and max(picture.size) > max_side:
         picture = picture.copy()  # thumbnail() works in place
@@ -57,6 +65,8 @@ def longest_side_for(width: int, height: int, short_side: int, max_side: int | N
 
 def decode_jpeg(data: bytes) -> np.ndarray:
     """An RGB uint8 image from JPEG bytes."""
+    from PIL import Image
+
     with Image.open(io.BytesIO(data)) as image:
         return np.asarray(image.convert("RGB"))
 
@@ -91,6 +101,8 @@ def decode_image(
     The size in the header is checked before anything is decoded. Raises ``ValueError`` (one line)
     when the bytes are not an image Pillow can read, or declare more than ``max_pixels`` pixels.
     """
+    from PIL import Image
+
     try:
         with warnings.catch_warnings():  # Pillow's own bomb warning: the check below says it once
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)

@@ -26,8 +26,6 @@ from __future__ import annotations
 import functools
 import re
 
-import lemminflect
-
 #: The three dimensions a tag describes (the sub-libraries of the semantic index).
 DIMENSIONS = ("scene", "object", "action")
 #: Words kept of a canonical concept ("man riding red bicycle" is already long).
@@ -180,6 +178,8 @@ def keywords(text: str | None) -> list[str]:
 
 @functools.lru_cache(maxsize=65_536)
 def _lemma_items(word: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    import lemminflect  # here: only a question or search that needs a word's forms imports it
+
     return tuple(lemminflect.getAllLemmas(word).items())
 
 
@@ -201,6 +201,8 @@ def singular(word: str) -> str:
     if nouns:
         return word if word in nouns else nouns[0]
     if not lemmas(word) and len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        import lemminflect
+
         guess = lemminflect.getAllLemmasOOV(word, "NOUN").get("NOUN")
         if guess:
             return guess[0]
@@ -218,6 +220,8 @@ def gerund(word: str) -> str:
     lemma = verb_lemma(word)
     if lemma is None:
         return word
+    import lemminflect
+
     forms = lemminflect.getInflection(lemma, tag="VBG")
     return forms[0] if forms else word
 

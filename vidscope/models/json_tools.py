@@ -20,8 +20,6 @@ import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-import json_repair
-
 from vidscope.core.hashing import stable_hash
 from vidscope.models.protocols.chat import ToolCall, ToolSpec
 
@@ -99,6 +97,8 @@ def loads_lenient(text: str | None) -> Any:
     for candidate in ([fence.group(1).strip()] if fence else []) + ([span] if span else []):
         if candidate[:1] not in "{[":
             continue
+        import json_repair  # here: only a reply that is not JSON as written needs it
+
         repaired = json_repair.loads(candidate, skip_json_loads=True)
         if not isinstance(repaired, dict | list) or (not repaired and candidate[1:].strip()[:1] not in "]}"):
             continue

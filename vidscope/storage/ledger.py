@@ -21,7 +21,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import psutil
 import pyarrow as pa
 
 from vidscope.storage.schema import TableSpec, versioned
@@ -57,6 +56,8 @@ LEDGER = TableSpec(
 
 def owner() -> dict[str, Any]:
     """The details a ``running`` row carries: which process runs the stage."""
+    import psutil  # here, not at import: a question reads the ledger but never writes a running row
+
     return {"pid": os.getpid(), "pid_started": psutil.Process().create_time()}
 
 
@@ -70,6 +71,8 @@ def owner_alive(details_json: str | None) -> bool:
         pid, started = int(details["pid"]), float(details["pid_started"])
     except (ValueError, KeyError, TypeError):
         return True  # a row from before owners were recorded: nothing to judge it by
+    import psutil
+
     try:
         proc = psutil.Process(pid)
         return abs(proc.create_time() - started) < 0.01 and proc.status() != psutil.STATUS_ZOMBIE

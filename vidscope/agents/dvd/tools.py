@@ -49,7 +49,6 @@ from vidscope.core.images import encode_jpeg, longest_side_for
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, Usage
 from vidscope.storage.subjects import SUBJECTS
-from vidscope.tasks.stage import stage_failure
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +173,8 @@ def load_subjects(ctx: ToolContext, video_id: str, limit: int = BROWSE_SUBJECTS)
 def _subjects_missing(ctx: ToolContext, video_id: str) -> str | None:
     """Why ``video_id`` has no subject registry when its optional stage failed (the ledger's
     reason), so the model reads "missing", not "no recurring subjects"; else None."""
+    from vidscope.tasks.stage import stage_failure  # here: the ingestion stage module, for one row
+
     reason = stage_failure(ctx.store, video_id, "subjects")
     return f"the subjects stage failed: {reason}" if reason else None
 
