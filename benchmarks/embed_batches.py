@@ -5,7 +5,9 @@ truncated at 256 tokens, as the ``parse`` and ``embed`` stages send) in a fresh 
 and prints each tree's seconds and peak RSS (VmHWM, the process's whole peak: Python, torch and
 the model included) and the ratios, with the largest difference between the two trees' vectors.
 
-    .venv/bin/python benchmarks/embed_batches.py --before 05fe1c9 [--texts 700]
+    .venv/bin/python benchmarks/embed_batches.py --before 05fe1c9 [--texts 700] [--numpy]
+
+``--numpy`` times NumPy's forward pass instead, the one a core install (no torch) embeds with.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import numpy as np
 from vidscope.models.sentence_embedder import from_spec
 import vidscope
 embedder = from_spec("text_embedder", "embedded", {}, Path(sys.argv[1]))
-embedder.embed([f"warm up {i}" for i in range(16)])  # loads torch: not part of the timing
+if sys.argv[4] == "numpy":
+    embedder.torch_available = False  # as a core install (no torch): NumPy's forward pass
+embedder.embed([f"warm up {i}" for i in range(16)])  # loads the model: not part of the timing
 random.seed(0)
 words = "the a man woman opens door kitchen walks red blue car street talks about weather news".split()
 texts = [" ".join(random.choice(words) for _ in range(random.choice([5, 20, 60, 150, 300])))
@@ -40,10 +44,10 @@ print(json.dumps({"from": vidscope.__file__, "seconds": seconds, "peak_mb": peak
 """
 
 
-def measure(source: Path | None, texts: int, out: Path) -> dict:
+def measure(source: Path | None, texts: int, out: Path, backend: str) -> dict:
     env_path = [str(source)] if source else []
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(out.parent), str(texts), str(out)],
+        [sys.executable, "-c", CHILD, str(out.parent), str(texts), str(out), backend],
         capture_output=True,
         text=True,
         check=True,
@@ -59,18 +63,22 @@ def main() -> None:
     )
     parser.add_argument("--before", required=True, help="a commit to compare with")
     parser.add_argument("--texts", type=int, default=700)
+    parser.add_argument(
+        "--numpy", action="store_true", help="NumPy's forward pass, as a core install (no torch) runs"
+    )
     args = parser.parse_args()
+    backend = "numpy" if args.numpy else "torch"
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         tree = work / "before"
         tree.mkdir()
         archive = subprocess.run(["git", "archive", args.before], capture_output=True, check=True)
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-        before = measure(tree, args.texts, work / "before.npy")
-        now = measure(None, args.texts, work / "now.npy")
+        before = measure(tree, args.texts, work / "before.npy", backend)
+        now = measure(None, args.texts, work / "now.npy", backend)
         assert before["from"].startswith(str(tree)) and not now["from"].startswith(str(tree))
         gap = float(np.abs(np.load(work / "before.npy") - np.load(work / "now.npy")).max())
-    print(f"{args.texts} texts of 5-300 words, embedded MiniLM on torch (loaded before timing)")
+    print(f"{args.texts} texts of 5-300 words, embedded MiniLM on {backend} (loaded before timing)")
     for name, result in (("before " + args.before, before), ("now", now)):
         print(f"  {name:16s} {result['seconds']:6.2f} s   peak RSS {result['peak_mb']:6.0f} MB")
     speedup, saved = before["seconds"] / now["seconds"], before["peak_mb"] - now["peak_mb"]

@@ -102,3 +102,20 @@ def test_without_torch_every_batch_gets_sentence_transformers_vectors(tmp_path) 
     cosines = (vectors * reference).sum(axis=1) / np.linalg.norm(vectors, axis=1)
     assert cosines.min() > 0.9999, cosines
     assert np.abs(vectors - reference).max() < 1e-5
+
+
+def test_the_numpy_gelu_is_the_exact_one_over_blocks_and_signs() -> None:
+    """GELU runs a block of values at a time in float32 (minilm_numpy._GELU_BLOCK); every value,
+    across block edges and far into both tails, is x·Φ(x) with the standard library's erf."""
+    import math
+
+    from vidscope.models import minilm_numpy
+
+    values = np.concatenate(
+        [np.linspace(-9, 9, minilm_numpy._GELU_BLOCK + 1001), [0.0, -0.0, 1e-8, -1e-8, 40.0, -40.0]]
+    ).astype(np.float32)
+    shaped = values.reshape(1, 1, -1)
+    got = minilm_numpy._gelu(shaped)
+    exact = np.array([v / 2 * (1 + math.erf(v / math.sqrt(2))) for v in values.astype(np.float64)])
+    assert got.shape == shaped.shape and got.dtype == np.float32
+    assert np.abs(got.reshape(-1) - exact).max() < 2e-6  # A&S 7.1.26 (1.5e-7) and float32 rounding
