@@ -30,8 +30,9 @@ def embedder_path() -> str:
 
 
 def test_a_query_and_an_ingestion_batch_get_the_same_vectors(tmp_path) -> None:
-    """Up to NUMPY_MAX_TEXTS texts run in NumPy, more on torch: the vectors must not depend on it."""
-    embedder = from_spec("text_embedder", "embedded", {"batch_size": 4}, tmp_path)
+    """With torch_batches, up to NUMPY_MAX_TEXTS texts run in NumPy, more on torch: the vectors
+    must not depend on it."""
+    embedder = from_spec("text_embedder", "embedded", {"batch_size": 4, "torch_batches": True}, tmp_path)
     long_text = "a man opens the red door and walks into the kitchen " * 30  # truncated at 256 tokens
     texts = [*TEXTS, long_text, "Ein Mann öffnet die Tür", *(f"clip {i} shows a car" for i in range(6))]
     assert len(texts) > embedder.NUMPY_MAX_TEXTS
@@ -46,7 +47,9 @@ def test_a_query_and_an_ingestion_batch_get_the_same_vectors(tmp_path) -> None:
     assert embedder._numpy_model is None
 
 
-def test_a_query_vector_needs_no_torch(tmp_path) -> None:
+def test_a_query_vector_and_an_ingestion_batch_need_no_torch(tmp_path) -> None:
+    """By default every batch runs in NumPy, with torch installed too: an ingesting process does
+    not carry torch's ~700 MB for a stage of seconds (torch_batches turns it on)."""
     import subprocess
     import sys
 
@@ -54,6 +57,7 @@ def test_a_query_vector_needs_no_torch(tmp_path) -> None:
         "import sys; from pathlib import Path; from vidscope.models.sentence_embedder import from_spec; "
         "e = from_spec('text_embedder', 'embedded', {}, Path(sys.argv[1])); v = e.embed(['a dog']); "
         "assert v.shape == (1, 384); "
+        "assert e.embed([f'clip {i} shows a dog' for i in range(40)]).shape == (40, 384); "
         "print(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -66,10 +70,10 @@ def test_a_query_vector_needs_no_torch(tmp_path) -> None:
 EMBED_TEXTS = """
 from pathlib import Path
 from vidscope.models.sentence_embedder import from_spec
-embedder = from_spec("text_embedder", "embedded", {"batch_size": 4}, Path(sys.argv[2]))
+embedder = from_spec("text_embedder", "embedded", {"batch_size": 4, "torch_batches": True}, Path(sys.argv[2]))
 texts = json.loads(sys.argv[1])
 print("VECTORS " + json.dumps(embedder.embed(texts).tolist()))
-print("TORCH " + json.dumps(embedder.torch_available))
+print("TORCH " + json.dumps(embedder.torch_batches))
 _report_hidden()
 """
 

@@ -115,26 +115,33 @@ class MiniLMEmbedder:
     """The embedded all-MiniLM-L6-v2: mean pooling, then L2 normalisation, without sentence-transformers.
 
     Gives the same vectors as sentence-transformers (max difference ~1e-8) without importing it,
-    which saves ~220 MB of resident memory in every ingesting process. Two forward passes share
-    the packaged weights: a query's few texts go through NumPy (:mod:`.minilm_numpy`: ~0.1 s to
-    load, no torch), while batches of more than :attr:`NUMPY_MAX_TEXTS` texts (ingestion) go
-    through transformers on torch when the torch extra is installed, loaded on the first such
-    batch, which is ~3x faster on long padded batches; without torch (the core install) they go
-    through NumPy too, in the same length-sorted batches. Both give the same vectors to float32
-    rounding (~3e-7). Each copy of the weights is ~90 MB, so only one is kept: NumPy's is loaded
-    on the first small batch, and once torch is loaded every batch goes there and NumPy's copy is
-    dropped.
+    which saves ~220 MB of resident memory in every ingesting process. Every batch, a question's
+    few texts and ingestion's many, goes through NumPy (:mod:`.minilm_numpy`: ~0.1 s to load, no
+    torch), in length-sorted batches. With ``torch_batches`` (``[models.options.minilm]``) and the
+    torch extra installed, batches of more than :attr:`NUMPY_MAX_TEXTS` texts go through
+    transformers on torch instead, loaded on the first such batch: about twice as fast on long
+    padded batches, for torch's ~700 MB in the ingesting process (issue 44: ingestion's text
+    stages take seconds an hour, and its peak memory is the goal). Both give the same vectors to
+    float32 rounding (~3e-7). Each copy of the weights is ~90 MB, so only one is kept: once torch
+    is loaded every batch goes there and NumPy's copy is dropped.
     """
 
     #: all-MiniLM-L6-v2's own sequence limit (its sentence-transformers configuration).
     MAX_TOKENS = 256
-    #: Batches up to this many texts run in NumPy; larger ones on torch.
+    #: With ``torch_batches``, batches up to this many texts still run in NumPy; larger ones on torch.
     NUMPY_MAX_TEXTS = 8
     #: Padded tokens per torch batch (texts × the longest's tokens): 16 texts at the 256-token
     #: limit, up to ``batch_size`` short ones.
     TOKENS_PER_BATCH = 4096
 
-    def __init__(self, model_path: str, *, batch_size: int = 64, role: str = "text_embedder") -> None:
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        batch_size: int = 64,
+        role: str = "text_embedder",
+        torch_batches: bool = False,
+    ) -> None:
         self.name = "minilm:embedded"
         self.batch_size = batch_size
         self._path = model_path
@@ -145,8 +152,10 @@ class MiniLMEmbedder:
             raise self._unavailable("config.json") from exc
         self._numpy_model: NumpyBert | None = None
         self._torch_parts: tuple[Any, Any, Any] | None = None
-        #: Large batches go to torch only where the torch extra is installed (never imported here).
-        self.torch_available = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
+        #: Large batches go to torch when asked and the torch extra is installed (never imported here).
+        self.torch_batches = torch_batches and all(
+            importlib.util.find_spec(m) for m in ("torch", "transformers")
+        )
         self._lock = threading.Lock()
 
     def _unavailable(self, how: str) -> BackendUnavailable:
@@ -189,7 +198,7 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:  # neither forward pass is safe to call from several threads at once
-            if self._torch_parts is None and (len(texts) <= self.NUMPY_MAX_TEXTS or not self.torch_available):
+            if self._torch_parts is None and (len(texts) <= self.NUMPY_MAX_TEXTS or not self.torch_batches):
                 return self._embed_numpy(texts)
             return self._embed_torch(texts)
 
@@ -249,7 +258,8 @@ def from_spec(
     batch_size = int(options.get("batch_size", 64))
     if target in ("", EMBEDDED_MINILM):
         path = _embedded_minilm_path(role, options, model_cache)
-        return MiniLMEmbedder(path, batch_size=batch_size, role=role)
+        torch_batches = bool(options.get("torch_batches", False))
+        return MiniLMEmbedder(path, batch_size=batch_size, role=role, torch_batches=torch_batches)
     from vidscope.models import multilingual_minilm
 
     if multilingual_minilm.is_known(target) or multilingual_minilm.is_bert_directory(target):
