@@ -157,7 +157,8 @@ def __getattr__(name: str) -> Any:
 def _made(name: str) -> SafeConsole:
     """``console`` or ``errors`` for this module's own functions (a module's ``__getattr__`` does
     not answer the names its own code reads)."""
-    return globals().get(name) or __getattr__(name)
+    made: SafeConsole = globals()[name] if name in globals() else __getattr__(name)
+    return made
 
 
 #: Settings given on the command line (``--data-dir``); they win over the file and the environment.

@@ -153,7 +153,7 @@ def render_search(
     the notes. The pipeline's own terms (planner, fusion, pool, per-dimension scores, the rerank)
     show only with ``explain``; the dropped videos with ``show_dropped``."""
     if as_json:
-        console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+        print_json(result.model_dump(mode="json"), console)
         return
     looked_for = ", ".join(f"{d} {safe(repr(i))}" for d, i in result.plan.items())
     if explain:
@@ -223,7 +223,7 @@ def render_moments(result: MomentSearch, console: Console, as_json: bool = False
     relevance bar, ``ranked_by``, ``seconds``), or a table (rank, video, span, relevance 0-1, text)
     and the notes."""
     if as_json:
-        console.print_json(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+        print_json(result.model_dump(mode="json"), console)
         return
     from rich.table import Table
 

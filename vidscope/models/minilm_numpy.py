@@ -13,10 +13,11 @@ threads cost far more than they save on a dozen tokens, and on a busy machine th
 (measured on the shared 2-core machine, issue 44: a query vector took 0.23-0.36 CPU-s and 1.8-2.9 s
 with the default threads, 0.016 CPU-s and 0.16-0.21 s with one).
 
-A core install embeds ingestion's batches here too. GELU works on a cache-sized block of values
-at a time in float32 and attention on one text at a time, so the passes over a batch stay in the
-CPU's cache: 700 texts of 5-300 words take ~2x torch's time with a third of its peak memory
-(``benchmarks/embed_batches.py --numpy``; 5.5x before).
+Ingestion's batches run here too (torch only with ``torch_batches``, see
+:class:`~vidscope.models.sentence_embedder.MiniLMEmbedder`). GELU works on a cache-sized block of
+values at a time in float32 and attention on one text at a time, so the passes over a batch stay
+in the CPU's cache: 700 texts of 5-300 words take ~2x torch's time with a third of its peak
+memory (``benchmarks/embed_batches.py --backend numpy``; 5.5x before).
 
 Nothing here is MiniLM-L6 only: sizes and layer count come from ``config.json``, and the padding
 token from the tokenizer, so a local BERT directory in the same format (``minilm:<directory>``,
