@@ -35,8 +35,12 @@ fi
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q -U pip
+# vidscope is installed editable: byte-compile it as installing a wheel does, or each command
+# compiles it from source again where PYTHONDONTWRITEBYTECODE is set (CI's machines set it).
+compile_vidscope() { .venv/bin/python -m compileall -q vidscope; }
 if [ "$mode" = core ]; then
   .venv/bin/python -m pip install -q -c constraints.txt -e .
+  compile_vidscope
   # The embedded MiniLM's weights are fetched pinned into the model cache on first use (or by
   # `.venv/bin/vidscope models pull`): no weight package, so no --no-deps step.
   .venv/bin/python -c "import cv2"
@@ -46,6 +50,7 @@ fi
 # constraints.txt pins what is known broken (fastapi, SQLAlchemy) and makes the three OpenCV
 # distributions that ultralytics, rapidocr and paddlex pull in agree on one version.
 .venv/bin/python -m pip install -q -c constraints.txt -e '.[all]'
+compile_vidscope
 # All three OpenCV wheels share the cv2 folder; whichever was installed last wins. Reinstall the
 # superset last so cv2 is complete, then check it.
 .venv/bin/python -m pip install -q --no-deps --force-reinstall -c constraints.txt \

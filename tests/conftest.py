@@ -14,6 +14,12 @@ from pathlib import Path
 
 import pytest
 
+# Some machines (this project's CI among them) set PYTHONDONTWRITEBYTECODE. Under it pytest rewrites
+# every test module's asserts again in each worker and every run (7 s a process), and each `vidscope`
+# the tests start compiles vidscope's modules from source. The suite writes its compiled files (in
+# the ignored __pycache__ folders) as a normal install does: later processes and runs read them.
+sys.dont_write_bytecode = False
+
 # Before anything imports prefect or a model library: nothing may reach for the network, and Prefect
 # must not touch the developer's own ~/.prefect (its ephemeral API server lives in a temp dir).
 _PREFECT_HOME = tempfile.mkdtemp(prefix="vidscope-test-prefect-")
@@ -177,6 +183,32 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         (config.option.markexpr or None) != _default_marks(config) or config.getoption("usepdb", False)
     ):
         config.option.numprocesses = 0
+
+
+#: The default suite's costliest files (test seconds on 2 cores, November 2026), started first. Under
+#: ``--dist loadfile`` each file runs whole on one process; pytest-xdist hands out files in order
+#: (most tests first, unless told not to), so one of these reached last ran alone for a minute
+#: while the other process idled. Heaviest first, the light files even out the end.
+HEAVIEST_FILES = (
+    "test_operations.py",  # ~88 s: a Prefect server, flows and CLI runs against it
+    "test_ocr_gate.py",  # ~66 s: real OCR over footage, every frame read once
+    "test_ingest.py",  # ~41 s
+    "test_web.py",  # ~36 s: a browser
+    "test_exits.py",  # ~31 s: a Prefect server, each agent's CLI
+    "test_caption_registry.py",
+    "test_bundle.py",
+    "test_api.py",
+    "test_cold_cli.py",
+    "test_sama_similarity.py",
+    "test_backend_vlm.py",
+    "test_compare_tools.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The heaviest files first (:data:`HEAVIEST_FILES`), each file's tests in their own order."""
+    rank = {name: i for i, name in enumerate(HEAVIEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep order
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -33,6 +33,7 @@ from pathlib import Path
 import httpx
 
 from vidscope.core.settings import OFFLINE_ENVIRONMENT, ServerSettings, Settings
+from vidscope.core.tls import httpx_tls
 from vidscope.deployments.deploy import HEARTBEAT_SECONDS
 
 #: The state file, under the data dir.
@@ -206,6 +207,7 @@ def _workers_online(cluster: Cluster) -> set[str]:
         f"{cluster.api_url}/work_pools/{cluster.pool}/workers/filter",
         json={"workers": {"status": {"any_": ["ONLINE"]}}},
         timeout=5,
+        verify=httpx_tls(cluster.api_url),
     )
     return {w["name"] for w in response.json()} if response.status_code == 200 else set()
 

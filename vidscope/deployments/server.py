@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 
 from vidscope.core.settings import OFFLINE_ENVIRONMENT, Settings
+from vidscope.core.tls import httpx_tls
 from vidscope.deployments.database import (
     Database,
     DatabaseError,
@@ -305,7 +306,8 @@ def _end(pid: int, process: str, grace: float) -> None:
 def is_healthy(settings: Settings, timeout: float = 2.0) -> bool:
     """The API at the configured address answers its health check."""
     try:
-        response = httpx.get(api_url(settings) + "/health", timeout=timeout)
+        url = api_url(settings) + "/health"
+        response = httpx.get(url, timeout=timeout, verify=httpx_tls(url))
     except httpx.HTTPError:
         return False
     return response.status_code == 200
@@ -314,7 +316,8 @@ def is_healthy(settings: Settings, timeout: float = 2.0) -> bool:
 def api_is_healthy(settings: Settings, timeout: float = 2.0) -> bool:
     """A vidscope API answers its health check at the configured ``[api]`` address."""
     try:
-        response = httpx.get(vidscope_api_url(settings) + "/api/health", timeout=timeout)
+        url = vidscope_api_url(settings) + "/api/health"
+        response = httpx.get(url, timeout=timeout, verify=httpx_tls(url))
     except httpx.HTTPError:
         return False
     return response.status_code == 200
@@ -327,6 +330,7 @@ def worker_online(settings: Settings, timeout: float = 5.0) -> bool:
             f"{api_url(settings)}/work_pools/{settings.server.work_pool}/workers/filter",
             json={"workers": {"status": {"any_": ["ONLINE"]}}},
             timeout=timeout,
+            verify=httpx_tls(api_url(settings)),
         )
     except httpx.HTTPError:
         return False
