@@ -1,8 +1,8 @@
-"""TLS contexts built once per process and shared by every HTTP client vidscope makes.
+"""TLS contexts for vidscope's one-off ``httpx`` requests (health checks, server probes).
 
-An HTTP client builds its own TLS context unless it is given one, and building one reads the CA
-bundle: ~25 ms of CPU, paid for each model backend and for each poll of a server's health check,
-even against ``http://`` on loopback. A context holds no connection state; clients share one.
+``httpx.get`` builds a client, and the client a TLS context, which reads the CA bundle: ~25 ms of
+CPU for each poll of a server's health check, even against ``http://`` on loopback. A context holds
+no connection state; requests share one.
 """
 
 from __future__ import annotations
@@ -28,15 +28,3 @@ def _httpx_default() -> ssl.SSLContext:
 @functools.cache
 def _unused() -> ssl.SSLContext:
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies, and trusts no CA
-
-
-@functools.cache
-def openai_tls() -> ssl.SSLContext:
-    """What the ``openai`` client verifies against by default: the system's CA paths through
-    ``httpx2`` (openai 3), certifi's bundle through ``httpx`` (openai 1 and 2)."""
-    try:
-        import httpx2 as library
-    except ImportError:
-        import httpx as library  # type: ignore[no-redef]
-
-    return library.create_ssl_context()

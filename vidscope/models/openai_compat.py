@@ -81,7 +81,7 @@ from vidscope.core.errors import (
     ModelOutputError,
     OutputCutOff,
 )
-from vidscope.core.tls import httpx_tls, openai_tls
+from vidscope.core.tls import httpx_tls
 from vidscope.models import endpoint_facts, usage
 from vidscope.models.call_stream import read_until_call
 from vidscope.models.captioning import (
@@ -389,9 +389,7 @@ class Endpoint:
             )
         # Local servers ignore the key, but the client insists on one.
         key = key or "not-needed"
-        # max_retries=0: retries happen in call(), where they are uniform and counted. The
-        # process's one TLS context, not a new one per endpoint (vidscope.core.tls).
-        http_client = openai.DefaultHttpxClient(verify=openai_tls())
+        # max_retries=0: retries happen in call(), where they are uniform and counted.
         if self.azure_api_version:
             self.client = openai.AzureOpenAI(
                 azure_endpoint=self.base_url,
@@ -399,7 +397,6 @@ class Endpoint:
                 api_key=key,
                 timeout=self.timeout_s,
                 max_retries=0,
-                http_client=http_client,
             )
         else:
             self.client = openai.OpenAI(
@@ -407,7 +404,6 @@ class Endpoint:
                 api_key=key,
                 timeout=self.timeout_s,
                 max_retries=0,
-                http_client=http_client,
             )
         self.semaphore = endpoint_semaphore(self.base_url, self.max_concurrency)
 
@@ -1442,7 +1438,6 @@ def served_model(role: str, base_url: str, api_key_env: str, timeout_s: float) -
         api_key=os.environ.get(api_key_env) or "not-needed",
         timeout=timeout_s,
         max_retries=1,
-        http_client=openai.DefaultHttpxClient(verify=openai_tls()),
     )
     url = f"{base_url.rstrip('/')}/models"
     try:
