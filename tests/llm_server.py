@@ -503,6 +503,7 @@ class ScriptedLLMServer:
         if (body.get("stream_options") or {}).get("include_usage"):
             events.append({**base, "choices": [], "usage": {**usage, "total_tokens": sum(usage.values())}})
         sent = 0
+        recorded = False
         try:
             handler.send_response(200)
             handler.send_header("Content-Type", "text/event-stream")
@@ -515,12 +516,18 @@ class ScriptedLLMServer:
                 handler.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
                 handler.wfile.flush()
                 sent += "content" in event["choices"][0]["delta"] if event["choices"] else 0
+            # Recorded before the end marker: a client that read the stream to its end finds it
+            # here (after the marker, a test could look before this thread got to it).
+            with self._lock:
+                self.streams.append((sent, len(words)))
+            recorded = True
             handler.wfile.write(b"data: [DONE]\n\n")
             handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client closed the stream
-        with self._lock:
-            self.streams.append((sent, len(words)))
+        if not recorded:
+            with self._lock:
+                self.streams.append((sent, len(words)))
 
     def _embeddings(self, handler: Any, body: dict[str, Any]) -> None:
         inputs = body.get("input", [])

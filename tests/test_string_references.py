@@ -35,7 +35,10 @@ def _product_files() -> Iterator[Path]:
 def _string_references() -> list[tuple[str, str]]:
     found = []
     for path in _product_files():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        source = path.read_text()
+        if not REFERENCE.search(source):  # most files name none: parse only those that may
+            continue
+        for node in ast.walk(ast.parse(source, str(path))):
             if (
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
