@@ -186,9 +186,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 #: The default suite's costliest files (test seconds on 2 cores, November 2026), started first. Under
-#: ``--dist loadfile`` each file runs whole on one process; pytest-xdist hands out files in order
-#: (most tests first, unless told not to), so one of these reached last ran alone for a minute
-#: while the other process idled. Heaviest first, the light files even out the end.
+#: ``--dist loadfile`` each file runs whole on one process, handed out in order; pytest-xdist orders
+#: files by their number of tests unless told not to (``--no-loadscope-reorder`` in pyproject), so
+#: a file of few slow tests could start last and run alone at the end. Heaviest first, the many
+#: light files even out the end.
 HEAVIEST_FILES = (
     "test_operations.py",  # ~88 s: a Prefect server, flows and CLI runs against it
     "test_ocr_gate.py",  # ~66 s: real OCR over footage, every frame read once

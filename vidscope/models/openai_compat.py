@@ -400,10 +400,7 @@ class Endpoint:
             )
         else:
             self.client = openai.OpenAI(
-                base_url=self.base_url,
-                api_key=key,
-                timeout=self.timeout_s,
-                max_retries=0,
+                base_url=self.base_url, api_key=key, timeout=self.timeout_s, max_retries=0
             )
         self.semaphore = endpoint_semaphore(self.base_url, self.max_concurrency)
 
