@@ -194,6 +194,9 @@ def test_a_lone_glyph_on_a_frame_without_text_needs_high_confidence(tmp_path: Pa
     assert [ln.text for ln in confident(lines, settings)] == ["7"]
 
 
+# 40 s over footage, ingested twice (its reference runs the gate on every frame): in the slow
+# phase with the every-frame read above.
+@pytest.mark.slow
 def test_ocr_cost_follows_text_changes_not_duration(shared_videos: Path, tmp_path: Path) -> None:
     """40 s of moving footage with one title (12-20 s): OCR looks at about one frame in four
     (ocr_min_text_seconds = 4 at 1 frame/s), reads the title once and places it as reading
