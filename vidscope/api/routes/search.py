@@ -113,6 +113,13 @@ def moments(
     from vidscope.core.errors import BackendUnavailable
     from vidscope.storage.videos import VideoNotFound
 
+    library = state.library()
+    try:
+        # Resolved before the ranges are looked at: a filter naming no video is a 404 whatever
+        # the ranges (CI's random fuzz run found ``video=true`` answered 200 beside an empty range).
+        ids = [library.video(ref).video_id for ref in video] if video else None
+    except VideoNotFound as exc:
+        raise HTTPException(404, str(exc)) from exc
     ranges = MomentFilters(start=start, end=end, added_after=since, added_before=until)
     try:
         ranges.check()
@@ -120,9 +127,7 @@ def moments(
         # Schema-valid, so not a client error: no moment can fall in an empty time or date range
         # (the CLI, where it is likely a typo, refuses it instead).
         return MomentsResponse(query=q.strip(), notes=[str(exc)])
-    library = state.library()
     try:
-        ids = [library.video(ref).video_id for ref in video] if video else None
         filters = MomentFilters(videos=ids, start=start, end=end, added_after=since, added_before=until)
         found = library.search(q.strip(), moments=True, k=k, filters=filters, show_all=show_all)
     except VideoNotFound as exc:
