@@ -16,7 +16,9 @@ Options (``[models.options.faster-whisper]``): ``compute_type`` (``int8`` on CPU
 ``download`` (false), ``cpu_threads`` (unset = half the usable cores, since speech runs beside
 OCR, see :mod:`vidscope.core.threads`; 0 = CTranslate2's choice), ``temperature`` (a number or a
 list; unset = faster-whisper's fallback schedule 0.0 .. 1.0, which retries hard windows at higher
-temperatures: better text, slower, not deterministic).
+temperatures: better text, slower, not deterministic), ``compression_ratio_threshold`` (4.0: a
+window whose text compresses more than this is decoded again by the fallback, see
+:data:`COMPRESSION_RATIO_THRESHOLD`).
 """
 
 from __future__ import annotations
@@ -198,6 +200,17 @@ def assemble_embedded_model(
 SAMPLE_RATE = 16_000
 #: Audio is transcribed in pieces of about this length so memory does not grow with the video.
 DEFAULT_CHUNK_SECONDS = 600.0
+#: Above this gzip compression ratio a window's text counts as a decoding loop and the temperature
+#: fallback decodes it again. Deviation from Whisper's paper (Radford et al. 2022, long-form
+#: heuristics: fallback when the ratio exceeds 2.4), which faster-whisper keeps as its default: at
+#: 2.4 a sentence said twice in one 30-s window (ratio 2.6) is already a "loop", and re-decoding it
+#: at higher temperatures drops speech. Measured with the embedded Whisper base
+#: (benchmarks/speech_fallback.py): 180 s of a lecturer repeating one sentence, 168 of the spoken
+#: words heard in order at 2.4 against 459 at 4.0, in 4.3-5.3x the time; 520 words of varied prose,
+#: the same transcript at both (no window passed 2.4). Loops that fill a window stay far above 4.0
+#: (one word over and over: 16; a sentence said four times: 5.1); VAD already keeps the silence,
+#: where Whisper loops most, out of the decoder.
+COMPRESSION_RATIO_THRESHOLD = 4.0
 MIN_CHUNK_SECONDS = 2.0
 
 
@@ -230,6 +243,7 @@ class WhisperRecognizer:
         cpu_threads: int | None = None,
         temperature: float | tuple[float, ...] | None = None,
         chunk_seconds: float = DEFAULT_CHUNK_SECONDS,
+        compression_ratio_threshold: float = COMPRESSION_RATIO_THRESHOLD,
     ) -> None:
         if chunk_seconds < MIN_CHUNK_SECONDS:
             raise ValueError(f"faster-whisper option chunk_seconds must be >= {MIN_CHUNK_SECONDS}")
@@ -245,6 +259,7 @@ class WhisperRecognizer:
         self.local_files_only = local_files_only
         self.cpu_threads = cpu_threads
         self.temperature = temperature
+        self.compression_ratio_threshold = compression_ratio_threshold
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -313,6 +328,7 @@ class WhisperRecognizer:
                     **({} if self.temperature is None else {"temperature": self.temperature}),
                     vad_filter=self.vad,
                     word_timestamps=True,
+                    compression_ratio_threshold=self.compression_ratio_threshold,
                 )
                 if language is None:  # detected on the first chunk, then kept for the rest
                     language, probability = info.language, info.language_probability
@@ -457,6 +473,7 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         "cpu_threads",
         "temperature",
         "chunk_seconds",
+        "compression_ratio_threshold",
     }
     unknown = sorted(set(options) - known)
     if unknown:
@@ -464,6 +481,9 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
     beam_size = int(options.get("beam_size", 1))
     if beam_size < 1:
         raise ValueError(f"faster-whisper option beam_size must be >= 1, got {beam_size}")
+    ratio = float(options.get("compression_ratio_threshold", COMPRESSION_RATIO_THRESHOLD))
+    if not ratio > 1.0:  # plain text compresses ~1.3-1.8x: a lower bar would re-decode everything
+        raise ValueError(f"faster-whisper option compression_ratio_threshold must be > 1, got {ratio}")
     return {
         "device": str(options.get("device", "auto")),
         "compute_type": options.get("compute_type") or None,
@@ -473,6 +493,7 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
         "cpu_threads": int(options["cpu_threads"]) if options.get("cpu_threads") is not None else None,
         "temperature": _temperature(options.get("temperature")),
         "chunk_seconds": float(options.get("chunk_seconds", DEFAULT_CHUNK_SECONDS)),
+        "compression_ratio_threshold": ratio,
     }
 
 
