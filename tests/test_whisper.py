@@ -274,6 +274,10 @@ def test_bad_options_are_rejected(tmp_path: Path) -> None:
         whisper.from_spec(
             "speech_recognizer", "embedded-base", {"compression_ratio_threshold": 0.5}, tmp_path
         )
+    with pytest.raises(ValueError, match="compression_ratio_threshold must be a number"):
+        whisper.from_spec(
+            "speech_recognizer", "embedded-base", {"compression_ratio_threshold": "high"}, tmp_path
+        )
     paper = {"compression_ratio_threshold": 2.4}  # Whisper's own value, for whoever wants it back
     assert (
         whisper.from_spec("speech_recognizer", "embedded-base", paper, tmp_path).compression_ratio_threshold

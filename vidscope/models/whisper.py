@@ -200,6 +200,7 @@ def assemble_embedded_model(
 SAMPLE_RATE = 16_000
 #: Audio is transcribed in pieces of about this length so memory does not grow with the video.
 DEFAULT_CHUNK_SECONDS = 600.0
+MIN_CHUNK_SECONDS = 2.0
 #: Above this gzip compression ratio a window's text counts as a decoding loop and the temperature
 #: fallback decodes it again. Deviation from Whisper's paper (Radford et al. 2022, long-form
 #: heuristics: fallback when the ratio exceeds 2.4), which faster-whisper keeps as its default: at
@@ -211,7 +212,6 @@ DEFAULT_CHUNK_SECONDS = 600.0
 #: (one word over and over: 16; a sentence said four times: 5.1); VAD already keeps the silence,
 #: where Whisper loops most, out of the decoder.
 COMPRESSION_RATIO_THRESHOLD = 4.0
-MIN_CHUNK_SECONDS = 2.0
 
 
 def _has_audio_stream(path: Path) -> bool:
@@ -481,7 +481,13 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
     beam_size = int(options.get("beam_size", 1))
     if beam_size < 1:
         raise ValueError(f"faster-whisper option beam_size must be >= 1, got {beam_size}")
-    ratio = float(options.get("compression_ratio_threshold", COMPRESSION_RATIO_THRESHOLD))
+    raw = options.get("compression_ratio_threshold", COMPRESSION_RATIO_THRESHOLD)
+    try:
+        ratio = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"faster-whisper option compression_ratio_threshold must be a number, got {raw!r}"
+        ) from None
     if not ratio > 1.0:  # plain text compresses ~1.3-1.8x: a lower bar would re-decode everything
         raise ValueError(f"faster-whisper option compression_ratio_threshold must be > 1, got {ratio}")
     return {
