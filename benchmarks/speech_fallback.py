@@ -25,19 +25,17 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(1, str(ROOT))
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from ocr_clock import LECTURE_TALK  # noqa: E402  (the lecture's narration)
 
-from vidscope.core.synthetic import speech_wav  # noqa: E402
+from vidscope.core.synthetic import narration_wav, speech_wav  # noqa: E402
 from vidscope.models import whisper  # noqa: E402
 
-OUT = ROOT / "benchmarks" / "out"
-LECTURE_TALK = (  # ocr_clock.py's narration
-    "Welcome to this lecture. On each slide we read the title first and then the three points "
-    "below it, and I explain how each point follows from the one before. "
-)
+OUT = BENCH / "out"
 PAPER_THRESHOLD = 2.4
 
 
@@ -52,21 +50,6 @@ def readme_prose(words: int) -> str:
     text = re.sub(r"https?://\S+", " ", text)
     text = re.sub(r"[#*`\[\]()|>_]", " ", text)
     return " ".join(text.split()[:words])
-
-
-def cut(wav: Path, seconds: float, out: Path) -> Path:
-    """The first ``seconds`` of ``wav`` as a 16 kHz WAV."""
-    import wave
-
-    from faster_whisper import decode_audio
-
-    samples = decode_audio(str(wav), sampling_rate=16000)[: int(seconds * 16000)]
-    with wave.open(str(out), "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(16000)
-        handle.writeframes((np.clip(samples, -1, 1) * 32767).astype(np.int16).tobytes())
-    return out
 
 
 def heard(threshold: float, wav: Path, spoken: list[str]) -> tuple[float, int, int]:
@@ -90,8 +73,10 @@ def main() -> None:
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     repeats = int(args.seconds * 150 / 60 / len(LECTURE_TALK.split())) + 2
-    long_talk = speech_wav(LECTURE_TALK * repeats, OUT / "speech-fallback-repeated-full.wav")
-    repeated = cut(long_talk, args.seconds, OUT / "speech-fallback-repeated.wav")
+    # One line cut at ``--seconds`` (narration_wav cuts a line where the narration ends).
+    repeated = narration_wav(
+        [(0.0, LECTURE_TALK * repeats)], OUT / "speech-fallback-repeated.wav", duration=args.seconds
+    )
     prose = readme_prose(520)
     varied = speech_wav(prose, OUT / "speech-fallback-varied.wav", rate_wpm=args.rate)
     cases = {

@@ -206,8 +206,8 @@ MIN_CHUNK_SECONDS = 2.0
 #: heuristics: fallback when the ratio exceeds 2.4), which faster-whisper keeps as its default: at
 #: 2.4 a sentence said twice in one 30-s window (ratio 2.6) is already a "loop", and re-decoding it
 #: at higher temperatures drops speech. Measured with the embedded Whisper base
-#: (benchmarks/speech_fallback.py): 180 s of a lecturer repeating one sentence, 168 of the spoken
-#: words heard in order at 2.4 against 459 at 4.0, in 4.3-5.3x the time; 520 words of varied prose,
+#: (benchmarks/speech_fallback.py): 180 s of a lecturer repeating one sentence, 87-168 of the spoken
+#: words heard in order at 2.4 against 459-493 at 4.0, in 4.3-5.3x the time; 520 words of varied prose,
 #: the same transcript at both (no window passed 2.4). Loops that fill a window stay far above 4.0
 #: (one word over and over: 16; a sentence said four times: 5.1); VAD already keeps the silence,
 #: where Whisper loops most, out of the decoder.
