@@ -51,3 +51,14 @@ class LineRecogniser(Protocol):
     def recognise(self, crops: list[Image]) -> list[tuple[str, float]]:
         """Per crop, the text of its line and the confidence (0-1)."""
         ...
+
+
+@runtime_checkable
+class StoredSizeReader(Protocol):
+    """A reader whose full read normally enlarges small frames before detecting text, and that can
+    also read a frame at its stored size, much more cheaply (the ``ocr`` stage does so when the
+    gate's text regions show lines tall enough to be found there)."""
+
+    def read_at_stored_size(self, image: Image) -> list[TextLine]:
+        """The lines found in ``image``, detected without enlarging it."""
+        ...
