@@ -73,3 +73,40 @@ def test_status_is_not_running_while_the_api_it_started_is_dead(tmp_path: Path) 
     assert state(ProcessStatus("api", 3, True, tmp_path / "a.log"), True).running
     assert not state(ProcessStatus("api", 3, False, tmp_path / "a.log"), False).running  # killed
     assert not state(ProcessStatus("api", 3, True, tmp_path / "a.log"), False).running  # hung
+
+
+def test_a_process_that_ends_while_starting_is_reported_with_how_it_ended(tmp_path: Path) -> None:
+    from vidscope.deployments import server
+
+    settings = Settings(data_dir=tmp_path / "data")
+    paths = server.server_paths(settings)
+    paths.home.mkdir(parents=True, exist_ok=True)
+    log = paths.log_file("server")
+    log.write_text("boom: the database is locked\n")
+    ended = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+    paths.pid_file("server").write_text(f"{ended.pid}\n")
+    try:
+        server._wait(lambda: False, "never healthy", 30, "server", settings)
+    except server.ServerError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("an ended server was waited for")
+    assert "exited while starting (exit status 3)" in message and "boom" in message, message
+
+
+def test_a_running_process_whose_command_line_does_not_name_it_is_still_waited_for(tmp_path: Path) -> None:
+    # The pid file names a running process that does not look like Prefect's (its command line is
+    # not "prefect ..."): starting is not declared failed while it runs; the check decides.
+    from vidscope.deployments import server
+
+    settings = Settings(data_dir=tmp_path / "data")
+    paths = server.server_paths(settings)
+    paths.home.mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    paths.pid_file("server").write_text(f"{sleeper.pid}\n")
+    started = time.monotonic()
+    try:
+        server._wait(lambda: time.monotonic() - started > 1.0, "never healthy", 30, "server", settings)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -227,10 +227,37 @@ def _is_ours(pid: int, process: str) -> bool:
     return True
 
 
+#: How the children this process collected ended (pid -> wait status), for error messages.
+_ENDINGS: dict[int, int] = {}
+
+
 def _reap(pid: int) -> None:
     """Collect an exited child of this process so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            _ENDINGS[pid] = status
+
+
+def _running(pid: int | None) -> bool:
+    """Whether ``pid`` is a process that has not ended, whatever it runs (no /proc: unknown, False)."""
+    if pid is None:
+        return False
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def _ending(pid: int | None) -> str:
+    """`` (exit status N)`` or `` (killed by signal S)`` when this process collected ``pid``'s end."""
+    status = _ENDINGS.get(pid) if pid is not None else None
+    if status is None:
+        return ""
+    if os.WIFSIGNALED(status):
+        return f" (killed by signal {os.WTERMSIG(status)})"
+    return f" (exit status {os.waitstatus_to_exitcode(status)})"
 
 
 def process_status(settings: Settings, process: str) -> ProcessStatus:
@@ -348,9 +375,14 @@ def _wait(check: object, what: str, timeout: float, process: str, settings: Sett
     while time.monotonic() < deadline:
         if check():  # type: ignore[operator]
             return
-        if not process_status(settings, process).alive:
+        state = process_status(settings, process)
+        # Not alive by its pid file and command line, and not running at all: a process seen
+        # running whose command line could not be read is not taken for one that ended.
+        if not state.alive and not _running(state.pid):
             log = server_paths(settings).log_file(process)
-            raise ServerError(f"the {process} exited while starting; see {log}:\n{_tail(log)}")
+            raise ServerError(
+                f"the {process} exited while starting{_ending(state.pid)}; see {log}:\n{_tail(log)}"
+            )
         time.sleep(0.25)
     raise ServerError(f"{what} within {timeout:.0f} s; see {server_paths(settings).log_file(process)}")
 
