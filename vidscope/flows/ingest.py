@@ -54,7 +54,7 @@ from vidscope.storage import Store
 from vidscope.storage.ingest_lock import ingesting
 from vidscope.storage.ledger import earned
 from vidscope.tasks.decode import UndecodableVideo
-from vidscope.tasks.memory import limit_malloc_arenas
+from vidscope.tasks.memory import limit_malloc
 from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.progress import report
 from vidscope.tasks.stage import Stage, StageResult, failure_reason, ledger_rows, run_stage
@@ -517,7 +517,7 @@ def run_ingest(paths: Sequence[str], settings: Settings, *, optimize: bool = Tru
     from vidscope.agents.tools import in_flow_run
     from vidscope.flows.prefect_api import reachable_api
 
-    limit_malloc_arenas()
+    limit_malloc()
     config = settings.ingest
     api = None if in_flow_run() else reachable_api(settings)
     if config.task_runner == "threads" and api is None and not in_flow_run():

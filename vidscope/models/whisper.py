@@ -18,7 +18,8 @@ OCR, see :mod:`vidscope.core.threads`; 0 = CTranslate2's choice), ``temperature`
 list; unset = faster-whisper's fallback schedule 0.0 .. 1.0, which retries hard windows at higher
 temperatures: better text, slower, not deterministic), ``compression_ratio_threshold`` (4.0: a
 window whose text compresses more than this is decoded again by the fallback, see
-:data:`COMPRESSION_RATIO_THRESHOLD`).
+:data:`COMPRESSION_RATIO_THRESHOLD`), ``chunk_seconds`` (120: audio is transcribed in pieces of
+about this length, cut at quiet moments, see :data:`DEFAULT_CHUNK_SECONDS`).
 """
 
 from __future__ import annotations
@@ -199,7 +200,12 @@ def assemble_embedded_model(
 #: Whisper works on 16 kHz mono audio.
 SAMPLE_RATE = 16_000
 #: Audio is transcribed in pieces of about this length so memory does not grow with the video.
-DEFAULT_CHUNK_SECONDS = 600.0
+#: faster-whisper's feature extractor holds ~0.7 MB of temporary arrays per second of a piece
+#: (measured: 422 MB for 600 s, 99 MB for 120 s), which at 600 s was the peak of a lecture's
+#: ingestion. Pieces end at a quiet moment; on 520 words of varied espeak-ng prose (210 s) 600-,
+#: 120- and 60-s pieces matched 374, 365 and 369 spoken words (benchmarks/speech_fallback.py's
+#: scoring): no loss beyond Whisper's own variation from one cut to another.
+DEFAULT_CHUNK_SECONDS = 120.0
 MIN_CHUNK_SECONDS = 2.0
 #: Above this gzip compression ratio a window's text counts as a decoding loop and the temperature
 #: fallback decodes it again. Deviation from Whisper's paper (Radford et al. 2022, long-form
