@@ -14,7 +14,7 @@ from vidscope.models.open_store import open_store
 from vidscope.models.protocols.text_reader import TextLine, TextRegionFinder
 from vidscope.models.rapidocr_reader import RapidOcrReader, from_spec
 from vidscope.tasks.frames import FRAMES
-from vidscope.tasks.ocr import OCR, BlankRegion, _Lines, holds_line, known_blank, plausible_text
+from vidscope.tasks.ocr import OCR, BlankRegion, _Lines, confident, holds_line, known_blank, plausible_text
 from vidscope.tasks.probe import PROBE, content_hash, register_video
 from vidscope.tasks.stage import StageContext, StageResult, execute
 
@@ -176,6 +176,15 @@ def test_a_full_read_finds_tall_text_at_the_stored_size_and_enlarges_thin_text(
     if at_stored_size:
         enlarged = [ln.text for ln in reader.read(decode_jpeg(encode_jpeg(frame, quality=95)))]
         assert [ln.text for ln in lines] == enlarged == ["harbour ferry lantern", "copper violet beacon"]
+
+
+def test_a_line_of_nothing_but_symbols_is_not_text() -> None:
+    # Read at the stored size, the walking square of the synthetic videos comes back as "■" (score
+    # 0.54) beside the title: a shape, not text. Letters and digits of any script are kept.
+    lines = [
+        TextLine(text, box(0, 0, 40, 12), 0.9) for text in ("MIX THE FLOUR", "■", "| —", "42", "東京", "§ 3")
+    ]
+    assert [ln.text for ln in confident(lines, IngestSettings())] == ["MIX THE FLOUR", "42", "東京", "§ 3"]
 
 
 def test_footage_without_text_is_not_read(shared_videos: Path, tmp_path: Path) -> None:

@@ -299,10 +299,12 @@ class TextTracker:
 
 
 def confident(lines: list[TextLine], settings: IngestSettings) -> list[TextLine]:
-    """The lines of one frame worth keeping: at least ``ocr_min_score``, and, when the frame holds
-    nothing but single characters, at least ``ocr_lone_glyph_score`` (a lone glyph on a frame
-    without text is most often scenery read as a character)."""
-    kept = [ln for ln in lines if ln.score >= settings.ocr_min_score]
+    """The lines of one frame worth keeping: at least ``ocr_min_score``, holding a letter or a
+    digit (a line of nothing but symbols, such as "■" read from a square of scenery, is a shape,
+    not text), and, when the frame holds nothing but single characters, at least
+    ``ocr_lone_glyph_score`` (a lone glyph on a frame without text is most often scenery read as a
+    character)."""
+    kept = [ln for ln in lines if ln.score >= settings.ocr_min_score and any(ch.isalnum() for ch in ln.text)]
     if kept and all(len(ln.text.strip()) <= 1 for ln in kept):
         kept = [ln for ln in kept if ln.score >= settings.ocr_lone_glyph_score]
     return kept
