@@ -349,8 +349,9 @@ class _Lines:
     def __init__(self, reader: TextReader, settings: IngestSettings) -> None:
         self.reader, self.settings = reader, settings
         self.finder = reader if isinstance(reader, TextRegionFinder) and settings.ocr_gate_side > 0 else None
-        sized = self.finder is not None and isinstance(reader, StoredSizeReader)
-        self.stored_size = reader if sized else None
+        self.stored_size: StoredSizeReader | None = None
+        if self.finder is not None and isinstance(reader, StoredSizeReader):
+            self.stored_size = reader
         self.thumb: np.ndarray | None = None
         self.lines: list[TextLine] = []
         self.last: _LastRead | None = None
