@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from media import first_frame_at, text_video
 
-from vidscope.core.images import decode_jpeg, encode_jpeg
+from vidscope.core.images import encode_jpeg
 from vidscope.core.settings import IngestSettings, Settings
 from vidscope.models.open_store import open_store
 from vidscope.models.protocols.text_reader import TextLine, TextRegionFinder
@@ -170,11 +170,12 @@ def test_a_full_read_finds_tall_text_at_the_stored_size_and_enlarges_thin_text(
     reader = RapidOcrReader()
     frame = lines_frame(size, font_px, ["harbour ferry lantern", "copper violet beacon"])
     decider = _Lines(reader, IngestSettings())
-    lines = decider.decide(decider.look(encode_jpeg(frame, quality=95)))
+    look = decider.look(encode_jpeg(frame, quality=95))
+    lines = decider.decide(look)
     assert decider.counts["read"] == 1, decider.counts
     assert decider.counts["read_at_stored_size"] == int(at_stored_size), decider.counts
     if at_stored_size:
-        enlarged = [ln.text for ln in reader.read(decode_jpeg(encode_jpeg(frame, quality=95)))]
+        enlarged = [ln.text for ln in reader.read(look.image)]
         assert [ln.text for ln in lines] == enlarged == ["harbour ferry lantern", "copper violet beacon"]
 
 

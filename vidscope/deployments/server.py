@@ -210,16 +210,28 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
+def _running(pid: int | None) -> bool:
+    """Whether ``pid`` is a process that has not ended, whatever it runs (no /proc: unknown, False)."""
+    if pid is None:
+        return False
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def _is_ours(pid: int, process: str) -> bool:
     """``pid`` runs and is ``process`` (not a recycled pid of something else)."""
     proc = Path("/proc") / str(pid)
     if proc.is_dir():
-        try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
-        except (OSError, IndexError):
+        if not _running(pid):
             return False
-        return state not in ("Z", "X") and _COMMAND_MARK[process] in cmdline
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            return False
+        return _COMMAND_MARK[process] in cmdline
     try:  # no /proc (macOS): trust the pid
         os.kill(pid, 0)
     except OSError:
@@ -237,17 +249,6 @@ def _reap(pid: int) -> None:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             _ENDINGS[pid] = status
-
-
-def _running(pid: int | None) -> bool:
-    """Whether ``pid`` is a process that has not ended, whatever it runs (no /proc: unknown, False)."""
-    if pid is None:
-        return False
-    try:
-        stat = (Path("/proc") / str(pid) / "stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
 
 
 def _ending(pid: int | None) -> str:
