@@ -15,8 +15,9 @@ Options (``[models.options.faster-whisper]``): ``compute_type`` (``int8`` on CPU
 (``auto``), ``vad`` (true), ``beam_size`` (1, the fastest), ``language`` (unset = detect),
 ``download`` (false), ``cpu_threads`` (unset = half the usable cores, since speech runs beside
 OCR, see :mod:`vidscope.core.threads`; 0 = CTranslate2's choice), ``temperature`` (a number or a
-list; unset = faster-whisper's fallback schedule 0.0 .. 1.0, which retries hard windows at higher
-temperatures: better text, slower, not deterministic), ``compression_ratio_threshold`` (4.0: a
+list; unset = greedy, then one retry at 0.2 for a window that fails the fallback's tests, see
+:data:`FALLBACK_TEMPERATURES`; ``[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]`` is Whisper's paper's schedule),
+``compression_ratio_threshold`` (4.0: a
 window whose text compresses more than this is decoded again by the fallback, see
 :data:`COMPRESSION_RATIO_THRESHOLD`), ``chunk_seconds`` (120: audio is transcribed in pieces of
 about this length, cut at quiet moments, see :data:`DEFAULT_CHUNK_SECONDS`).
@@ -218,6 +219,17 @@ MIN_CHUNK_SECONDS = 2.0
 #: (one word over and over: 16; a sentence said four times: 5.1); VAD already keeps the silence,
 #: where Whisper loops most, out of the decoder.
 COMPRESSION_RATIO_THRESHOLD = 4.0
+#: The temperatures a window is decoded at, the next one only when the last failed the fallback's
+#: tests (text compressing more than :data:`COMPRESSION_RATIO_THRESHOLD`, or an average log
+#: probability under -1). Deviation from Whisper's paper, which goes on in steps of 0.2 up to 1.0
+#: (faster-whisper's default): where the audio itself repeats (an announcement, a chorus, a
+#: sentence said again after a pause, which VAD packs together into one window), every
+#: temperature fails the same test (gzip ratio 6.2 at 0.0 … 0.8), so the window is decoded six
+#: times and the result with the best log probability is kept — once a sampled 65-s loop of 203
+#: words. On ten minutes of such narration (``benchmarks/speech_fallback.py``, ``paused``) the
+#: paper's schedule took 94 CPU-s and put 11-178 words in minutes that held ~64 each; stopping
+#: after 0.2 took 38 CPU-s with 54-77 a minute. One sampled retry still breaks a greedy loop.
+FALLBACK_TEMPERATURES = (0.0, 0.2)
 
 
 def _has_audio_stream(path: Path) -> bool:
@@ -247,7 +259,7 @@ class WhisperRecognizer:
         language: str | None = None,
         local_files_only: bool = True,
         cpu_threads: int | None = None,
-        temperature: float | tuple[float, ...] | None = None,
+        temperature: float | tuple[float, ...] = FALLBACK_TEMPERATURES,
         chunk_seconds: float = DEFAULT_CHUNK_SECONDS,
         compression_ratio_threshold: float = COMPRESSION_RATIO_THRESHOLD,
     ) -> None:
@@ -331,7 +343,7 @@ class WhisperRecognizer:
                     samples,
                     language=language,
                     beam_size=self.beam_size,
-                    **({} if self.temperature is None else {"temperature": self.temperature}),
+                    temperature=self.temperature,
                     vad_filter=self.vad,
                     word_timestamps=True,
                     compression_ratio_threshold=self.compression_ratio_threshold,
@@ -509,9 +521,9 @@ def _options(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _temperature(value: Any) -> float | tuple[float, ...] | None:
+def _temperature(value: Any) -> float | tuple[float, ...]:
     if value is None:
-        return None
+        return FALLBACK_TEMPERATURES
     values = [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)]
     if not values or any(not 0.0 <= v <= 1.0 for v in values):
         raise ValueError(f"faster-whisper option temperature must be in [0, 1], got {value!r}")
