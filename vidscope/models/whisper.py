@@ -226,9 +226,9 @@ COMPRESSION_RATIO_THRESHOLD = 4.0
 #: sentence said again after a pause, which VAD packs together into one window), every
 #: temperature fails the same test (gzip ratio 6.2 at 0.0 … 0.8), so the window is decoded six
 #: times and the result with the best log probability is kept — once a sampled 65-s loop of 203
-#: words. On ten minutes of such narration (``benchmarks/speech_fallback.py``, ``paused``) the
-#: paper's schedule took 94 CPU-s and put 11-178 words in minutes that held ~64 each; stopping
-#: after 0.2 took 38 CPU-s with 54-77 a minute. One sampled retry still breaks a greedy loop.
+#: words. On ten minutes of such narration (``benchmarks/speech_fallback.py``, ``paused``: 54
+#: words spoken a minute) the paper's schedule took 100-128 s and heard 0-190 words in a minute;
+#: stopping after 0.2 took 40-49 s and heard 50-71. One sampled retry still breaks a greedy loop.
 FALLBACK_TEMPERATURES = (0.0, 0.2)
 
 
