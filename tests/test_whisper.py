@@ -109,6 +109,7 @@ def test_a_sentence_said_six_times_is_transcribed_six_times(
 ANNOUNCEMENT = "This hour-long recording checks how much memory ingestion needs. "
 
 
+@pytest.mark.slow  # ~11-18 s of transcription; the default suite is at its time guard on slow days
 @pytest.mark.asr
 @needs_base
 def test_speech_that_repeats_after_a_pause_is_decoded_at_most_twice_a_window(
