@@ -17,10 +17,9 @@ Options (``[models.options.faster-whisper]``): ``compute_type`` (``int8`` on CPU
 OCR, see :mod:`vidscope.core.threads`; 0 = CTranslate2's choice), ``temperature`` (a number or a
 list; unset = greedy, then one retry at 0.2 for a window that fails the fallback's tests, see
 :data:`FALLBACK_TEMPERATURES`; ``[0.0, 0.2, 0.4, 0.6, 0.8, 1.0]`` is Whisper's paper's schedule),
-``compression_ratio_threshold`` (4.0: a
-window whose text compresses more than this is decoded again by the fallback, see
-:data:`COMPRESSION_RATIO_THRESHOLD`), ``chunk_seconds`` (120: audio is transcribed in pieces of
-about this length, cut at quiet moments, see :data:`DEFAULT_CHUNK_SECONDS`).
+``compression_ratio_threshold`` (4.0: a window whose text compresses more than this is decoded
+again by the fallback, see :data:`COMPRESSION_RATIO_THRESHOLD`), ``chunk_seconds`` (120: audio is
+transcribed in pieces of about this length, cut at quiet moments, see :data:`DEFAULT_CHUNK_SECONDS`).
 """
 
 from __future__ import annotations
