@@ -463,7 +463,10 @@ class ScriptedLLMServer:
             message.pop("tool_calls", None)
             finish = "length"
         if body.get("stream"):
-            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+            # llama.cpp's last chunk reports the cached prompt tokens as its whole replies do.
+            usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                     "total_tokens": prompt_tokens + completion_tokens,
+                     "prompt_tokens_details": {"cached_tokens": cached_tokens}}  # fmt: skip
             self._stream(handler, body, message, reply.finish_reason or finish, usage)
             return
         handler._send(
@@ -484,7 +487,7 @@ class ScriptedLLMServer:
         )
 
     def _stream(
-        self, handler: Any, body: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, int]
+        self, handler: Any, body: dict[str, Any], message: dict[str, Any], finish: str, usage: dict[str, Any]
     ) -> None:
         """``message`` as server-sent events: its words one chunk each (``chunk_seconds`` apart), its
         tool calls in one chunk, the finish reason, then the usage if asked; stops when the client
@@ -501,7 +504,7 @@ class ScriptedLLMServer:
             events.append({**base, "choices": [{"index": 0, "delta": {"tool_calls": calls}}]})
         events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
         if (body.get("stream_options") or {}).get("include_usage"):
-            events.append({**base, "choices": [], "usage": {**usage, "total_tokens": sum(usage.values())}})
+            events.append({**base, "choices": [], "usage": usage})
         sent = 0
         recorded = False
         try:

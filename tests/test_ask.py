@@ -122,7 +122,9 @@ def test_the_step_limit_forces_a_final_answer(world) -> None:
     requests = server.chat_requests
     assert len(requests) == 3 and server.pending == 0  # the third turn is the last one
     assert tool_names(requests[-1]) == tool_names(requests[0])  # every tool still on offer
-    assert requests[-1]["messages"][-1]["content"] == prompts.FORCED_FINISH
+    assert requests[-1]["messages"][-1]["content"] == prompts.FORCED_FINISH.format(
+        call=prompts.finish_shape("finish", one_video=True)
+    )
     assert "Please call the" not in requests[1]["messages"][-1].get("content", "")
 
 

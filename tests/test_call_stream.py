@@ -3,9 +3,11 @@
 The real Qwen2.5-Coder 1.5B behind llama.cpp writes its DVD calls in the reply's text and goes
 on: "Here's the result of the `global_browse` function: <video_data>{…" until its output limit
 (question_speed.py, 2026-11-28: a call of ~60 tokens, then ~320 made-up ones, 15 s on 2 cores).
-What follows a written call is dropped from the conversation; once the model is known to write
-its calls so, its turns are streamed and the connection closed after the call. These tests run
-the real ``openai`` backend against the loopback server streaming word by word.
+What follows a written call is dropped from the conversation, so every turn with tools is
+streamed and the connection closed after the call — the first turn too: there the real model
+wrote a ~250-token plan holding its call and then ~130 made-up tokens to its limit (question_speed.py,
+2026-11-29, 70 s for that turn). These tests run the real ``openai`` backend against the loopback
+server streaming word by word.
 """
 
 from __future__ import annotations
@@ -45,34 +47,38 @@ def ask(model: Any) -> Any:
     return model.chat([ChatMessage(role="user", content="Which pier?")], tools=[SEARCH], max_tokens=400)
 
 
-def test_once_a_model_writes_its_calls_its_turns_stop_after_the_call(
+def test_every_turn_with_tools_stops_after_its_written_call(
     llm_server: ScriptedLLMServer, tmp_path: Path
 ) -> None:
     llm_server.chunk_seconds = 0.01
-    llm_server.script(
-        [text(CALL + IMAGINED), text(CALL + IMAGINED), tool_call("clip_search", {"query": "x"})]
-    )
+    llm_server.script([text(CALL + IMAGINED), text(CALL + IMAGINED)])
     model = planner(llm_server, tmp_path)
-    first = ask(model)  # not known yet: one JSON reply, read whole
-    second = ask(model)  # known now: streamed, closed after the call
-    third = ask(model)  # a native call in a stream is read to its end
-    assert [r.get("stream", False) for r in llm_server.chat_requests] == [False, True, True]
+    first, second = ask(model), ask(model)  # the first turn too: nothing is learned first
+    assert [r.get("stream", False) for r in llm_server.chat_requests] == [True, True]
     for reply in (first, second):
         assert [(c.name, c.arguments) for c in reply.tool_calls] == [
             ("clip_search", {"query": "ferry to North Point"})
         ]
-        assert not reply.text  # nothing but the call is kept, read whole or stopped
-    assert third.tool_calls[0].arguments == {"query": "x"} and third.usage.output_tokens > 0
-    (sent, written), _native = llm_server.streams
-    assert sent < written / 2, llm_server.streams  # most of the imagined result was never written
-    assert 0 < second.usage.output_tokens <= sent  # the chunks received (the server counts at the end)
+        assert not reply.text  # nothing but the call is kept
+        assert reply.usage.output_tokens > 0  # the chunks received (the server counts at the end)
+    for sent, written in llm_server.streams:
+        assert sent < written / 2, llm_server.streams  # most of the imagined result was never written
 
 
-def test_a_model_that_calls_natively_is_never_streamed(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
-    llm_server.script([tool_call("clip_search", {"query": "x"}), text("Pier seven.")])
+def test_a_native_call_or_prose_in_a_stream_is_read_to_its_end(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """Streaming changes nothing for a model that calls natively or answers in words: its call's
+    arguments and its words arrive whole, with the server's usage."""
+    prose = "The ferry leaves from pier seven, as the clip at 10 s says."
+    llm_server.script([tool_call("clip_search", {"query": "x"}), text(prose)])
     model = planner(llm_server, tmp_path)
-    ask(model), ask(model)
-    assert not any(r.get("stream") for r in llm_server.chat_requests) and llm_server.streams == []
+    called, said = ask(model), ask(model)
+    assert all(r.get("stream") for r in llm_server.chat_requests)
+    assert [(c.name, c.arguments) for c in called.tool_calls] == [("clip_search", {"query": "x"})]
+    assert called.usage.output_tokens > 0
+    assert said.text == prose and not said.tool_calls
+    assert llm_server.streams[-1][0] == llm_server.streams[-1][1]  # every word was read
 
 
 def test_stop_after_call_off_reads_every_reply_whole(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
@@ -136,7 +142,7 @@ def test_a_server_that_refuses_to_stream_gets_whole_requests(
     replies = [ask(model), ask(model), ask(model)]
     assert all(r.tool_calls[0].name == "clip_search" for r in replies)
     # The first streamed request is refused (no reply used) and sent again whole, as every later one.
-    assert [r.get("stream", False) for r in llm_server.chat_requests] == [False, True, False, False]
+    assert [r.get("stream", False) for r in llm_server.chat_requests] == [True, False, False, False]
 
 
 def test_a_list_of_calls_is_read_to_its_end(llm_server: ScriptedLLMServer, tmp_path: Path) -> None:
@@ -147,5 +153,5 @@ def test_a_list_of_calls_is_read_to_its_end(llm_server: ScriptedLLMServer, tmp_p
     model = planner(llm_server, tmp_path)
     ask(model)
     reply = ask(model)
-    assert llm_server.chat_requests[1].get("stream") and llm_server.streams[0][0] == llm_server.streams[0][1]
+    assert llm_server.chat_requests[1].get("stream") and llm_server.streams[1][0] == llm_server.streams[1][1]
     assert [c.arguments["query"] for c in reply.tool_calls] == ["ferry to North Point", "pier seven"]

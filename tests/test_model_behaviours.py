@@ -7,7 +7,10 @@ paper's protocol requires, not what the code happened to do:
 * Deep Video Discovery's loop (its Alg. 1 and its public code, as issue 28 reads them): the agent
   reasons, acts with a tool, observes, and repeats until it *answers* (the finish action) or hits
   the step budget, where an answer is forced. A reply without an action is a thought in that code:
-  the loop goes on; nothing asks for a *final* answer before the budget is spent.
+  the loop goes on; nothing asks for a *final* answer before the budget is spent — except that a
+  thought giving its final answer in so many words after the tools returned evidence brings the
+  budget's last turn (DVD's "Please call the `finish` function") forward (a deviation: the real
+  1.5B model restated its answer until the budget was spent).
 * The paper names its tools "Global Browse", "Clip Search" and "Frame Inspect"; models trained on
   such text write those names, or CamelCase ("FrameInspect").
 * Citations are ranges of the video; models write them as ``[s, e]`` pairs, ``{start, end}``
@@ -98,6 +101,56 @@ def test_a_prose_bound_when_set_ends_a_model_that_only_talks_early(world) -> Non
     result = run_ask(settings, VIDEO_ID, QUESTION, config=AgentConfig(prose_replies=3))
     assert result.forced and result.answer == "My guess 2: the code is purple elephant."
     assert len(server.chat_requests) == 3 and server.pending == 0
+
+
+#: The real 1.5B model's reply after its first DVD search (question_speed.py, 2026-11-29), its
+#: facts this test's: the clips read back, then its conclusion in words, no finish call.
+CONCLUSION = (
+    "From these clips, I can see that the code is purple elephant. The other clips do not mention "
+    "the code.\n\n### Step 4: Reflect\nThe evidence directly answers the question.\n\n"
+    "### Conclusion\nThe vault code is purple elephant.\n\n**Final Answer**: purple elephant"
+)
+
+
+def test_a_final_answer_in_words_after_evidence_is_asked_for_its_finish_call_at_once(world) -> None:  # noqa: F811
+    """The real 1.5B model searched, then wrote "**Final Answer**: C" in words; DVD's loop went on
+    and the model restated it for three turns (36 s on 2 cores) until the budget's forced turn.
+    Now the last turn comes at once; its finish call is the model's own answer: cited, not forced."""
+    settings, _, server = world
+    server.script([search("secret code vault"), text(CONCLUSION), finish_call(FACT, [ANSWER_RANGE])])
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert result.answer == FACT and not result.forced
+    assert [(c.evidence, c.verified) for c in result.citations] == [("retrieved", True)]
+    assert len(server.chat_requests) == 3 and server.pending == 0
+    assert last_user_message(server.chat_requests[2]) == prompts.CONCLUDED_FINISH.format(
+        call=prompts.finish_shape("finish", one_video=True)
+    )
+    # Every tool stays on offer there, as on DVD's last turn (a local server's prompt cache).
+    assert server.chat_requests[2]["tools"] == server.chat_requests[1]["tools"]
+    assert kinds(result) == ["tool", "nudge", "finish"]
+
+
+def test_a_final_answer_in_words_never_called_ends_the_run_one_turn_later(world) -> None:  # noqa: F811
+    """The real 1.5B model's forced turn: the answer in words again, with its citations in text."""
+    settings, _, server = world
+    again = "The vault code is purple elephant.\n\n**Citations**: [[35.0, 40.0]]"
+    server.script([search("secret code vault"), text(CONCLUSION), text(again)])
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert result.forced and result.answer.startswith("The vault code is purple elephant.")
+    assert len(server.chat_requests) == 3 and server.pending == 0
+
+
+def test_a_final_answer_before_any_evidence_is_a_thought(world) -> None:  # noqa: F811
+    """DVD's prompt: "Do not guess". A conclusion before any tool returned evidence is a thought;
+    the loop goes on and asks for a tool call, not for the finish call."""
+    settings, _, server = world
+    server.script(
+        [text("**Final Answer**: purple elephant"), search("secret code"), finish_call(FACT, [ANSWER_RANGE])]
+    )
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert result.answer == FACT and not result.forced
+    reminder = last_user_message(server.chat_requests[1])
+    assert not reminder.startswith("You gave your final answer") and "call a tool" in reminder.lower()
 
 
 def test_the_plan_sentence_is_never_the_answer(world) -> None:  # noqa: F811

@@ -239,3 +239,31 @@ def test_a_tool_named_as_a_results_source_is_no_announcement(text: str, announce
     from vidscope.agents.replies import announced_tool
 
     assert announced_tool(text, ["global_browse", "clip_search", "frame_inspect"]) == announced
+
+
+@pytest.mark.parametrize(
+    ("text", "final"),
+    [
+        # What the real 1.5B model wrote after its first DVD search (question_speed.py, 2026-11-29)
+        # and after an eval item's overview (tests/real_model, eval): a final answer in words.
+        (
+            "### Conclusion\nThe pier the ferry to North Point leaves from is pier 7.\n\n**Final Answer**: C",
+            True,
+        ),
+        (
+            'The `summary_text` is: "The lighthouse was painted green in 1990."\n\n'
+            "Therefore, the answer is:\nA. 1990",
+            True,
+        ),
+        ("Answer: B", True),
+        ("答案是C", True),
+        # Words that could be an answer, but say no final one: a thought, as DVD's loop reads it.
+        ("The ferry ticket cost $12 at the harbour tour.", False),
+        ("To find the final answer, I need to search the clips for the pier.", False),
+        ("The answer is not in these clips; I should search again.", False),
+    ],
+)
+def test_a_final_answer_is_one_given_in_so_many_words(text: str, final: bool) -> None:
+    from vidscope.agents.replies import concludes
+
+    assert concludes(text) is final

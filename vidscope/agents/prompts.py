@@ -92,9 +92,31 @@ TOOL_NUDGE = (
     "Call finish only when the evidence answers the question."
 )
 
+
+def finish_shape(tool: str, one_video: bool) -> str:
+    """The finish call written out for the last turn's request (``{call}`` of
+    :data:`FORCED_FINISH` and :data:`CONCLUDED_FINISH`): ``[start, end]`` pairs for a question
+    about one video, ``{video_id, start, end}`` objects otherwise. Shown it, the real 1.5B model
+    wrote ``{"name": "finish", "arguments": {"answer": "Pier 7", "citations": [[10.0, 15.0]]}}``
+    (38 tokens, a verified citation); asked in words only, it wrote a 174-token plan and no call
+    (question_speed.py, 2026-11-29). Placeholders, not numbers: a small model copies an example's
+    values."""
+    cited = "[[start, end]]" if one_video else '[{"video_id": "the video\'s id", "start": start, "end": end}]'
+    return f'{{"name": "{tool}", "arguments": {{"answer": "your answer", "citations": {cited}}}}}'
+
+
 FORCED_FINISH = (
     "The step limit has been reached. Call finish now with your best answer and the citations you "
-    "have; no other tool call will be run."
+    "have (the times, in seconds, of the clips that support it), as one tool call: "
+    "{call}. No other tool call will be run."
+)
+
+#: The last turn asked early: the model gave its final answer in words after the tools returned
+#: evidence (runtime.run_agent).
+CONCLUDED_FINISH = (
+    "You gave your final answer. Call finish now with it and its citations (the times, in seconds, "
+    "of the clips that support it), as one tool call: {call}. "
+    "No other tool call will be run."
 )
 
 # ============================================================================ SAMA

@@ -62,6 +62,9 @@ class Reply:
     stated: str | None = None
     #: The tool a ``prose`` reply says it is about to use (a plan), in the loop's spelling.
     announced: str | None = None
+    #: Whether a ``prose`` reply gives its final answer in so many words ("**Final Answer**: C",
+    #: "the answer is: A. 1990"; :func:`concludes`), not only words that could be one.
+    concludes: bool = False
 
 
 def read_reply(
@@ -90,6 +93,8 @@ def read_reply(
     said = statement(text)
     if not said:
         return Reply("data-echo", "only data, no words", text)
+    if concludes(said):
+        return Reply("prose", "words concluding with an answer", text, stated=said, concludes=True)
     return Reply("prose", "words", text, stated=said)
 
 
@@ -139,6 +144,26 @@ def announced_tool(text: str, tools: Sequence[str]) -> str | None:
         if found and _INTENT.search(sentence):
             return min(found, key=lambda t: found[t])
     return None
+
+
+#: A final answer given in so many words, as the real 1.5B model ends its reasoning ("### Conclusion
+#: … **Final Answer**: C", "Therefore, the answer is:\nA. 1990"; tests/real_model) and as
+#: people write it in a few languages: the marker is followed by its answer (a colon or "is"),
+#: so "to find the final answer, I need…" is none, and a negated one ("the answer is not in
+#: these clips") is none.
+_CONCLUSION = re.compile(
+    r"\bfinal\s+answer\W{0,4}(?:[:：]|\bis\b(?!\s+not\b|n't))"
+    r"|\bthe\s+(?:correct\s+|right\s+|best\s+)?answer\s+is\b(?!\s+not\b|n't)\s*[:\w\"'“*]"
+    r"|^\W*answer\W{0,4}[:：]"
+    r"|\b(?:la\s+respuesta(?:\s+final)?\s+es|la\s+réponse(?:\s+finale)?\s+est|die\s+antwort\s+ist)\b"
+    r"|最终答案|答案是|答案\s*[:：]",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def concludes(text: str | None) -> bool:
+    """Whether ``text`` (a reply's words) gives a final answer in so many words (``_CONCLUSION``)."""
+    return bool(text) and _CONCLUSION.search(text or "") is not None
 
 
 #: A quoted data block as this project writes them (:func:`~vidscope.models.json_tools.quote_data`).

@@ -8,8 +8,10 @@ tools returned in this conversation.
 
 The answer comes from the terminal ``finish`` tool. A reply without a tool call is a thought, as in
 DVD's code: the loop records it, reminds the model to call a tool or ``finish`` (or, when the reply
-announces a tool under any spelling, "FrameInspect" included, to call that tool) and goes on; it
-never asks for a final answer before the step limit. Only the step limit (or, when set,
+announces a tool under any spelling, "FrameInspect" included, to call that tool) and goes on. It
+asks for the finish call before the step limit only when a thought gives its final answer in so
+many words ("**Final Answer**: C") after the tools returned evidence: DVD's last turn, brought
+forward (a deviation, said at the loop). Only the step limit (or, when set,
 ``agent.prose_replies`` such replies in a row) makes the last stated answer the answer, always
 marked ``forced``; a plan ("I should confirm it with frame_inspect") is never taken as one.
 Citations are read in the shapes models write them (``{start, end}`` objects, ``"0:10-0:15"``);
@@ -148,6 +150,9 @@ class LoopState:
     problem: ModelOutputError | None = None
     #: The question takes several option letters (CrossVid BU): the choice is their set.
     multi_select: bool = False
+    #: The model gave its final answer in words after the tools returned evidence: the next turn
+    #: is DVD's last one, asking for the finish call (:func:`run_agent`).
+    concluded: bool = False
 
 
 def format_observation(outcome: ToolOutcome) -> str:
@@ -227,6 +232,13 @@ def run_agent(
     # with the same tools on offer as every other turn. Offering only finish there would change
     # the tools a chat template renders first, and a local server would re-read the whole
     # conversation for that turn (35 s of the real 1.5B model's 124-s question, RESULTS.md).
+    #
+    # Deviation: a reply that gives its final answer in words after the tools returned evidence
+    # ("**Final Answer**: C") brings that last turn forward. DVD's loop would go on, and a model
+    # that answers in words instead of calling finish restates its answer turn after turn (the
+    # real 1.5B model: three more turns, 36 s, then the same answer at the step limit;
+    # benchmarks/RESULTS.md, 2026-11-29); asked for the finish call now, it keeps its one chance
+    # to cite the clips.
     for _ in range(ctx.config.max_steps - 1):
         reply = ask_model(ctx, state, specs, record)
         if state.out_of_context:
@@ -236,20 +248,28 @@ def run_agent(
         answer = _handle_reply(ctx, state, reply, finish, default_video, options, record)
         if answer is not None:
             return answer
+        if state.concluded:
+            break
 
     # The last turn (or no room left): only a finish call is taken; any other call is not run,
     # as its result would never be read (DVD's loop ends after this turn whatever it called).
     why = "the conversation no longer fits the context" if state.out_of_context else "step limit reached"
     state.out_of_context = False
-    state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH))
-    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
+    shape = prompts.finish_shape(finish.name, one_video=len(video_ids) == 1)
+    if state.concluded:
+        why = "the answer was given in words"
+        state.messages.append(ChatMessage(role="user", content=prompts.CONCLUDED_FINISH.format(call=shape)))
+    else:
+        state.messages.append(ChatMessage(role="user", content=prompts.FORCED_FINISH.format(call=shape)))
+        record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
     reply = ask_model(ctx, state, specs, record)
     last = read_turn(state, reply, ctx.registry.names)
     for call in last.calls:
         if reply is not None and call.name == finish.name:
             answer = _finish(ctx, state, call, reply, finish, default_video, options, record)
             if answer is not None:
-                answer.forced = True
+                # The model's own finish after its conclusion is not forced; at a limit it is.
+                answer.forced = not state.concluded
                 return answer
     # The model stated an answer but never finished properly: it is the answer, forced; without
     # one, no answer (the extractive answer stands in: strategies.answer).
@@ -499,6 +519,20 @@ def _handle_reply(
                 )
             )
             return end_run(state, options)
+        if said.concludes and state.evidence.supports:
+            # A final answer in words, after evidence: the last turn asks for its finish call.
+            state.concluded = True
+            record(
+                TraceStep(
+                    index=len(state.trace) + 1,
+                    kind="nudge",
+                    reasoning=text or None,
+                    observation="a final answer in words: asked to call finish with it (the last turn)",
+                    latency_s=reply.usage.latency_s,
+                    **reply_cost(reply),
+                )
+            )
+            return None
         if said.announced is not None:
             # "I should confirm it with FrameInspect": a plan, not an answer; ask for the call.
             nudge, observation = prompts.TOOL_NUDGE.format(tool=said.announced), f"announced {said.announced}"

@@ -34,9 +34,6 @@ class EndpointFacts:
     #: The context window in tokens (``/props`` n_ctx, ``/models`` max_model_len); ``0``: looked
     #: up and not found, ``None``: not looked up yet.
     context_tokens: int | None = None
-    #: The model wrote a tool call in its reply's text (the server parsed none): its later turns
-    #: with tools are streamed and stopped once a whole call is written (``stop_after_call``).
-    writes_calls: bool = False
     #: The server's refusal of a streamed request (``None``: none seen): replies are read whole.
     stream_refused: str | None = None
     #: Keys of the log lines already written (each fact is said once).

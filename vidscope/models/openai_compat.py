@@ -179,6 +179,10 @@ IMAGE_REFUSAL = re.compile(
     re.IGNORECASE,
 )
 
+#: A refusal of a streamed request names streaming ("stream_options" unsupported, "streaming is
+#: not supported"); any other error of a streamed request (a refused tool choice, a bad
+#: parameter) is the request's own and is handled as it would be unstreamed.
+STREAM_REFUSAL = re.compile(r"stream", re.IGNORECASE)
 #: An HTTP 400 naming ``max_tokens`` as unsupported (OpenAI's reasoning models: "Unsupported
 #: parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.").
 LIMIT_PARAM_REFUSAL = re.compile(r"max_tokens'? is not supported|use '?max_completion_tokens", re.IGNORECASE)
@@ -989,7 +993,7 @@ class OpenAIChat:
             body = {**(self.opts["extra_body"] or {}), **self.sampling(temperature)}
 
             request = {**kwargs, "messages": sent, "extra_body": body or None}
-            # A model known to write its calls as text is streamed and stopped after the call.
+            # A turn with tools is streamed and stopped once its text holds a whole call.
             streamed = bool(tools) and self._stops_after_call(json_output)
 
             def create(client: Any, request: dict[str, Any] = request, streamed: bool = streamed) -> Any:
@@ -1013,7 +1017,7 @@ class OpenAIChat:
                 )
                 raise
             except EndpointError as exc:
-                if streamed and self.facts.stream_refused is None:
+                if streamed and self.facts.stream_refused is None and STREAM_REFUSAL.search(str(exc)):
                     # A server that will not stream (or take stream_options): read replies whole.
                     self.facts.stream_refused = str(exc)
                     endpoint_facts.say_once(
@@ -1076,8 +1080,6 @@ class OpenAIChat:
                 )
                 continue
             message = choices[0].message
-            if calls and not getattr(message, "tool_calls", None):
-                self._learn_written_calls()
             if getattr(response, "stopped_after_call", False):
                 log.info("%s: reply stopped after its written call", self.name)
             _, thought = split_reasoning(message.content)
@@ -1153,24 +1155,13 @@ class OpenAIChat:
     def _stops_after_call(self, json_output: bool) -> bool:
         """Whether a turn with tools is streamed and stopped once a whole call is written
         (:mod:`vidscope.models.call_stream`): ``stop_after_call`` is on, the reply is not asked to
-        be one JSON object, and the model writes its calls as text — always under
-        ``tool_calling = "json"``, else once it has done so in this process."""
-        if not self.opts["stop_after_call"] or json_output or self.facts.stream_refused is not None:
-            return False
-        return self.json_tools or self.facts.writes_calls
+        be one JSON object, and the server has not refused a streamed request.
 
-    def _learn_written_calls(self) -> None:
-        """Note that this model writes tool calls in its text (the server parsed none)."""
-        if self.json_tools or self.facts.writes_calls:
-            return
-        self.facts.writes_calls = True
-        log.info(
-            "%s at %s writes its tool calls as text; its turns with tools are now streamed and "
-            "stopped after the call (stop_after_call = false in [models.options.%s] turns this off)",
-            self.name,
-            self.endpoint.base_url,
-            KIND,
-        )
+        Every such turn is streamed, the first one included: a small local model writes its first
+        call in a plan and then goes on (the real 1.5B's first DVD turn: a ~250-token plan with the
+        call, then ~130 made-up result tokens to its limit). A native call in a stream is read to
+        its end, so a model that calls natively gets the same reply."""
+        return bool(self.opts["stop_after_call"]) and not json_output and self.facts.stream_refused is None
 
     def _raise_if_context_full(self, response: Any, limit: Any) -> None:
         """Raise :class:`ContextFull` when a ``finish_reason: "length"`` reply stopped because the
