@@ -103,6 +103,25 @@ def test_find_tool_call_ignores_what_is_not_a_json_call() -> None:
     assert find_tool_call('{"tool": "clip_search", "arguments": [1, 2]}', allowed) is None
 
 
+def test_a_call_missing_only_its_closing_brace_at_the_reply_end_is_read() -> None:
+    """The real 1.5B model's forced finish call in the library question (tests/real_model,
+    ask-library, 2026-11-29) ended one brace short; its arguments were whole."""
+    ids = ("8e71a6b4c922293ce4c2784b5a4ccf0b112fff6869c6afb33a5e2942ff947db5", "004510cf" * 8)
+    written = (
+        '{"name": "finish", "arguments": {"answer": "The ferry ticket cost $12 at the harbour tour.", '
+        f'"citations": [{{"video_id": "{ids[0]}", "start": 30.0, "end": 35.0}}, '
+        f'{{"video_id": "{ids[1]}", "start": 30.0, "end": 35.0}}]}}'
+    )
+    for text in (written, f"```json\n{written}\n```"):
+        call = find_tool_call(text, ["library_search", "finish"])
+        assert call is not None and call.name == "finish", text
+        assert [c["start"] for c in call.arguments["citations"]] == [30.0, 30.0]
+    # Arguments cut short, or words after the unclosed call: no call.
+    assert find_tool_call('{"name": "finish", "arguments": {"answer": "The ferry', ["finish"]) is None
+    assert find_tool_call(written + " and then I will check it again.", ["finish"]) is None
+    assert find_tool_call('{"name": "finish", "arguments": {"answer": "x"}', ["clip_search"]) is None
+
+
 def test_read_tool_reply_returns_the_string_of_an_answer_object() -> None:
     offered = ["clip_search"]
     answers = {

@@ -140,6 +140,16 @@ def test_a_final_answer_in_words_never_called_ends_the_run_one_turn_later(world)
     assert len(server.chat_requests) == 3 and server.pending == 0
 
 
+def test_the_shown_shape_copied_as_it_is_answers_with_what_was_stated(world) -> None:  # noqa: F811
+    """A model copying the last turn's shape word for word ("your answer") answers nothing new:
+    the answer it stated before stands, with the citations it gave."""
+    settings, _, server = world
+    server.script([search("secret code vault"), text(CONCLUSION), finish_call("your answer", [ANSWER_RANGE])])
+    result = run_ask(settings, VIDEO_ID, QUESTION)
+    assert "your answer" not in result.answer.lower() and result.answer.endswith("purple elephant")
+    assert [c.verified for c in result.citations] == [True]
+
+
 def test_a_final_answer_before_any_evidence_is_a_thought(world) -> None:  # noqa: F811
     """DVD's prompt: "Do not guess". A conclusion before any tool returned evidence is a thought;
     the loop goes on and asks for a tool call, not for the finish call."""

@@ -37,6 +37,13 @@ SHAPES: dict[str, Reply] = {
     "paper name as a python call": text(
         'Let me look. VideoReader(video_id="street", t0=10, t1=16, question="How many cars?")'
     ),
+    # The real 1.5B model (tests/real_model, compare-sama, 2026-11-29): other tools' arguments set
+    # to null, in a tools tag it never closed — refused three turns running before.
+    "null arguments it does not take, in an unclosed tag": text(
+        "<tools>\n"
+        + json.dumps({"name": "video_reader", "arguments": {**READ, "time_range": None, "lines": None}})
+        + "\n</"
+    ),
 }
 
 

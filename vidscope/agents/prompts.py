@@ -93,6 +93,10 @@ TOOL_NUDGE = (
 )
 
 
+#: The answer's placeholder in :func:`finish_shape` (a finish call that copies it answers nothing).
+ANSWER_PLACEHOLDER = "your answer"
+
+
 def finish_shape(tool: str, one_video: bool) -> str:
     """The finish call written out for the last turn's request (``{call}`` of
     :data:`FORCED_FINISH` and :data:`CONCLUDED_FINISH`): ``[start, end]`` pairs for a question
@@ -102,7 +106,7 @@ def finish_shape(tool: str, one_video: bool) -> str:
     (question_speed.py, 2026-11-29). Placeholders, not numbers: a small model copies an example's
     values."""
     cited = "[[start, end]]" if one_video else '[{"video_id": "the video\'s id", "start": start, "end": end}]'
-    return f'{{"name": "{tool}", "arguments": {{"answer": "your answer", "citations": {cited}}}}}'
+    return f'{{"name": "{tool}", "arguments": {{"answer": "{ANSWER_PLACEHOLDER}", "citations": {cited}}}}}'
 
 
 FORCED_FINISH = (

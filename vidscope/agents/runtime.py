@@ -682,7 +682,11 @@ def _finish(
             )
         )
         return None
-    return finish_answer(ctx, state, call.name, args.model_dump(), default_video, options, record, reply)
+    values = args.model_dump()
+    if str(values.get("answer", "")).strip().rstrip(".").lower() == prompts.ANSWER_PLACEHOLDER:
+        # The last turn's shown shape copied as it is: the answer stated before it, else none.
+        values["answer"] = state.stated_answer or ""
+    return finish_answer(ctx, state, call.name, values, default_video, options, record, reply)
 
 
 def finish_answer(

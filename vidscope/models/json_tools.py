@@ -145,6 +145,9 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
         try:
             value, end = decoder.raw_decode(text, match.start())
         except json.JSONDecodeError:
+            unclosed = _unclosed_call(text, match.start(), allowed, decoder)
+            if unclosed is not None:
+                return unclosed, match.start()
             continue
         if not isinstance(value, dict):
             continue
@@ -159,6 +162,33 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
         if resolved is not None and isinstance(args, dict):
             return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args), match.start()
     return _tag_syntax(text, allowed) or _call_syntax(text, allowed)
+
+
+#: The head of a call written as a JSON object, up to the opening of its arguments' object.
+_CALL_HEAD = re.compile(
+    r'\{\s*"(?:name|tool|function)"\s*:\s*"([^"\\]+)"\s*,\s*"(?:arguments|args|parameters)"\s*:\s*(?=\{)'
+)
+#: All that may follow the arguments of a call whose closing brace is missing: the reply's end
+#: (or the text so far, streamed), or a code fence's close.
+_REPLY_END = re.compile(r"\s*(?:```\s*)?\Z")
+
+
+def _unclosed_call(text: str, start: int, allowed: set[str], decoder: json.JSONDecoder) -> ToolCall | None:
+    """A call written as JSON at ``start`` whose arguments' object is whole but whose own closing
+    brace the model never wrote, at the end of its reply — the real 1.5B model's finish call with
+    two ``{video_id, start, end}`` citations ended ``…"end": 35.0}]}`` (tests/real_model,
+    ask-library, 2026-11-29). Only the outer brace may be missing: arguments cut short are no call."""
+    head = _CALL_HEAD.match(text, start)
+    if head is None:
+        return None
+    try:
+        args, end = decoder.raw_decode(text, head.end())
+    except json.JSONDecodeError:
+        return None
+    resolved = offered_name(head.group(1), allowed)
+    if resolved is None or not isinstance(args, dict) or not _REPLY_END.match(text, end):
+        return None
+    return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args)
 
 
 def _text_call_id(written: str) -> str:
