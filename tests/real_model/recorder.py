@@ -196,8 +196,11 @@ class RecordingProxy:
             self.exchanges.append(exchange)
 
     def mark(self) -> int:
-        """The index of the next exchange (to slice one command's exchanges out)."""
+        """The index of the next exchange (to slice one command's exchanges out), once no stream
+        is still being passed on (at most 30 s): a reply the client stopped early is recorded when
+        the server's stream ends, after the command that asked for it may have exited."""
         with self._lock:
+            self._idle.wait_for(lambda: self._streaming == 0, timeout=30)
             return len(self.exchanges)
 
     def since(self, mark: int) -> list[Exchange]:
