@@ -181,8 +181,9 @@ IMAGE_REFUSAL = re.compile(
 
 #: A refusal of a streamed request names streaming ("stream_options" unsupported, "streaming is
 #: not supported"); any other error of a streamed request (a refused tool choice, a bad
-#: parameter) is the request's own and is handled as it would be unstreamed.
-STREAM_REFUSAL = re.compile(r"stream", re.IGNORECASE)
+#: parameter) is the request's own and is handled as it would be unstreamed. A word starting
+#: with "stream", so a host such as "upstream-llm" in the error's URL does not count.
+STREAM_REFUSAL = re.compile(r"(?<![a-z])stream", re.IGNORECASE)
 #: An HTTP 400 naming ``max_tokens`` as unsupported (OpenAI's reasoning models: "Unsupported
 #: parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.").
 LIMIT_PARAM_REFUSAL = re.compile(r"max_tokens'? is not supported|use '?max_completion_tokens", re.IGNORECASE)
