@@ -62,7 +62,7 @@ def quoted_registry(prompt: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def video(tmp_path: Path) -> Path:
     """15 s, three clips, each showing one still sign (the walking square is a few pixels)."""
-    return text_video(tmp_path / "yard.mp4", duration=15.0, texts=SIGNS)
+    return text_video(tmp_path / "yard.mp4", duration=15.0, size=(320, 180), fps=5, texts=SIGNS)
 
 
 def test_each_clip_sees_the_registry_of_the_clip_before_and_the_stored_subjects_are_its(

@@ -546,8 +546,10 @@ def test_a_cold_cli_ingest_reports_to_the_running_server_and_a_rerun_needs_none(
 @pytest.mark.parametrize(
     ("command", "run_name", "artifact_key"),
     [
-        (["search", "--moments"], "moments {q}", "search-moments"),
-        (["compare", "{video}"], "compare {q}", "compare"),
+        # One in the default suite: the three share flows.runs.run_query, so one run there shows the
+        # path; the other two (12 s of subprocesses) are checked in the slow suite.
+        pytest.param(["search", "--moments"], "moments {q}", "search-moments", marks=pytest.mark.slow),
+        pytest.param(["compare", "{video}"], "compare {q}", "compare", marks=pytest.mark.slow),
         (["ask", "--library"], "ask library: {q}", "ask-library"),
     ],
 )
