@@ -18,6 +18,9 @@ from vidscope.flows.ingest import run_ingest
 from vidscope.models.open_store import open_store
 
 DURATION = 8.0
+#: Small, slow footage: the scale under test is the model's, not the picture's (640x360 at 25 fps
+#: cost the ingestion 4 s more).
+SMALL: dict[str, Any] = {"size": (320, 180), "fps": 5}
 #: name -> (background, words on screen); "copy" is the same footage as "reference".
 VIDEOS = {
     "reference": ((20, 60, 200), "WHISK EGGS"),
@@ -31,15 +34,18 @@ VIDEOS = {
 def library(tmp_path_factory: pytest.TempPathFactory) -> tuple[ToolContext, dict[str, str]]:
     root = tmp_path_factory.mktemp("similarity")
     paths = [
-        text_video(root / f"{name}.mp4", duration=DURATION, background=bg, texts=[(0.0, DURATION, words)])
+        text_video(
+            root / f"{name}.mp4", duration=DURATION, background=bg, texts=[(0.0, DURATION, words)], **SMALL
+        )
         for name, (bg, words) in VIDEOS.items()
     ]
     # The copy gets its own id: a different file size (one more frame of the same picture).
     paths[1] = text_video(
         root / "copy.mp4",
-        duration=DURATION + 0.04,
+        duration=DURATION + 1 / SMALL["fps"],
         background=VIDEOS["copy"][0],
         texts=[(0.0, 9.0, "WHISK EGGS")],
+        **SMALL,
     )
     ingest = Settings(data_dir=root / "data", models=NO_MODELS)
     reports = run_ingest([str(p) for p in paths], ingest)
