@@ -191,18 +191,21 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 #: a file of few slow tests could start last and run alone at the end. Heaviest first, the many
 #: light files even out the end.
 HEAVIEST_FILES = (
-    "test_operations.py",  # ~88 s: a Prefect server, flows and CLI runs against it
-    "test_ocr_gate.py",  # ~66 s: real OCR over footage, every frame read once
-    "test_ingest.py",  # ~41 s
-    "test_web.py",  # ~36 s: a browser
-    "test_exits.py",  # ~31 s: a Prefect server, each agent's CLI
-    "test_caption_registry.py",
-    "test_bundle.py",
-    "test_api.py",
-    "test_cold_cli.py",
-    "test_sama_similarity.py",
-    "test_backend_vlm.py",
+    "test_operations.py",  # ~69 s: a Prefect server, flows and CLI runs against it
+    "test_ingest.py",  # ~34 s
+    "test_web.py",  # ~30 s: a browser
+    "test_ocr_gate.py",  # ~25 s: real OCR over footage, every frame read once
+    "test_sama_similarity.py",  # ~20 s: open_clip's import and a ViT-B-32 on the fly
     "test_compare_tools.py",
+    "test_cold_cli.py",
+    "test_bundle.py",
+    "test_whisper.py",
+    "test_summaries.py",
+    "test_rapidocr.py",
+    "test_object_storage.py",
+    "test_api.py",
+    "test_caption_registry.py",
+    "test_backend_vlm.py",
 )
 
 
