@@ -159,10 +159,8 @@ def test_a_text_only_planner_is_not_offered_frame_inspect(tmp_path: Path, llm_se
     assert answer.answer == "The code is purple elephant." and answer.citations[0].verified
     first = llm_server.chat_requests[0]
     assert tool_names(first) == ["global_browse", "clip_search", "finish"]
-    assert first["messages"][0]["content"] == prompts.dvd_system(vision=False, one_video=True)
+    assert first["messages"][0]["content"] == prompts.SYSTEM_TEXT_ONLY
     assert "frame_inspect" not in prompts.SYSTEM_TEXT_ONLY and "frame_inspect" in prompts.SYSTEM
-    # One video: as DVD's tools, bound to its database, no tool asks the model for a video id.
-    assert all("video_id" not in t["function"]["parameters"]["properties"] for t in first["tools"])
     # The observation is compact: no stand-in caption repeating the speech, no store index.
     data = llm_server.chat_requests[1]["messages"][-1]["content"].split("<video_data>\n")[1]
     clips = json.loads(data.split("\n</video_data>")[0])["clips"]

@@ -44,34 +44,6 @@ def last_user_message(request: dict) -> str:
     return next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
 
 
-# ----------------------------------------------------------------------------- the one video
-
-
-def test_a_one_video_question_asks_for_no_video_id_and_runs_each_call_on_its_video(world) -> None:  # noqa: F811
-    """DVD's tools are bound to one video's database; the model writes only what to search
-    (dvd/build_database.py: ``clip_search_tool(database, event_description, top_k)``). Asked for a
-    64-hex id, the real 1.5B model wrote it out in every call, 57 of its 227 tokens in the first
-    turn. Not asked: its call written in text without an id searches the question's video, and an
-    id copied short (as models copy long hex strings) is the question's video too."""
-    settings, _, server = world
-    server.script(
-        [
-            text('I will search the clips.\n\n`clip_search(query="secret code vault", top_k=3)`'),
-            tool_call("clip_search", {"video_id": VIDEO_ID[:12], "query": "vault code"}, call_id="s2"),
-            finish_call(FACT, [ANSWER_RANGE]),
-        ]
-    )
-    result = run_ask(settings, VIDEO_ID, QUESTION)
-    assert result.answer == FACT and not result.forced and result.citations[0].verified
-    steps = [s for s in result.trace if s.kind == "tool"]
-    assert [s.tool for s in steps] == ["clip_search", "clip_search"] and all(s.ok for s in steps)
-    assert all(s.arguments["video_id"] == VIDEO_ID for s in steps)  # the trace names the video
-    first = server.chat_requests[0]
-    assert all("video_id" not in t["function"]["parameters"]["properties"] for t in first["tools"])
-    system = first["messages"][0]["content"]
-    assert "Every tool takes the id" not in system and "one video of the question" in system
-
-
 # ----------------------------------------------------------------------------- prose replies
 
 

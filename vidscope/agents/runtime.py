@@ -153,9 +153,6 @@ class LoopState:
     #: The model gave its final answer in words after the tools returned evidence: the next turn
     #: is DVD's last one, asking for the finish call (:func:`run_agent`).
     concluded: bool = False
-    #: The question's one video, given to every call of a tool that names a video (the model is not
-    #: asked for it: :func:`bound_specs`); None when several videos or the library are in scope.
-    bound_video: str | None = None
 
 
 def format_observation(outcome: ToolOutcome) -> str:
@@ -209,11 +206,8 @@ def run_agent(
     finish = next((t for t in (ctx.registry.get(n) for n in ctx.registry.names) if t.terminal), None)
     if finish is None:
         raise ValueError("the tool registry has no terminal (finish) tool")
-    one_video = len(video_ids) == 1 and opening is None
-    if system == prompts.SYSTEM:
-        # DVD's prompt, without the look it cannot make when no model sees frames, and without
-        # asking for a video id when the question is about one video.
-        system = prompts.dvd_system(vision=ctx.may_see(), one_video=one_video)
+    if system == prompts.SYSTEM and not ctx.may_see():
+        system = prompts.SYSTEM_TEXT_ONLY  # DVD's prompt without the look it cannot make
     state = LoopState(
         messages=[
             ChatMessage(role="system", content=system),
@@ -224,11 +218,8 @@ def run_agent(
             ),
         ],
         multi_select=multi_select,
-        bound_video=video_ids[0] if one_video else None,
     )
     specs = offered_specs(ctx)
-    if state.bound_video is not None:
-        specs = bound_specs(specs)
     default_video = video_ids[0] if video_ids else ""
 
     def record(step: TraceStep) -> None:
@@ -295,47 +286,6 @@ def offered_specs(ctx: ToolContext) -> list[ToolSpec]:
         return ctx.registry.specs()
     blind = {name for name in ctx.registry.names if "vlm" in (ctx.registry.get(name).uses_models or ())}
     return [spec for spec in ctx.registry.specs() if spec.name not in blind]
-
-
-#: The argument by which a tool names the video it works on.
-VIDEO_ARGUMENT = "video_id"
-
-
-def bound_specs(specs: list[ToolSpec]) -> list[ToolSpec]:
-    """``specs`` without their video argument, for a question about one video.
-
-    DVD's tools take the one video's database as a bound argument the model never writes
-    (``clip_search_tool(database, event_description, top_k)`` in dvd/build_database.py); only
-    the search's words, times and questions are the model's. Asked for a 64-hex video id, the
-    real 1.5B model wrote it out in every call (57 of its 227 tokens in the first turn, ~7 s at
-    this machine's 8 tokens/s; benchmarks/RESULTS.md, 2026-11-29): the runtime gives it instead
-    (:func:`bind_video`)."""
-    bound = []
-    for spec in specs:
-        properties = spec.parameters.get("properties") or {}
-        if VIDEO_ARGUMENT not in properties:
-            bound.append(spec)
-            continue
-        parameters = {
-            **spec.parameters,
-            "properties": {k: v for k, v in properties.items() if k != VIDEO_ARGUMENT},
-        }
-        if "required" in parameters:
-            parameters["required"] = [k for k in parameters["required"] if k != VIDEO_ARGUMENT]
-        bound.append(spec.model_copy(update={"parameters": parameters}))
-    return bound
-
-
-def bind_video(ctx: ToolContext, state: LoopState, call: ToolCall) -> ToolCall:
-    """``call`` with the question's one video as its video argument, when the tool names a video
-    and one video is bound (:attr:`LoopState.bound_video`); a video id the model wrote anyway is
-    replaced: only that video is in the question's scope."""
-    assert ctx.registry is not None
-    if state.bound_video is None or call.name not in ctx.registry.names:
-        return call
-    if VIDEO_ARGUMENT not in ctx.registry.get(call.name).args_model.model_fields:
-        return call
-    return call.model_copy(update={"arguments": {**call.arguments, VIDEO_ARGUMENT: state.bound_video}})
 
 
 def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
@@ -615,18 +565,15 @@ def _handle_reply(
             if answer is not None:
                 return answer
             continue  # _finish appended the error observation
-        run = bind_video(ctx, state, call)
-        outcome = run_tool(ctx, state, run)
+        outcome = run_tool(ctx, state, call)
         observation = format_observation(outcome)
         if not outcome.ok and call.name in ctx.registry.names:
-            spec = ctx.registry.get(call.name).spec()
-            offered = bound_specs([spec])[0] if state.bound_video is not None else spec
-            observation += shape_hint(state, call, offered)
+            observation += shape_hint(state, call, ctx.registry.get(call.name).spec())
         state.messages.append(
             ChatMessage(role="tool", content=observation, tool_call_id=call.id, name=call.name)
         )
-        record(tool_step(len(state.trace) + 1, run, outcome, reply, first=position == 0))
-        remember_call(state, run)
+        record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
+        remember_call(state, call)
     nudge_if_looping(ctx, state, record)
     return None
 
