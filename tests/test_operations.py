@@ -301,6 +301,7 @@ def test_a_corrupt_file_is_a_failed_flow_run_with_its_reason(
     assert "broken.mp4" in run.state.message and "not a readable media file" in run.state.message
 
 
+@pytest.mark.slow  # three nightly flow runs on the server (~20 s of the default suite's 420-s guard)
 def test_the_nightly_flow_counts_new_changed_and_unchanged_videos(
     prefect_server: Settings, tmp_path: Path
 ) -> None:
@@ -414,6 +415,9 @@ def test_server_status_reports_the_running_server_and_worker(prefect_server: Set
     assert "healthy" in result.output and "online" in result.output
 
 
+# Slow: four CLI processes (~11 s). The default suite finds the server from a cold CLI by its pid
+# file in test_cold_library_queries_are_flow_runs_only_while_a_server_runs (ask --library).
+@pytest.mark.slow
 def test_a_cold_cli_ask_finds_the_running_server_and_its_run_is_recorded(prefect_server: Settings) -> None:
     """No PREFECT_API_URL in the CLI's environment: it finds the data dir's server by its pid file.
 
