@@ -59,6 +59,10 @@ def ingest_cli(video: Path, data_dir: Path, env: dict[str, str], timeout: float)
     return json.loads(lines[-1]), "\n".join(lines[:-1]), seconds
 
 
+# Slow (two CLI ingests, ~9 s): the slow phase's twelve-minute ingest beside four busy processes
+# makes the same checks (no server code ran, every stage current); a rerun's cached stages are
+# test_ingest.py's.
+@pytest.mark.slow
 def test_ingest_without_a_prefect_server_starts_none_and_records_the_ledger(tmp_path: Path) -> None:
     """Prefect allowed one second to start its temporary server (what a loaded machine leaves it):
     the ingestion must not need one, so it succeeds, and no server code ran."""

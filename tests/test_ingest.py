@@ -169,6 +169,9 @@ def test_bad_inputs_each_get_a_clear_result_and_nothing_stored_is_lost(tmp_path,
     assert all_counts(store, first.video_id) == before
 
 
+# Slow (~12 s: an 8K frame's decode): the default suite checks rotation against ffmpeg in
+# test_decode.py and odd inputs surface by surface in test_hostile_inputs.py.
+@pytest.mark.slow
 def test_huge_odd_sized_rotated_and_variable_rate_videos(tmp_path):
     if shutil.which("ffmpeg") is None:
         pytest.skip("ffmpeg not installed")
