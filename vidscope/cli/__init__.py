@@ -7,9 +7,9 @@ runs, and every module when the commands are listed (:data:`~vidscope.cli.common
 
 A command does not look for pydantic plugins: every pydantic model built (the settings' are built
 as their module is imported) would otherwise have pydantic read the entry points of every
-installed distribution once per process, ~30 ms of a cold ``ask`` (issue 44). This is pydantic's
-own switch, set only in the CLI's process (and what it starts) and only when the environment does
-not say otherwise: ``PYDANTIC_DISABLE_PLUGINS=""`` turns plugins back on.
+installed distribution once per process, ~24 ms of a cold ``ask`` (issue 44). This is pydantic's
+own switch, set in the process that imports this package (the CLI, and what it starts) and only
+when the environment does not say otherwise: ``PYDANTIC_DISABLE_PLUGINS=""`` turns plugins back on.
 """
 
 import os
