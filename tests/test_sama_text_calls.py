@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from llm_server import Reply, ScriptedLLMServer, text, tool_call
 
-from vidscope.agents.prompts import FORCED_ANSWER
+from vidscope.agents.prompts import FORCED_ANSWER, SAMA_REPEATED_CALL, SAMA_REPEATS_ANSWER
 from vidscope.agents.sama.agent import NEXT_TURN, run_sama
 from vidscope.agents.simulator.script import Event, Script, ScriptVideo
 from vidscope.agents.simulator.simulator import ScriptSimulator, SimContext
@@ -233,3 +233,62 @@ def test_at_the_turn_limit_a_call_other_than_answer_is_not_run(
     result = run(llm_server, tmp_path, [search, *[junk] * 9, search])
     assert result.forced and result.no_answer
     assert result.usage.tool_calls == 1  # the first turn's search only
+
+
+def test_a_repeated_call_is_refused_once_and_the_second_asks_for_the_answer(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """App. C.2's rule 5: never repeat a call. The real 1.5B planner (tests/real_model,
+    compare-sama, 2026-11-29) sent one call on turns 2, 4 and 6 and, between them, the same call
+    with the last result pasted back as an argument; every turn after the first ran nothing new.
+    Now the first repeat is refused with the rule, and the second asks for the answer at once."""
+    reading = {"answer": "two cars", "counts": {"car": 2}, "frame_times": [11.0, 13.0]}
+    pasted = text(
+        "<tools>\n"
+        + json.dumps({"name": "video_reader", "arguments": {**READ, "time_range": None, **reading}})
+        + "\n</"
+    )
+    again = SHAPES["python call"]  # the same call in another shape, its question spaced and cased
+    result = run(llm_server, tmp_path, [SHAPES["paper name, native call"], pasted, again, ANSWER])
+    assert result.usage.tool_calls == 1, result.trace
+    refused = [s for s in result.trace if s.kind == "nudge" and s.tool == "video_reader"]
+    assert [s.observation for s in refused] == [
+        "a repeated call, not run again (1 of 2)",
+        "a repeated call, not run again (2 of 2)",
+    ]
+    # The turn after the first repeat says why nothing ran; after the second, only the answer.
+    told = llm_server.chat_requests[3]["messages"][-1]["content"]
+    assert SAMA_REPEATED_CALL.format(tool="video_reader") in told
+    last = llm_server.chat_requests[-1]["messages"][-1]["content"]
+    assert last.endswith(SAMA_REPEATS_ANSWER) and NEXT_TURN not in last
+    assert len(llm_server.chat_requests) == 5  # the classification, 3 turns, the answer turn
+    assert result.answer == "2 cars" and result.forced
+    assert [c.verified for c in result.citations] == [True]
+
+
+def test_a_narrower_window_or_another_question_is_not_a_repeat(
+    llm_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    narrower = tool_call("video_reader", {**READ, "t0": 12.0})
+    other = tool_call("video_reader", {**READ, "question": "What colour are the cars?"})
+    result = run(llm_server, tmp_path, [SHAPES["paper name, native call"], narrower, other, ANSWER])
+    assert result.usage.tool_calls == 3 and not result.forced
+    assert not [s for s in result.trace if s.kind == "nudge"]
+
+
+def test_a_result_pasted_back_as_arguments_is_not_an_argument() -> None:
+    """The real 1.5B planner's subtitle_retriever call carrying the previous result's lines:
+    the lines (a field of the tool's result) are dropped, not refused; an argument that is
+    neither taken nor a result field is still refused."""
+    from pydantic import ValidationError
+
+    from vidscope.agents.sama.tools_find import subtitle_retriever
+
+    line = {"start": 29.87, "end": 32.05, "text": "A ticket for the ferry cost $12.", "score": 32.8}
+    call = {"video_id": "8e71", "query": "Where is the ferry ticket cheaper?", "time_range": None}
+    assert subtitle_retriever.validate({**call, "lines": [line]}).model_dump() == {
+        "video_id": "8e71",
+        "query": "Where is the ferry ticket cheaper?",
+    }
+    with pytest.raises(ValidationError):
+        subtitle_retriever.validate({**call, "top_k": 5})

@@ -172,6 +172,19 @@ SAMA_SYSTEM = (
     + "\n".join(f"{i}. {rule}" for i, rule in enumerate(SAMA_RULES, start=1))
 )
 
+#: A SAMA call the planner already made (rule 5), not run again.
+SAMA_REPEATED_CALL = (
+    "{tool} was not run: you already made this call and its result is in the evidence memory "
+    "above (rule 5). Call another tool, window or query, or call answer."
+)
+
+#: SAMA's last turn after a second repeated call: a best guess with the answer tool.
+SAMA_REPEATS_ANSWER = (
+    "You repeated a call you had already made, so there is nothing new to gather. Call the answer "
+    "tool now with your best answer from the evidence above and the moments that support it; no "
+    "other tool call will be run."
+)
+
 #: SAMA's last turn at its limit: a best guess with the answer tool.
 FORCED_ANSWER = (
     "The turn limit has been reached. Call the answer tool now with your best answer from the "

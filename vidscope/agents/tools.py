@@ -268,10 +268,17 @@ class Tool:
 
         An argument the tool does not take, given as null, is taken as not given: the real 1.5B
         model's SAMA calls carried ``"time_range": null, "lines": null`` (other tools' arguments)
-        and were refused three turns running (tests/real_model, compare-sama, 2026-11-29). Any
-        other argument the tool does not take is still refused."""
+        and were refused three turns running (tests/real_model, compare-sama, 2026-11-29). So is
+        one named as a field of this tool's own result: data pasted back (the same planner's next
+        call carried the previous result's ``"lines": [...]`` and was refused every other turn).
+        Any other argument the tool does not take is still refused."""
         taken = self.args_model.model_fields
-        given = {key: value for key, value in arguments.items() if value is not None or key in taken}
+        pasted = set(self.result_type.model_fields) - set(taken)
+        given = {
+            key: value
+            for key, value in arguments.items()
+            if key in taken or (value is not None and key not in pasted)
+        }
         return self.args_model.model_validate(given)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

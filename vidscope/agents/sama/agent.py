@@ -87,6 +87,38 @@ MULTI_SELECT_NOTE = (
 )
 
 
+#: Repeated calls (a call the planner already made, same tool and arguments) that end the turns:
+#: the answer is then asked for at once. App. C.2's rule 5 forbids repeating a call; a planner that
+#: breaks it twice has nothing new to look at (the real 1.5B planner, tests/real_model compare-sama,
+#: 2026-11-29, sent one subtitle_retriever call on turns 2, 4 and 6 and a copy carrying the
+#: result pasted back on 3 and 5: half its 463 s). The first repeat is refused with the rule.
+REPEATS_BEFORE_ANSWER = 2
+
+
+def call_key(registry: ToolRegistry, call: ToolCall) -> str | None:
+    """``call`` as its tool would run it (validated; text compared without case or extra spaces,
+    times to the hundredth: a narrower window is another call), or None when it would not run."""
+    if call.name not in registry:
+        return None
+    try:
+        arguments = registry.get(call.name).validate(call.arguments).model_dump(mode="json")
+    except ValidationError:
+        return None
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, str):
+            return " ".join(value.lower().split())
+        if isinstance(value, float):
+            return round(value, 2)
+        if isinstance(value, list):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return json.dumps([call.name, plain(arguments)], sort_keys=True, default=str)
+
+
 def sama_registry() -> ToolRegistry:
     """SAMA's allow-list."""
     return ToolRegistry(SAMA_TOOLS)
@@ -301,7 +333,11 @@ def run_sama(
             return []
         return _facts(outcome.result)
 
+    called: set[str] = set()  # the calls run so far (rule 5: none is run twice)
+    repeats = 0
     for turn in range(1, ctx.config.sama_max_turns + 1):
+        if repeats >= REPEATS_BEFORE_ANSWER:
+            break
         # The turn number makes each request differ from the last, so a reply that did not advance
         # the loop is never replayed from the response cache within this conversation.
         header = f"Turn {turn} of {ctx.config.sama_max_turns}."
@@ -359,6 +395,22 @@ def run_sama(
                     return done
                 last.append(f"answer: {state.trace[-1].observation}")
                 continue
+            key = call_key(registry, call)
+            if key is not None and key in called:
+                repeats += 1
+                record(
+                    TraceStep(
+                        index=len(state.trace) + 1,
+                        kind="nudge",
+                        tool=call.name,
+                        arguments=call.arguments,
+                        observation=f"a repeated call, not run again ({repeats} of {REPEATS_BEFORE_ANSWER})",
+                    )
+                )
+                last.append(prompts.SAMA_REPEATED_CALL.format(tool=call.name))
+                continue
+            if key is not None:
+                called.add(key)
             outcome = run_tool(ctx, state, call)
             record(tool_step(len(state.trace) + 1, call, outcome, reply, first=position == 0))
             if outcome.result is None:
@@ -386,6 +438,9 @@ def run_sama(
         return end_run(state, options)
     # The forced instruction is the request's last words: followed by the turns' "call one tool to
     # gather the evidence you still need", the real 1.5B planner gathered instead of answering.
+    if repeats >= REPEATS_BEFORE_ANSWER:
+        state.messages = prompt([], next_turn=prompts.SAMA_REPEATS_ANSWER)
+        return _best_guess(ctx, state, specs, video_ids, options, record, why="repeated calls")
     state.messages = prompt([], next_turn=prompts.FORCED_ANSWER)
     return _best_guess(ctx, state, specs, video_ids, options, record)
 
@@ -474,6 +529,8 @@ def _best_guess(
     video_ids: Sequence[str],
     options: Sequence[str] | None,
     record: StepCallback,
+    *,
+    why: str = "turn limit reached",
 ) -> Answer:
     """One last turn (``state.messages`` already asks for it) in which only the answer tool is
     taken: the planner's best guess from its evidence memory, forced; a reply in words counts too,
@@ -481,7 +538,7 @@ def _best_guess(
     tool would change the tools a chat template renders first, and a local server would re-read
     the whole prompt (the real 1.5B planner: 1,631 of 3,332 tokens, 34 s); a call of another tool
     here is not run."""
-    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation="turn limit reached"))
+    record(TraceStep(index=len(state.trace) + 1, kind="nudge", observation=why))
     reply = ask_model(ctx, state, specs, record)
     assert ctx.registry is not None  # run_sama set it
     last = read_turn(state, reply, ctx.registry.names)
