@@ -9,9 +9,12 @@ agent settings. Each row is one model request: prompt tokens sent, processed (no
 server's prompt cache), output tokens, and the server's own milliseconds for reading the prompt
 and for writing the reply. With ``--before DIR`` (a source tree of an earlier commit, e.g.
 ``git archive <commit> | tar -x -C DIR``) the same question runs with ``PYTHONPATH=DIR`` in the
-same rounds against the same server, so before and after come from one run.
+same rounds against the same server, so before and after come from one run. ``--speculative``
+names the server's draftless speculative decoding (``llama-server --spec-type``), several
+comma-separated to compare them in one run (each tree with each).
 
     .venv/bin/python benchmarks/question_speed.py [--rounds 2] [--before DIR] [--work DIR] [--warm]
+        [--speculative none,ngram-map-k]
 
 The server runs at a raised CPU priority where allowed (root). A fresh server per tree and round
 keeps one tree's prompt cache from helping the other; the question is the same each round, so the
@@ -37,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "real_model"))
 
 from facts import HARBOUR_FACTS  # noqa: E402
+from llama_server import SPECULATIVE  # noqa: E402
 from recorder import Exchange, RecordingProxy, exchange_lines  # noqa: E402
 
 QUESTION = "Which pier does the ferry to North Point leave from?"
@@ -113,7 +117,7 @@ def _raise_priority() -> None:
         os.nice(-10)
 
 
-def _serve(model: Path, threads: int) -> Served:
+def _serve(model: Path, threads: int, speculative: str = "none") -> Served:
     import socket
 
     with socket.socket() as probe:
@@ -121,7 +125,7 @@ def _serve(model: Path, threads: int) -> Served:
         port = int(probe.getsockname()[1])
     process = subprocess.Popen(
         [sys.executable, "-m", "tests.real_model.llama_server", "serve", str(model), "--port", str(port)]
-        + ["--threads", str(threads), "--ctx", "8192", "--alias", ALIAS],
+        + ["--threads", str(threads), "--ctx", "8192", "--alias", ALIAS, "--speculative", speculative],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -148,9 +152,17 @@ WARM_UP = "How much does a ferry ticket cost?"
 
 
 def _ask(
-    root: Path, video: Path, tree: Path | None, model: Path, threads: int, *, warm: bool = False
+    root: Path,
+    video: Path,
+    tree: Path | None,
+    model: Path,
+    threads: int,
+    *,
+    warm: bool = False,
+    speculative: str = "none",
+    label: str = "now",
 ) -> dict[str, Any]:
-    served = _serve(model, threads)
+    served = _serve(model, threads, speculative)
     proxy = RecordingProxy(served.url)
     try:
         if warm:
@@ -174,7 +186,6 @@ def _ask(
         answer = {}
     # The whole answer, trace included, and the model exchanges, to read what the model did (the
     # last run of each tree).
-    label = "now" if tree is None else "before"
     (root / f"answer-{label}.json").write_text(done.stdout)
     (root / f"exchanges-{label}.jsonl").write_text(exchange_lines(exchanges, limit=4000))
     return {
@@ -220,7 +231,17 @@ def main() -> None:
     parser.add_argument(
         "--warm", action="store_true", help=f"ask {WARM_UP!r} first on the same server (not measured)"
     )
+    parser.add_argument(
+        "--speculative",
+        default="none",
+        help="the server's draftless speculative decoding, comma-separated to compare in one run "
+        f"(each of {', '.join(SPECULATIVE)})",
+    )
     args = parser.parse_args()
+    kinds = [k.strip() for k in args.speculative.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in SPECULATIVE]
+    if unknown or not kinds:
+        parser.error(f"--speculative: {unknown or 'none given'}; choose from {', '.join(SPECULATIVE)}")
     model_dir = Path(os.environ.get("VIDSCOPE_REAL_MODEL_DIR", REPO / ".real-model"))
     prepared = subprocess.run(
         [sys.executable, "-m", "tests.real_model.llama_server", "prepare", str(model_dir)],
@@ -237,21 +258,28 @@ def main() -> None:
     trees: list[tuple[str, Path | None]] = [("now", None)]
     if args.before is not None:
         trees.insert(0, ("before", args.before.resolve()))
+    # Every tree with every server setting: the first is the reference the others are divided by.
+    runs = [
+        (label if kind == "none" else f"{label}+{kind}", tree, kind)
+        for label, tree in trees
+        for kind in kinds
+    ]
     warmed = f"; asked after {WARM_UP!r} on the same server" if args.warm else ""
     print(f"{QUESTION}  (gold {GOLD}; {os.cpu_count()} cores, {args.threads} server threads{warmed})")
-    seconds: dict[str, list[float]] = {label: [] for label, _ in trees}
+    seconds: dict[str, list[float]] = {label: [] for label, _, _ in runs}
     for round_ in range(1, args.rounds + 1):
         print(f"round {round_}")
-        for label, tree in trees:
-            run = _ask(root, video, tree, model, args.threads, warm=args.warm)
+        for label, tree, kind in runs:
+            run = _ask(root, video, tree, model, args.threads, warm=args.warm, speculative=kind, label=label)
             seconds[label].append(run["seconds"])
             print(_report(label, run), flush=True)
     for label, values in seconds.items():
         best = min(values)
         verdict = "met" if best <= GOAL_SECONDS else "NOT met"
         print(f"{label}: best {best:.0f} s of {len(values)} (goal ≤ {GOAL_SECONDS:.0f} s: {verdict})")
-    if args.before is not None:
-        print(f"before / now: {min(seconds['before']) / min(seconds['now']):.2f}x")
+    reference = runs[0][0]
+    for label, _, _ in runs[1:]:
+        print(f"{reference} / {label}: {min(seconds[reference]) / min(seconds[label]):.2f}x")
 
 
 if __name__ == "__main__":

@@ -105,8 +105,17 @@ def _parent_watch(parent: int) -> None:
             return
 
 
-def serve(model: Path, port: int, threads: int, ctx: int, alias: str) -> None:
-    """Serve ``model`` on 127.0.0.1:``port`` until told to stop."""
+#: Draftless speculative decoding (llama.cpp's ``--spec-type``): the names ``serve`` takes.
+SPECULATIVE = ("none", "ngram-simple", "ngram-map-k", "ngram-mod")
+
+
+def serve(model: Path, port: int, threads: int, ctx: int, alias: str, speculative: str = "none") -> None:
+    """Serve ``model`` on 127.0.0.1:``port`` until told to stop.
+
+    ``speculative``: one of :data:`SPECULATIVE`, llama.cpp's draftless speculative decoding (as
+    ``llama-server --spec-type``): drafts taken from the tokens already in the conversation,
+    verified by the model in one batch. With greedy decoding the reply is what the model would
+    write anyway, up to the batch's arithmetic (a near tie may go the other way)."""
     import xllamacpp as xlc
 
     params = xlc.CommonParams()
@@ -123,6 +132,9 @@ def serve(model: Path, port: int, threads: int, ctx: int, alias: str) -> None:
     params.warmup = False
     params.ui = False  # the web UI is not needed, and never fetched
     params.offline = True
+    if speculative != "none":
+        kind = "COMMON_SPECULATIVE_TYPE_" + speculative.upper().replace("-", "_")
+        params.speculative.types = [getattr(xlc.common_speculative_type, kind)]
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -157,11 +169,12 @@ def main() -> None:
     run.add_argument("--threads", type=int, default=2)
     run.add_argument("--ctx", type=int, default=8192)
     run.add_argument("--alias", default="qwen2.5-coder-1.5b-instruct")
+    run.add_argument("--speculative", choices=SPECULATIVE, default="none")
     args = parser.parse_args()
     if args.command == "prepare":
         print(prepare(args.directory))
     else:
-        serve(args.model, args.port, args.threads, args.ctx, args.alias)
+        serve(args.model, args.port, args.threads, args.ctx, args.alias, args.speculative)
 
 
 if __name__ == "__main__":
