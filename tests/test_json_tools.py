@@ -9,6 +9,7 @@ from vidscope.models import json_tools, openai_compat, transformers_vlm
 from vidscope.models.json_tools import (
     TOOL_REPLY_FORMAT,
     find_tool_call,
+    parse_tool_reply,
     read_tool_reply,
     tool_instructions,
 )
@@ -246,3 +247,46 @@ def test_a_tool_named_as_in_a_paper_is_the_offered_one() -> None:
     assert [c.name for c in calls] == ["scene_graph"]
     call = find_tool_call('VideoReader(video_id="v", t0=1, t1=2)', offered)
     assert call is not None and call.name == "video_reader" and call.arguments["t1"] == 2
+
+
+def test_a_tools_arguments_written_alone_are_a_call_to_it_and_the_answer_alone_stays_the_answer() -> None:
+    """The real 1.5B SAMA planner's best guess (tests/real_model, compare-sama, 2026-11-29): the
+    answer tool's arguments, fenced, without the call. Only the one tool they fit is called; the
+    protocol's ``{"answer": …}`` and a reading pasted back (keys no tool takes) are not calls."""
+    answer = ToolSpec(
+        name="answer",
+        description="Give the answer.",
+        parameters={
+            "type": "object",
+            "properties": {"answer": {}, "citations": {}, "choice": {}},
+            "required": ["answer"],
+        },
+    )
+    reader = ToolSpec(
+        name="video_reader",
+        description="Read a segment.",
+        parameters={
+            "type": "object",
+            "properties": {"video_id": {}, "t0": {}, "t1": {}, "question": {}},
+            "required": ["video_id", "t0", "t1", "question"],
+        },
+    )
+    specs, names = [reader, answer], {"video_reader", "answer"}
+    fenced = (
+        '```json\n{\n  "answer": "The ferry ticket is cheaper at the harbour tour.",\n  "citations": '
+        '[{"video_id": "8e71", "start": 10.0, "end": 12.62}],\n  "choice": null\n}\n```'
+    )
+    text, calls = read_tool_reply(fenced, names, specs)
+    assert text is None and [c.name for c in calls] == ["answer"]
+    assert calls[0].arguments == {
+        "answer": "The ferry ticket is cheaper at the harbour tour.",
+        "citations": [{"video_id": "8e71", "start": 10.0, "end": 12.62}],
+    }
+    assert parse_tool_reply('{"answer": "B"}', names, specs) == ("B", [])
+    pasted = '{"video_id": "8e71", "question": "how many?", "answer": "two", "counts": {"car": 2}}'
+    assert parse_tool_reply(pasted, names, specs) == ("two", [])
+    # Without the specs (a caller that has only the names) nothing changes.
+    assert read_tool_reply(fenced, names)[1] == []
+    # Arguments that fit two tools name neither.
+    twin = answer.model_copy(update={"name": "finish"})
+    assert parse_tool_reply('{"answer": "B", "choice": "B"}', names | {"finish"}, [answer, twin]) == ("B", [])

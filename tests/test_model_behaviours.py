@@ -223,6 +223,29 @@ def test_tool_calls_written_in_the_text_are_run(world) -> None:  # noqa: F811
         assert result.answer == FACT and result.citations[0].verified, shape
 
 
+def test_the_finish_arguments_written_alone_are_the_finish_call(world) -> None:  # noqa: F811
+    """The real 1.5B planner's eval turn after a clip_search (tests/real_model, 2026-11-29):
+    ``{"answer": "B", "citations": [[0.0, 5.0], …], "choice": "B"}``, finish's arguments without
+    the call around them. It was kept as words and the run forced one more turn, whose answer had
+    lost those citations; now it is the finish call, and its citations are checked."""
+    settings, _, server = world
+    start, end = ANSWER_RANGE
+    bare = {"answer": FACT, "citations": [[0.0, 5.0], [start, end]], "choice": None}
+    server.script([search("secret code"), text("```json\n" + json.dumps(bare, indent=2) + "\n```")])
+    result = run_ask(settings, VIDEO_ID, QUESTION + " (bare)")
+    assert not result.forced and result.answer == FACT
+    assert [(c.start, c.end) for c in result.citations] == [(0.0, 5.0), (start, end)]
+    assert [c.verified for c in result.citations] == [False, True]
+    assert len(server.chat_requests) == 2  # no forced turn
+    # A reading pasted back (an answer, no citations) is data, not a finish call.
+    reading = {"video_id": VIDEO_ID, "question": "what code?", "answer": FACT, "counts": {}}
+    server.script(
+        [search("secret code", call_id="s2"), text(json.dumps(reading)), finish_call(FACT, [ANSWER_RANGE])]
+    )
+    again = run_ask(settings, VIDEO_ID, QUESTION + " (reading)")
+    assert "nudge" in kinds(again) and again.citations[0].verified
+
+
 # ----------------------------------------------------------------------------- citations
 
 

@@ -160,7 +160,7 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
                 continue
         resolved = offered_name(name, allowed) if isinstance(name, str) else None
         if resolved is not None and isinstance(args, dict):
-            return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args), match.start()
+            return ToolCall(id=text_call_id(text[:end]), name=resolved, arguments=args), match.start()
     return _tag_syntax(text, allowed) or _call_syntax(text, allowed)
 
 
@@ -188,10 +188,10 @@ def _unclosed_call(text: str, start: int, allowed: set[str], decoder: json.JSOND
     resolved = offered_name(head.group(1), allowed)
     if resolved is None or not isinstance(args, dict) or not _REPLY_END.match(text, end):
         return None
-    return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args)
+    return ToolCall(id=text_call_id(text[:end]), name=resolved, arguments=args)
 
 
-def _text_call_id(written: str) -> str:
+def text_call_id(written: str) -> str:
     """The id of a call read from the text: a hash of the text up to the call's end, so the same
     reply yields the same id whether or not it went on after the call (models/call_stream.py)."""
     return f"text-{stable_hash(written)[:8]}"
@@ -246,7 +246,7 @@ def _tag_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
         except ValueError:
             continue
         if isinstance(args, dict):
-            return ToolCall(id=_text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
+            return ToolCall(id=text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
     return None
 
 
@@ -273,7 +273,7 @@ def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
                 break
             args[key.strip()] = _call_value(value.strip())
         if args:
-            return ToolCall(id=_text_call_id(text[: end + 1]), name=name, arguments=args), match.start()
+            return ToolCall(id=text_call_id(text[: end + 1]), name=name, arguments=args), match.start()
     return None
 
 
@@ -317,13 +317,40 @@ def check_offered(name: str, offered: Collection[str], echo: str | None) -> str:
     return resolved
 
 
-def parse_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | None, list[ToolCall]]:
+def bare_arguments_call(item: dict[str, Any], specs: Sequence[ToolSpec]) -> ToolCall | None:
+    """A call to the one tool of ``specs`` whose arguments ``item`` is, written without the call
+    around them: no tool name, every key (null ones aside) a parameter of that tool and of no other,
+    its required parameters all there, and more than the protocol's answer alone
+    (``{"answer": …}`` stays the answer). The real 1.5B planner wrote finish's arguments so,
+    ``{"answer": "B", "citations": [[0.0, 5.0], …], "choice": "B"}`` (tests/real_model, eval,
+    2026-11-29), and the citations the checks would have verified were lost with the call."""
+    if any(key in item for key in ("tool", "name", "function")):
+        return None
+    given = {k: v for k, v in item.items() if v is not None}
+    if set(given) <= {"answer"}:
+        return None
+    fitting = [
+        spec
+        for spec in specs
+        if set(given) <= set(spec.parameters.get("properties", {}))
+        and set(spec.parameters.get("required", [])) <= set(given)
+    ]
+    if len(fitting) != 1:
+        return None
+    return ToolCall(id=text_call_id(json.dumps(given, sort_keys=True)), name=fitting[0].name, arguments=given)
+
+
+def parse_tool_reply(
+    text: str | None, offered: Collection[str], specs: Sequence[ToolSpec] = ()
+) -> tuple[str | None, list[ToolCall]]:
     """``(answer text, tool calls)`` from a reply that follows :data:`TOOL_REPLY_FORMAT`.
 
     The reply is read leniently as JSON (:func:`loads_lenient`); a list of call objects is several
-    calls. ``{"answer": ...}`` gives the answer and no calls (a non-string answer as JSON text); a
-    call gives no text. Raises :class:`UnusableReply` saying what is wrong otherwise, including a
-    call to a tool not in ``offered``.
+    calls. An object that is the arguments of one of ``specs`` (the offered tools' specs, when the
+    caller has them) is a call to that tool (:func:`bare_arguments_call`). ``{"answer": ...}``
+    gives the answer and no calls (a non-string answer as JSON text); a call gives no text. Raises
+    :class:`UnusableReply` saying what is wrong otherwise, including a call to a tool not in
+    ``offered``.
     """
     if not (text or "").strip():
         raise UnusableReply("the reply was empty", TOOL_REPLY_FORMAT, None)
@@ -336,6 +363,10 @@ def parse_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | 
     for item in items:
         if not isinstance(item, dict):
             raise UnusableReply(f"the reply is not a JSON object: {text}", TOOL_REPLY_FORMAT, text)
+        bare = bare_arguments_call(item, specs)
+        if bare is not None:
+            calls.append(bare)
+            continue
         if "answer" in item and "tool" not in item and "name" not in item:
             answer = item["answer"]
             return (answer if isinstance(answer, str) else json.dumps(answer)), []
@@ -361,17 +392,20 @@ def parse_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | 
     return None, calls
 
 
-def read_tool_reply(text: str | None, offered: Collection[str]) -> tuple[str | None, list[ToolCall]]:
+def read_tool_reply(
+    text: str | None, offered: Collection[str], specs: Sequence[ToolSpec] = ()
+) -> tuple[str | None, list[ToolCall]]:
     """``(text, tool calls)`` from a reply that may or may not follow the protocol; never raises.
 
-    A reply that is JSON (an object or a code fence) is read with :func:`parse_tool_reply`; failing
+    A reply that is JSON (an object or a code fence) is read with :func:`parse_tool_reply` (with
+    ``specs``, the offered tools' specs); failing
     that, the first call to an offered tool written anywhere in the text is taken
     (:func:`written_call`). Anything else, including a call to a tool that was not offered, stays
     text.
     """
     if (text or "").lstrip().startswith(("{", "```")):
         with contextlib.suppress(UnusableReply):
-            return parse_tool_reply(text, offered)
+            return parse_tool_reply(text, offered, specs)
     found = written_call(text, offered)
     if found is None:
         return text, []

@@ -812,7 +812,7 @@ class OpenAIChat:
         names = {t.name for t in tools or ()}
         calls: list[ToolCall] = []
         if self.json_tools and tools:
-            text, calls = parse_tool_reply(text, names)
+            text, calls = parse_tool_reply(text, names, tools)
         else:
             for i, raw_call in enumerate(message.tool_calls or []):
                 fn = raw_call.function
@@ -837,7 +837,7 @@ class OpenAIChat:
                 calls.append(ToolCall(id=raw_call.id or f"call_{i}", name=name, arguments=args))
             if not calls and tools:
                 # Servers without a tool-call parser hand the call back as text; accept it.
-                text, calls = read_tool_reply(text, names)
+                text, calls = read_tool_reply(text, names, tools)
         if not calls and not (text or "").strip():
             raise UnusableReply(
                 "the reply was empty",

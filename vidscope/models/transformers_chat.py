@@ -108,7 +108,7 @@ class TransformersChat:
         finished = bool(new) and new[-1] == self.tokenizer.eos_token_id
         usage = Usage(input_tokens=len(ids), output_tokens=len(new), latency_s=time.perf_counter() - started)
         if tools:
-            said, calls = read_tool_reply(text, {t.name for t in tools})
+            said, calls = read_tool_reply(text, {t.name for t in tools}, tools)
             return ChatReply(text=said, tool_calls=calls, model=self.name, finish_reason="stop", usage=usage)
         return ChatReply(
             text=text, model=self.name, finish_reason="stop" if finished else "length", usage=usage

@@ -407,7 +407,7 @@ class TransformersVLM:
         reply_text: str | None = text
         calls: list[ToolCall] = []
         if tools:
-            reply_text, calls = read_tool_reply(text, {t.name for t in tools})
+            reply_text, calls = read_tool_reply(text, {t.name for t in tools}, tools)
         return ChatReply(
             text=reply_text,
             tool_calls=calls,
