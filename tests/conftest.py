@@ -195,7 +195,6 @@ HEAVIEST_FILES = (
     "test_ingest.py",  # ~34 s
     "test_web.py",  # ~30 s: a browser
     "test_ocr_gate.py",  # ~25 s: real OCR over footage, every frame read once
-    "test_sama_similarity.py",  # ~20 s: open_clip's import and a ViT-B-32 on the fly
     "test_compare_tools.py",
     "test_cold_cli.py",
     "test_bundle.py",
