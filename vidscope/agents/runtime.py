@@ -163,12 +163,15 @@ def format_observation(outcome: ToolOutcome) -> str:
     return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(outcome.result.for_model())}"
 
 
-def _normalise_args(arguments: dict[str, Any]) -> str:
+def normalise_args(arguments: dict[str, Any], *, digits: int = 0) -> str:
+    """``arguments`` as one comparable string: text without case or extra spaces, numbers rounded
+    to ``digits`` decimals (whole seconds for the loop detector)."""
+
     def norm(value: Any) -> Any:
         if isinstance(value, str):
             return " ".join(value.lower().split())
         if isinstance(value, float):
-            return round(value, 0)
+            return round(value, digits)
         if isinstance(value, list):
             return [norm(v) for v in value]
         if isinstance(value, dict):
@@ -580,7 +583,7 @@ def _handle_reply(
 
 def remember_call(state: LoopState, call: ToolCall) -> None:
     """Note an executed ``call`` for the loop detector (:func:`nudge_if_looping`)."""
-    state.recent_calls.append((call.name, _normalise_args(call.arguments)))
+    state.recent_calls.append((call.name, normalise_args(call.arguments)))
 
 
 def nudge_if_looping(
@@ -633,7 +636,7 @@ def example_arguments(schema: dict[str, Any], defs: dict[str, Any] | None = None
 def shape_hint(state: LoopState, call: ToolCall, spec: ToolSpec) -> str:
     """For the same invalid call made a second time in a row: the call written in its exact expected
     shape (once per call); otherwise nothing."""
-    key = (call.name, _normalise_args(call.arguments))
+    key = (call.name, normalise_args(call.arguments))
     repeated = state.last_invalid == key
     state.last_invalid = key
     if not repeated or key in state.shown_shapes:

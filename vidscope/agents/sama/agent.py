@@ -39,6 +39,7 @@ from vidscope.agents.runtime import (
     describe_videos,
     end_run,
     finish_answer,
+    normalise_args,
     note_thought,
     read_turn,
     run_tool,
@@ -104,19 +105,7 @@ def call_key(registry: ToolRegistry, call: ToolCall) -> str | None:
         arguments = registry.get(call.name).validate(call.arguments).model_dump(mode="json")
     except ValidationError:
         return None
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, str):
-            return " ".join(value.lower().split())
-        if isinstance(value, float):
-            return round(value, 2)
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        return value
-
-    return json.dumps([call.name, plain(arguments)], sort_keys=True, default=str)
+    return f"{call.name} {normalise_args(arguments, digits=2)}"
 
 
 def sama_registry() -> ToolRegistry:
