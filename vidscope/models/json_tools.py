@@ -319,8 +319,8 @@ def check_offered(name: str, offered: Collection[str], echo: str | None) -> str:
 
 def bare_arguments_call(item: dict[str, Any], specs: Sequence[ToolSpec]) -> ToolCall | None:
     """A call to the one tool of ``specs`` whose arguments ``item`` is, written without the call
-    around them: no tool name, every key (null ones aside) a parameter of that tool and of no other,
-    its required parameters all there, and more than the protocol's answer alone
+    around them: no tool name, every key (null ones aside) a parameter of that tool, its required
+    parameters all there, no other offered tool fitted so, and more than the protocol's answer alone
     (``{"answer": …}`` stays the answer). The real 1.5B planner wrote finish's arguments so,
     ``{"answer": "B", "citations": [[0.0, 5.0], …], "choice": "B"}`` (tests/real_model, eval,
     2026-11-29), and the citations the checks would have verified were lost with the call."""
