@@ -90,6 +90,9 @@ def call(ctx: ToolContext, name: str, **arguments: Any) -> Any:
 # ---------------------------------------------------------------------------- temporal_grounding
 
 
+# Slow (CI runs it; 8–11 s of a worker): the real temporal_grounding also runs in the slow
+# compare tests (test_compare.py, test_compare_flow.py).
+@pytest.mark.slow
 def test_temporal_grounding_ranks_the_moment_said_and_shown_first(video: dict[str, Any]) -> None:
     result = call(context(video), "temporal_grounding", video_id=video["id"], query="whisk the eggs")
     best = result.hints[0]

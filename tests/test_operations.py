@@ -157,6 +157,7 @@ def test_ingest_and_ask_runs_task_runs_and_artifacts_are_on_the_server(
     assert f"tool calls {result.usage.tool_calls}" in markdown  # usage
 
 
+@pytest.mark.slow  # ~11 s: an evaluation as a flow run on the server (the slow phase shares it)
 def test_an_evaluation_with_a_server_up_is_a_flow_run_with_a_task_per_video_and_question(
     prefect_server: Settings, tmp_path: Path
 ) -> None:
@@ -342,6 +343,7 @@ def test_the_nightly_flow_counts_new_changed_and_unchanged_videos(
 # ---------------------------------------------------------------------------- deployments
 
 
+@pytest.mark.slow  # ~11 s: three deployments applied; the worker test runs them in the slow phase
 def test_deployments_are_applied_with_their_schedule_and_pool(prefect_server: Settings) -> None:
     settings = prefect_server.model_copy(
         update={
