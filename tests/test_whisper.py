@@ -88,6 +88,7 @@ REPEATED = (
 )
 
 
+@pytest.mark.slow  # 12-16 s of transcription; the default suite is at its time guard on slow days
 @pytest.mark.asr
 @needs_base
 def test_a_sentence_said_six_times_is_transcribed_six_times(
