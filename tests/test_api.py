@@ -231,6 +231,9 @@ def test_questions_are_bounded_and_an_abandoned_stream_stops_its_work(
         data_dir=library.data_dir,
         models={"chat": "openai:scripted", "options": options},
         api=ApiSettings(video_roots=[library.root], max_questions=3),
+        # Far more steps than the test lasts: at the default 15 the three questions reached their
+        # step limit on a loaded machine before the third busy request (200, not 429; 2026-11-29).
+        agent={"max_steps": 400},
     )
     # A model that never finishes and takes 0.3 s a step: the question runs until stopped.
     search = {"video_id": library.video_id, "query": "blue ocean", "top_k": 2}
