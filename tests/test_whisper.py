@@ -136,7 +136,9 @@ def test_speech_that_repeats_after_a_pause_is_decoded_at_most_twice_a_window(
     ]
     assert failed_at and max(failed_at) <= 0.2, failed_at  # the repetition was caught; no retry above 0.2
     # Whisper's paper's schedule heard 4 of the 12 here, in twice the time; greedy alone heard 11.
-    assert said.count("recording") >= 11 and said.count("checks") >= 11, " ".join(said)
+    # The retry at 0.2 samples (CTranslate2's generator, not seeded per call): 19 draws here heard
+    # 11 or 12, one in a CI-like run 10 (2026-11-29), so the bar is 10 — still far from 4.
+    assert said.count("recording") >= 10 and said.count("checks") >= 10, " ".join(said)
 
 
 @needs_base
