@@ -23,6 +23,7 @@ sys.dont_write_bytecode = False
 # Before anything imports prefect or a model library: nothing may reach for the network, and Prefect
 # must not touch the developer's own ~/.prefect (its ephemeral API server lives in a temp dir).
 _PREFECT_HOME = tempfile.mkdtemp(prefix="vidscope-test-prefect-")
+atexit.register(shutil.rmtree, _PREFECT_HOME, True)
 # Models are cached per user (~/.cache/vidscope): the suite's own cache, shared by its tests (the
 # embedded Whisper is joined once per process) and removed when the process ends.
 _MODEL_CACHE = tempfile.mkdtemp(prefix="vidscope-test-models-")
@@ -176,22 +177,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """Two processes (addopts' ``-n 2``) are for the default suite: a run selecting other marks
-    (``-m slow``, the real-model tier with its one llama.cpp server) or asking for ``--pdb`` runs
-    in one process, as before. Runs before pytest-xdist reads the option."""
+    """Two processes (addopts' ``-n 2``) are for the default suite and the slow tests (``-m
+    slow``: their files use under one core on average, waiting on servers and subprocesses); a run
+    selecting other marks (the real-model tier with its one llama.cpp server, the wheel's fresh
+    virtualenv) or asking for ``--pdb`` runs in one process. Runs before pytest-xdist reads the
+    option."""
+    marks = config.option.markexpr or None
     if getattr(config.option, "numprocesses", None) and (
-        (config.option.markexpr or None) != _default_marks(config) or config.getoption("usepdb", False)
+        marks not in (_default_marks(config), "slow") or config.getoption("usepdb", False)
     ):
         config.option.numprocesses = 0
 
 
-#: The default suite's costliest files (test seconds on 2 cores, November 2026), started first. Under
+#: The costliest files of the default suite and of the slow tests (test seconds on 2 cores,
+#: November 2026), started first. Under
 #: ``--dist loadfile`` each file runs whole on one process, handed out in order; pytest-xdist orders
 #: files by their number of tests unless told not to (``--no-loadscope-reorder`` in pyproject), so
 #: a file of few slow tests could start last and run alone at the end. Heaviest first, the many
 #: light files even out the end.
 HEAVIEST_FILES = (
+    "test_cluster.py",  # slow tests only: ~160 s, two hosts through faults
     "test_operations.py",  # ~69 s: a Prefect server, flows and CLI runs against it
+    "test_clean_stops.py",  # slow tests only: ~140 s, APIs and ingests stopped by signals
     "test_ingest.py",  # ~34 s
     "test_web.py",  # ~30 s: a browser
     "test_ocr_gate.py",  # ~25 s: real OCR over footage, every frame read once
