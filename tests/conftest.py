@@ -190,11 +190,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 
 #: The costliest files of the default suite and of the slow tests (test seconds on 2 cores,
-#: November 2026), started first. Under
-#: ``--dist loadfile`` each file runs whole on one process, handed out in order; pytest-xdist orders
-#: files by their number of tests unless told not to (``--no-loadscope-reorder`` in pyproject), so
-#: a file of few slow tests could start last and run alone at the end. Heaviest first, the many
-#: light files even out the end.
+#: November 2026), started first. Under ``--dist loadfile`` each file runs whole on one process,
+#: handed out in order; pytest-xdist orders files by their number of tests unless told not to
+#: (``--no-loadscope-reorder`` in pyproject), so a file of few slow tests could start last and run
+#: alone at the end. Heaviest first, the many light files even out the end.
 HEAVIEST_FILES = (
     "test_cluster.py",  # slow tests only: ~160 s, two hosts through faults
     "test_operations.py",  # ~69 s: a Prefect server, flows and CLI runs against it
