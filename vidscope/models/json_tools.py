@@ -160,7 +160,7 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
                 continue
         resolved = offered_name(name, allowed) if isinstance(name, str) else None
         if resolved is not None and isinstance(args, dict):
-            return ToolCall(id=text_call_id(text[:end]), name=resolved, arguments=args), match.start()
+            return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args), match.start()
     return _tag_syntax(text, allowed) or _call_syntax(text, allowed)
 
 
@@ -188,10 +188,10 @@ def _unclosed_call(text: str, start: int, allowed: set[str], decoder: json.JSOND
     resolved = offered_name(head.group(1), allowed)
     if resolved is None or not isinstance(args, dict) or not _REPLY_END.match(text, end):
         return None
-    return ToolCall(id=text_call_id(text[:end]), name=resolved, arguments=args)
+    return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args)
 
 
-def text_call_id(written: str) -> str:
+def _text_call_id(written: str) -> str:
     """The id of a call read from the text: a hash of the text up to the call's end, so the same
     reply yields the same id whether or not it went on after the call (models/call_stream.py)."""
     return f"text-{stable_hash(written)[:8]}"
@@ -246,7 +246,7 @@ def _tag_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
         except ValueError:
             continue
         if isinstance(args, dict):
-            return ToolCall(id=text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
+            return ToolCall(id=_text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
     return None
 
 
@@ -273,7 +273,7 @@ def _call_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
                 break
             args[key.strip()] = _call_value(value.strip())
         if args:
-            return ToolCall(id=text_call_id(text[: end + 1]), name=name, arguments=args), match.start()
+            return ToolCall(id=_text_call_id(text[: end + 1]), name=name, arguments=args), match.start()
     return None
 
 
@@ -337,7 +337,8 @@ def bare_arguments_call(item: dict[str, Any], specs: Sequence[ToolSpec]) -> Tool
     ]
     if len(fitting) != 1:
         return None
-    return ToolCall(id=text_call_id(json.dumps(given, sort_keys=True)), name=fitting[0].name, arguments=given)
+    call_id = _text_call_id(json.dumps(given, sort_keys=True))
+    return ToolCall(id=call_id, name=fitting[0].name, arguments=given)
 
 
 def parse_tool_reply(
