@@ -61,6 +61,13 @@ ANN_MIN_ROWS = 20_000
 #: 54x faster than an exact scan; 16 probes or refine 10 dropped recall below 0.9.
 ANN_NPROBES = 32
 ANN_REFINE_FACTOR = 20
+#: Bytes of index data (full-text posting lists, IVF partitions, BTree pages) and of file metadata
+#: that one store keeps in memory between its reads: every dataset it opens shares one
+#: ``lance.Session``. Without it, each read opened its dataset with empty caches and loaded the
+#: indexes again (moment search over 2M clips: the full-text ranking 55 ms a query instead of 16,
+#: benchmarks/RESULTS.md, issue 44). The caps bound a long-running process's memory.
+INDEX_CACHE_BYTES = 2 << 30
+METADATA_CACHE_BYTES = 256 << 20
 #: From this many videos on, :meth:`Store.rows_of_videos` takes their rows by row id
 #: (:class:`~vidscope.storage.row_ids.VideoRowIds`) rather than filtering ``video_id IN (...)``.
 TAKE_MIN_VIDEOS = 256
@@ -128,6 +135,7 @@ class Store:
         self._connection: Any = None
         self._lock = threading.Lock()
         self._checked: set[str] = set()
+        self._lance_session: Any = None
 
     # ------------------------------------------------------------------ tables
 
@@ -146,6 +154,21 @@ class Store:
             else:
                 self._connection = lancedb.connect(str(self.lance_dir))
         return self._connection
+
+    @property
+    def _session(self) -> Any:
+        """The ``lance.Session`` every dataset of this store is opened with (its index and
+        metadata caches, :data:`INDEX_CACHE_BYTES`), made on first use."""
+        if self._lance_session is None:
+            import lance
+
+            with self._lock:
+                if self._lance_session is None:
+                    self._lance_session = lance.Session(
+                        index_cache_size_bytes=INDEX_CACHE_BYTES,
+                        metadata_cache_size_bytes=METADATA_CACHE_BYTES,
+                    )
+        return self._lance_session
 
     @contextlib.contextmanager
     def _reaching(self) -> Iterator[None]:
@@ -171,7 +194,9 @@ class Store:
 
         with self._reaching():
             try:
-                dataset = lance.dataset(self.location.of(spec.name), storage_options=self.location.options)
+                dataset = lance.dataset(
+                    self.location.of(spec.name), storage_options=self.location.options, session=self._session
+                )
             except (ValueError, OSError) as exc:
                 if "not found" not in str(exc).lower():
                     raise
@@ -207,7 +232,7 @@ class Store:
         import lance
 
         try:
-            dataset = lance.dataset(str(path))
+            dataset = lance.dataset(str(path), session=self._session)
         except (ValueError, OSError) as exc:
             if "not found" not in str(exc).lower():
                 raise
