@@ -53,3 +53,22 @@ def test_relevance_of_clips_found_by_words_is_their_own_cosine(tmp_path: Path) -
     for key in (("vb", 1), ("vc", 2)):
         expected = float(vectors[key] @ _unit(query))
         assert abs(similar[key] - min(1.0, max(0.0, expected))) < 1e-6
+
+
+def test_clips_read_with_their_vector_are_compared_without_another_read(tmp_path: Path) -> None:
+    """The words ranking reads each hit's text vector with it (moments._word_columns): relevance
+    uses that vector, and a hit read without one (None) has none; neither is read again. The
+    store here holds no clip at all, so a second read would find nothing."""
+    store = Store(tmp_path, text_dim=DIM)
+    rng = np.random.default_rng(5)
+    query = rng.normal(size=DIM)
+    carried = _unit(rng.normal(size=DIM)).astype(np.float32)
+    by_words = [
+        {"video_id": "va", "clip_index": 1, "text_embedding": carried.tolist()},
+        {"video_id": "va", "clip_index": 2, "text_embedding": None},  # not embedded yet
+    ]
+
+    similar = relevance(store, query.tolist(), [], by_words)
+
+    assert set(similar) == {("va", 1)}
+    assert abs(similar[("va", 1)] - min(1.0, max(0.0, float(carried @ _unit(query))))) < 1e-6

@@ -213,13 +213,13 @@ def search_moments(
                 columns=_CLIP_COLUMNS,
                 refine_factor=ANN_REFINE_FACTOR,
             )
-            by_words = store.text_search(store.clips, query, depth, where=where, columns=_CLIP_COLUMNS)
+            by_words = store.text_search(store.clips, query, depth, where=where, columns=_word_columns(store))
             by_meaning = meaning.result()
     else:
         by_meaning = store.nearest(
             store.clips, vector, depth, where=where, columns=_CLIP_COLUMNS, refine_factor=ANN_REFINE_FACTOR
         )
-        by_words = store.text_search(store.clips, query, depth, where=where, columns=_CLIP_COLUMNS)
+        by_words = store.text_search(store.clips, query, depth, where=where, columns=_word_columns(store))
     rankings = [by_meaning, by_words]
     result.ranked_by = ["text-embedding", "full-text"] if by_words else ["text-embedding"]
     if video_text is not None:
@@ -378,21 +378,36 @@ def relevance(
     """Relevance (0-1) of each clip to the query: the cosine similarity of the query's vector and
     the clip's text vector, clipped at 0 (the moments' ``relevance``, defined here only).
 
-    Clips of the meaning ranking have theirs from its cosine distance; the vectors of the others
-    (found by words or by the video encoder alone) are read. A clip without a text vector has none.
+    Clips of the meaning ranking have theirs from its cosine distance; clips that carry their text
+    vector (the words ranking reads it with its hits, :func:`_word_columns`) are compared here;
+    the vectors of the others (found by the video encoder alone) are read. A clip without a text
+    vector has none.
     """
     similar = {_key(row): 1.0 - float(row["_distance"]) for row in by_meaning if "_distance" in row}
-    missing = sorted({_key(c) for c in clips} - similar.keys())
+    column = store.clips.vector_column or "text_embedding"
+    query = np.asarray(query_vector, dtype=np.float32)
+    query = query / (np.linalg.norm(query) or 1.0)
+    carried: set[tuple[str, int]] = set()  # read with their vector column (None: they have none)
+    pending: set[tuple[str, int]] = set()
+    for clip in clips:
+        key = _key(clip)
+        if key in similar or key in carried:
+            continue
+        if column not in clip:
+            pending.add(key)
+            continue
+        carried.add(key)
+        if clip[column] is not None:
+            vector = np.asarray(clip[column], dtype=np.float32)
+            similar[key] = float(vector @ query / (np.linalg.norm(vector) or 1.0))
+    missing = sorted(pending - similar.keys() - carried)
     if missing:
-        query = np.asarray(query_vector, dtype=np.float32)
-        query = query / (np.linalg.norm(query) or 1.0)
         # Two IN lists, then the exact pairs here: Lance's BTree on video_id narrows the read to
         # those videos' clips, where an OR of (video AND clips) per video scanned every clip
         # (p50 381 ms per search at 1M clips vs 39 ms now, same values; RESULTS.md, issue 44).
         videos = ", ".join(sql_quote(v) for v in sorted({v for v, _ in missing}))
         indexes = ", ".join(str(c) for c in sorted({c for _, c in missing}))
         wanted = set(missing)
-        column = store.clips.vector_column or "text_embedding"
         found = store.rows(
             store.clips,
             where=f"video_id IN ({videos}) AND clip_index IN ({indexes})",
@@ -409,6 +424,14 @@ def relevance(
 
 
 # ============================================================================ helpers
+
+
+def _word_columns(store: Store) -> list[str]:
+    """What the words ranking reads of each hit: the clip's columns and its text vector, so that
+    :func:`relevance` need not read the vectors of words-only hits again. That second read took
+    every clip of the hits' videos (up to 50 videos x their clips) and cost 32 ms of a 59-ms
+    search at 2M clips (benchmarks/search_scale.py --moments, issue 44)."""
+    return [*_CLIP_COLUMNS, store.clips.vector_column or "text_embedding"]
 
 
 def _key(row: dict[str, Any]) -> tuple[str, int]:
