@@ -17,6 +17,7 @@ citation unverified (honest), the reverse would verify a range nobody saw anythi
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Sequence
@@ -82,7 +83,15 @@ _NOTHING_PATTERNS = (
     # Russian
     r"\bнет\b|\bне (?:вижу|найден\w*|видно|обнаружен\w*|удалось)\b|\bничего\b|\bотсутству\w*",
 )
-_NOTHING = re.compile("|".join(f"(?:{p})" for p in _NOTHING_PATTERNS), re.IGNORECASE)
+
+
+@functools.cache
+def _nothing() -> re.Pattern[str]:
+    """:data:`_NOTHING_PATTERNS` as one pattern, compiled at the first look read (~6 ms: a
+    question that makes no look does not pay it)."""
+    return re.compile("|".join(f"(?:{p})" for p in _NOTHING_PATTERNS), re.IGNORECASE)
+
+
 #: Sentence ends, in Latin and CJK punctuation.
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|[。！？；\n]+")
 #: How many opening sentences the classifier reads: a look states what it found first.
@@ -111,7 +120,7 @@ def reports_nothing(text: str | None) -> bool:
     if not words:
         return True
     opening = [s for s in _SENTENCE_END.split(words) if s.strip()][:_OPENING_SENTENCES]
-    return any(_NOTHING.search(sentence.strip()) for sentence in opening)
+    return any(_nothing().search(sentence.strip()) for sentence in opening)
 
 
 def found_flag(value: object) -> bool | None:

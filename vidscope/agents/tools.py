@@ -201,7 +201,9 @@ class ToolContext:
 class ToolResult(BaseModel):
     """Base of every tool result: knows the time ranges it showed the model, and its summary."""
 
-    model_config = ConfigDict(frozen=False)
+    # Validators are built at a result type's first use, not at import: a question calls a tool or
+    # two of the dozens declared (issue 44, the cold question).
+    model_config = ConfigDict(frozen=False, defer_build=True)
 
     def support(self) -> list[Support]:
         """The time ranges this result supports, each with its evidence level and what was found
@@ -243,8 +245,6 @@ class Tool:
     uses_embedder: bool = False
     terminal: bool = False
     context_param: str | None = None
-    #: Hash of the result model's schema: a changed result type never reads an old cached result.
-    result_schema: str = ""
     #: Further model roles whose configuration changes the result (part of the cache key).
     uses_models: tuple[str, ...] = ()
     #: Reads the whole library (no ``video_id``): the clip and video tables' versions are keyed.
@@ -254,6 +254,13 @@ class Tool:
     settings: tuple[str, ...] = ()
     #: The result model (what a cached result is rebuilt as).
     result_type: type[ToolResult] = ToolResult
+
+    @functools.cached_property
+    def result_schema(self) -> str:
+        """Hash of the result model's schema: a changed result type never reads an old cached
+        result. Computed at the tool's first call, not at import: building the JSON schemas of
+        every declared tool cost a cold one-call question ~50 ms (issue 44)."""
+        return stable_hash(self.result_type.__qualname__, self.result_type.model_json_schema())
 
     def spec(self) -> ToolSpec:
         """The :class:`ToolSpec` offered to a chat model (JSON schema from the signature)."""
@@ -335,7 +342,7 @@ def tool(
                 raise TypeError(f"tool {func.__name__}: parameter {name!r} needs an Annotated description")
             fields[name] = (Annotated[(base, info, *validators)], default)
         args_model = create_model(
-            f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+            f"{func.__name__}_arguments", __config__=ConfigDict(extra="forbid", defer_build=True), **fields
         )
         doc = inspect.getdoc(func)
         if not doc:
@@ -353,7 +360,6 @@ def tool(
             uses_embedder,
             terminal,
             context_param,
-            stable_hash(returns.__qualname__, returns.model_json_schema()),
             tuple(uses_models),
             uses_library,
             tuple(sorted(set(settings))),

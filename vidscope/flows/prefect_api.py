@@ -16,9 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tomllib
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from vidscope.core.settings import Settings
@@ -41,6 +38,9 @@ def server_pid_file(settings: Settings) -> Path:
 
 def is_healthy(api_url: str, timeout: float = HEALTH_TIMEOUT) -> bool:
     """The Prefect API at ``api_url`` answers its health check."""
+    import urllib.error
+    import urllib.request  # here, not at the top: most questions find no API to check (~6 ms)
+
     try:
         with urllib.request.urlopen(api_url.rstrip("/") + "/health", timeout=timeout) as response:
             return bool(response.status == 200)
@@ -63,8 +63,14 @@ def _profile_api_url() -> str | None:
     """``PREFECT_API_URL`` of the active profile in ``$PREFECT_HOME/profiles.toml``, if any."""
     home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
     try:
-        profiles = tomllib.loads((home / "profiles.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
+        text = (home / "profiles.toml").read_text()
+    except OSError:
+        return None
+    import tomllib  # only when there is a profiles file to read
+
+    try:
+        profiles = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
         return None
     active = os.environ.get("PREFECT_PROFILE") or profiles.get("active", "ephemeral")
     value = profiles.get("profiles", {}).get(active, {}).get("PREFECT_API_URL")
