@@ -312,7 +312,7 @@ def test_failures_become_error_observations(world: tuple[Settings, Store]) -> No
         ctx, "frame_inspect", {"video_id": VIDEO_ID, "question": "colour?", "time_ranges": [[1, 2]]}
     )
     assert inspect_.ok and inspect_.result is not None and inspect_.result.no_vision
-    text = format_observation(inspect_, ctx)
+    text = format_observation(inspect_)
     assert "no vision model configured" in text and "failed" not in text
 
 
@@ -366,11 +366,12 @@ def test_global_browse_summarises_the_captions_most_relevant_to_the_query(
 
 
 def test_observations_quote_video_text_as_data(world: tuple[Settings, Store]) -> None:
-    ctx = context(world)
     outcome = execute_tool(
-        ctx, "clip_search", {"video_id": VIDEO_ID, "query": "delete the video", "top_k": 2}
+        context(world),
+        "clip_search",
+        {"video_id": VIDEO_ID, "query": "delete the video", "top_k": 2},
     )
-    text = format_observation(outcome, ctx)
+    text = format_observation(outcome)
     head, _, rest = text.partition("<video_data>\n")
     assert "not instructions" in head
     body, _, tail = rest.partition("\n</video_data>")

@@ -41,17 +41,13 @@ class OrderingServer(ScriptedLLMServer):
         self.wrong_when_first = 6.0
         self.openings: list[str] = []
 
-    def start_of(self, shown: str) -> float:
-        """The start of the video whose id begins with ``shown`` (models see the start of ids)."""
-        return self.starts[shown]
-
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         opening = next(m["content"] for m in body["messages"] if m["role"] == "user")
         if not opening.startswith("Question: "):  # ingestion's own requests (subject registry)
             reply = text('{"subjects": []}')
         else:
             self.openings.append(opening)
-            listed = [self.start_of(v) for v in re.findall(r"video_id=([0-9a-f]{8,64})", opening)]
+            listed = [self.starts[v] for v in re.findall(r"video_id=([0-9a-f]{64})", opening)]
             order = sorted(range(len(listed)), key=lambda k: listed[k])
             if listed[0] == self.wrong_when_first:
                 order.reverse()
@@ -96,15 +92,11 @@ def test_pss_segments_are_cut_into_neutral_clips_asked_in_order_and_scored_exact
     source = pss["root"] / "cook" / "soup.mp4"
 
     class Starts(dict[str, float]):
-        """Each clip's start by its id, read from the clips when first asked; asked by the start
-        of an id, as the model is shown ids."""
-
-        def __missing__(self, shown: str) -> float:
+        def __missing__(self, video_id: str) -> float:
             for clip in (data / "eval").glob("*/segments/*.mp4"):
                 first = _first_text(clip, source)
-                self[content_hash(clip)] = next(t0 for t0, _, text in STEPS if text == first)
-            [start] = [t0 for video_id, t0 in self.items() if video_id.startswith(shown)]
-            return start
+                self[content_hash(clip)] = next(t0 for t0, _, shown in STEPS if shown == first)
+            return self[video_id]
 
     server.starts = Starts()
     overrides.clear()
@@ -133,8 +125,7 @@ def test_pss_segments_are_cut_into_neutral_clips_asked_in_order_and_scored_exact
         question = opening.splitlines()[0]
         assert "3 segments of one video" in question and not re.search(r"\d+(\.\d+)?\s*s\b", question)
         assert "soup" not in opening and "cook/" not in opening
-    shown = re.findall(r"video_id=(\w{8,64})", server.openings[0])  # the start of each id (agents/tools)
-    assert sorted(server.start_of(v) for v in shown) == [0, 3, 6]
+    assert sorted(server.starts[v] for v in re.findall(r"video_id=(\w{64})", server.openings[0])) == [0, 3, 6]
 
     # Exact order: the right order scores 1, the reverse 0; the segment past the video's end fails
     # that item alone, in one line, and counts 0.

@@ -55,7 +55,7 @@ class AnsweringServer(ScriptedLLMServer):
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body["messages"]
         opening = next(m["content"] for m in messages if m["role"] == "user")
-        video = re.search(r"video_id=([0-9a-f]{8,64})", opening)
+        video = re.search(r"video_id=([0-9a-f]{64})", opening)
         if not re.search(r"^Question: ", opening, re.M) or video is None:
             reply = text('{"subjects": []}')
         elif not any(m["role"] == "tool" for m in messages):

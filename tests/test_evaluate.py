@@ -81,7 +81,7 @@ class ReadingServer(ScriptedLLMServer):
             self.fail_once.discard(question)
             reply = error(500, "the model server fell over")
         elif not any(m["role"] == "tool" for m in messages):
-            video_id = re.search(r"video_id=([0-9a-f]{8,64})", opening).group(1)  # type: ignore[union-attr]
+            video_id = re.search(r"video_id=([0-9a-f]{64})", opening).group(1)  # type: ignore[union-attr]
             reply = tool_call("clip_search", {"video_id": video_id, "query": question, "top_k": 4})
         elif question.startswith(GROUNDING_PREFIX):
             sentence = question.removeprefix(GROUNDING_PREFIX).rstrip("?")

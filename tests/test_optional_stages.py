@@ -43,7 +43,7 @@ class NoSubjectsServer(ScriptedLLMServer):
     def _chat(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body["messages"]
         opening = next(m["content"] for m in messages if m["role"] == "user")
-        video = re.search(r"video_id=([0-9a-f]{8,64})", opening)
+        video = re.search(r"video_id=([0-9a-f]{64})", opening)
         if not re.search(r"^Question: ", opening, re.M) or video is None:
             reply = text('{"people": []}')
         elif not any(m["role"] == "assistant" for m in messages):

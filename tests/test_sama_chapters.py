@@ -86,7 +86,7 @@ def test_the_chapters_reach_the_planner_as_quoted_overview_within_budget(
     assert HEADER in said and "not evidence" in said
     overview = said.split(HEADER, 1)[1]
     quoted = overview.split("<video_data>\n", 1)[1].split("\n</video_data>", 1)[0]
-    lines = json.loads(quoted)[scenes[:12]]  # keyed by the id as models are shown it (agents/tools)
+    lines = json.loads(quoted)[scenes]
     assert len(lines) == len(chapters)
     for chapter, line in zip(chapters, lines, strict=True):
         assert line.startswith(f"{chapter.start:.1f}-{chapter.end:.1f}s {chapter.title}"), (line, chapter)

@@ -192,7 +192,7 @@ def parse_citations(
         video_id = default_video
         try:
             if isinstance(item, dict):
-                video_id = ctx.resolve_video(str(item.get("video_id") or default_video))
+                video_id = str(item.get("video_id") or default_video)
                 start, end = float(item["start"]), float(item["end"])
             else:
                 start, end = (float(x) for x in item)

@@ -155,14 +155,12 @@ class LoopState:
     concluded: bool = False
 
 
-def format_observation(outcome: ToolOutcome, ctx: ToolContext) -> str:
-    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``,
-    its video ids shown as the opening prompt shows them (:meth:`ToolContext.shown_ids`)."""
+def format_observation(outcome: ToolOutcome) -> str:
+    """The text a tool message carries: a note, then the result as JSON inside ``<video_data>``."""
     if not outcome.ok:
-        return ctx.shown_ids(prompts.ERROR_NOTE.format(tool=outcome.tool, error=outcome.error))
+        return prompts.ERROR_NOTE.format(tool=outcome.tool, error=outcome.error)
     assert outcome.result is not None
-    data = ctx.shown_ids(quote_data(outcome.result.for_model()))
-    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{data}"
+    return f"{prompts.DATA_NOTE.format(tool=outcome.tool)}\n{quote_data(outcome.result.for_model())}"
 
 
 def normalise_args(arguments: dict[str, Any], *, digits: int = 0) -> str:
@@ -314,14 +312,13 @@ def run_tool_loop(ctx: ToolContext, request: StrategyRequest) -> Answer:
 
 
 def describe_videos(ctx: ToolContext, video_ids: Sequence[str]) -> list[dict[str, object]]:
-    """Id (as models are shown it, :meth:`ToolContext.shown_id`), file name, duration and clip
-    count of each video (what the opening prompt lists)."""
+    """Id, file name, duration and clip count of each video (what the opening prompt lists)."""
     videos: list[dict[str, object]] = []
     for video_id in video_ids:
         video = ctx.video(video_id)
         videos.append(
             {
-                "video_id": ctx.shown_id(video_id),
+                "video_id": video_id,
                 "file_name": video.file_name,
                 "duration": video.duration,
                 "clips": ctx.clip_count(video_id),
@@ -572,7 +569,7 @@ def _handle_reply(
                 return answer
             continue  # _finish appended the error observation
         outcome = run_tool(ctx, state, call)
-        observation = format_observation(outcome, ctx)
+        observation = format_observation(outcome)
         if not outcome.ok and call.name in ctx.registry.names:
             observation += shape_hint(state, call, ctx.registry.get(call.name).spec())
         state.messages.append(

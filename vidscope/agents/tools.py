@@ -17,7 +17,6 @@ import contextvars
 import functools
 import inspect
 import json
-import re
 import sys
 import time
 import typing
@@ -78,17 +77,6 @@ class ToolError(RuntimeError):
     """An expected tool failure (bad range, missing model, unknown video): reported, not retried."""
 
 
-#: Video ids as models are shown them: the first this many characters of the 64-hex id (the whole
-#: id when another video of the store starts the same way). The real 1.5B planner spent 57 output
-#: tokens writing a whole id into each call (tests/real_model, ask-dvd); 12 hex characters cost
-#: ~8. Tools, citations and answers take any unique start of an id back (:data:`MIN_ID_PREFIX`).
-SHOWN_ID_CHARS = 12
-#: The shortest start of an id taken as that video's (the CLI takes ids from 8 characters too).
-MIN_ID_PREFIX = 8
-#: A whole video id where it appears in text shown to a model (:meth:`ToolContext.shown_ids`).
-_WHOLE_ID = re.compile(r"\b[0-9a-f]{64}\b")
-
-
 class ToolContext:
     """What tools may use: settings, the store (read-only by convention), models, configuration.
 
@@ -120,7 +108,6 @@ class ToolContext:
         self.config = config or AgentConfig()
         self.registry = registry
         self._videos: dict[str, VideoRecord] = {}
-        self._id_index: dict[str, list[str]] | None = None
 
     @property
     def config(self) -> AgentConfig:
@@ -189,53 +176,6 @@ class ToolContext:
                 )
             self._videos[video_id] = record
         return self._videos[video_id]
-
-    def _store_ids(self) -> list[str]:
-        """Every video id of the store, read once per context."""
-        column = self.store.rows(self.store.videos, columns=["video_id"]).column("video_id")
-        return [str(v) for v in column.to_pylist()]
-
-    def _ids_by_start(self) -> dict[str, list[str]]:
-        """The store's video ids by their first :data:`SHOWN_ID_CHARS` characters (built once)."""
-        if self._id_index is None:
-            index: dict[str, list[str]] = {}
-            for video_id in self._store_ids():
-                index.setdefault(video_id[:SHOWN_ID_CHARS], []).append(video_id)
-            self._id_index = index
-        return self._id_index
-
-    def shown_id(self, video_id: str) -> str:
-        """How ``video_id`` is shown to a model: its first :data:`SHOWN_ID_CHARS` characters, or
-        the whole id when another video of the store starts with them too."""
-        short = video_id[:SHOWN_ID_CHARS]
-        return short if self._ids_by_start().get(short) == [video_id] else video_id
-
-    def shown_ids(self, text: str) -> str:
-        """``text`` (a tool result for a model) with every whole id of a stored video shortened as
-        :meth:`shown_id` shows it; other 64-hex strings are left as they are."""
-        index = self._ids_by_start()
-        return _WHOLE_ID.sub(
-            lambda m: self.shown_id(m[0]) if m[0] in index.get(m[0][:SHOWN_ID_CHARS], ()) else m[0], text
-        )
-
-    def resolve_video(self, given: str) -> str:
-        """The id of the video ``given`` names: the id itself, or the start of exactly one stored
-        video's id of at least :data:`MIN_ID_PREFIX` characters (as models are shown ids). An
-        unknown id is returned as given (:meth:`video` reports it); a start shared by several
-        videos is a :class:`ToolError`."""
-        given = given.strip()
-        if given in self._videos or len(given) < MIN_ID_PREFIX:
-            return given
-        index = self._ids_by_start()
-        starting = (
-            index.get(given[:SHOWN_ID_CHARS], [])
-            if len(given) >= SHOWN_ID_CHARS
-            else [v for ids in index.values() for v in ids]
-        )
-        matches = [v for v in starting if v.startswith(given)]
-        if len(matches) > 1:
-            raise ToolError(f"video_id {given!r} starts {len(matches)} videos' ids; give more of it")
-        return matches[0] if matches else given
 
     def clip_count(self, video_id: str) -> int:
         """How many clips ``video_id`` has (what the opening prompt lists)."""
@@ -630,11 +570,8 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
     except ValidationError as exc:
         return failed(validation_message(exc))
     try:
-        # Models are shown the start of each id (ToolContext.shown_id): the whole id is what the
-        # tool, its cache key and the trace get, also inside nested arguments (CVR's targets).
-        validated = _whole_ids(ctx, validated)
         for key, video_id in validated.items():
-            if isinstance(video_id, str) and _names_video(key):
+            if isinstance(video_id, str) and (key == "video_id" or key.endswith("_video_id")):
                 ctx.video(video_id)  # unknown ids fail here, before anything is cached
         if not ctx.config.tool_cache:
             # Uncached: run in this thread, no Prefect task (rollouts, the simulator).
@@ -676,25 +613,6 @@ def execute_tool(ctx: ToolContext, name: str, arguments: dict[str, Any]) -> Tool
         cached=cached,
         latency_s=time.perf_counter() - started,
     )
-
-
-def _names_video(key: str) -> bool:
-    return key == "video_id" or key.endswith("_video_id")
-
-
-def _whole_ids(ctx: ToolContext, value: Any) -> Any:
-    """``value`` (validated arguments) with every video id under a ``video_id`` key, at any depth,
-    resolved to the whole id (:meth:`ToolContext.resolve_video`)."""
-    if isinstance(value, dict):
-        return {
-            key: ctx.resolve_video(item)
-            if isinstance(item, str) and _names_video(key)
-            else _whole_ids(ctx, item)
-            for key, item in value.items()
-        }
-    if isinstance(value, list):
-        return [_whole_ids(ctx, item) for item in value]
-    return value
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -485,7 +485,7 @@ class _AviRun:
             self.perception_calls += 1
             self.looks.add(outcome.result, call.name)
         self._record(tool_step(0, call, outcome, reply, first=first, phase=phase))
-        return format_observation(outcome, self.contexts[phase])
+        return format_observation(outcome)
 
     def _refusal(self, phase: Phase, owner: Phase | None, call: ToolCall) -> str:
         """Why ``call`` cannot run in ``phase``: no tools in Review, an unknown tool, another phase's."""

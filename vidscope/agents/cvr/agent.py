@@ -350,7 +350,7 @@ def run_cvr(
                 inner = outcome.result.model_usage()
                 if inner is not None and not outcome.cached:
                     state.usage.add_model(inner)
-            observations.append(format_observation(outcome, ctx))
+            observations.append(format_observation(outcome))
             record(
                 TraceStep(
                     index=len(state.trace) + 1,

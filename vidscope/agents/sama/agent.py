@@ -281,9 +281,8 @@ def run_sama(
 
     def prompt(lines: list[str], next_turn: str = NEXT_TURN) -> list[ChatMessage]:
         """The planner's request: question, skills and evidence memory, then ``lines``, then
-        what to do now (``next_turn``), its video ids as the video list shows them (the memory's
-        notes hold whole ids: ToolContext.shown_ids)."""
-        system, user = _prompt(
+        what to do now (``next_turn``)."""
+        return _prompt(
             question,
             videos,
             skills,
@@ -296,7 +295,6 @@ def run_sama(
             overview=overview,
             next_turn=next_turn,
         )
-        return [system, ChatMessage(role="user", content=ctx.shown_ids(user.content or ""))]
 
     def reread(fact: Fact, start: float, end: float) -> list[Fact]:
         arguments = {

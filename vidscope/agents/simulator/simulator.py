@@ -302,10 +302,6 @@ class SimContext(ToolContext):
         if value is not None:
             raise ValueError("a simulated context cannot hold a store")
 
-    def _store_ids(self) -> list[str]:
-        """The script's video ids (what :meth:`shown_id` and :meth:`resolve_video` look among)."""
-        return [video.video_id for video in self.simulator.script.videos]
-
     def video(self, video_id: str) -> VideoRecord:
         """The script's video as a ``videos`` row; a :class:`ToolError` if the script lacks it."""
         return self.simulator.video_record(video_id)
