@@ -68,3 +68,45 @@ def test_keyword_ranking_reads_the_full_text_index_of_one_video(tmp_path: Path) 
     assert isinstance(outcome.result, ClipSearchResult)
     best = outcome.result.by_relevance()[0]
     assert best.clip_index == ANSWER_CLIP and "purple elephant" in (best.speech or "")
+
+
+def test_text_search_returns_what_lances_multi_column_query_returns(tmp_path: Path) -> None:
+    """``Store.text_search`` asks each indexed column alone and keeps each row's best score; Lance's
+    own ``MultiMatchQuery`` over the columns is the oracle: the same rows with the same scores,
+    best first, at every depth (ties at the k-th score aside: none here), with and without a
+    filter. The words sit in one column, in two, or in all three, so a wrong merge (a sum, or a
+    row missing from a column's list) changes a score or the rows."""
+    from lance.query import MultiMatchQuery
+
+    settings = make_settings(tmp_path / "data")
+    store = build_store(settings)
+    add_other_video(store)
+    rows = load_clips_rows(store)
+    words = ["harbour ferry", "ferry pier", "pier harbour lighthouse", "lighthouse", "garden ferry pier"]
+    for i, row in enumerate(rows):
+        row["caption"] = f"Caption: {words[i % 5]} {'ferry' * (i % 2)}"
+        row["transcript_text"] = f"{words[(i + 1) % 5]} said at {i}"
+        row["ocr_text"] = words[(i + 3) % 5].upper() if i % 3 else None
+    store.replace_video_rows(store.clips, VIDEO_ID, rows)
+    store.optimize()
+    columns = ["video_id", "clip_index"]
+    dataset = store.dataset(store.clips)
+    for query in ("ferry pier", "lighthouse harbour", "garden"):
+        for where in (None, f"video_id = '{VIDEO_ID}'"):
+            ranked = dataset.to_table(
+                full_text_query=MultiMatchQuery(query, store.fts_columns(store.clips)),
+                columns=[*columns, "_score"],
+                filter=where,
+                prefilter=where is not None,
+                limit=100,
+            ).to_pylist()
+            for k in (1, 3, 24):
+                oracle = ranked[:k]
+                found = store.text_search(store.clips, query, k, where=where, columns=columns)
+                scores = [round(r["_score"], 5) for r in oracle]
+                assert sorted(round(r["_score"], 5) for r in found) == sorted(scores), (query, where, k)
+                assert [r["_score"] for r in found] == sorted((r["_score"] for r in found), reverse=True)
+                # Unless the k-th score ties with the next, the k best rows are the very same.
+                if len(ranked) <= k or round(ranked[k]["_score"], 5) != scores[-1]:
+                    key = lambda r: (r["video_id"], r["clip_index"])  # noqa: E731
+                    assert sorted(map(key, found)) == sorted(map(key, oracle)), (query, where, k)

@@ -606,9 +606,9 @@ class Store:
         # Lance's own full-text search (see existing_dataset): BM25 in ``_score``, best first. A
         # row's score over several columns is its best column's, as Lance's MultiMatchQuery
         # scores it; a row among the k best by that score is among its best column's k best, so
-        # one k-deep match query per column, merged, gives the same rows. It is cheaper: at 10M
-        # clips the multi-column query took 29 ms p50 / 139 ms p95 against 20 / 53 for the three
-        # single ones (benchmarks/RESULTS.md, issue 44).
+        # one k-deep match query per column, merged, gives the same rows (up to ties at the k-th
+        # score). It is cheaper: at 10M clips the multi-column query took 29 ms p50 / 139 ms p95
+        # against 20 / 53 for the three single ones (benchmarks/RESULTS.md, issue 44).
         dataset = self.dataset(spec)
         best: dict[int, dict[str, Any]] = {}
         for column in indexed:
