@@ -258,8 +258,8 @@ class Tool:
     @functools.cached_property
     def result_schema(self) -> str:
         """Hash of the result model's schema: a changed result type never reads an old cached
-        result. Computed at the tool's first call, not at import: building the JSON schemas of
-        every declared tool cost a cold one-call question ~50 ms (issue 44)."""
+        result. Computed at the tool's first call, not at import: a question calls one or two of
+        the tools declared (DVD's four result schemas took ~20 ms to build; issue 44)."""
         return stable_hash(self.result_type.__qualname__, self.result_type.model_json_schema())
 
     def spec(self) -> ToolSpec:
