@@ -613,7 +613,7 @@ def moment_scale(
         print(f"  index {ix.name}: {ix.index_type} on {', '.join(ix.columns)}")
     vectors = table.count_rows("text_embedding IS NOT NULL")
     print(
-        f"  vector index asked for: IVF-PQ, cosine, {ann_partitions(vectors):,} partitions (sqrt of "
+        f"  vector index asked for: IVF-PQ, cosine, {ann_partitions(vectors):,} partitions (for "
         f"{vectors:,} vectors); queried with {ANN_NPROBES} probes, refine factor "
         f"{_moments().ANN_REFINE_FACTOR}"
     )

@@ -61,6 +61,11 @@ ANN_MIN_ROWS = 20_000
 #: 54x faster than an exact scan; 16 probes or refine 10 dropped recall below 0.9.
 ANN_NPROBES = 32
 ANN_REFINE_FACTOR = 20
+#: Vectors per IVF partition of a corpus ANN index (:func:`ann_partitions`). Recall follows the
+#: share of the vectors the probes read: at 10M synthetic clips, 32 probes of √N = 3,008
+#: partitions found 0.22 of the exact 50 nearest, 32 of 549 partitions 0.48 for ~5 ms more
+#: (benchmarks/RESULTS.md, issue 44; √N was the rule before).
+VECTORS_PER_PARTITION = 16_384
 #: Bytes of index data (full-text posting lists, IVF partitions, BTree pages) and of file metadata
 #: that one store keeps in memory between its reads: every dataset it opens shares one
 #: ``lance.Session``. Without it, each read opened its dataset with empty caches and loaded the
@@ -749,8 +754,8 @@ def lancedb_index() -> Any:
 
 
 def ann_partitions(vectors: int) -> int:
-    """IVF partitions for a corpus of ``vectors``: its square root (see ``benchmarks/clip_ann.py``)."""
-    return max(1, int(vectors**0.5))
+    """IVF partitions for a corpus of ``vectors``: one per :data:`VECTORS_PER_PARTITION`."""
+    return max(1, vectors // VECTORS_PER_PARTITION)
 
 
 def _retry_conflicts(write: Callable[[], T], what: str, attempts: int = 8) -> T:
