@@ -304,3 +304,24 @@ def test_a_read_while_another_thread_creates_the_table_waits_for_it(tmp_path) ->
         stop.set()
         reader.join()
     assert failures == []
+
+
+def test_a_store_keeps_its_index_caches_and_still_reads_what_another_store_wrote(tmp_path) -> None:
+    """Every dataset a store opens shares one ``lance.Session`` (indexes read once per process),
+    and a read still sees the newest version: rows, a new full-text index and rewritten text
+    committed by another store (another process, as the API beside an ingestion) are seen at once,
+    never a cached older index."""
+    reader, writer = Store(tmp_path / "data"), Store(tmp_path / "data")
+    writer.upsert(writer.clips, clip_rows("v1", 4, caption="harbour ferry "))
+    writer.optimize()
+    columns = ["video_id", "clip_index"]
+    assert {r["video_id"] for r in reader.text_search(reader.clips, "ferry", 10, columns=columns)} == {"v1"}
+    first, second = reader.dataset(reader.clips), reader.dataset(reader.clips)
+    assert first.session().is_same_as(second.session())  # one cache for every read
+
+    writer.upsert(writer.clips, clip_rows("v2", 3, caption="ferry pier "))
+    writer.replace_video_rows(writer.clips, "v1", clip_rows("v1", 4, caption="garden "))
+    writer.optimize()
+    found = reader.text_search(reader.clips, "ferry", 10, columns=columns)
+    assert sorted((r["video_id"], r["clip_index"]) for r in found) == [("v2", 0), ("v2", 1), ("v2", 2)]
+    assert reader.count(reader.clips) == 7
