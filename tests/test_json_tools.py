@@ -234,6 +234,39 @@ def test_a_call_written_as_a_tag_is_read() -> None:
     assert read_tool_reply("<function name=\"finish\" arguments='not json'/>", offered)[1] == []
 
 
+def test_a_call_written_as_an_element_named_after_the_tool_is_read() -> None:
+    """The real Qwen2.5-Coder 1.5B (DVD's question in question_speed.py, 2026-11-30) wrote its calls
+    as elements named after the tool with the arguments as attributes — its finish call three
+    times, so that its right answer, "C", was lost when they were read as no call. Quoted lists are
+    JSON; other quoted values stay text; bare values are read as in a code call."""
+    offered = ["clip_search", "finish"]
+    finished = '<tools>\n<finish answer="C" citations="[[10.0, 15.0]]" />\n</tools>'
+    assert [(c.name, c.arguments) for c in read_tool_reply(finished, offered)[1]] == [
+        ("finish", {"answer": "C", "citations": [[10.0, 15.0]]})
+    ]
+    searched = (
+        '<tools>\n<clip_search video_id="8e71a6b4c922293ce4c2784b5a4ccf0b112fff6869c6afb33a5e2942ff947db5" '
+        'query="ferry to North Point" top_k=1 />\n</tools>'
+    )
+    call = find_tool_call(searched, offered)
+    assert call is not None and call.arguments == {
+        "video_id": "8e71a6b4c922293ce4c2784b5a4ccf0b112fff6869c6afb33a5e2942ff947db5",
+        "query": "ferry to North Point",
+        "top_k": 1,
+    }
+    assert find_tool_call("<finish answer='42' citations='[]'>", offered).arguments == {  # type: ignore[union-attr]
+        "answer": "42",
+        "citations": [],
+    }
+    assert find_tool_call('<finish answer="Tom &amp; Jerry"/>', offered).arguments == {
+        "answer": "Tom & Jerry"
+    }  # type: ignore[union-attr]
+    # An element naming no offered tool, or one without attributes, is no call.
+    assert find_tool_call('<delete_all confirm="yes"/>', offered) is None
+    assert find_tool_call("<finish>Pier 7</finish>", offered) is None
+    assert find_tool_call('<video_data>\n{"a": 1}\n</video_data>', offered) is None
+
+
 def test_a_tool_named_as_in_a_paper_is_the_offered_one() -> None:
     """Papers name tools in CamelCase ("VideoReader", SAMA) and models copy them; the call is the
     offered tool's. A name that spells no offered tool, or two, stays unknown."""

@@ -14,6 +14,7 @@ cannot pose as instructions.
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import re
 import uuid
@@ -161,7 +162,7 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
         resolved = offered_name(name, allowed) if isinstance(name, str) else None
         if resolved is not None and isinstance(args, dict):
             return ToolCall(id=_text_call_id(text[:end]), name=resolved, arguments=args), match.start()
-    return _tag_syntax(text, allowed) or _call_syntax(text, allowed)
+    return _tag_syntax(text, allowed) or _element_syntax(text, allowed) or _call_syntax(text, allowed)
 
 
 #: The head of a call written as a JSON object, up to the opening of its arguments' object.
@@ -247,6 +248,45 @@ def _tag_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
             continue
         if isinstance(args, dict):
             return ToolCall(id=_text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
+    return None
+
+
+#: A call written as an element named after the tool, its arguments as attributes:
+#: ``<finish answer="C" citations="[[10.0, 15.0]]" />`` and ``<clip_search video_id="8e71…"
+#: query="ferry to North Point" top_k=1 />`` (the real Qwen2.5-Coder 1.5B, DVD's question with
+#: finish's schema shown inline, 2026-11-30: read as no call, its right answer was lost).
+_ELEMENT_CALL = re.compile(
+    r"<(?P<name>[A-Za-z_][A-Za-z0-9_]*)"
+    r"(?P<attrs>(?:\s+[A-Za-z_][A-Za-z0-9_]*\s*=\s*(?:\"[^\"]*\"|'[^']*'|[^\s\"'/>]+))+)\s*/?>"
+)
+_ELEMENT_ATTR = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'/>]+))")
+
+
+def _attribute_value(quoted: str | None, bare: str | None) -> Any:
+    """An element's attribute as a model wrote it: a quoted list or object is JSON (citations), any
+    other quoted value text (an answer "42" stays text); a bare value as in a code call (top_k=1)."""
+    if quoted is None:
+        return _call_value(bare or "")
+    value = html.unescape(quoted)
+    if value.strip()[:1] in ("[", "{"):
+        with contextlib.suppress(ValueError):
+            return loads_lenient(value)
+    return value
+
+
+def _element_syntax(text: str, allowed: set[str]) -> tuple[ToolCall, int] | None:
+    """A call written as :data:`_ELEMENT_CALL`, with its start."""
+    for match in _ELEMENT_CALL.finditer(text):
+        name = offered_name(match.group("name"), allowed)
+        if name is None:
+            continue
+        args = {
+            attr.group(1): _attribute_value(
+                attr.group(2) if attr.group(2) is not None else attr.group(3), attr.group(4)
+            )
+            for attr in _ELEMENT_ATTR.finditer(match.group("attrs"))
+        }
+        return ToolCall(id=_text_call_id(text[: match.end()]), name=name, arguments=args), match.start()
     return None
 
 
