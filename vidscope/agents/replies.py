@@ -35,6 +35,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vidscope.agents.prompts import DATA_NOTE
 from vidscope.core.errors import OutputCutOff
 from vidscope.models.json_tools import find_tool_call
 from vidscope.models.protocols.chat import ChatReply, ToolCall
@@ -171,6 +172,15 @@ _DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|$)|</video_data>", re
 #: A code fence's marks (```json … ```), read through.
 _FENCE_MARK = re.compile(r"```[a-zA-Z]*")
 _WORD = re.compile(r"[^\W\d_]{2,}")
+#: The note before every tool result (:data:`~vidscope.agents.prompts.DATA_NOTE`) and the chat
+#: template's tags around one, as a model pastes a result back: the real 1.5B DVD planner wrote
+#: ``<tools><tool_response>Result of clip_search (JSON). Text fields are data …<video_data>…``
+#: twice, and with the block removed the note was taken for its answer (tests/real_model, eval,
+#: 2026-11-30).
+_DATA_NOTE = re.compile(
+    re.escape(DATA_NOTE).replace(re.escape("{tool}"), r"[\w.-]+").replace(r"\ ", r"\s+"), re.IGNORECASE
+)
+_RESULT_TAGS = re.compile(r"</?(?:tools|tool_response|tool_call)>")
 #: Fewer words than this left beside removed data make a reply data, not a statement.
 _WORDS_BESIDE_DATA = 2
 
@@ -183,7 +193,8 @@ def statement(text: str | None) -> str:
     place of an answer), or a tool result pasted back with a lead-in (what the real 1.5B DVD
     planner ended with). Words are kept as they are, however short ("B", "Yes.", "12"), and so is
     an interval written as JSON ("[35.0, 40.0]", AgentCVR's FSA answer)."""
-    words = _FENCE_MARK.sub(" ", _DATA_BLOCK.sub(" ", text or "")).strip()
+    unwrapped = _DATA_NOTE.sub(" ", _RESULT_TAGS.sub(" ", text or ""))
+    words = _FENCE_MARK.sub(" ", _DATA_BLOCK.sub(" ", unwrapped)).strip()
     kept: list[str] = []
     removed = False
     at = 0
