@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, Field
+from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema
 
 from vidscope.agents import prompts
 from vidscope.agents.answers import read_cited_ranges
@@ -391,12 +391,37 @@ def _no_vision(ctx: ToolContext, video_id: str, question: str) -> FrameInspectRe
     )
 
 
+#: What the model is shown of finish's ``citations`` and ``choice``: the forms it should write,
+#: inline. The validators take more (one pair, "0:10-0:15" strings, a list of letters), and
+#: pydantic's own schema of them — a ``$defs`` entry for :class:`CitedMoment`, ``anyOf`` with null —
+#: made finish's spec 340 of the real 1.5B model's tokens, read with every question; shown so, 260
+#: (issue 44: a cold question's first prompt 1,515 -> 1,435 tokens).
+_CITATIONS_SHOWN = {
+    "type": "array",
+    "items": {
+        "anyOf": [
+            {"type": "array", "items": {"type": "number"}},
+            {
+                "type": "object",
+                "properties": {
+                    "video_id": {"type": "string"},
+                    "start": {"type": "number"},
+                    "end": {"type": "number"},
+                },
+            },
+        ]
+    },
+}
+_CHOICE_SHOWN = {"type": "string"}
+
+
 @tool(terminal=True)
 def finish(
     answer: Annotated[str, "The final answer to the question, in plain words."],
     citations: Annotated[
         list[list[float] | CitedMoment],
         BeforeValidator(read_cited_ranges),  # {start, end} objects, "0:10-0:15" strings, one pair
+        WithJsonSchema(_CITATIONS_SHOWN),
         Field(
             description="Time ranges [[start, end], ...] in seconds that support the answer; when "
             "several videos were searched, {video_id, start, end} objects."
@@ -404,6 +429,7 @@ def finish(
     ] = [],  # noqa: B006 - pydantic copies defaults
     choice: Annotated[
         str | list[str] | None,
+        WithJsonSchema(_CHOICE_SHOWN),
         "For multiple-choice questions: the letter of the chosen option (all the right letters, "
         'e.g. "AC", when several may be right).',
     ] = None,
