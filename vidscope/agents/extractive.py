@@ -23,7 +23,6 @@ from vidscope.agents.evidence import ClipHit, ClipSearchResult, load_clips, sear
 from vidscope.agents.runtime import Answer, StepCallback, TraceStep, UsageTotals
 from vidscope.agents.strategies import StrategyRequest
 from vidscope.agents.tools import ToolContext, ToolError, execute_tool
-from vidscope.agents.tools_library import LibrarySearchResult
 from vidscope.core.lexicon import keywords
 from vidscope.core.timecodes import fmt_time
 from vidscope.core.wording import plural
@@ -235,6 +234,10 @@ def answer_library_extractively(
     ]
     if on_step is not None:
         on_step(trace[0])
+    # Imported here: a question about one video never reads the library (and its moment search's
+    # models cost a cold `ask` ~10 ms to build; issue 44).
+    from vidscope.agents.tools_library import LibrarySearchResult
+
     if not isinstance(outcome.result, LibrarySearchResult) or not outcome.result.moments:
         reason = outcome.error or "no moment of the library matched the question"
         return Answer(

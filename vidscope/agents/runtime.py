@@ -54,8 +54,6 @@ from vidscope.agents.tools import (
     validation_message,
 )
 from vidscope.core.errors import ContextLengthExceeded, ModelOutputError
-from vidscope.evaluation.answers import extract_choice
-from vidscope.evaluation.metrics import letter_set
 from vidscope.models.json_tools import quote_data
 from vidscope.models.protocols.chat import ChatMessage, ChatReply, ToolCall, ToolSpec
 
@@ -82,6 +80,11 @@ def pick_choice(
     back to the single-letter reading."""
     if not options:
         return None
+    # The evaluation's readers, imported for questions with options only (its benchmark item
+    # models cost a cold open question ~4 ms to build; issue 44).
+    from vidscope.evaluation.answers import extract_choice
+    from vidscope.evaluation.metrics import letter_set
+
     if multi_select:
         for text in (_joined(choice), answer):
             chosen = letter_set(text, len(options))
