@@ -165,6 +165,17 @@ def test_what_a_model_writes_after_its_call_is_not_kept() -> None:
     assert read_tool_reply(fenced, offered)[0] == "Let me look."
     tagged = '<tool_call>\n{"name": "clip_retrieve", "arguments": {"query": "x"}}\n</tool_call>'
     assert read_tool_reply(tagged, offered)[0] is None
+    # The real 1.5B's DVD calls (tests/real_model, eval, 2026-11-30): inside its template's
+    # <tools> tag, or after a plan that opened inline code. Sent back as the turn's text, the
+    # dangling "<tools>" made it paste the next result back instead of reading it.
+    in_tools = '<tools>\n  <function name="clip_retrieve" arguments=\'{"query": "ferry ticket cost"}\'/>\n</'
+    assert read_tool_reply(in_tools, offered)[0] is None
+    stacked = '<tools>\n```json\n{"name": "clip_retrieve", "arguments": {"query": "x"}}\n```'
+    assert read_tool_reply(stacked, offered)[0] is None
+    planned = (
+        '### Step 2: Act\n- **Call the tool**: `\n{"name": "clip_retrieve", "arguments": {"query": "x"}}\n`'
+    )
+    assert read_tool_reply(planned, offered)[0] == "### Step 2: Act\n- **Call the tool**:"
 
 
 def test_read_tool_reply_leaves_everything_else_as_text() -> None:

@@ -454,9 +454,12 @@ def read_tool_reply(
     return reasoning, [call]
 
 
-#: What opens a written call and is left dangling once the call is taken out: a code fence or a
-#: Hermes ``<tool_call>`` tag.
-_CALL_OPENER = re.compile(r"(```[A-Za-z]*|<tool_call>)\s*$")
+#: What opens a written call and is left dangling once the call is taken out: a code fence or an
+#: inline-code mark, a Hermes ``<tool_call>`` tag, the ``<tools>`` tag of Qwen's template. Sent back
+#: as the turn's text, a dangling ``<tools>`` made the real 1.5B paste the tool's result back
+#: inside ``<tools><tool_response>`` instead of reading it (tests/real_model, eval, 2026-11-30;
+#: replayed against the server: without the tag it read the clips and answered).
+_CALL_OPENER = re.compile(r"(`{1,3}[A-Za-z]*|<tool_call>|<tools>)\s*$")
 
 
 def written_call(text: str | None, offered: Collection[str]) -> tuple[str | None, ToolCall] | None:
@@ -475,8 +478,10 @@ def written_call(text: str | None, offered: Collection[str]) -> tuple[str | None
     if found is None:
         return None
     call, start = found
-    before = _CALL_OPENER.sub("", text[:start]).strip()
-    return (before or None), call
+    before = text[:start].rstrip()
+    while (opened := _CALL_OPENER.sub("", before).rstrip()) != before:
+        before = opened  # openers stacked: "<tools>\n```json"
+    return (before.strip() or None), call
 
 
 # ---------------------------------------------------------------------------- quoting video text
