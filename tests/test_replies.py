@@ -244,6 +244,13 @@ def test_a_call_written_in_avis_review_is_refused_as_a_call(
         # read as a plan, it was told to call clip_search again and looped.
         ("I'll look at the clips returned by the `clip_search` function and identify the pier.", None),
         ("From the `clip_search` result: - The clips are sorted by their score.", None),
+        # ... and its answer after the search (question_speed.py, 2026-11-30), taken for a plan: told
+        # to call clip_search again, it answered the same way twice and ended forced.
+        (
+            'To answer the question "Which pier does the ferry to North Point leave from? ", we need '
+            "to look at the information provided by the `clip_search` tool.",
+            None,
+        ),
         ("I'll use the `clip_search` function to find the most relevant clips.", "clip_search"),
         ("I should confirm it with FrameInspect.", "frame_inspect"),
     ],

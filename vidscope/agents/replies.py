@@ -120,10 +120,13 @@ def tool_name_pattern(name: str) -> re.Pattern[str]:
 
 
 #: A tool named as where results came from, not as the next step: "the clips returned by the
-#: `clip_search` function", "From the clip_search result:" (the real 1.5B model discussing the
-#: result it just got, which a nudge to call the tool again turned into a loop).
+#: `clip_search` function", "From the clip_search result:", "the information provided by the
+#: `clip_search` tool" (the real 1.5B model discussing the result it just got, which a nudge to
+#: call the tool again turned into a loop).
 _SOURCE_BEFORE = re.compile(
-    r"(?:returned by|results? (?:of|from)|output of|from)\s+(?:the\s+)?[`'\"]?$", re.IGNORECASE
+    r"(?:(?:returned|provided|given|found|retrieved|reported) by|results? (?:of|from)|output of|from)"
+    r"\s+(?:the\s+)?[`'\"]?$",
+    re.IGNORECASE,
 )
 _SOURCE_AFTER = re.compile(
     r"^[`'\"]?\s*(?:function\s+|tool\s+|call\s+)?(?:results?|output|returned)\b", re.IGNORECASE
