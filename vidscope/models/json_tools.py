@@ -136,10 +136,24 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
     return found[0] if found else None
 
 
+#: A ``<video_data>`` block (:func:`quote_data`) as a model pastes it back, closed or running to the
+#: end of its reply.
+_DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|\Z)", re.DOTALL)
+
+
+def _outside_data(text: str) -> str:
+    """``text`` with every ``<video_data>`` block blanked out, offsets kept: what a model pastes
+    back of a tool's result is data, and a call inside it — text read from the video, such as an
+    on-screen ``finish(answer='…')`` — is never the model's call."""
+    return _DATA_BLOCK.sub(lambda m: " " * len(m.group()), text)
+
+
 def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall, int] | None:
-    """:func:`find_tool_call`'s call with the offset in ``text`` where it starts."""
+    """:func:`find_tool_call`'s call with the offset in ``text`` where it starts; never one inside a
+    pasted-back ``<video_data>`` block (:func:`_outside_data`)."""
     if not text:
         return None
+    text = _outside_data(text)
     allowed = set(allowed)
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", text):
