@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from vidscope.agents.prompts import DATA_NOTE
 from vidscope.core.errors import OutputCutOff
-from vidscope.models.json_tools import find_tool_call
+from vidscope.models.json_tools import DATA_BLOCK, find_tool_call
 from vidscope.models.protocols.chat import ChatReply, ToolCall
 
 ReplyKind = Literal["call", "prose", "data-echo", "cut-off", "empty"]
@@ -170,8 +170,6 @@ def concludes(text: str | None) -> bool:
     return bool(text) and _CONCLUSION.search(text or "") is not None
 
 
-#: A quoted data block as this project writes them (:func:`~vidscope.models.json_tools.quote_data`).
-_DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|$)|</video_data>", re.DOTALL)
 #: A code fence's marks (```json … ```), read through.
 _FENCE_MARK = re.compile(r"```[a-zA-Z]*")
 _WORD = re.compile(r"[^\W\d_]{2,}")
@@ -197,7 +195,7 @@ def statement(text: str | None) -> str:
     planner ended with). Words are kept as they are, however short ("B", "Yes.", "12"), and so is
     an interval written as JSON ("[35.0, 40.0]", AgentCVR's FSA answer)."""
     unwrapped = _DATA_NOTE.sub(" ", _RESULT_TAGS.sub(" ", text or ""))
-    words = _FENCE_MARK.sub(" ", _DATA_BLOCK.sub(" ", unwrapped)).strip()
+    words = _FENCE_MARK.sub(" ", DATA_BLOCK.sub(" ", unwrapped)).strip()
     kept: list[str] = []
     removed = False
     at = 0

@@ -136,16 +136,16 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
     return found[0] if found else None
 
 
-#: A ``<video_data>`` block (:func:`quote_data`) as a model pastes it back, closed or running to the
-#: end of its reply.
-_DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|\Z)", re.DOTALL)
+#: A ``<video_data>`` block (:func:`quote_data`) as a model pastes it back: closed, running to the
+#: end of its reply, or a closing tag left alone.
+DATA_BLOCK = re.compile(r"<video_data>.*?(?:</video_data>|\Z)|</video_data>", re.DOTALL)
 
 
 def _outside_data(text: str) -> str:
     """``text`` with every ``<video_data>`` block blanked out, offsets kept: what a model pastes
     back of a tool's result is data, and a call inside it — text read from the video, such as an
     on-screen ``finish(answer='…')`` — is never the model's call."""
-    return _DATA_BLOCK.sub(lambda m: " " * len(m.group()), text)
+    return DATA_BLOCK.sub(lambda m: " " * len(m.group()), text)
 
 
 def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall, int] | None:
