@@ -123,3 +123,46 @@ def test_the_numpy_gelu_is_the_exact_one_over_blocks_and_signs() -> None:
     exact = np.array([v / 2 * (1 + math.erf(v / math.sqrt(2))) for v in values.astype(np.float64)])
     assert got.shape == shaped.shape and got.dtype == np.float32
     assert np.abs(got.reshape(-1) - exact).max() < 2e-6  # A&S 7.1.26 (1.5e-7) and float32 rounding
+
+
+def test_the_tokenizer_built_from_vocab_gives_tokenizer_json_ids() -> None:
+    """A cold question builds the embedded MiniLM's tokenizer from ``vocab.txt`` (~10 ms less than
+    parsing ``tokenizer.json``): every id, mask and type id must be the pinned file's, on text of
+    every kind a video holds — accents, other scripts, CJK, emoji, control characters, special-token
+    literals, words past WordPiece's 100-character limit — and on a long text cut at 256 tokens."""
+    import random
+    from pathlib import Path
+
+    from vidscope.models.minilm_numpy import _tokenizer
+
+    model = Path(embedder_path())
+    from_json, from_vocab = (
+        _tokenizer(model, uncased_wordpiece=False),
+        _tokenizer(model, uncased_wordpiece=True),
+    )
+    texts = [
+        *TEXTS,
+        "Ein Mann öffnet die Tür — Ça coûte 12,50 €, naïve café",
+        "ÅNGSTRÖM Ünïcödé ḾÚŁŤÍ ﬁ ligature ½ ²",
+        "东京的天气很好 東京 ソウル 서울 Москва القاهرة हिन्दी ไทย",
+        "a dog 🐕‍🦺 runs 🏃🏽‍♀️ past 👍 the <b>sign</b> &amp; [CLS] [SEP] [MASK] [PAD] [UNK] [cls]",
+        "tab\tnew\nline\r\x00nul\x07bell\u200bzero-width\u00adsoft\ufeffbom",
+        "x" * 150 + " supercalifragilisticexpialidocious" * 4,
+        "14:32:07 2026-11-30 CAM-03 frame 000123 — $1,234.56 (approx.) e.g. U.S.A. don't",
+        "the red door " * 200,
+    ]
+    rng = random.Random(44)
+    alphabet = [
+        chr(c) for c in (*range(32, 127), *range(0xC0, 0x17F), *range(0x370, 0x3FF), *range(0x4E00, 0x4E40))
+    ]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300))) for _ in range(200)]
+    for tokenizer in (from_json, from_vocab):
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(256)
+    for expected, got in zip(from_json.encode_batch(texts), from_vocab.encode_batch(texts), strict=True):
+        assert (got.ids, got.attention_mask, got.type_ids) == (
+            expected.ids,
+            expected.attention_mask,
+            expected.type_ids,
+        )
+    assert len(from_json.encode(texts[-201]).ids) == 256  # the long text was cut
