@@ -5,7 +5,8 @@ Builds the tier's narrated harbour tour (tests/real_model/facts.py), ingests it 
 embedded default, starts llama.cpp's server with Qwen2.5-Coder-1.5B-Instruct (the tier's pinned
 model, tests/real_model/llama_server.py; 2 threads, one slot, temperature 0, seed 1234) behind the
 tier's recording proxy, and asks the tier's ask-dvd question ``--rounds`` times with the tier's
-agent settings. Each row is one model request: prompt tokens sent, processed (not taken from the
+agent settings (``--agent avi``: the tier's ask-avi question instead, with ``--agent avi``). Each
+row is one model request: prompt tokens sent, processed (not taken from the
 server's prompt cache), output tokens, and the server's own milliseconds for reading the prompt
 and for writing the reply. With ``--before DIR`` (a source tree of an earlier commit, e.g.
 ``git archive <commit> | tar -x -C DIR``) the same question runs with ``PYTHONPATH=DIR`` in the
@@ -14,7 +15,7 @@ names the server's draftless speculative decoding (``llama-server --spec-type``)
 comma-separated to compare them in one run (each tree with each).
 
     .venv/bin/python benchmarks/question_speed.py [--rounds 2] [--before DIR] [--work DIR] [--warm]
-        [--speculative none,ngram-map-k]
+        [--speculative none,ngram-map-k] [--agent avi]
 
 The server runs at a raised CPU priority where allowed (root). A fresh server per tree and round
 keeps one tree's prompt cache from helping the other; the question is the same each round, so the
@@ -43,9 +44,29 @@ from facts import HARBOUR_FACTS  # noqa: E402
 from llama_server import SPECULATIVE  # noqa: E402
 from recorder import Exchange, RecordingProxy, exchange_lines  # noqa: E402
 
-QUESTION = "Which pier does the ferry to North Point leave from?"
-OPTIONS = ["pier three", "pier five", "pier seven", "pier nine"]
-GOLD = "C"
+
+@dataclass(frozen=True)
+class Question:
+    """A question of the real-model tier (tests/real_model/record.py) and the agent that asks it."""
+
+    text: str
+    options: list[str]
+    gold: str
+    agent: str
+
+
+#: The tier's ask-dvd and ask-avi questions (the goal is DVD's).
+QUESTIONS = {
+    "dvd": Question(
+        "Which pier does the ferry to North Point leave from?",
+        ["pier three", "pier five", "pier seven", "pier nine"],
+        "C",
+        "dvd",
+    ),
+    "avi": Question(
+        "In which year was the lighthouse painted green?", ["1975", "1985", "1990", "2001"], "C", "avi"
+    ),
+}
 ALIAS = "qwen2.5-coder-1.5b-instruct"
 GOAL_SECONDS = 60.0
 
@@ -77,6 +98,7 @@ def _config(root: Path, base_url: str | None) -> Path:
             "timeout_s = 600\nmax_retries = 1\nmax_concurrency = 1\n"
             'tool_calling = "native"\ncache = false\n\n'
             "[agent]\nmax_steps = 6\ntop_k = 8\nmax_tokens = 384\ntemperature = 0.0\n"
+            "avi_max_iterations = 6\n"
         )
     config.write_text(text)
     return config
@@ -158,6 +180,7 @@ def _ask(
     model: Path,
     threads: int,
     *,
+    question: Question = QUESTIONS["dvd"],
     warm: bool = False,
     speculative: str = "none",
     label: str = "now",
@@ -171,7 +194,8 @@ def _ask(
         started = time.monotonic()
         done = _vidscope(
             root,
-            ["ask", str(video), QUESTION, "--options", *OPTIONS, "--json", "--trace"],
+            ["ask", str(video), question.text, "--options", *question.options, "--agent", question.agent]
+            + ["--json", "--trace"],
             tree,
             proxy.base_url,
         )
@@ -197,7 +221,7 @@ def _ask(
     }
 
 
-def _report(label: str, run: dict[str, Any]) -> str:
+def _report(label: str, run: dict[str, Any], gold: str) -> str:
     rows = []
     for i, e in enumerate(run["exchanges"], 1):
         read_s, write_s = _timings(e)
@@ -210,7 +234,7 @@ def _report(label: str, run: dict[str, Any]) -> str:
     processed = sum(e.prompt_tokens - e.cached_tokens for e in exchanges)
     output = sum(e.completion_tokens for e in exchanges)
     answer = run["answer"]
-    right = (answer.get("choice") or "").strip().upper() == GOLD
+    right = (answer.get("choice") or "").strip().upper() == gold
     head = (
         f"  {label}: exit {run['exit']}, {run['seconds']:.0f} s, {len(exchanges)} requests, prompt {prompt:,}"
         f" (processed {processed:,}) / output {output:,}, answer {answer.get('choice')!r}"
@@ -228,6 +252,7 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a source tree of an earlier commit")
     parser.add_argument("--work", type=Path, help="keep the video and the store here (reused)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--agent", choices=sorted(QUESTIONS), default="dvd", help="whose tier question")
     parser.add_argument(
         "--warm", action="store_true", help=f"ask {WARM_UP!r} first on the same server (not measured)"
     )
@@ -265,14 +290,21 @@ def main() -> None:
         for kind in kinds
     ]
     warmed = f"; asked after {WARM_UP!r} on the same server" if args.warm else ""
-    print(f"{QUESTION}  (gold {GOLD}; {os.cpu_count()} cores, {args.threads} server threads{warmed})")
+    question = QUESTIONS[args.agent]
+    print(
+        f"{question.text}  ({question.agent}, gold {question.gold}; {os.cpu_count()} cores, "
+        f"{args.threads} server threads{warmed})"
+    )
     seconds: dict[str, list[float]] = {label: [] for label, _, _ in runs}
     for round_ in range(1, args.rounds + 1):
         print(f"round {round_}")
         for label, tree, kind in runs:
-            run = _ask(root, video, tree, model, args.threads, warm=args.warm, speculative=kind, label=label)
+            run = _ask(
+                root, video, tree, model, args.threads,
+                question=question, warm=args.warm, speculative=kind, label=label,
+            )  # fmt: skip
             seconds[label].append(run["seconds"])
-            print(_report(label, run), flush=True)
+            print(_report(label, run, question.gold), flush=True)
     for label, values in seconds.items():
         best = min(values)
         verdict = "met" if best <= GOAL_SECONDS else "NOT met"

@@ -92,6 +92,25 @@ def test_find_tool_call_accepts_the_alternative_keys_and_string_arguments() -> N
     assert call is not None and call.arguments == {}
 
 
+def test_a_call_keyed_by_the_tools_name_is_read() -> None:
+    """The real 1.5B model, offered AVI's eight tools at once, wrote its calls as an object keyed by
+    the tool's name (benchmarks/question_speed.py --agent avi, 2026-11-30): read as no call, it
+    wrote the same call again, then answered from nothing."""
+    written = (
+        '```json\n{\n  "clip_retrieve": {\n    "video_id": "8e71a6b4", \n'
+        '    "query": "lighthouse painted green",\n    "k": 16\n  }\n}\n```'
+    )
+    call = find_tool_call(written, ["clip_retrieve", "clip_merge"])
+    assert call is not None and call.name == "clip_retrieve"
+    assert call.arguments == {"video_id": "8e71a6b4", "query": "lighthouse painted green", "k": 16}
+    assert find_tool_call('{"Clip-Retrieve": {"query": "x"}}', ["clip_retrieve"]) is not None
+    # Not a call: a key that names no offered tool, more than one key, or a value that is no object.
+    assert find_tool_call('{"clip_merge": {"query": "x"}}', ["clip_retrieve"]) is None
+    assert find_tool_call('{"clip_retrieve": {"query": "x"}, "note": 1}', ["clip_retrieve"]) is None
+    assert find_tool_call('{"clip_retrieve": "lighthouse"}', ["clip_retrieve"]) is None
+    assert find_tool_call('{"answer": {"text": "1990"}}', ["clip_retrieve", "finish"]) is None
+
+
 def test_find_tool_call_ignores_what_is_not_a_json_call() -> None:
     allowed = ["clip_search"]
     assert find_tool_call(None, allowed) is None

@@ -127,7 +127,9 @@ def find_tool_call(text: str | None, allowed: Iterable[str]) -> ToolCall | None:
     """The first tool call written in ``text`` whose name is in ``allowed``, else None.
 
     Accepts ``{"tool"|"name"|"function": ..., "arguments"|"args"|"parameters": {...}}`` anywhere in
-    the text (prose around it is ignored), arguments given as a JSON string decoded, and a call
+    the text (prose around it is ignored), arguments given as a JSON string decoded, an object
+    whose one key is an offered tool's name and whose value is its arguments (``{"clip_retrieve":
+    {"query": …}}``, as the real 1.5B model writes when many tools are declared), and a call
     written as code (:func:`_call_syntax`). Only a complete call is read: its JSON object or its
     parentheses must close. The id is derived from the text, so the same reply always yields the
     same call id.
@@ -168,6 +170,10 @@ def locate_tool_call(text: str | None, allowed: Iterable[str]) -> tuple[ToolCall
             continue
         name = value.get("tool") or value.get("name") or value.get("function")
         args = value.get("arguments", value.get("args", value.get("parameters", {})))
+        if name is None and len(value) == 1:  # {"clip_retrieve": {...}}: the tool's name as the key
+            ((name, args),) = value.items()
+            if not isinstance(args, dict):
+                continue
         if isinstance(args, str):
             try:
                 args = json.loads(args)
