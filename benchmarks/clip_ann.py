@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from vidscope.agents.moments import MomentFilters, search_moments
-from vidscope.storage.store import ANN_NPROBES, ANN_REFINE_FACTOR, Store
+from vidscope.storage.store import ANN_REFINE_FACTOR, Store, ann_probes
 
 DIM = 384
 TOP_K = 16
@@ -209,14 +209,15 @@ def run(clips: int, queries: int, seed: int, out: Path, *, reuse: bool = False) 
     pool = [v for v in stored.column("text_embedding").to_pylist() if v is not None]
     picks = rng.choice(len(pool), size=queries, replace=False)
     vectors = _unit(np.asarray([pool[i] for i in picks]) + rng.normal(scale=0.03, size=(queries, DIM)))
+    shipped = ann_probes(store.ann_partitions_of(store.clips) or 1)
     exact(store, vectors[0])  # warm the files and caches of both paths once
-    ann(store, vectors[0], ANN_NPROBES, ANN_REFINE_FACTOR)
+    ann(store, vectors[0], shipped, ANN_REFINE_FACTOR)
 
     print(f"\n{queries} queries, top {TOP_K}; exact = flat scan of every vector (index bypassed)")
     print(f"{'nprobes':>8}{'refine':>8}{'exact ms':>10}{'ANN ms':>9}{'exact/ANN':>11}{'recall@16':>11}")
     settings = [
-        (ANN_NPROBES, ANN_REFINE_FACTOR),
-        *(s for s in SWEEP if s != (ANN_NPROBES, ANN_REFINE_FACTOR)),
+        (shipped, ANN_REFINE_FACTOR),
+        *(s for s in SWEEP if s != (shipped, ANN_REFINE_FACTOR)),
     ]
     for nprobes, refine in settings:
         exact_s, ann_s, recalls = [], [], []
@@ -227,7 +228,7 @@ def run(clips: int, queries: int, seed: int, out: Path, *, reuse: bool = False) 
             ann_s.append(seconds)
             recalls.append(len(set(truth) & set(found)) / len(truth))
         ratio = statistics.median(e / a for e, a in zip(exact_s, ann_s, strict=True))
-        label = " (default)" if (nprobes, refine) == (ANN_NPROBES, ANN_REFINE_FACTOR) else ""
+        label = " (default)" if (nprobes, refine) == (shipped, ANN_REFINE_FACTOR) else ""
         print(
             f"{nprobes:>8}{refine:>8}{statistics.median(exact_s) * 1000:>10.1f}"
             f"{statistics.median(ann_s) * 1000:>9.1f}{ratio:>10.1f}x{statistics.mean(recalls):>11.3f}{label}"

@@ -575,7 +575,7 @@ def moment_scale(
 
     The store is :func:`clip_ann.generate`'s (clustered 384-d vectors, 12 made-up words of speech
     per clip, on-screen text on one in five), indexed by ``Store.optimize`` as ingestion does
-    (IVF-PQ on the vectors, FTS on caption, speech and on-screen text, BTree on ``video_id``). The
+    (IVF-RQ on the vectors, FTS on caption, speech and on-screen text, BTree on ``video_id``). The
     build prints its time (write, then indexes), the indexes and their parameters, the store's
     size on disk and the build's peak RSS. The queries then run in a fresh process (this script
     again, ``--query-only``), as a search would after ingestion, so its peak RSS is the query
@@ -587,7 +587,7 @@ def moment_scale(
     from clip_ann import disk_bytes
     from clip_ann import generate as generate_clips
 
-    from vidscope.storage.store import ANN_NPROBES, ann_partitions
+    from vidscope.storage.store import ann_partitions, ann_probes
 
     print(f"moment search: {clips:,} synthetic clips in {out}")
     store = Store(out, text_dim=CLIP_DIM) if reuse and out.exists() else None
@@ -613,8 +613,9 @@ def moment_scale(
         print(f"  index {ix.name}: {ix.index_type} on {', '.join(ix.columns)}")
     vectors = table.count_rows("text_embedding IS NOT NULL")
     print(
-        f"  vector index asked for: IVF-PQ, cosine, {ann_partitions(vectors):,} partitions (for "
-        f"{vectors:,} vectors); queried with {ANN_NPROBES} probes, refine factor "
+        f"  vector index asked for: IVF-RQ, cosine, {ann_partitions(vectors):,} partitions (for "
+        f"{vectors:,} vectors); queried with {ann_probes(store.ann_partitions_of(store.clips) or 1)} "
+        "probes, refine factor "
         f"{_moments().ANN_REFINE_FACTOR}"
     )
     print(f"  vector index as built: {_ivf_shape(store)}")
@@ -630,7 +631,7 @@ def moment_scale(
 
 
 def _ivf_shape(store: Store) -> str:
-    """The clip vector index as Lance reports it after ``optimize``: partitions, their sizes, PQ.
+    """The clip vector index as Lance reports it after ``optimize``: partitions, their sizes, codes.
 
     ``table.optimize()`` (run by ``Store.optimize`` after the index is built) rebalances IVF
     partitions in Lance 14, so the partitions asked for are not those that stay.
@@ -643,10 +644,15 @@ def _ivf_shape(store: Store) -> str:
     shapes = []
     for index in dataset.stats.index_stats(names[0])["indices"]:
         sizes = [p["size"] for p in index["partitions"]]
-        pq = index.get("sub_index", {})
+        sub = index.get("sub_index", {})
+        codes = (
+            f"{sub.get('num_sub_vectors')} sub-vectors of {sub.get('nbits')} bits"
+            if "num_sub_vectors" in sub
+            else f"{sub.get('index_type')} codes of {sub.get('code_dim')} x {sub.get('num_bits')} bit"
+        )
         shapes.append(
             f"{index['index_type']}, {index['num_partitions']:,} partitions of {min(sizes):,}-"
-            f"{max(sizes):,} vectors, {pq.get('num_sub_vectors')} sub-vectors of {pq.get('nbits')} bits"
+            f"{max(sizes):,} vectors, {codes}"
         )
     return "; ".join(shapes)
 
@@ -785,13 +791,17 @@ def ann_depth_recall(store: Store, vectors: Sequence[np.ndarray], depth: int, co
     )
     _sweep(store, vectors, truths, depth, columns, "refine_factor", (5, 10, 20, shipped), shipped, {})
     # The partitions probed, at the shipped refine factor: whether the candidates or their
-    # ranking limit recall (store.ANN_NPROBES is a count, not a share of the partitions).
-    from vidscope.storage.store import ANN_NPROBES
+    # ranking limit recall; the shipped count is a share of the partitions (store.ann_probes).
+    from vidscope.storage.store import ANN_MIN_PROBES, ann_probes
 
-    print(f"\nthe same, refine factor {shipped}: partitions probed, ms p50 / p95, recall@{depth}")
-    probes = (ANN_NPROBES, 64, 128, 256, 512)
+    partitions = store.ann_partitions_of(store.clips) or 1
+    print(
+        f"\nthe same, refine factor {shipped}: partitions probed (of {partitions:,}), "
+        f"ms p50 / p95, recall@{depth}"
+    )
+    probes = (ANN_MIN_PROBES, *(max(1, round(partitions * share)) for share in (0.125, 0.25, 0.5, 1.0)))
     refine = {"refine_factor": shipped}
-    _sweep(store, vectors, truths, depth, columns, "nprobes", probes, ANN_NPROBES, refine)
+    _sweep(store, vectors, truths, depth, columns, "nprobes", probes, ann_probes(partitions), refine)
 
 
 def _sweep(

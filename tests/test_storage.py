@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from datetime import UTC, datetime
 
@@ -12,6 +13,7 @@ import pytest
 from vidscope.storage import Store, StoreError
 from vidscope.storage.schema import SCHEMA_VERSION_KEY
 from vidscope.storage.sql import SqlError, query
+from vidscope.storage.store import lancedb_index
 from vidscope.storage.videos import VideoNotFound, find_video
 
 
@@ -243,7 +245,7 @@ def test_per_video_search_is_exact_and_corpus_search_uses_the_ann_index(tmp_path
     rows = _random_clips(n_videos=40, per_video=100, dim=64)
     store.upsert(store.clips, rows)
     done = store.optimize(ann_min_rows=1000)
-    assert "ivf_pq(text_embedding, 4,000 vectors)" in done["clips"]
+    assert "ivf_rq(text_embedding, 4,000 vectors)" in done["clips"]
     assert "text_embedding" in {c for ix in store.table(store.clips).list_indices() for c in ix.columns}
 
     matrix = np.array([r["text_embedding"] for r in rows])
@@ -267,7 +269,7 @@ def test_corpus_ann_skips_clips_without_vectors_and_is_retrained_when_the_corpus
     for row in rows[::5]:
         row["text_embedding"] = None  # clips not embedded yet
     store.upsert(store.clips, rows)
-    assert "ivf_pq(text_embedding, 1,600 vectors)" in store.optimize(ann_min_rows=1000)["clips"]
+    assert "ivf_rq(text_embedding, 1,600 vectors)" in store.optimize(ann_min_rows=1000)["clips"]
     query = next(r["text_embedding"] for r in rows if r["text_embedding"] is not None)
     found = store.nearest(store.clips, query, 50, columns=["video_id", "clip_index"])
     unembedded = {(r["video_id"], r["clip_index"]) for r in rows[::5]}
@@ -275,11 +277,45 @@ def test_corpus_ann_skips_clips_without_vectors_and_is_retrained_when_the_corpus
 
     # A little growth is added to the existing index; doubling the vectors retrains it.
     store.upsert(store.clips, _random_clips(n_videos=25, per_video=100, dim=64, seed=3)[2000:])
-    assert "ivf_pq" not in store.optimize(ann_min_rows=1000)["clips"]
+    assert "ivf_rq" not in store.optimize(ann_min_rows=1000)["clips"]
     store.upsert(store.clips, _random_clips(n_videos=40, per_video=100, dim=64, seed=4)[2500:])
-    assert "ivf_pq(text_embedding, 3,600 vectors) rebuilt" in store.optimize(ann_min_rows=1000)["clips"]
+    assert "ivf_rq(text_embedding, 3,600 vectors) rebuilt" in store.optimize(ann_min_rows=1000)["clips"]
     names = [ix.name for ix in store.table(store.clips).list_indices() if ix.columns == ["text_embedding"]]
-    assert names == ["text_embedding_ivfpq_3600"]
+    assert names == ["text_embedding_ivfrq_3600"]
+
+
+def test_corpus_queries_probe_a_share_of_the_partitions_the_index_has(tmp_path) -> None:
+    """Recall follows the share of the vectors read (issue 44): a query probes ANN_PROBE_SHARE of the
+    partitions Lance's index holds after optimize (which splits partitions: not those asked for),
+    at least ANN_MIN_PROBES; an index of an earlier version (IVF-PQ) is used and kept."""
+    from vidscope.storage.store import ANN_MIN_PROBES, ANN_PROBE_SHARE, ann_probes
+
+    assert ann_probes(5) == 5 and ann_probes(40) == ANN_MIN_PROBES
+    assert ann_probes(549) == math.ceil(ANN_PROBE_SHARE * 549) > ANN_MIN_PROBES
+
+    store = Store(tmp_path / "data", text_dim=64)
+    rows = _random_clips(n_videos=40, per_video=100, dim=64)
+    store.upsert(store.clips, rows)
+    assert store.ann_partitions_of(store.clips) is None  # no index yet
+    store.optimize(ann_min_rows=1000)
+    dataset = store.existing_dataset(store.clips)
+    name = next(ix.name for ix in store.table(store.clips).list_indices() if ix.columns == ["text_embedding"])
+    built = max(index["num_partitions"] for index in dataset.stats.index_stats(name)["indices"])
+    assert store.ann_partitions_of(store.clips) == built
+
+    # An IVF-PQ index built by an earlier version answers and is not rebuilt before the corpus doubles.
+    table = store.table(store.clips)
+    table.drop_index(name)
+    table.create_index(
+        "text_embedding",
+        config=lancedb_index().IvfPq(distance_type="cosine", num_partitions=4),
+        name="text_embedding_ivfpq_4000",
+    )
+    assert store.ann_partitions_of(store.clips) == 4
+    query = np.asarray(rows[7]["text_embedding"])
+    found = store.nearest(store.clips, query, 5, columns=["video_id", "clip_index"])
+    assert (found[0]["video_id"], found[0]["clip_index"]) == ("v000", 7)
+    assert "ivf_rq" not in store.optimize(ann_min_rows=1000)["clips"]
 
 
 def test_a_read_while_another_thread_creates_the_table_waits_for_it(tmp_path) -> None:

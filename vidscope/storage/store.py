@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import os
 import random
 import threading
 import time
@@ -56,15 +58,22 @@ DEFAULT_IMAGE_DIM = 512
 DEFAULT_VIDEO_DIM = 512
 #: Corpus-wide ANN indexes are only worth building above this many vectors; below it, flat search.
 ANN_MIN_ROWS = 20_000
-#: IVF partitions probed and the refine factor of corpus-wide ANN queries, chosen on 1M clustered
-#: 384-d clip vectors (benchmarks/clip_ann.py, RESULTS.md): 32/20 kept recall@16 at 0.99 and was
-#: 54x faster than an exact scan; 16 probes or refine 10 dropped recall below 0.9.
-ANN_NPROBES = 32
+#: The refine factor of corpus-wide ANN queries, chosen on 1M clustered 384-d clip vectors
+#: (benchmarks/clip_ann.py, RESULTS.md): with 32 probes, 20 kept recall@16 at 0.99.
 ANN_REFINE_FACTOR = 20
-#: Vectors per IVF partition of a corpus ANN index (:func:`ann_partitions`). Recall follows the
-#: share of the vectors the probes read: at 10M synthetic clips, 32 probes of √N = 3,008
-#: partitions found 0.22 of the exact 50 nearest, 32 of 549 partitions 0.48 for ~5 ms more
-#: (benchmarks/RESULTS.md, issue 44; √N was the rule before).
+#: Share of a corpus ANN index's IVF partitions a query probes (:func:`ann_probes`). Recall follows
+#: the share of the vectors the probes read, not their count: at 10M synthetic clips (IVF-RQ,
+#: 1,809 partitions after Lance's optimize) 32 probes found 0.43 of the exact 50 nearest, a quarter
+#: of the partitions 0.87, half 0.97 (ANN 43 ms p50), 70 % 0.99 (51 ms, and moment search's p95
+#: just over 100 ms); on real MiniLM vectors of 18,843 video-moment sentences a quarter found 0.95
+#: (benchmarks/search_scale.py, benchmarks/real_vectors.py; RESULTS.md, issue 44).
+ANN_PROBE_SHARE = 0.5
+#: Fewest partitions a query probes (every one when the index has fewer): the fixed count used
+#: before the share, which small indexes keep.
+ANN_MIN_PROBES = 32
+#: Vectors per IVF partition of a corpus ANN index (:func:`ann_partitions`). At 10M synthetic
+#: clips, 32 probes of √N = 3,008 partitions found 0.22 of the exact 50 nearest, 32 of 549
+#: partitions 0.48 for ~5 ms more (benchmarks/RESULTS.md, issue 44; √N was the rule before).
 VECTORS_PER_PARTITION = 16_384
 #: Bytes of index data (full-text posting lists, IVF partitions, BTree pages) and of file metadata
 #: that one store keeps in memory between its reads: every dataset it opens shares one
@@ -141,6 +150,8 @@ class Store:
         self._lock = threading.Lock()
         self._checked: set[str] = set()
         self._lance_session: Any = None
+        #: Partitions of each corpus ANN index, by its segments' ids (:meth:`ann_partitions_of`).
+        self._index_partitions: dict[tuple[str, ...], int] = {}
 
     # ------------------------------------------------------------------ tables
 
@@ -540,7 +551,7 @@ class Store:
         video_id: str | None = None,
         where: str | None = None,
         columns: Sequence[str] | None = None,
-        nprobes: int = ANN_NPROBES,
+        nprobes: int | None = None,
         refine_factor: int = ANN_REFINE_FACTOR,
     ) -> list[dict[str, Any]]:
         """The ``k`` rows whose vector is closest (cosine) to ``vector``, nearest first.
@@ -548,8 +559,9 @@ class Store:
         Within one video, or under a Lance SQL filter ``where``, the search is exact: an ANN index
         with a selective filter can return fewer than ``k`` rows, so the index is bypassed and the
         matching rows are scanned (fast with the BTree index on ``video_id``). Across the corpus
-        the ANN index is used when one exists (``nprobes`` partitions, candidates re-ranked by exact
-        distance ``refine_factor`` x ``k`` deep), with no filter at all: rows without a vector
+        the ANN index is used when one exists (``nprobes`` partitions, by default
+        :data:`ANN_PROBE_SHARE` of them, :func:`ann_probes`; candidates re-ranked by exact distance
+        ``refine_factor`` x ``k`` deep), with no filter at all: rows without a vector
         (clips not embedded yet) never match a vector query, and a ``IS NOT NULL`` prefilter made
         Lance scan every row, which cost the index nearly all of its speed at 1M clips.
         """
@@ -577,7 +589,11 @@ class Store:
             filter_sql = " AND ".join(filters)
             nearest["use_index"] = False  # exact: scan the rows the prefilter keeps
         else:
-            nearest.update(nprobes=nprobes, refine_factor=refine_factor)
+            if nprobes is None:
+                nprobes = ann_probes(self._partitions(dataset, column) or ANN_MIN_PROBES)
+            # Partitions searched on every core (Lance's default reads them one after another): at
+            # 10M clips, 904 probes took 40 / 55 ms p50 / p95 on one, 38 / 40 ms on both.
+            nearest.update(nprobes=nprobes, refine_factor=refine_factor, query_parallelism=-1)
         found = dataset.to_table(
             columns=[*columns, "_distance"] if columns is not None else None,
             nearest=nearest,
@@ -586,6 +602,36 @@ class Store:
         )
         rows: list[dict[str, Any]] = found.to_pylist()
         return rows
+
+    def ann_partitions_of(self, spec: TableSpec) -> int | None:
+        """The IVF partitions of ``spec``'s corpus ANN index (the most of any of its segments), or
+        None without one. Lance's ``optimize`` splits partitions it finds too large (at 90k
+        synthetic clips the 5 asked for became 18), so the number asked for at build time is not
+        it. Read once per index (its segments' ids), without the centroids (~1 ms; with them, 40 ms
+        at 2M clips)."""
+        dataset = self.existing_dataset(spec)
+        return (
+            None
+            if dataset is None or spec.vector_column is None
+            else self._partitions(dataset, spec.vector_column)
+        )
+
+    def _partitions(self, dataset: Any, column: str) -> int | None:
+        segments = [
+            ix
+            for ix in dataset.list_indices()
+            if list(ix.get("fields") or []) == [column] and str(ix.get("type", "")).startswith("IVF")
+        ]
+        if not segments:
+            return None
+        key = tuple(sorted(str(ix.get("uuid")) for ix in segments))
+        partitions = self._index_partitions.get(key)
+        if partitions is None:
+            os.environ.setdefault("LANCE_INCLUDE_VECTOR_CENTROIDS", "false")  # read by index_stats
+            stats = dataset.stats.index_stats(segments[0]["name"])
+            partitions = max(int(index.get("num_partitions") or 1) for index in stats["indices"])
+            self._index_partitions[key] = partitions
+        return partitions
 
     def text_search(
         self,
@@ -724,7 +770,14 @@ class Store:
         ``table.optimize()`` (run right after) adds new rows to an existing index, but its
         partitions stay those trained on the corpus it was built for; once the vectors have doubled
         since, the index is trained again so partitions keep their size. The index's name records
-        how many vectors it was trained on (``text_embedding_ivfpq_<n>``).
+        how many vectors it was trained on (``text_embedding_ivfrq_<n>``; an IVF-PQ index of an
+        earlier version, ``text_embedding_ivfpq_<n>``, is kept until the corpus doubles).
+
+        The index is IVF-RQ (RaBitQ: one bit a dimension and a few factors per vector, candidates
+        re-ranked by exact distance). At 2M synthetic clips it matched IVF-PQ's recall at every
+        probe count, probed every partition in 26 ms against PQ's 29.5 and was built in 20 s
+        against 66; at 10M, half of its partitions gave recall@50 0.97 at ~40 ms (build 722 s:
+        Lance's optimize split its 549 partitions into 1,809; benchmarks/RESULTS.md, issue 44).
         """
         vectors = table.count_rows(f"{column} IS NOT NULL")
         if vectors < min_rows:
@@ -740,10 +793,10 @@ class Store:
             table.drop_index(existing.name)
         table.create_index(
             column,
-            config=lancedb_index().IvfPq(distance_type="cosine", num_partitions=ann_partitions(vectors)),
-            name=f"{column}_ivfpq_{vectors}",
+            config=lancedb_index().IvfRq(distance_type="cosine", num_partitions=ann_partitions(vectors)),
+            name=f"{column}_ivfrq_{vectors}",
         )
-        return f"ivf_pq({column}, {vectors:,} vectors)" + (" rebuilt" if existing is not None else "")
+        return f"ivf_rq({column}, {vectors:,} vectors)" + (" rebuilt" if existing is not None else "")
 
 
 def lancedb_index() -> Any:
@@ -756,6 +809,12 @@ def lancedb_index() -> Any:
 def ann_partitions(vectors: int) -> int:
     """IVF partitions for a corpus of ``vectors``: one per :data:`VECTORS_PER_PARTITION`."""
     return max(1, vectors // VECTORS_PER_PARTITION)
+
+
+def ann_probes(partitions: int) -> int:
+    """Partitions a corpus ANN query probes in an index of ``partitions``: :data:`ANN_PROBE_SHARE`
+    of them, at least :data:`ANN_MIN_PROBES` (all when there are fewer)."""
+    return min(partitions, max(ANN_MIN_PROBES, math.ceil(ANN_PROBE_SHARE * partitions)))
 
 
 def _retry_conflicts(write: Callable[[], T], what: str, attempts: int = 8) -> T:
