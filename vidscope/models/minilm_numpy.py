@@ -2,8 +2,7 @@
 
 Loading the embedder through transformers imports torch and transformers (~3 s of CPU, ~2.5 s of it
 imports) before the first query vector; a cold ``vidscope ask`` spends most of its time there. This
-module reads the packaged ``model.safetensors`` and tokenizer (``tokenizer.json``; the embedded
-MiniLM's from ``vocab.txt``, the same ids in less time) directly (``safetensors`` and
+module reads the packaged ``model.safetensors`` and ``tokenizer.json`` directly (``safetensors`` and
 ``tokenizers``, core dependencies: a core install has no torch) and runs the six BERT layers with NumPy
 matrix products: ~0.1 s to load. The vectors equal the transformers ones to float32 rounding
 (``tests/test_embedder.py`` compares them); the only approximation is GELU's ``erf``, computed
@@ -125,44 +124,12 @@ def _read_safetensors(path: Path) -> dict[str, np.ndarray]:
     return tensors
 
 
-def _tokenizer(model_dir: Path, uncased_wordpiece: bool) -> Any:
-    """The model's ``tokenizers.Tokenizer``: from ``tokenizer.json``, or for a model known to use
-    BERT's uncased WordPiece from ``vocab.txt`` — the normaliser (clean text, Chinese characters
-    split, lower case, accents stripped), pre-tokeniser, ``[UNK]`` and ``[CLS] … [SEP]`` template
-    that such a ``tokenizer.json`` spells out, giving the same ids (``tests/test_embedder.py``)."""
-    vocab = model_dir / "vocab.txt"
-    from tokenizers import Tokenizer
-
-    if not (uncased_wordpiece and vocab.is_file()):
-        return Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    from tokenizers.models import WordPiece
-    from tokenizers.normalizers import BertNormalizer
-    from tokenizers.pre_tokenizers import BertPreTokenizer
-    from tokenizers.processors import BertProcessing
-
-    # Given the file's path, WordPiece reads it in Rust (~7 ms); ``WordPiece.from_file`` reads it
-    # into a Python dict first and hands that over (~11 ms), parsing tokenizer.json takes ~17 ms.
-    tokenizer = Tokenizer(WordPiece(str(vocab), unk_token="[UNK]", max_input_chars_per_word=100))
-    tokenizer.normalizer = BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
-    )
-    tokenizer.pre_tokenizer = BertPreTokenizer()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.add_special_tokens([t for t in special if tokenizer.token_to_id(t) is not None])
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls is None or sep is None:  # not BERT's vocabulary after all
-        return Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-    tokenizer.post_processor = BertProcessing(("[SEP]", sep), ("[CLS]", cls))
-    return tokenizer
-
-
 class NumpyBert:
     """A BERT encoder (``BertModel``'s ``last_hidden_state``) from a safetensors checkpoint."""
 
-    def __init__(self, model_dir: Path, max_tokens: int, *, uncased_wordpiece: bool = False) -> None:
-        """``uncased_wordpiece``: the model's ``tokenizer.json`` is known to be BERT's uncased
-        WordPiece (the embedded MiniLM's pinned file is), so the same tokenizer is built from
-        ``vocab.txt`` (~7 ms) instead of parsing that JSON's 466 KB (~17 ms of a cold question)."""
+    def __init__(self, model_dir: Path, max_tokens: int) -> None:
+        from tokenizers import Tokenizer
+
         config = json.loads((model_dir / "config.json").read_text())
         if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
             raise ValueError(f"{model_dir} is not a BERT model with GELU activations")
@@ -176,7 +143,7 @@ class NumpyBert:
         tensors = _read_safetensors(model_dir / "model.safetensors")
         dense = {k for k, v in tensors.items() if k.startswith("encoder.") and v.ndim == 2}
         self.w = {k: (v.T if k in dense else v) for k, v in tensors.items()}
-        self.tokenizer = _tokenizer(model_dir, uncased_wordpiece)
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         # As AutoTokenizer(padding=True, truncation=True, max_length=max_tokens) would: pad to the
         # longest text of the batch (the file's own setting pads every text to 128).
         self.tokenizer.enable_truncation(max_tokens)

@@ -188,7 +188,7 @@ class MiniLMEmbedder:
             from vidscope.models.minilm_numpy import NumpyBert
 
             try:
-                self._numpy_model = NumpyBert(Path(self._path), self.MAX_TOKENS, uncased_wordpiece=True)
+                self._numpy_model = NumpyBert(Path(self._path), self.MAX_TOKENS)
             except Exception as exc:  # a broken package install
                 raise self._unavailable("safetensors/tokenizers") from exc
         return self._numpy_model
